@@ -1,0 +1,1 @@
+//! kbench-client

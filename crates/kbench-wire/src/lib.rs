@@ -1,0 +1,19 @@
+//! Kafka bytes for kbench: request/response framing, ApiVersions ranges and version pinning, and the
+//! hand-written RecordBatch v2 codec with its compression formats.
+//!
+//! This crate never does I/O: it turns values into bytes and bytes into values, nothing else. Every
+//! request and response body goes through the `kafka-protocol` crate with an explicit version; the
+//! record batch (opaque bytes to `kafka-protocol`) is kbench's own hot path.
+
+pub mod batch;
+pub mod compression;
+pub mod frame;
+pub mod varint;
+pub mod versions;
+
+pub use batch::{RecordBatchBuilder, RecordHeader};
+pub use compression::Compression;
+pub use frame::{FrameError, decode_response, encode_request};
+pub use kafka_protocol;
+pub use kafka_protocol::messages::ApiKey;
+pub use versions::{ApiRanges, Negotiated, PinError, Pins, VersionError, api_name, kbench_range};

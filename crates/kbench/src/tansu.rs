@@ -1,0 +1,29 @@
+//! The embedded Kafka-compatible broker: Tansu with in-memory storage, served in the foreground of
+//! `kbench broker`. Only the child process runs this; the benchmarking process never hosts the broker,
+//! so its CPU figures stay the client's own.
+
+use std::net::SocketAddr;
+
+use tansu_broker::broker::Broker;
+use url::Url;
+
+/// Serve a single-node Tansu broker on `listen` until the process is ended.
+pub async fn serve(listen: SocketAddr, node_id: i32) -> Result<(), String> {
+    let listener = Url::parse(&format!("tcp://{listen}")).map_err(|e| e.to_string())?;
+    let storage = Url::parse("memory://kbench/").map_err(|e| e.to_string())?;
+    let mut broker = Broker::builder()
+        .node_id(node_id)
+        .cluster_id("kbench-embedded")
+        .incarnation_id(uuid::Uuid::new_v4())
+        .advertised_listener(listener.clone())
+        .storage(storage)
+        .listener(listener)
+        .silent(true)
+        .build()
+        .await
+        .map_err(|e| format!("embedded broker: could not start Tansu: {e}"))?;
+    broker
+        .serve(tokio::time::Instant::now())
+        .await
+        .map_err(|e| format!("embedded broker on {listen}: {e}"))
+}
