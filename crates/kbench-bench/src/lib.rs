@@ -1,1 +1,14 @@
-//! kbench-bench
+//! Workloads, measurement and results: what kbench runs against a cluster, how it times and counts
+//! it, and the result document every run writes.
+//!
+//! Measurement rules kept here, once: latency in HdrHistograms (µs), from the *intended* send time when
+//! a rate is set; client CPU from getrusage of this process over the measured phase only; every record
+//! accounted for (sent = acked + failed).
+
+pub mod measure;
+pub mod produce;
+pub mod result;
+
+pub use measure::{CpuTime, LatencySummary};
+pub use produce::{IntervalReport, Payload, ProduceRun, ProduceSpec, run_produce};
+pub use result::{Environment, ResultDocument, SCHEMA_VERSION, Target};

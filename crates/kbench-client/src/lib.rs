@@ -1,1 +1,18 @@
-//! kbench-client
+//! Tokio I/O and the Kafka conversations kbench needs: one pipelined connection per broker,
+//! ApiVersions negotiation on connect, metadata and leader routing, topic creation, produce with
+//! retries, and fetch.
+//!
+//! Bytes are made and read by `kbench-wire`; this crate never times or counts anything for a result
+//! (that is `kbench-bench`'s job): it only moves requests and says what happened to them.
+
+pub mod cluster;
+pub mod connection;
+pub mod error;
+pub mod fetch;
+pub mod produce;
+
+pub use cluster::{Cluster, ClusterConfig, PartitionLeader, TopicLayout};
+pub use connection::Connection;
+pub use error::ClientError;
+pub use fetch::FetchedPartition;
+pub use produce::{Acks, ProduceOutcome, ProducerConfig};

@@ -1,6 +1,69 @@
+//! `kbench`: Kafka load testing and protocol benchmarking. This crate is the front end only: it parses
+//! flags, starts the embedded broker when no cluster is named, runs a workload from `kbench-bench`,
+//! and prints and writes its result.
+
+mod cli;
+mod embedded;
+mod produce;
+mod props;
+#[cfg(feature = "embedded-broker")]
 mod tansu;
-#[tokio::main]
-async fn main() {
-    let addr = std::env::args().nth(1).unwrap().parse().unwrap();
-    tansu::serve(addr, 0).await.unwrap();
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KBENCH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    // One thread drives the client: the hot path never crosses threads, and the process's CPU time is
+    // the client's cost. The broker, when embedded, is another process.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kbench: error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(async move {
+        match cli.command {
+            Command::Produce(args) => produce::run(*args, produce::Mode::Produce).await,
+            Command::Quickstart(args) => produce::quickstart(args).await,
+            Command::Broker(args) => broker(args).await,
+        }
+    });
+    ExitCode::from(code)
+}
+
+#[cfg(feature = "embedded-broker")]
+async fn broker(args: cli::BrokerArgs) -> u8 {
+    if !args.quiet {
+        eprintln!(
+            "kbench broker: Tansu {} with in-memory storage, listening on {} (Ctrl-C to stop)",
+            "0.6", args.listen
+        );
+    }
+    match tansu::serve(args.listen, 0).await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("kbench broker: error: {e}");
+            1
+        }
+    }
+}
+
+#[cfg(not(feature = "embedded-broker"))]
+async fn broker(_args: cli::BrokerArgs) -> u8 {
+    eprintln!(
+        "kbench broker: error: this build has no embedded broker (built without the `embedded-broker` feature); pass --bootstrap-server"
+    );
+    2
 }

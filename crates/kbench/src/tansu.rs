@@ -5,13 +5,15 @@
 use std::net::SocketAddr;
 
 use tansu_broker::broker::Broker;
+use tansu_broker::coordinator::group::administrator::Controller;
+use tansu_storage::StorageContainer;
 use url::Url;
 
 /// Serve a single-node Tansu broker on `listen` until the process is ended.
 pub async fn serve(listen: SocketAddr, node_id: i32) -> Result<(), String> {
     let listener = Url::parse(&format!("tcp://{listen}")).map_err(|e| e.to_string())?;
     let storage = Url::parse("memory://kbench/").map_err(|e| e.to_string())?;
-    let mut broker = Broker::builder()
+    let mut broker = Broker::<Controller<StorageContainer>, StorageContainer>::builder()
         .node_id(node_id)
         .cluster_id("kbench-embedded")
         .incarnation_id(uuid::Uuid::new_v4())

@@ -1,0 +1,135 @@
+//! Measurement primitives: process CPU time from getrusage, latency histograms and their summaries.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// User and system CPU time of this process (all its threads; never its children).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuTime {
+    pub user_us: u64,
+    pub sys_us: u64,
+}
+
+impl CpuTime {
+    /// CPU used by this process so far.
+    pub fn now() -> CpuTime {
+        // SAFETY: getrusage fills the struct we hand it and has no other effect.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+        if rc != 0 {
+            return CpuTime::default();
+        }
+        let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+        CpuTime {
+            user_us: us(usage.ru_utime),
+            sys_us: us(usage.ru_stime),
+        }
+    }
+
+    /// CPU used between `earlier` and `self`.
+    pub fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user_us: self.user_us.saturating_sub(earlier.user_us),
+            sys_us: self.sys_us.saturating_sub(earlier.sys_us),
+        }
+    }
+
+    pub fn total_us(self) -> u64 {
+        self.user_us + self.sys_us
+    }
+}
+
+/// Peak resident set size of this process, in KiB.
+pub fn peak_rss_kib() -> u64 {
+    // SAFETY: as above.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    if rc != 0 { 0 } else { usage.ru_maxrss as u64 }
+}
+
+/// A latency histogram in µs: 1 µs to one hour, 3 significant digits.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+/// The latency figures a result reports, in µs.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub p50: u64,
+    pub p95: u64,
+    pub p99: u64,
+    #[serde(rename = "p99.9")]
+    pub p99_9: u64,
+    /// The whole histogram, HdrHistogram V2 format, base64: merge runs or agents exactly from this.
+    pub histogram: String,
+}
+
+impl LatencySummary {
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        let empty = h.is_empty();
+        let q = |q: f64| if empty { 0 } else { h.value_at_quantile(q) };
+        LatencySummary {
+            count: h.len(),
+            min: if empty { 0 } else { h.min() },
+            max: h.max(),
+            mean: if empty { 0.0 } else { h.mean() },
+            p50: q(0.50),
+            p95: q(0.95),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            histogram: encode_histogram(h),
+        }
+    }
+}
+
+/// Serialise a histogram (V2, base64) so that it can be merged later without loss.
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::{Serializer, V2Serializer};
+    let mut bytes = Vec::new();
+    match V2Serializer::new().serialize(h, &mut bytes) {
+        Ok(_) => base64::engine::general_purpose::STANDARD.encode(bytes),
+        Err(_) => String::new(),
+    }
+}
+
+/// Read back a histogram written by [`encode_histogram`].
+pub fn decode_histogram(s: &str) -> Option<Histogram<u64>> {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::Deserializer;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
+    Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_moves_forward_when_working() {
+        let before = CpuTime::now();
+        let mut x = 0u64;
+        for i in 0..50_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(CpuTime::now().since(before).total_us() > 0);
+    }
+
+    #[test]
+    fn histogram_survives_encoding() {
+        let mut h = latency_histogram();
+        for v in [5, 10, 1000, 250_000] {
+            h.record(v).unwrap();
+        }
+        let back = decode_histogram(&encode_histogram(&h)).unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.max(), h.max());
+        let s = LatencySummary::of(&h);
+        assert!(s.p50 <= s.p95 && s.p95 <= s.p99 && s.p99 <= s.p99_9 && s.p99_9 <= s.max);
+    }
+}

@@ -1,0 +1,431 @@
+//! The produce workload, in kafka-producer-perf-test's terms: N records of a given size (or lines of a
+//! payload file), optionally throttled to a rate, batched per partition by `batch.size` and
+//! `linger.ms`, spread round-robin per batch, with latency from each record's intended send time.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use kbench_client::{Cluster, ProduceOutcome, ProducerConfig, TopicLayout};
+use kbench_wire::Compression;
+use kbench_wire::batch::{RecordBatchBuilder, now_ms};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::measure::{CpuTime, latency_histogram, peak_rss_kib};
+
+/// What each record's value is.
+#[derive(Debug, Clone)]
+pub enum Payload {
+    /// One random payload of this many bytes (uppercase letters, as kafka-producer-perf-test makes it),
+    /// reused for every record.
+    Random { size: usize },
+    /// Lines of a payload file; each record takes one at random.
+    Lines(Vec<Bytes>),
+}
+
+impl Payload {
+    fn values(&self, rng: &mut SmallRng) -> Vec<Bytes> {
+        match self {
+            Payload::Random { size } => {
+                let v: Vec<u8> = (0..*size).map(|_| rng.random_range(b'A'..=b'Z')).collect();
+                vec![Bytes::from(v)]
+            }
+            Payload::Lines(lines) => lines.clone(),
+        }
+    }
+}
+
+/// A produce run's settings.
+#[derive(Debug, Clone)]
+pub struct ProduceSpec {
+    pub num_records: u64,
+    /// Stop sending after this long, even if fewer than `num_records` were sent.
+    pub duration: Option<Duration>,
+    pub payload: Payload,
+    /// Records per second; `None` is unthrottled.
+    pub throughput: Option<f64>,
+    pub compression: Compression,
+    /// Upper bound of a batch's uncompressed size in bytes (`batch.size`).
+    pub batch_size: usize,
+    /// How long a batch may wait for more records (`linger.ms`).
+    pub linger: Duration,
+    /// Produce to this partition only; otherwise round-robin over all partitions, per batch.
+    pub partition: Option<i32>,
+    pub reporting_interval: Duration,
+    pub producer: ProducerConfig,
+    /// Requests in flight per broker connection (`max.in.flight.requests.per.connection`).
+    pub max_in_flight: usize,
+    /// Seed for the payload generator and payload-file line choice.
+    pub seed: u64,
+}
+
+/// One progress line's figures: a window of completed records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntervalReport {
+    pub records: u64,
+    pub failed: u64,
+    pub bytes: u64,
+    pub elapsed: Duration,
+    pub latency_sum_us: u64,
+    pub latency_max_us: u64,
+}
+
+impl IntervalReport {
+    /// Exactly kafka-producer-perf-test's progress line.
+    pub fn line(&self) -> String {
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        let avg_ms = if self.records == 0 {
+            0.0
+        } else {
+            self.latency_sum_us as f64 / self.records as f64 / 1000.0
+        };
+        format!(
+            "{} records sent, {:.1} records/sec ({:.2} MB/sec), {:.1} ms avg latency, {:.1} ms max latency.",
+            self.records,
+            self.records as f64 / secs,
+            self.bytes as f64 / secs / (1024.0 * 1024.0),
+            avg_ms,
+            self.latency_max_us as f64 / 1000.0
+        )
+    }
+}
+
+/// What a produce run did: counts, timing, CPU and latency.
+#[derive(Debug, Clone)]
+pub struct ProduceRun {
+    /// Records handed to a produce request (first attempt).
+    pub records_sent: u64,
+    pub records_acked: u64,
+    pub records_failed: u64,
+    /// Value bytes of acknowledged records.
+    pub bytes_acked: u64,
+    pub started_at: SystemTime,
+    pub ended_at: SystemTime,
+    /// Wall time of the measured phase.
+    pub elapsed: Duration,
+    /// CPU of this process over the measured phase.
+    pub cpu: CpuTime,
+    pub peak_rss_kib: u64,
+    /// Per record, from its intended send time (or its append time when unthrottled) to its ack.
+    pub latency: Histogram<u64>,
+    /// Per record, from the moment its request was sent to its ack: the broker's service time.
+    pub service_time: Histogram<u64>,
+    /// Failed records by error.
+    pub errors: BTreeMap<String, u64>,
+    /// Why the run stopped early, if it did.
+    pub aborted: Option<String>,
+}
+
+impl ProduceRun {
+    pub fn records_per_sec(&self) -> f64 {
+        self.records_acked as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    pub fn mb_per_sec(&self) -> f64 {
+        self.bytes_acked as f64 / self.elapsed.as_secs_f64().max(1e-9) / (1024.0 * 1024.0)
+    }
+
+    /// Client CPU µs per record sent; `None` when nothing was sent.
+    pub fn cpu_us_per_record(&self) -> Option<f64> {
+        (self.records_sent > 0).then(|| self.cpu.total_us() as f64 / self.records_sent as f64)
+    }
+
+    /// Exactly kafka-producer-perf-test's final line.
+    pub fn final_line(&self) -> String {
+        let h = &self.latency;
+        let ms = |us: u64| us / 1000;
+        let q = |q: f64| if h.is_empty() { 0 } else { ms(h.value_at_quantile(q)) };
+        format!(
+            "{} records sent, {:.6} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
+            self.records_acked,
+            self.records_per_sec(),
+            self.mb_per_sec(),
+            if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
+            h.max() as f64 / 1000.0,
+            q(0.50),
+            q(0.95),
+            q(0.99),
+            q(0.999),
+        )
+    }
+}
+
+/// Counters shared by the send loop and the per-request tasks, under one lock.
+struct Tally {
+    sent: u64,
+    acked: u64,
+    failed: u64,
+    /// Records in requests not yet resolved.
+    outstanding: u64,
+    bytes_acked: u64,
+    latency: Histogram<u64>,
+    service_time: Histogram<u64>,
+    errors: BTreeMap<String, u64>,
+    window: IntervalReport,
+    window_start: Instant,
+}
+
+impl Tally {
+    fn take_window(&mut self, now: Instant) -> IntervalReport {
+        let mut w = std::mem::replace(
+            &mut self.window,
+            IntervalReport {
+                records: 0,
+                failed: 0,
+                bytes: 0,
+                elapsed: Duration::ZERO,
+                latency_sum_us: 0,
+                latency_max_us: 0,
+            },
+        );
+        w.elapsed = now - self.window_start;
+        self.window_start = now;
+        w
+    }
+}
+
+/// The batch being filled: its records' intended times (µs since the run's start) and value bytes.
+struct OpenBatch {
+    builder: RecordBatchBuilder,
+    intended_us: Vec<u64>,
+    value_bytes: u64,
+    opened: Instant,
+    base_ms: i64,
+}
+
+/// Run the produce workload. Setup (connections, topic) is the caller's; this is the measured phase.
+/// `on_interval` receives each progress window. Cancelling `cancel` stops the run at once; records
+/// then in flight count as failed with the cancellation's reason.
+pub async fn run_produce(
+    cluster: Arc<Cluster>,
+    topic: TopicLayout,
+    spec: &ProduceSpec,
+    cancel: CancellationToken,
+    abort_reason: Arc<Mutex<Option<String>>>,
+    on_interval: impl Fn(&IntervalReport) + Send + 'static,
+) -> ProduceRun {
+    let partitions: Vec<i32> = match spec.partition {
+        Some(p) => vec![p],
+        None => topic.partitions.iter().map(|p| p.partition).collect(),
+    };
+    let leaders = {
+        let mut l: Vec<i32> = partitions.iter().filter_map(|p| topic.leader(*p)).collect();
+        l.sort_unstable();
+        l.dedup();
+        l.len().max(1)
+    };
+    let topic = Arc::new(topic);
+    let producer = Arc::new(spec.producer.clone());
+    let in_flight = Arc::new(Semaphore::new(spec.max_in_flight.max(1) * leaders));
+    let mut rng = SmallRng::seed_from_u64(spec.seed);
+    let values = spec.payload.values(&mut rng);
+
+    let started_at = SystemTime::now();
+    let start = Instant::now();
+    let cpu_start = CpuTime::now();
+    let tally = Arc::new(Mutex::new(Tally {
+        sent: 0,
+        acked: 0,
+        failed: 0,
+        outstanding: 0,
+        bytes_acked: 0,
+        latency: latency_histogram(),
+        service_time: latency_histogram(),
+        errors: BTreeMap::new(),
+        window: IntervalReport {
+            records: 0,
+            failed: 0,
+            bytes: 0,
+            elapsed: Duration::ZERO,
+            latency_sum_us: 0,
+            latency_max_us: 0,
+        },
+        window_start: start,
+    }));
+
+    let reporter = {
+        let tally = tally.clone();
+        let every = spec.reporting_interval.max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                tick.tick().await;
+                let report = tally.lock().expect("tally lock").take_window(Instant::now());
+                on_interval(&report);
+            }
+        })
+    };
+
+    let mut requests = JoinSet::new();
+    let mut open = OpenBatch {
+        builder: RecordBatchBuilder::new(spec.compression),
+        intended_us: Vec::new(),
+        value_bytes: 0,
+        opened: start,
+        base_ms: 0,
+    };
+    let mut next_partition = 0usize;
+    let send_batch = |open: &mut OpenBatch, partition: i32, permit| {
+        let count = open.intended_us.len() as u64;
+        let intended = std::mem::take(&mut open.intended_us);
+        let value_bytes = std::mem::take(&mut open.value_bytes);
+        let finished = open.builder.finish();
+        let tally = tally.clone();
+        let cluster = cluster.clone();
+        let topic = topic.clone();
+        let producer = producer.clone();
+        {
+            let mut t = tally.lock().expect("tally lock");
+            t.sent += count;
+            t.outstanding += count;
+        }
+        async move {
+            let _permit = permit;
+            let sent_at = Instant::now();
+            let outcome = match finished {
+                Ok(batch) => cluster.produce_batch(&producer, &topic, partition, batch).await,
+                Err(e) => ProduceOutcome::Failed {
+                    error: kbench_client::ClientError::Other(format!("record batch: {e}")),
+                    attempts: 0,
+                },
+            };
+            let done = Instant::now();
+            let done_us = (done - start).as_micros() as u64;
+            let mut t = tally.lock().expect("tally lock");
+            t.outstanding -= count;
+            match outcome {
+                ProduceOutcome::Acked { .. } => {
+                    for i in intended {
+                        let us = done_us.saturating_sub(i).max(1);
+                        let _ = t.latency.record(us);
+                        t.window.latency_sum_us += us;
+                        t.window.latency_max_us = t.window.latency_max_us.max(us);
+                    }
+                    let service = ((done - sent_at).as_micros() as u64).max(1);
+                    let _ = t.service_time.record_n(service, count);
+                    t.acked += count;
+                    t.bytes_acked += value_bytes;
+                    t.window.records += count;
+                    t.window.bytes += value_bytes;
+                }
+                ProduceOutcome::Failed { error, .. } => {
+                    t.failed += count;
+                    t.window.failed += count;
+                    *t.errors.entry(error.to_string()).or_default() += count;
+                }
+            }
+        }
+    };
+
+    let linger = spec.linger;
+    let mut i = 0u64;
+    let deadline = spec.duration.map(|d| start + d);
+    'records: while i < spec.num_records {
+        if cancel.is_cancelled() || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let intended = match spec.throughput {
+            Some(rate) => start + Duration::from_secs_f64(i as f64 / rate),
+            None => Instant::now(),
+        };
+        // Throttled: wait for the record's intended time, closing a lingering batch on the way.
+        loop {
+            let now = Instant::now();
+            if now >= intended {
+                break;
+            }
+            let linger_due = open.opened + linger;
+            let wake = if open.builder.is_empty() { intended } else { intended.min(linger_due) };
+            tokio::select! {
+                _ = cancel.cancelled() => break 'records,
+                _ = tokio::time::sleep_until(wake.into()) => {}
+            }
+            if !open.builder.is_empty() && Instant::now() >= linger_due {
+                let permit = tokio::select! {
+                    _ = cancel.cancelled() => break 'records,
+                    p = in_flight.clone().acquire_owned() => p.expect("semaphore open"),
+                };
+                let partition = partitions[next_partition % partitions.len()];
+                next_partition += 1;
+                requests.spawn(send_batch(&mut open, partition, permit));
+            }
+        }
+        let value = &values[if values.len() == 1 { 0 } else { rng.random_range(0..values.len()) }];
+        let now = Instant::now();
+        let full = !open.builder.is_empty()
+            && open.builder.uncompressed_len() + value.len() + 16 > spec.batch_size;
+        let lingered = !open.builder.is_empty() && now >= open.opened + linger;
+        if full || lingered {
+            let permit = tokio::select! {
+                _ = cancel.cancelled() => break 'records,
+                p = in_flight.clone().acquire_owned() => p.expect("semaphore open"),
+            };
+            let partition = partitions[next_partition % partitions.len()];
+            next_partition += 1;
+            requests.spawn(send_batch(&mut open, partition, permit));
+        }
+        if open.builder.is_empty() {
+            open.builder.start_now();
+            open.opened = Instant::now();
+            open.base_ms = now_ms();
+        }
+        let timestamp = open.base_ms + (now.saturating_duration_since(open.opened)).as_millis() as i64;
+        open.builder.append(timestamp, None, Some(value), &[]);
+        open.intended_us.push((intended - start).as_micros() as u64);
+        open.value_bytes += value.len() as u64;
+        i += 1;
+        // Reap finished requests as we go so the set stays small.
+        while requests.try_join_next().is_some() {}
+    }
+    if !open.builder.is_empty() && !cancel.is_cancelled() {
+        let permit = tokio::select! {
+            _ = cancel.cancelled() => None,
+            p = in_flight.clone().acquire_owned() => Some(p.expect("semaphore open")),
+        };
+        if let Some(permit) = permit {
+            let partition = partitions[next_partition % partitions.len()];
+            requests.spawn(send_batch(&mut open, partition, permit));
+        }
+    }
+    tokio::select! {
+        _ = cancel.cancelled() => requests.abort_all(),
+        _ = async { while requests.join_next().await.is_some() {} } => {}
+    }
+    while requests.join_next().await.is_some() {}
+    reporter.abort();
+
+    let elapsed = start.elapsed();
+    let cpu = CpuTime::now().since(cpu_start);
+    let aborted = cancel
+        .is_cancelled()
+        .then(|| abort_reason.lock().expect("reason lock").clone().unwrap_or_else(|| "stopped".into()));
+    let mut t = tally.lock().expect("tally lock");
+    if t.outstanding > 0 {
+        let n = t.outstanding;
+        t.failed += n;
+        t.outstanding = 0;
+        let reason = aborted.clone().unwrap_or_else(|| "stopped".into());
+        *t.errors.entry(format!("in flight when the run stopped: {reason}")).or_default() += n;
+    }
+    ProduceRun {
+        records_sent: t.sent,
+        records_acked: t.acked,
+        records_failed: t.failed,
+        bytes_acked: t.bytes_acked,
+        started_at,
+        ended_at: SystemTime::now(),
+        elapsed,
+        cpu,
+        peak_rss_kib: peak_rss_kib(),
+        latency: t.latency.clone(),
+        service_time: t.service_time.clone(),
+        errors: t.errors.clone(),
+        aborted,
+    }
+}

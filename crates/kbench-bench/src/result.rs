@@ -1,0 +1,130 @@
+//! The result document: one JSON object per run, versioned by `schema_version`, documented in
+//! docs/results.md. Adding a field is compatible; renaming or removing one bumps the version.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::measure::LatencySummary;
+use crate::produce::ProduceRun;
+
+/// The version of the result schema written by this build.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where a run ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Environment {
+    pub kbench_version: String,
+    pub hostname: String,
+    pub cores: usize,
+    pub os: String,
+    pub arch: String,
+}
+
+impl Environment {
+    pub fn here() -> Environment {
+        Environment {
+            kbench_version: env!("CARGO_PKG_VERSION").to_string(),
+            hostname: hostname(),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+        }
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Format a wall-clock instant as RFC 3339 (UTC, milliseconds).
+pub fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// The target a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    pub bootstrap_servers: String,
+    /// True when kbench started its own Tansu broker for the run.
+    pub embedded_broker: bool,
+}
+
+/// A produce run's result document.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultDocument {
+    pub schema_version: u32,
+    pub kind: &'static str,
+    pub environment: Environment,
+    pub target: Target,
+    /// Every setting of the run, secrets removed.
+    pub settings: serde_json::Value,
+    /// The API versions actually used, by Kafka API name.
+    pub negotiated_versions: BTreeMap<String, i16>,
+    /// The user's pins, by Kafka API name (empty when nothing was pinned).
+    pub pinned_versions: BTreeMap<String, i16>,
+    pub seed: u64,
+    pub start_time: String,
+    pub end_time: String,
+    pub duration_s: f64,
+    pub records_sent: u64,
+    pub records_acked: u64,
+    pub records_failed: u64,
+    pub bytes_acked: u64,
+    pub records_per_sec: f64,
+    pub mb_per_sec: f64,
+    pub client_cpu_us_per_record: Option<f64>,
+    pub client_cpu_user_s: f64,
+    pub client_cpu_sys_s: f64,
+    pub peak_rss_kib: u64,
+    /// Intended send time (or append time when unthrottled) → ack, µs.
+    pub latency: LatencySummary,
+    /// Request sent → ack, µs.
+    pub service_time: LatencySummary,
+    /// Failed records per error message.
+    pub errors: BTreeMap<String, u64>,
+    pub aborted: Option<String>,
+}
+
+impl ResultDocument {
+    #[allow(clippy::too_many_arguments)]
+    pub fn produce(
+        run: &ProduceRun,
+        target: Target,
+        settings: serde_json::Value,
+        negotiated_versions: BTreeMap<String, i16>,
+        pinned_versions: BTreeMap<String, i16>,
+        seed: u64,
+    ) -> ResultDocument {
+        ResultDocument {
+            schema_version: SCHEMA_VERSION,
+            kind: "produce",
+            environment: Environment::here(),
+            target,
+            settings,
+            negotiated_versions,
+            pinned_versions,
+            seed,
+            start_time: rfc3339(run.started_at),
+            end_time: rfc3339(run.ended_at),
+            duration_s: run.elapsed.as_secs_f64(),
+            records_sent: run.records_sent,
+            records_acked: run.records_acked,
+            records_failed: run.records_failed,
+            bytes_acked: run.bytes_acked,
+            records_per_sec: run.records_per_sec(),
+            mb_per_sec: run.mb_per_sec(),
+            client_cpu_us_per_record: run.cpu_us_per_record(),
+            client_cpu_user_s: run.cpu.user_us as f64 / 1e6,
+            client_cpu_sys_s: run.cpu.sys_us as f64 / 1e6,
+            peak_rss_kib: run.peak_rss_kib,
+            latency: LatencySummary::of(&run.latency),
+            service_time: LatencySummary::of(&run.service_time),
+            errors: run.errors.clone(),
+            aborted: run.aborted.clone(),
+        }
+    }
+}

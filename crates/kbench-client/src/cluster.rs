@@ -1,0 +1,317 @@
+//! The cluster as kbench sees it: a bootstrap connection, the brokers and partition leaders learned
+//! from Metadata, one pipelined connection per broker (replaced when it breaks), and the API versions
+//! actually used, recorded for every result.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, MetadataRequest, MetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kbench_wire::{ApiKey, Negotiated, Pins, api_name};
+
+use crate::connection::Connection;
+use crate::error::ClientError;
+
+/// How to reach and talk to the cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// `host:port` addresses to bootstrap from, tried in order.
+    pub bootstrap: Vec<String>,
+    pub client_id: String,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub max_in_flight: usize,
+    pub pins: Pins,
+}
+
+/// A partition and the broker that leads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionLeader {
+    pub partition: i32,
+    pub leader: i32,
+}
+
+/// What Metadata says of one topic.
+#[derive(Debug, Clone)]
+pub struct TopicLayout {
+    pub name: String,
+    /// The topic id (all zeros when the broker's Metadata version predates topic ids).
+    pub topic_id: uuid::Uuid,
+    pub partitions: Vec<PartitionLeader>,
+}
+
+impl TopicLayout {
+    pub fn leader(&self, partition: i32) -> Option<i32> {
+        self.partitions
+            .iter()
+            .find(|p| p.partition == partition)
+            .map(|p| p.leader)
+            .filter(|l| *l >= 0)
+    }
+}
+
+/// A connected cluster.
+pub struct Cluster {
+    config: ClusterConfig,
+    bootstrap: Arc<Connection>,
+    brokers: Mutex<HashMap<i32, String>>,
+    connections: tokio::sync::Mutex<HashMap<i32, Arc<Connection>>>,
+    negotiated: Mutex<Negotiated>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster").field("bootstrap", &self.config.bootstrap).finish()
+    }
+}
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const TOPIC_ALREADY_EXISTS: i16 = 36;
+
+impl Cluster {
+    /// Connect to the first bootstrap address that answers, and check every pin against it.
+    pub async fn connect(config: ClusterConfig) -> Result<Cluster, ClientError> {
+        if config.bootstrap.is_empty() {
+            return Err(ClientError::Other("--bootstrap-server: no address given".into()));
+        }
+        let mut failures = Vec::new();
+        let mut bootstrap = None;
+        for addr in &config.bootstrap {
+            match Connection::connect(
+                addr,
+                &config.client_id,
+                config.connect_timeout,
+                config.request_timeout,
+                config.max_in_flight,
+            )
+            .await
+            {
+                Ok(conn) => {
+                    bootstrap = Some(conn);
+                    break;
+                }
+                Err(ClientError::Connect { reason, .. }) => failures.push((addr, reason)),
+                Err(e) => failures.push((addr, e.to_string())),
+            }
+        }
+        let Some(bootstrap) = bootstrap else {
+            if let [(addr, reason)] = failures.as_slice() {
+                return Err(ClientError::Connect {
+                    addr: addr.to_string(),
+                    reason: reason.clone(),
+                });
+            }
+            let failures: Vec<String> = failures.iter().map(|(a, r)| format!("{a}: {r}")).collect();
+            return Err(ClientError::Connect {
+                addr: config.bootstrap.join(","),
+                reason: format!("no bootstrap server answered: {}", failures.join("; ")),
+            });
+        };
+        let cluster = Cluster {
+            config,
+            bootstrap: Arc::new(bootstrap),
+            brokers: Mutex::new(HashMap::new()),
+            connections: tokio::sync::Mutex::new(HashMap::new()),
+            negotiated: Mutex::new(Negotiated::default()),
+        };
+        cluster
+            .negotiated
+            .lock()
+            .expect("negotiated lock")
+            .insert(ApiKey::ApiVersions, cluster.bootstrap.api_versions_version());
+        for (api, _) in cluster.config.pins.iter() {
+            cluster.bootstrap.version(api, &cluster.config.pins)?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    pub fn pins(&self) -> &Pins {
+        &self.config.pins
+    }
+
+    /// Choose the version for `api` on `conn` (pin or highest common) and record it as used.
+    pub fn version_on(&self, conn: &Connection, api: ApiKey) -> Result<i16, ClientError> {
+        let v = conn.version(api, &self.config.pins)?;
+        let mut negotiated = self.negotiated.lock().expect("negotiated lock");
+        if negotiated.get(api) != Some(v) {
+            let mut one = Negotiated::default();
+            one.insert(api, v);
+            negotiated.merge(&one);
+        }
+        Ok(v)
+    }
+
+    /// Check, before any load, that `apis` can be used with the bootstrap broker (pins included).
+    pub fn check_versions(&self, apis: &[ApiKey]) -> Result<(), ClientError> {
+        for api in apis {
+            self.version_on(&self.bootstrap, *api)?;
+        }
+        Ok(())
+    }
+
+    /// The versions used so far, per API.
+    pub fn negotiated(&self) -> Negotiated {
+        self.negotiated.lock().expect("negotiated lock").clone()
+    }
+
+    /// Metadata for one topic; also refreshes the broker addresses.
+    pub async fn metadata(&self, topic: &str) -> Result<(i16, TopicLayout), ClientError> {
+        let version = self.version_on(&self.bootstrap, ApiKey::Metadata)?;
+        let mut request = MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic_name(topic))),
+        ]));
+        if version >= 4 {
+            request = request.with_allow_auto_topic_creation(false);
+        }
+        let response: MetadataResponse = self
+            .bootstrap
+            .request_at(ApiKey::Metadata, version, &request)
+            .await?;
+        {
+            let mut brokers = self.brokers.lock().expect("brokers lock");
+            for b in &response.brokers {
+                brokers.insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));
+            }
+        }
+        let t = response
+            .topics
+            .into_iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+            .ok_or_else(|| ClientError::Other(format!("Metadata did not describe topic {topic:?}")))?;
+        let mut partitions: Vec<PartitionLeader> = t
+            .partitions
+            .iter()
+            .map(|p| PartitionLeader {
+                partition: p.partition_index,
+                leader: if p.error_code == 0 { p.leader_id.0 } else { -1 },
+            })
+            .collect();
+        partitions.sort_by_key(|p| p.partition);
+        let layout = TopicLayout {
+            name: topic.to_string(),
+            topic_id: t.topic_id,
+            partitions,
+        };
+        let code = t.error_code;
+        Ok((code, layout))
+    }
+
+    /// The topic's layout, creating the topic first when it does not exist, and waiting until every
+    /// partition has a leader.
+    pub async fn ensure_topic(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication_factor: i16,
+    ) -> Result<TopicLayout, ClientError> {
+        let (code, layout) = self.metadata(topic).await?;
+        match code {
+            0 if !layout.partitions.is_empty() => return self.await_leaders(topic, layout).await,
+            0 | UNKNOWN_TOPIC_OR_PARTITION => {}
+            code => return Err(ClientError::kafka("Metadata", format!("topic {topic:?}"), code)),
+        }
+        self.create_topic(topic, partitions, replication_factor).await?;
+        let (_, layout) = self.metadata(topic).await?;
+        self.await_leaders(topic, layout).await
+    }
+
+    async fn await_leaders(
+        &self,
+        topic: &str,
+        mut layout: TopicLayout,
+    ) -> Result<TopicLayout, ClientError> {
+        let deadline = Instant::now() + self.config.request_timeout;
+        loop {
+            if !layout.partitions.is_empty() && layout.partitions.iter().all(|p| p.leader >= 0) {
+                return Ok(layout);
+            }
+            if Instant::now() > deadline {
+                return Err(ClientError::Other(format!(
+                    "topic {topic:?}: not every partition has a leader after {} ms",
+                    self.config.request_timeout.as_millis()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            layout = self.metadata(topic).await?.1;
+        }
+    }
+
+    /// CreateTopics for one topic; an existing topic is not an error.
+    pub async fn create_topic(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication_factor: i16,
+    ) -> Result<(), ClientError> {
+        let version = self.version_on(&self.bootstrap, ApiKey::CreateTopics)?;
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(self.config.request_timeout.as_millis() as i32)
+            .with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(replication_factor),
+            ]);
+        let response: CreateTopicsResponse = self
+            .bootstrap
+            .request_at(ApiKey::CreateTopics, version, &request)
+            .await?;
+        for t in response.topics {
+            if t.error_code != 0 && t.error_code != TOPIC_ALREADY_EXISTS {
+                let mut err = ClientError::kafka("CreateTopics", format!("topic {topic:?}"), t.error_code);
+                if let (ClientError::Kafka { error, .. }, Some(msg)) = (&mut err, t.error_message) {
+                    error.push_str(&format!(": {}", msg.as_str()));
+                }
+                return Err(err);
+            }
+        }
+        Ok(())
+    }
+
+    /// The connection to broker `node_id`, opened (or reopened, when broken) as needed.
+    pub async fn connection(&self, node_id: i32) -> Result<Arc<Connection>, ClientError> {
+        let mut conns = self.connections.lock().await;
+        if let Some(c) = conns.get(&node_id)
+            && !c.is_broken()
+        {
+            return Ok(c.clone());
+        }
+        let addr = self
+            .brokers
+            .lock()
+            .expect("brokers lock")
+            .get(&node_id)
+            .cloned()
+            .ok_or_else(|| ClientError::Other(format!("no address known for broker {node_id}")))?;
+        let conn = Arc::new(
+            Connection::connect(
+                &addr,
+                &self.config.client_id,
+                self.config.connect_timeout,
+                self.config.request_timeout,
+                self.config.max_in_flight,
+            )
+            .await?,
+        );
+        conns.insert(node_id, conn.clone());
+        Ok(conn)
+    }
+
+    /// Name of an API, as results and messages spell it.
+    pub fn api_label(api: ApiKey) -> String {
+        api_name(api)
+    }
+}
+
+pub(crate) fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
+}

@@ -1,0 +1,70 @@
+//! Fetch one partition from its leader at the negotiated (or pinned) Fetch version: names before
+//! v13, topic ids from v13 (KIP-516).
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kbench_wire::ApiKey;
+
+use crate::cluster::{Cluster, TopicLayout, topic_name};
+use crate::error::ClientError;
+
+/// One partition's share of a Fetch response.
+#[derive(Debug, Clone)]
+pub struct FetchedPartition {
+    pub high_watermark: i64,
+    /// The record batches, as the broker sent them (possibly empty).
+    pub records: Bytes,
+}
+
+impl Cluster {
+    /// Fetch `partition` from `offset`, waiting up to `max_wait_ms` for at least one byte.
+    pub async fn fetch(
+        &self,
+        topic: &TopicLayout,
+        partition: i32,
+        offset: i64,
+        max_bytes: i32,
+        max_wait_ms: i32,
+    ) -> Result<FetchedPartition, ClientError> {
+        let what = format!("{}-{partition}", topic.name);
+        let node = topic
+            .leader(partition)
+            .ok_or_else(|| ClientError::kafka("Fetch", what.clone(), 5))?;
+        let conn = self.connection(node).await?;
+        let version = self.version_on(&conn, ApiKey::Fetch)?;
+        let mut fetch_topic = FetchTopic::default().with_partitions(vec![
+            FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(max_bytes),
+        ]);
+        fetch_topic = if version >= 13 {
+            fetch_topic.with_topic_id(topic.topic_id)
+        } else {
+            fetch_topic.with_topic(topic_name(&topic.name))
+        };
+        let request = FetchRequest::default()
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(1)
+            .with_max_bytes(max_bytes)
+            .with_topics(vec![fetch_topic]);
+        let response: FetchResponse = conn.request_at(ApiKey::Fetch, version, &request).await?;
+        if response.error_code != 0 {
+            return Err(ClientError::kafka("Fetch", what, response.error_code));
+        }
+        let p = response
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partitions.into_iter())
+            .find(|p| p.partition_index == partition)
+            .ok_or_else(|| ClientError::Other(format!("Fetch response did not mention {what}")))?;
+        if p.error_code != 0 {
+            return Err(ClientError::kafka("Fetch", what, p.error_code));
+        }
+        Ok(FetchedPartition {
+            high_watermark: p.high_watermark,
+            records: p.records.unwrap_or_default(),
+        })
+    }
+}

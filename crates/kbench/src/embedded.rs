@@ -1,0 +1,114 @@
+//! Starting and stopping the embedded broker: `kbench broker` in a child process on a free loopback
+//! port, so that getrusage of this process measures the client alone. The child is in its own process
+//! group (Ctrl-C reaches only us; we stop it), dies with us if we are killed (PR_SET_PDEATHSIG), and is
+//! killed when the handle is dropped: no orphan broker is left behind.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+/// A running embedded broker.
+pub struct EmbeddedBroker {
+    child: Child,
+    addr: SocketAddr,
+}
+
+/// How long a fresh broker may take to answer ApiVersions.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl EmbeddedBroker {
+    /// Start the broker and wait until it answers.
+    pub async fn start() -> Result<EmbeddedBroker, String> {
+        let mut last = String::new();
+        for _ in 0..3 {
+            let addr = free_loopback_port()?;
+            match Self::start_on(addr).await {
+                Ok(b) => return Ok(b),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    async fn start_on(addr: SocketAddr) -> Result<EmbeddedBroker, String> {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("embedded broker: cannot find the kbench executable: {e}"))?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("broker")
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--quiet")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setpgid(0, 0);
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("embedded broker: cannot start `kbench broker`: {e}"))?;
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("embedded broker on {addr} exited during start-up ({status})"));
+            }
+            let probe = kbench_client::Connection::connect(
+                &addr.to_string(),
+                "kbench-probe",
+                Duration::from_secs(1),
+                Duration::from_secs(5),
+                1,
+            )
+            .await;
+            if probe.is_ok() {
+                return Ok(EmbeddedBroker { child, addr });
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                let _ = child.kill().await;
+                return Err(format!(
+                    "embedded broker on {addr} did not answer within {} s",
+                    READY_TIMEOUT.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Resolves when the broker process ends, with a description of how.
+    pub async fn exited(&mut self) -> String {
+        match self.child.wait().await {
+            Ok(status) => format!("the embedded broker exited unexpectedly ({status})"),
+            Err(e) => format!("the embedded broker could not be watched: {e}"),
+        }
+    }
+
+    /// Stop the broker and reap it.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// A loopback port nobody is listening on right now.
+fn free_loopback_port() -> Result<SocketAddr, String> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|e| format!("embedded broker: no free loopback port: {e}"))?;
+    listener
+        .local_addr()
+        .map_err(|e| format!("embedded broker: no free loopback port: {e}"))
+}

@@ -1,0 +1,186 @@
+//! Client properties by the names Java and librdkafka users know (`-X key=value`, `--producer-props`),
+//! turned into kbench's producer settings. An unknown or unsupported key is an error naming it; a value
+//! that does not parse is an error naming the key and the flag it came from. Secret values are never
+//! echoed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kbench_client::Acks;
+use kbench_wire::Compression;
+
+/// Producer settings with their Java defaults (Kafka 4.x).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProducerSettings {
+    pub bootstrap_servers: Option<String>,
+    pub acks: Acks,
+    pub compression: Compression,
+    pub batch_size: usize,
+    pub linger: Duration,
+    pub client_id: String,
+    pub max_in_flight: usize,
+    pub request_timeout: Duration,
+    pub retries: u32,
+    pub retry_backoff: Duration,
+    pub delivery_timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+impl Default for ProducerSettings {
+    fn default() -> Self {
+        ProducerSettings {
+            bootstrap_servers: None,
+            acks: Acks::All,
+            compression: Compression::None,
+            batch_size: 16_384,
+            linger: Duration::from_millis(5),
+            client_id: "kbench-producer".into(),
+            max_in_flight: 5,
+            request_timeout: Duration::from_millis(30_000),
+            retries: i32::MAX as u32,
+            retry_backoff: Duration::from_millis(100),
+            delivery_timeout: Duration::from_millis(120_000),
+            connect_timeout: Duration::from_millis(10_000),
+        }
+    }
+}
+
+/// Keys accepted and deliberately without effect here (serializers: kbench writes bytes itself).
+const IGNORED: &[&str] = &["key.serializer", "value.serializer", "enable.idempotence"];
+
+/// Keys users may pass that kbench does not implement yet: an error, never a silent default.
+const UNSUPPORTED: &[&str] = &[
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.jaas.config",
+    "sasl.username",
+    "sasl.password",
+    "ssl.truststore.location",
+    "ssl.keystore.location",
+    "ssl.key.password",
+    "transactional.id",
+    "partitioner.class",
+];
+
+/// Whether a property's value must never be shown.
+pub fn is_secret(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["password", "secret", "jaas", "token", "credential"]
+        .iter()
+        .any(|s| k.contains(s))
+}
+
+/// Split `key=value`; `flag` names where it came from, for the error.
+pub fn split_property<'a>(flag: &str, kv: &'a str) -> Result<(&'a str, &'a str), String> {
+    kv.split_once('=')
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("{flag} {kv:?}: expected key=value"))
+}
+
+impl ProducerSettings {
+    /// Apply one property; `flag` is `-X` or `--producer-props`, for messages.
+    pub fn apply(&mut self, flag: &str, key: &str, value: &str) -> Result<(), String> {
+        let shown = if is_secret(key) { "***" } else { value };
+        let bad = |what: &str| format!("{flag} {key}={shown}: {what}");
+        let ms = |v: &str| -> Result<Duration, String> {
+            v.parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| bad("expected a whole number of milliseconds"))
+        };
+        let count = |v: &str| -> Result<u64, String> {
+            v.parse::<u64>().map_err(|_| bad("expected a whole number"))
+        };
+        match key {
+            "bootstrap.servers" | "metadata.broker.list" => {
+                self.bootstrap_servers = Some(value.to_string())
+            }
+            "acks" | "request.required.acks" => self.acks = value.parse().map_err(|e: String| bad(&e))?,
+            "compression.type" | "compression.codec" => {
+                self.compression = value.parse().map_err(|e: String| bad(&e))?
+            }
+            "batch.size" => {
+                self.batch_size = count(value)?.max(1) as usize;
+            }
+            "linger.ms" | "queue.buffering.max.ms" => self.linger = ms(value)?,
+            "client.id" => self.client_id = value.to_string(),
+            "max.in.flight.requests.per.connection" | "max.in.flight" => {
+                let n = count(value)?;
+                if n == 0 {
+                    return Err(bad("must be at least 1"));
+                }
+                self.max_in_flight = n as usize;
+            }
+            "request.timeout.ms" => self.request_timeout = ms(value)?,
+            "retries" | "message.send.max.retries" => {
+                self.retries = count(value)?.min(u64::from(u32::MAX)) as u32
+            }
+            "retry.backoff.ms" => self.retry_backoff = ms(value)?,
+            "delivery.timeout.ms" | "message.timeout.ms" => self.delivery_timeout = ms(value)?,
+            "socket.connection.setup.timeout.ms" | "socket.connection.setup.timeout.max.ms" => {
+                self.connect_timeout = ms(value)?
+            }
+            "enable.idempotence" if value.eq_ignore_ascii_case("true") => {
+                return Err(bad("idempotent produce is not supported yet; use enable.idempotence=false"));
+            }
+            k if IGNORED.contains(&k) => {}
+            k if UNSUPPORTED.contains(&k) => {
+                return Err(format!("{flag} {key}: not supported by this build of kbench yet"));
+            }
+            _ => return Err(format!("{flag} {key}: unknown client property {key:?}")),
+        }
+        Ok(())
+    }
+
+    /// Every property as given, secrets masked, for the result document.
+    pub fn redacted(given: &[(String, String)]) -> BTreeMap<String, String> {
+        given
+            .iter()
+            .map(|(k, v)| {
+                let v = if is_secret(k) { "***".to_string() } else { v.clone() };
+                (k.clone(), v)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_and_librdkafka_names_both_work() {
+        let mut s = ProducerSettings::default();
+        s.apply("-X", "acks", "1").unwrap();
+        s.apply("-X", "compression.codec", "lz4").unwrap();
+        s.apply("-X", "queue.buffering.max.ms", "20").unwrap();
+        s.apply("-X", "max.in.flight.requests.per.connection", "3").unwrap();
+        assert_eq!(s.acks, Acks::Leader);
+        assert_eq!(s.compression, Compression::Lz4);
+        assert_eq!(s.linger, Duration::from_millis(20));
+        assert_eq!(s.max_in_flight, 3);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = ProducerSettings::default().apply("-X", "nosuch", "1").unwrap_err();
+        assert!(err.contains("nosuch"), "{err}");
+    }
+
+    #[test]
+    fn secrets_are_not_echoed_in_errors_or_results() {
+        let err = ProducerSettings::default()
+            .apply("-X", "sasl.password", "hunter2")
+            .unwrap_err();
+        assert!(!err.contains("hunter2"), "{err}");
+        let shown = ProducerSettings::redacted(&[("sasl.password".into(), "hunter2".into())]);
+        assert_eq!(shown["sasl.password"], "***");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let err = ProducerSettings::default().apply("--producer-props", "linger.ms", "soon").unwrap_err();
+        assert!(err.contains("linger.ms") && err.contains("--producer-props"), "{err}");
+    }
+}

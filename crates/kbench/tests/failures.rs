@@ -1,0 +1,158 @@
+//! Bad input and failures: one clear error naming the flag or address, a non-zero exit, no panic,
+//! no hang, and every record accounted for when a broker dies mid-run.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn assert_clean_failure(out: &std::process::Output, names: &str) {
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "expected failure for {names}");
+    assert!(err.contains(names), "error should name {names:?}:\n{err}");
+    assert!(!err.contains("panicked"), "no panic:\n{err}");
+    assert!(err.lines().filter(|l| l.contains("error")).count() == 1, "one error:\n{err}");
+}
+
+#[test]
+fn unreachable_bootstrap_server_fails_fast_naming_the_address() {
+    let started = Instant::now();
+    let out = run(
+        &["produce", "--bootstrap-server", "127.0.0.1:1", "--num-records", "10"],
+        Duration::from_secs(30),
+    );
+    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
+    assert_clean_failure(&out, "127.0.0.1:1");
+}
+
+#[test]
+fn bad_flags_each_get_one_error_naming_the_flag() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["produce", "--num-records", "-5"], "--num-records"),
+        (&["produce", "--compression", "brotli"], "--compression"),
+        (&["produce", "-X", "nosuch=1"], "nosuch"),
+        (&["produce", "--acks", "2"], "--acks"),
+        (&["produce", "--pin", "produce=x"], "--pin"),
+        (&["produce", "--throughput", "0"], "--throughput"),
+    ];
+    for (args, names) in cases {
+        let out = run(args, Duration::from_secs(30));
+        assert_clean_failure(&out, names);
+        assert!(!text(&out.stderr).contains("embedded"), "no broker is started for bad input");
+    }
+}
+
+#[test]
+fn secrets_given_as_properties_never_appear_in_output() {
+    let out = run(&["produce", "-X", "sasl.password=hunter2"], Duration::from_secs(30));
+    assert!(!out.status.success());
+    assert!(!text(&out.stderr).contains("hunter2"));
+    assert!(!text(&out.stdout).contains("hunter2"));
+}
+
+/// Start a long throttled produce against the embedded broker and return the child and the broker's
+/// pid, read from kbench's own announcement on stderr.
+fn start_long_run(json: &std::path::Path) -> (std::process::Child, i32, BufReader<std::process::ChildStderr>) {
+    let mut child = kbench()
+        .args([
+            "produce", "--num-records", "1000000", "--throughput", "20000",
+            "--reporting-interval", "500", "-X", "delivery.timeout.ms=5000",
+            "--json", json.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let pid: i32 = line
+        .rsplit("child process ")
+        .next()
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no broker pid in {line:?}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    (child, pid, stderr)
+}
+
+fn wait_with_limit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("kbench did not stop within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie is not alive: read its state.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+        .unwrap_or(false)
+}
+
+#[test]
+fn killed_embedded_broker_ends_the_run_with_every_record_accounted_for() {
+    let dir = std::env::temp_dir().join(format!("kbench-kill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("killed.json");
+    let (mut child, broker_pid, mut stderr) = start_long_run(&json);
+    unsafe { libc::kill(broker_pid, libc::SIGKILL) };
+    let status = wait_with_limit(&mut child, Duration::from_secs(30));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(!status.success(), "a killed broker is a failed run");
+    assert!(rest.contains("embedded broker exited"), "{rest}");
+    assert!(!rest.contains("panicked"), "{rest}");
+    let doc = result_json(&json);
+    let sent = doc["records_sent"].as_u64().unwrap();
+    let acked = doc["records_acked"].as_u64().unwrap();
+    let failed = doc["records_failed"].as_u64().unwrap();
+    assert!(sent > 0 && sent < 1_000_000, "stopped mid-run: {sent}");
+    assert_eq!(sent, acked + failed, "sent = acked + failed");
+    assert!(doc["aborted"].as_str().unwrap().contains("embedded broker"));
+}
+
+#[test]
+fn interrupt_stops_the_run_and_the_embedded_broker() {
+    let dir = std::env::temp_dir().join(format!("kbench-int-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("interrupted.json");
+    let (mut child, broker_pid, _stderr) = start_long_run(&json);
+    assert!(alive(broker_pid));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_with_limit(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130));
+    let doc = result_json(&json);
+    assert_eq!(
+        doc["records_sent"].as_u64().unwrap(),
+        doc["records_acked"].as_u64().unwrap() + doc["records_failed"].as_u64().unwrap()
+    );
+    let started = Instant::now();
+    while alive(broker_pid) {
+        assert!(started.elapsed() < Duration::from_secs(10), "orphaned broker {broker_pid}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn killed_kbench_takes_its_embedded_broker_with_it() {
+    let dir = std::env::temp_dir().join(format!("kbench-sigkill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut child, broker_pid, _stderr) = start_long_run(&dir.join("x.json"));
+    child.kill().unwrap();
+    let _ = child.wait();
+    let started = Instant::now();
+    while alive(broker_pid) {
+        assert!(started.elapsed() < Duration::from_secs(10), "orphaned broker {broker_pid}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

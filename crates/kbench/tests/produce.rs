@@ -1,0 +1,168 @@
+//! `kbench produce` against a real embedded broker: what is produced can be read back exactly, pins
+//! hold or fail before any load, and the run's result document tells what happened.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::*;
+use kbench_wire::Pins;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+#[test]
+fn every_compression_round_trips_100k_records_byte_for_byte() {
+    let broker = TestBroker::start();
+    let dir = tempdir();
+    // Distinct payloads of varied length, so that a value read back can only match what was sent.
+    let lines: Vec<String> = (0..5000).map(|i| format!("payload-{i:05}-{}", "x".repeat(i % 150))).collect();
+    let payload_file = dir.join("payloads.txt");
+    std::fs::write(&payload_file, lines.join("\n")).unwrap();
+    let sent: HashSet<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+    let rt = runtime();
+    let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let topic = format!("roundtrip-{codec}");
+        let json = dir.join(format!("{codec}.json"));
+        let out = run(
+            &[
+                "produce", "--bootstrap-server", &broker.addr, "--topic", &topic,
+                "--num-records", "100000", "--payload-file", payload_file.to_str().unwrap(),
+                "--compression", codec, "--acks", "1", "--json", json.to_str().unwrap(),
+            ],
+            LIMIT,
+        );
+        assert!(out.status.success(), "{codec}: {}", text(&out.stderr));
+        let doc = result_json(&json);
+        assert_eq!(doc["records_acked"], 100_000, "{codec}");
+        assert_eq!(doc["records_failed"], 0, "{codec}");
+        let records = rt.block_on(fetch_all(&cluster, &topic, 0));
+        assert_eq!(records.len(), 100_000, "{codec}: records read back");
+        for (i, r) in records.iter().enumerate() {
+            assert_eq!(r.offset, i as i64, "{codec}: offsets are dense");
+            let v = r.value.as_deref().expect("value");
+            assert!(sent.contains(v), "{codec}: record {i} is not a payload that was sent");
+            let age_ms = kbench_wire::batch::now_ms() - r.timestamp;
+            assert!((0..600_000).contains(&age_ms), "{codec}: timestamp comes from the clock");
+        }
+    }
+}
+
+#[test]
+fn each_produce_version_3_to_11_pinned_is_the_version_used() {
+    let broker = TestBroker::start();
+    let dir = tempdir();
+    for v in 3..=11 {
+        let json = dir.join(format!("v{v}.json"));
+        let pin = format!("produce={v}");
+        let out = run(
+            &[
+                "produce", "--bootstrap-server", &broker.addr, "--topic", "pinned",
+                "--num-records", "2000", "--record-size", "64", "--pin", &pin,
+                "--json", json.to_str().unwrap(),
+            ],
+            LIMIT,
+        );
+        assert!(out.status.success(), "v{v}: {}", text(&out.stderr));
+        let doc = result_json(&json);
+        assert_eq!(doc["negotiated_versions"]["Produce"], v, "v{v}");
+        assert_eq!(doc["pinned_versions"]["Produce"], v, "v{v}");
+        assert_eq!(doc["records_acked"], 2000, "v{v}");
+    }
+    let rt = runtime();
+    let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
+    assert_eq!(rt.block_on(fetch_all(&cluster, "pinned", 0)).len(), 9 * 2000);
+}
+
+#[test]
+fn pin_outside_the_brokers_range_fails_before_any_load() {
+    let broker = TestBroker::start();
+    let out = run(
+        &["produce", "--bootstrap-server", &broker.addr, "--topic", "never", "--pin", "produce=12"],
+        LIMIT,
+    );
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("--pin produce=12"), "{err}");
+    assert!(err.contains("broker supports Produce v0..11"), "{err}");
+    assert!(err.contains("kbench supports Produce v3..13"), "{err}");
+    assert!(!text(&out.stdout).contains("records sent"), "no load was run");
+    // Not even the topic was created.
+    let rt = runtime();
+    let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
+    let (code, _) = rt.block_on(cluster.metadata("never")).unwrap();
+    assert_eq!(code, 3, "UNKNOWN_TOPIC_OR_PARTITION: the topic was never created");
+}
+
+#[test]
+fn result_document_carries_the_method() {
+    let broker = TestBroker::start();
+    let dir = tempdir();
+    let json = dir.join("r.json");
+    let out = run(
+        &[
+            "produce", "--bootstrap-server", &broker.addr, "--num-records", "20000",
+            "--throughput", "10000", "--reporting-interval", "500", "--seed", "42",
+            "-X", "linger.ms=2", "--producer-props", "acks=1", "client.id=rt",
+            "--json", json.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let progress = regex_like_progress(&stdout);
+    assert!(progress >= 1, "progress lines every 500 ms:\n{stdout}");
+    let last = stdout.lines().rfind(|l| l.contains("99.9th")).expect("final line");
+    assert!(last.starts_with("20000 records sent, "), "{last}");
+    assert!(last.ends_with(" ms 99.9th."), "{last}");
+    let doc = result_json(&json);
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["seed"], 42);
+    assert_eq!(doc["settings"]["linger_ms"], 2);
+    assert_eq!(doc["settings"]["acks"], "1");
+    assert_eq!(doc["settings"]["client_id"], "rt");
+    assert_eq!(doc["records_sent"], 20000);
+    let sent = doc["records_sent"].as_u64().unwrap();
+    let acked = doc["records_acked"].as_u64().unwrap();
+    let failed = doc["records_failed"].as_u64().unwrap();
+    assert_eq!(sent, acked + failed);
+    // Throttled at 10 000/s: 20 000 records take about two seconds, not less.
+    assert!(doc["duration_s"].as_f64().unwrap() >= 1.9, "{}", doc["duration_s"]);
+    for key in ["min", "max", "p50", "p95", "p99", "p99.9"] {
+        assert!(doc["latency"][key].is_u64(), "latency.{key}");
+        assert!(doc["service_time"][key].is_u64(), "service_time.{key}");
+    }
+    assert!(doc["latency"]["p50"].as_u64() <= doc["latency"]["p99"].as_u64());
+    assert!(doc["client_cpu_us_per_record"].as_f64().unwrap() > 0.0);
+    assert!(doc["negotiated_versions"]["Produce"].as_i64().unwrap() >= 3);
+    assert!(doc["negotiated_versions"]["ApiVersions"].is_i64());
+    assert!(doc["environment"]["cores"].as_u64().unwrap() >= 1);
+}
+
+/// Count kafka-producer-perf-test progress lines: `N records sent, R records/sec (M MB/sec), A ms avg
+/// latency, X ms max latency.`
+fn regex_like_progress(stdout: &str) -> usize {
+    stdout
+        .lines()
+        .filter(|l| {
+            l.contains(" records sent, ")
+                && l.contains(" records/sec (")
+                && l.contains(" MB/sec), ")
+                && l.ends_with(" ms max latency.")
+        })
+        .count()
+}
+
+pub fn tempdir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "kbench-test-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
