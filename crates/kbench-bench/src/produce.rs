@@ -140,7 +140,13 @@ impl ProduceRun {
     pub fn final_line(&self) -> String {
         let h = &self.latency;
         let ms = |us: u64| us / 1000;
-        let q = |q: f64| if h.is_empty() { 0 } else { ms(h.value_at_quantile(q)) };
+        let q = |q: f64| {
+            if h.is_empty() {
+                0
+            } else {
+                ms(h.value_at_quantile(q))
+            }
+        };
         format!(
             "{} records sent, {:.6} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
             self.records_acked,
@@ -256,7 +262,10 @@ pub async fn run_produce(
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             loop {
                 tick.tick().await;
-                let report = tally.lock().expect("tally lock").take_window(Instant::now());
+                let report = tally
+                    .lock()
+                    .expect("tally lock")
+                    .take_window(Instant::now());
                 on_interval(&report);
             }
         })
@@ -289,7 +298,11 @@ pub async fn run_produce(
             let _permit = permit;
             let sent_at = Instant::now();
             let outcome = match finished {
-                Ok(batch) => cluster.produce_batch(&producer, &topic, partition, batch).await,
+                Ok(batch) => {
+                    cluster
+                        .produce_batch(&producer, &topic, partition, batch)
+                        .await
+                }
                 Err(e) => ProduceOutcome::Failed {
                     error: kbench_client::ClientError::Other(format!("record batch: {e}")),
                     attempts: 0,
@@ -327,26 +340,30 @@ pub async fn run_produce(
     let mut i = 0u64;
     let deadline = spec.duration.map(|d| start + d);
     'records: while i < spec.num_records {
-        if cancel.is_cancelled() || deadline.is_some_and(|d| Instant::now() >= d) {
+        // One clock read per record: it is the record's append time, its CreateTime, and (unthrottled)
+        // its intended send time.
+        let mut now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) || (i % 1024 == 0 && cancel.is_cancelled()) {
             break;
         }
         let intended = match spec.throughput {
             Some(rate) => start + Duration::from_secs_f64(i as f64 / rate),
-            None => Instant::now(),
+            None => now,
         };
         // Throttled: wait for the record's intended time, closing a lingering batch on the way.
-        loop {
-            let now = Instant::now();
-            if now >= intended {
-                break;
-            }
+        while now < intended {
             let linger_due = open.opened + linger;
-            let wake = if open.builder.is_empty() { intended } else { intended.min(linger_due) };
+            let wake = if open.builder.is_empty() {
+                intended
+            } else {
+                intended.min(linger_due)
+            };
             tokio::select! {
                 _ = cancel.cancelled() => break 'records,
                 _ = tokio::time::sleep_until(wake.into()) => {}
             }
-            if !open.builder.is_empty() && Instant::now() >= linger_due {
+            now = Instant::now();
+            if !open.builder.is_empty() && now >= linger_due {
                 let permit = tokio::select! {
                     _ = cancel.cancelled() => break 'records,
                     p = in_flight.clone().acquire_owned() => p.expect("semaphore open"),
@@ -356,8 +373,11 @@ pub async fn run_produce(
                 requests.spawn(send_batch(&mut open, partition, permit));
             }
         }
-        let value = &values[if values.len() == 1 { 0 } else { rng.random_range(0..values.len()) }];
-        let now = Instant::now();
+        let value = &values[if values.len() == 1 {
+            0
+        } else {
+            rng.random_range(0..values.len())
+        }];
         let full = !open.builder.is_empty()
             && open.builder.uncompressed_len() + value.len() + 16 > spec.batch_size;
         let lingered = !open.builder.is_empty() && now >= open.opened + linger;
@@ -369,19 +389,19 @@ pub async fn run_produce(
             let partition = partitions[next_partition % partitions.len()];
             next_partition += 1;
             requests.spawn(send_batch(&mut open, partition, permit));
+            // Reap finished requests as we go so the set stays small.
+            while requests.try_join_next().is_some() {}
         }
         if open.builder.is_empty() {
-            open.builder.start_now();
-            open.opened = Instant::now();
             open.base_ms = now_ms();
+            open.builder.start(open.base_ms);
+            open.opened = now;
         }
-        let timestamp = open.base_ms + (now.saturating_duration_since(open.opened)).as_millis() as i64;
+        let timestamp = open.base_ms + (now - open.opened).as_millis() as i64;
         open.builder.append(timestamp, None, Some(value), &[]);
         open.intended_us.push((intended - start).as_micros() as u64);
         open.value_bytes += value.len() as u64;
         i += 1;
-        // Reap finished requests as we go so the set stays small.
-        while requests.try_join_next().is_some() {}
     }
     if !open.builder.is_empty() && !cancel.is_cancelled() {
         let permit = tokio::select! {
@@ -402,16 +422,22 @@ pub async fn run_produce(
 
     let elapsed = start.elapsed();
     let cpu = CpuTime::now().since(cpu_start);
-    let aborted = cancel
-        .is_cancelled()
-        .then(|| abort_reason.lock().expect("reason lock").clone().unwrap_or_else(|| "stopped".into()));
+    let aborted = cancel.is_cancelled().then(|| {
+        abort_reason
+            .lock()
+            .expect("reason lock")
+            .clone()
+            .unwrap_or_else(|| "stopped".into())
+    });
     let mut t = tally.lock().expect("tally lock");
     if t.outstanding > 0 {
         let n = t.outstanding;
         t.failed += n;
         t.outstanding = 0;
         let reason = aborted.clone().unwrap_or_else(|| "stopped".into());
-        *t.errors.entry(format!("in flight when the run stopped: {reason}")).or_default() += n;
+        *t.errors
+            .entry(format!("in flight when the run stopped: {reason}"))
+            .or_default() += n;
     }
     ProduceRun {
         records_sent: t.sent,

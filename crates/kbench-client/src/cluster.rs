@@ -66,7 +66,9 @@ pub struct Cluster {
 
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cluster").field("bootstrap", &self.config.bootstrap).finish()
+        f.debug_struct("Cluster")
+            .field("bootstrap", &self.config.bootstrap)
+            .finish()
     }
 }
 
@@ -77,7 +79,9 @@ impl Cluster {
     /// Connect to the first bootstrap address that answers, and check every pin against it.
     pub async fn connect(config: ClusterConfig) -> Result<Cluster, ClientError> {
         if config.bootstrap.is_empty() {
-            return Err(ClientError::Other("--bootstrap-server: no address given".into()));
+            return Err(ClientError::Other(
+                "--bootstrap-server: no address given".into(),
+            ));
         }
         let mut failures = Vec::new();
         let mut bootstrap = None;
@@ -119,11 +123,10 @@ impl Cluster {
             connections: tokio::sync::Mutex::new(HashMap::new()),
             negotiated: Mutex::new(Negotiated::default()),
         };
-        cluster
-            .negotiated
-            .lock()
-            .expect("negotiated lock")
-            .insert(ApiKey::ApiVersions, cluster.bootstrap.api_versions_version());
+        cluster.negotiated.lock().expect("negotiated lock").insert(
+            ApiKey::ApiVersions,
+            cluster.bootstrap.api_versions_version(),
+        );
         for (api, _) in cluster.config.pins.iter() {
             cluster.bootstrap.version(api, &cluster.config.pins)?;
         }
@@ -186,7 +189,9 @@ impl Cluster {
             .topics
             .into_iter()
             .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
-            .ok_or_else(|| ClientError::Other(format!("Metadata did not describe topic {topic:?}")))?;
+            .ok_or_else(|| {
+                ClientError::Other(format!("Metadata did not describe topic {topic:?}"))
+            })?;
         let mut partitions: Vec<PartitionLeader> = t
             .partitions
             .iter()
@@ -217,9 +222,16 @@ impl Cluster {
         match code {
             0 if !layout.partitions.is_empty() => return self.await_leaders(topic, layout).await,
             0 | UNKNOWN_TOPIC_OR_PARTITION => {}
-            code => return Err(ClientError::kafka("Metadata", format!("topic {topic:?}"), code)),
+            code => {
+                return Err(ClientError::kafka(
+                    "Metadata",
+                    format!("topic {topic:?}"),
+                    code,
+                ));
+            }
         }
-        self.create_topic(topic, partitions, replication_factor).await?;
+        self.create_topic(topic, partitions, replication_factor)
+            .await?;
         let (_, layout) = self.metadata(topic).await?;
         self.await_leaders(topic, layout).await
     }
@@ -267,7 +279,8 @@ impl Cluster {
             .await?;
         for t in response.topics {
             if t.error_code != 0 && t.error_code != TOPIC_ALREADY_EXISTS {
-                let mut err = ClientError::kafka("CreateTopics", format!("topic {topic:?}"), t.error_code);
+                let mut err =
+                    ClientError::kafka("CreateTopics", format!("topic {topic:?}"), t.error_code);
                 if let (ClientError::Kafka { error, .. }, Some(msg)) = (&mut err, t.error_message) {
                     error.push_str(&format!(": {}", msg.as_str()));
                 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kbench_wire::versions::choose;
@@ -55,7 +55,9 @@ pub struct Connection {
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").field("addr", &self.addr).finish()
+        f.debug_struct("Connection")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
@@ -74,15 +76,33 @@ impl Connection {
         };
         let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
             .await
-            .map_err(|_| connect_err(format!("no answer within {} ms", connect_timeout.as_millis())))?
+            .map_err(|_| {
+                connect_err(format!(
+                    "no answer within {} ms",
+                    connect_timeout.as_millis()
+                ))
+            })?
             .map_err(|e| connect_err(e.to_string()))?;
-        stream.set_nodelay(true).map_err(|e| connect_err(e.to_string()))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| connect_err(e.to_string()))?;
         let (read, write) = stream.into_split();
         let pending = Arc::new(Mutex::new(Pending::default()));
         let broken = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel(max_in_flight.max(1) * 2);
-        tokio::spawn(write_loop(addr.to_string(), write, rx, pending.clone(), broken.clone()));
-        tokio::spawn(read_loop(addr.to_string(), read, pending.clone(), broken.clone()));
+        tokio::spawn(write_loop(
+            addr.to_string(),
+            write,
+            rx,
+            pending.clone(),
+            broken.clone(),
+        ));
+        tokio::spawn(read_loop(
+            addr.to_string(),
+            read,
+            pending.clone(),
+            broken.clone(),
+        ));
         let mut conn = Connection {
             addr: addr.to_string(),
             client_id: StrBytes::from_string(client_id.to_string()),
@@ -95,12 +115,13 @@ impl Connection {
             api_versions_version: 3,
             request_timeout,
         };
-        (conn.api_versions_version, conn.ranges) = conn.api_versions().await.map_err(|e| match e {
-            ClientError::Disconnected { reason, .. } => {
-                connect_err(format!("closed during ApiVersions ({reason}); is this a Kafka broker?"))
-            }
-            other => other,
-        })?;
+        (conn.api_versions_version, conn.ranges) =
+            conn.api_versions().await.map_err(|e| match e {
+                ClientError::Disconnected { reason, .. } => connect_err(format!(
+                    "closed during ApiVersions ({reason}); is this a Kafka broker?"
+                )),
+                other => other,
+            })?;
         Ok(conn)
     }
 
@@ -111,8 +132,9 @@ impl Connection {
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
         let mut version = 3;
         loop {
-            let response: ApiVersionsResponse =
-                self.request_at(ApiKey::ApiVersions, version, &request).await?;
+            let response: ApiVersionsResponse = self
+                .request_at(ApiKey::ApiVersions, version, &request)
+                .await?;
             let ranges = ApiRanges::from_response(&response);
             match response.error_code {
                 0 => return Ok((version, ranges)),
@@ -199,7 +221,14 @@ impl Connection {
         }
         let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let mut frame = BytesMut::new();
-        encode_request(&mut frame, api, version, correlation_id, &self.client_id, body)?;
+        encode_request(
+            &mut frame,
+            api,
+            version,
+            correlation_id,
+            &self.client_id,
+            body,
+        )?;
         let (reply, rx) = if answered {
             let (tx, rx) = oneshot::channel();
             (Some(tx), Some(rx))
@@ -302,35 +331,56 @@ async fn read_loop(
     pending: Arc<Mutex<Pending>>,
     broken: Arc<AtomicBool>,
 ) {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    // One read takes as many bytes as the socket has; every complete frame in them is dispatched.
+    const READ_CHUNK: usize = 64 * 1024;
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
     loop {
-        let size = match read.read_i32().await {
-            Ok(size) if size >= 4 && (size as usize) <= MAX_FRAME => size as usize,
-            Ok(size) => {
+        while buf.len() >= 4 {
+            let size = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+            if size < 4 || size as usize > MAX_FRAME {
                 let reason = format!("invalid response frame size {size}");
-                close(&pending, &broken, ClientError::Disconnected { addr, reason });
+                close(
+                    &pending,
+                    &broken,
+                    ClientError::Disconnected { addr, reason },
+                );
                 return;
             }
-            Err(e) => {
+            let size = size as usize;
+            if buf.len() < 4 + size {
+                buf.reserve(4 + size - buf.len());
+                break;
+            }
+            buf.advance(4);
+            let frame = buf.split_to(size).freeze();
+            let reply = pending.lock().expect("pending lock").replies.pop_front();
+            match reply {
+                Some(reply) => {
+                    let _ = reply.send(Ok(frame));
+                }
+                None => {
+                    let reason = "a response arrived that no request was waiting for".to_string();
+                    close(
+                        &pending,
+                        &broken,
+                        ClientError::Disconnected { addr, reason },
+                    );
+                    return;
+                }
+            }
+        }
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        match read.read_buf(&mut buf).await {
+            Ok(0) => {
+                let e = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
                 close(&pending, &broken, lost(&addr, e));
                 return;
             }
-        };
-        buf.clear();
-        buf.resize(size, 0);
-        if let Err(e) = read.read_exact(&mut buf).await {
-            close(&pending, &broken, lost(&addr, e));
-            return;
-        }
-        let frame = buf.split().freeze();
-        let reply = pending.lock().expect("pending lock").replies.pop_front();
-        match reply {
-            Some(reply) => {
-                let _ = reply.send(Ok(frame));
-            }
-            None => {
-                let reason = "a response arrived that no request was waiting for".to_string();
-                close(&pending, &broken, ClientError::Disconnected { addr, reason });
+            Ok(_) => {}
+            Err(e) => {
+                close(&pending, &broken, lost(&addr, e));
                 return;
             }
         }

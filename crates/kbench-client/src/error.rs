@@ -62,7 +62,8 @@ impl ClientError {
 
 /// Kafka's name for an error code (e.g. "NOT_LEADER_OR_FOLLOWER"-like text from kafka-protocol).
 pub fn kafka_error_name(code: i16) -> String {
-    kafka_protocol::ResponseError::try_from_code(code).map_or_else(|| "NONE".into(), |e| e.to_string())
+    kafka_protocol::ResponseError::try_from_code(code)
+        .map_or_else(|| "NONE".into(), |e| e.to_string())
 }
 
 /// Whether Kafka marks the error code retriable.

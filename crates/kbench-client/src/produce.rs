@@ -94,11 +94,23 @@ impl Cluster {
         loop {
             attempts += 1;
             let result = match leader {
-                Some(node) => self.produce_once(config, topic, partition, node, batch.clone()).await,
-                None => Err(ClientError::kafka("Produce", format!("{}-{partition}", topic.name), 5)),
+                Some(node) => {
+                    self.produce_once(config, topic, partition, node, batch.clone())
+                        .await
+                }
+                None => Err(ClientError::kafka(
+                    "Produce",
+                    format!("{}-{partition}", topic.name),
+                    5,
+                )),
             };
             let error = match result {
-                Ok(base_offset) => return ProduceOutcome::Acked { base_offset, attempts },
+                Ok(base_offset) => {
+                    return ProduceOutcome::Acked {
+                        base_offset,
+                        attempts,
+                    };
+                }
                 Err(e) => e,
             };
             let out_of_time = started.elapsed() + config.retry_backoff >= config.delivery_timeout;
@@ -140,7 +152,8 @@ impl Cluster {
             .with_timeout_ms(config.request_timeout.as_millis() as i32)
             .with_topic_data(vec![data]);
         if config.acks == Acks::None {
-            conn.send_unanswered(ApiKey::Produce, version, &request).await?;
+            conn.send_unanswered(ApiKey::Produce, version, &request)
+                .await?;
             return Ok(-1);
         }
         let response: ProduceResponse = conn.request_at(ApiKey::Produce, version, &request).await?;
@@ -150,7 +163,9 @@ impl Cluster {
             .iter()
             .flat_map(|t| t.partition_responses.iter())
             .find(|p| p.index == partition)
-            .ok_or_else(|| ClientError::Other(format!("Produce response did not mention {what}")))?;
+            .ok_or_else(|| {
+                ClientError::Other(format!("Produce response did not mention {what}"))
+            })?;
         if p.error_code != 0 {
             return Err(ClientError::kafka("Produce", what, p.error_code));
         }

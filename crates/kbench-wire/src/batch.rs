@@ -199,7 +199,10 @@ mod tests {
         b.append(1_000, None, Some(b"a"), &[]);
         b.append(1_500, Some(b"k"), Some(b"bb"), &[]);
         let batch = b.finish().unwrap();
-        assert_eq!(i32::from_be_bytes(batch[8..12].try_into().unwrap()) as usize, batch.len() - 12);
+        assert_eq!(
+            i32::from_be_bytes(batch[8..12].try_into().unwrap()) as usize,
+            batch.len() - 12
+        );
         assert_eq!(batch[16], 2);
         assert_eq!(i32::from_be_bytes(batch[23..27].try_into().unwrap()), 1);
         assert_eq!(i64::from_be_bytes(batch[35..43].try_into().unwrap()), 1_500);
@@ -217,10 +220,21 @@ mod tests {
             for i in 0..1000u32 {
                 let v = format!("value-{i}");
                 let hs = [
-                    RecordHeader { key: b"h", value: Some(b"1") },
-                    RecordHeader { key: b"h", value: None },
+                    RecordHeader {
+                        key: b"h",
+                        value: Some(b"1"),
+                    },
+                    RecordHeader {
+                        key: b"h",
+                        value: None,
+                    },
                 ];
-                b.append(base + i64::from(i), Some(&i.to_be_bytes()), Some(v.as_bytes()), &hs);
+                b.append(
+                    base + i64::from(i),
+                    Some(&i.to_be_bytes()),
+                    Some(v.as_bytes()),
+                    &hs,
+                );
             }
             let mut batch = b.finish().unwrap();
             let set = RecordBatchDecoder::decode(&mut batch).unwrap();
@@ -228,7 +242,11 @@ mod tests {
             assert_eq!(set.records[999].value.as_deref(), Some(&b"value-999"[..]));
             assert_eq!(set.records[999].offset, 999);
             assert_eq!(set.records[999].timestamp, base + 999);
-            assert_eq!(set.records[0].headers.len(), 1, "kafka-protocol folds duplicate keys");
+            assert_eq!(
+                set.records[0].headers.len(),
+                1,
+                "kafka-protocol folds duplicate keys"
+            );
         }
     }
 
@@ -241,7 +259,13 @@ mod tests {
                 b.append(now_ms(), None, Some(&[1u8; 100]), &[]);
             }
             let mut batch = b.finish().unwrap();
-            assert_eq!(RecordBatchDecoder::decode(&mut batch).unwrap().records.len(), n);
+            assert_eq!(
+                RecordBatchDecoder::decode(&mut batch)
+                    .unwrap()
+                    .records
+                    .len(),
+                n
+            );
         }
     }
 }

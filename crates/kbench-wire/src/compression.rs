@@ -52,7 +52,8 @@ impl Compression {
         match self {
             Compression::None => out.extend_from_slice(input),
             Compression::Gzip => {
-                let mut enc = flate2::write::GzEncoder::new(out.writer(), flate2::Compression::fast());
+                let mut enc =
+                    flate2::write::GzEncoder::new(out.writer(), flate2::Compression::fast());
                 enc.write_all(input)?;
                 enc.finish()?;
             }
@@ -119,13 +120,20 @@ mod tests {
         for c in Compression::ALL {
             assert_eq!(c.name().parse::<Compression>(), Ok(c));
         }
-        assert!("brotli".parse::<Compression>().unwrap_err().contains("brotli"));
+        assert!(
+            "brotli"
+                .parse::<Compression>()
+                .unwrap_err()
+                .contains("brotli")
+        );
     }
 
     #[test]
     fn snappy_uses_xerial_framing() {
         let mut out = BytesMut::new();
-        Compression::Snappy.compress(&[7u8; 100_000], &mut out).unwrap();
+        Compression::Snappy
+            .compress(&[7u8; 100_000], &mut out)
+            .unwrap();
         assert_eq!(&out[..16], XERIAL_HEADER);
     }
 }

@@ -71,7 +71,9 @@ pub fn response_header_version(api: ApiKey, version: i16) -> i16 {
 
 /// Read the correlation id at the front of a response frame (size prefix already removed).
 pub fn peek_correlation_id(frame: &[u8]) -> Option<i32> {
-    frame.get(..4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    frame
+        .get(..4)
+        .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// Decode a response frame body (size prefix already removed), checking the correlation id.
@@ -113,8 +115,15 @@ mod tests {
     fn request_frame_has_size_prefix_and_header() {
         let mut out = BytesMut::new();
         let client = StrBytes::from_static_str("kbench");
-        encode_request(&mut out, ApiKey::Metadata, 12, 42, &client, &MetadataRequest::default())
-            .unwrap();
+        encode_request(
+            &mut out,
+            ApiKey::Metadata,
+            12,
+            42,
+            &client,
+            &MetadataRequest::default(),
+        )
+        .unwrap();
         let size = i32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
         assert_eq!(size, out.len() - 4);
         let mut body = out.split_off(4).freeze();
@@ -122,14 +131,19 @@ mod tests {
         assert_eq!(header.request_api_key, ApiKey::Metadata as i16);
         assert_eq!(header.request_api_version, 12);
         assert_eq!(header.correlation_id, 42);
-        assert_eq!(MetadataRequest::decode(&mut body, 12).unwrap(), MetadataRequest::default());
+        assert_eq!(
+            MetadataRequest::decode(&mut body, 12).unwrap(),
+            MetadataRequest::default()
+        );
     }
 
     #[test]
     fn api_versions_response_header_is_v0_even_when_flexible() {
         let mut frame = BytesMut::new();
         frame.put_i32(7); // correlation id, header v0 has nothing else
-        ApiVersionsResponse::default().encode(&mut frame, 3).unwrap();
+        ApiVersionsResponse::default()
+            .encode(&mut frame, 3)
+            .unwrap();
         let response: ApiVersionsResponse =
             decode_response(ApiKey::ApiVersions, 3, 7, frame.freeze()).unwrap();
         assert_eq!(response.error_code, 0);
@@ -140,8 +154,16 @@ mod tests {
     fn wrong_correlation_id_is_an_error() {
         let mut frame = BytesMut::new();
         frame.put_i32(8);
-        ApiVersionsResponse::default().encode(&mut frame, 0).unwrap();
+        ApiVersionsResponse::default()
+            .encode(&mut frame, 0)
+            .unwrap();
         let err = decode_response::<ApiVersionsResponse>(ApiKey::ApiVersions, 0, 7, frame.freeze());
-        assert!(matches!(err, Err(FrameError::Correlation { expected: 7, got: 8 })));
+        assert!(matches!(
+            err,
+            Err(FrameError::Correlation {
+                expected: 7,
+                got: 8
+            })
+        ));
     }
 }

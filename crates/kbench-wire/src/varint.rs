@@ -48,7 +48,19 @@ mod tests {
 
     #[test]
     fn lengths_match_what_is_written() {
-        for v in [0i64, 1, -1, 63, -64, 64, 8191, -8192, 1 << 40, i64::MIN, i64::MAX] {
+        for v in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            8191,
+            -8192,
+            1 << 40,
+            i64::MIN,
+            i64::MAX,
+        ] {
             let mut out = Vec::new();
             put_varlong(&mut out, v);
             assert_eq!(out.len(), varlong_len(v), "value {v}");

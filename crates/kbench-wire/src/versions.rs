@@ -286,9 +286,24 @@ mod tests {
         assert_eq!(pins.get(ApiKey::Produce), Some(7));
         assert_eq!(pins.get(ApiKey::Fetch), Some(12));
         assert_eq!(pins.get(ApiKey::CreateTopics), Some(5));
-        assert!(Pins::parse("produce").unwrap_err().to_string().contains("API=VERSION"));
-        assert!(Pins::parse("nosuch=1").unwrap_err().to_string().contains("unknown Kafka API"));
-        assert!(Pins::parse("fetch=x").unwrap_err().to_string().contains("not a whole number"));
+        assert!(
+            Pins::parse("produce")
+                .unwrap_err()
+                .to_string()
+                .contains("API=VERSION")
+        );
+        assert!(
+            Pins::parse("nosuch=1")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown Kafka API")
+        );
+        assert!(
+            Pins::parse("fetch=x")
+                .unwrap_err()
+                .to_string()
+                .contains("not a whole number")
+        );
     }
 
     #[test]

@@ -174,7 +174,10 @@ fn non_negative_i32(s: &str) -> Result<i32, String> {
 }
 
 fn parse_throughput(s: &str) -> Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| "expected a number of records/s, or -1".to_string())?;
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected a number of records/s, or -1".to_string())?;
     if !v.is_finite() || v == 0.0 {
         return Err("must be a positive number of records/s, or -1 for unthrottled".into());
     }

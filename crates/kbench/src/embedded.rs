@@ -58,7 +58,9 @@ impl EmbeddedBroker {
         let started = Instant::now();
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("embedded broker on {addr} exited during start-up ({status})"));
+                return Err(format!(
+                    "embedded broker on {addr} exited during start-up ({status})"
+                ));
             }
             let probe = kbench_client::Connection::connect(
                 &addr.to_string(),

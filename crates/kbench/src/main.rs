@@ -26,7 +26,10 @@ fn main() -> ExitCode {
         .init();
     // One thread drives the client: the hot path never crosses threads, and the process's CPU time is
     // the client's cost. The broker, when embedded, is another process.
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("kbench: error: cannot start the async runtime: {e}");
@@ -47,8 +50,8 @@ fn main() -> ExitCode {
 async fn broker(args: cli::BrokerArgs) -> u8 {
     if !args.quiet {
         eprintln!(
-            "kbench broker: Tansu {} with in-memory storage, listening on {} (Ctrl-C to stop)",
-            "0.6", args.listen
+            "kbench broker: Tansu 0.6 with in-memory storage, listening on {} (Ctrl-C to stop)",
+            args.listen
         );
     }
     match tansu::serve(args.listen, 0).await {

@@ -40,7 +40,10 @@ struct Plan {
 fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     let mut settings = ProducerSettings::default();
     let mut given = Vec::new();
-    for (flag, kvs) in [("-X", &args.property), ("--producer-props", &args.producer_props)] {
+    for (flag, kvs) in [
+        ("-X", &args.property),
+        ("--producer-props", &args.producer_props),
+    ] {
         for kv in kvs {
             let (k, v) = split_property(flag, kv)?;
             settings.apply(flag, k, v)?;
@@ -129,7 +132,10 @@ fn read_payloads(path: &Path, delimiter: &str) -> Result<Vec<Bytes>, String> {
         .map(|l| Bytes::copy_from_slice(l.as_bytes()))
         .collect();
     if lines.is_empty() {
-        return Err(format!("--payload-file {}: no payloads in it", path.display()));
+        return Err(format!(
+            "--payload-file {}: no payloads in it",
+            path.display()
+        ));
     }
     Ok(lines)
 }
@@ -254,7 +260,12 @@ async fn drive(
     let connect_budget = plan.settings.connect_timeout + Duration::from_secs(2);
     let cluster = tokio::time::timeout(connect_budget, Cluster::connect(config))
         .await
-        .map_err(|_| format!("--bootstrap-server {bootstrap}: no answer within {} s", connect_budget.as_secs()))?
+        .map_err(|_| {
+            format!(
+                "--bootstrap-server {bootstrap}: no answer within {} s",
+                connect_budget.as_secs()
+            )
+        })?
         .map_err(|e| match e {
             ClientError::Connect { reason, .. } => {
                 format!("--bootstrap-server {bootstrap}: cannot connect: {reason}")
@@ -413,8 +424,13 @@ fn settings_json(args: &ProduceArgs, plan: &Plan) -> serde_json::Value {
 
 fn write_json(path: &Path, doc: &ResultDocument) -> Result<(), String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("--json {}: cannot create {}: {e}", path.display(), dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| {
+            format!(
+                "--json {}: cannot create {}: {e}",
+                path.display(),
+                dir.display()
+            )
+        })?;
     }
     let text = serde_json::to_string_pretty(doc).map_err(|e| format!("--json: {e}"))?;
     std::fs::write(path, text + "\n").map_err(|e| format!("--json {}: {e}", path.display()))
@@ -436,7 +452,9 @@ fn print_summary(doc: &ResultDocument) {
         doc.latency.p99 as f64 / 1000.0,
         doc.latency.max as f64 / 1000.0
     );
-    println!("  client CPU per record: {cpu} (kbench process only; the broker runs in its own process)");
+    println!(
+        "  client CPU per record: {cpu} (kbench process only; the broker runs in its own process)"
+    );
     let versions: Vec<String> = doc
         .negotiated_versions
         .iter()

@@ -96,7 +96,9 @@ impl ProducerSettings {
             "bootstrap.servers" | "metadata.broker.list" => {
                 self.bootstrap_servers = Some(value.to_string())
             }
-            "acks" | "request.required.acks" => self.acks = value.parse().map_err(|e: String| bad(&e))?,
+            "acks" | "request.required.acks" => {
+                self.acks = value.parse().map_err(|e: String| bad(&e))?
+            }
             "compression.type" | "compression.codec" => {
                 self.compression = value.parse().map_err(|e: String| bad(&e))?
             }
@@ -122,11 +124,15 @@ impl ProducerSettings {
                 self.connect_timeout = ms(value)?
             }
             "enable.idempotence" if value.eq_ignore_ascii_case("true") => {
-                return Err(bad("idempotent produce is not supported yet; use enable.idempotence=false"));
+                return Err(bad(
+                    "idempotent produce is not supported yet; use enable.idempotence=false",
+                ));
             }
             k if IGNORED.contains(&k) => {}
             k if UNSUPPORTED.contains(&k) => {
-                return Err(format!("{flag} {key}: not supported by this build of kbench yet"));
+                return Err(format!(
+                    "{flag} {key}: not supported by this build of kbench yet"
+                ));
             }
             _ => return Err(format!("{flag} {key}: unknown client property {key:?}")),
         }
@@ -138,7 +144,11 @@ impl ProducerSettings {
         given
             .iter()
             .map(|(k, v)| {
-                let v = if is_secret(k) { "***".to_string() } else { v.clone() };
+                let v = if is_secret(k) {
+                    "***".to_string()
+                } else {
+                    v.clone()
+                };
                 (k.clone(), v)
             })
             .collect()
@@ -155,7 +165,8 @@ mod tests {
         s.apply("-X", "acks", "1").unwrap();
         s.apply("-X", "compression.codec", "lz4").unwrap();
         s.apply("-X", "queue.buffering.max.ms", "20").unwrap();
-        s.apply("-X", "max.in.flight.requests.per.connection", "3").unwrap();
+        s.apply("-X", "max.in.flight.requests.per.connection", "3")
+            .unwrap();
         assert_eq!(s.acks, Acks::Leader);
         assert_eq!(s.compression, Compression::Lz4);
         assert_eq!(s.linger, Duration::from_millis(20));
@@ -164,7 +175,9 @@ mod tests {
 
     #[test]
     fn unknown_key_is_named() {
-        let err = ProducerSettings::default().apply("-X", "nosuch", "1").unwrap_err();
+        let err = ProducerSettings::default()
+            .apply("-X", "nosuch", "1")
+            .unwrap_err();
         assert!(err.contains("nosuch"), "{err}");
     }
 
@@ -180,7 +193,12 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_key() {
-        let err = ProducerSettings::default().apply("--producer-props", "linger.ms", "soon").unwrap_err();
-        assert!(err.contains("linger.ms") && err.contains("--producer-props"), "{err}");
+        let err = ProducerSettings::default()
+            .apply("--producer-props", "linger.ms", "soon")
+            .unwrap_err();
+        assert!(
+            err.contains("linger.ms") && err.contains("--producer-props"),
+            "{err}"
+        );
     }
 }

@@ -14,17 +14,30 @@ fn assert_clean_failure(out: &std::process::Output, names: &str) {
     assert!(!out.status.success(), "expected failure for {names}");
     assert!(err.contains(names), "error should name {names:?}:\n{err}");
     assert!(!err.contains("panicked"), "no panic:\n{err}");
-    assert!(err.lines().filter(|l| l.contains("error")).count() == 1, "one error:\n{err}");
+    assert!(
+        err.lines().filter(|l| l.contains("error")).count() == 1,
+        "one error:\n{err}"
+    );
 }
 
 #[test]
 fn unreachable_bootstrap_server_fails_fast_naming_the_address() {
     let started = Instant::now();
     let out = run(
-        &["produce", "--bootstrap-server", "127.0.0.1:1", "--num-records", "10"],
+        &[
+            "produce",
+            "--bootstrap-server",
+            "127.0.0.1:1",
+            "--num-records",
+            "10",
+        ],
         Duration::from_secs(30),
     );
-    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_clean_failure(&out, "127.0.0.1:1");
 }
 
@@ -41,13 +54,19 @@ fn bad_flags_each_get_one_error_naming_the_flag() {
     for (args, names) in cases {
         let out = run(args, Duration::from_secs(30));
         assert_clean_failure(&out, names);
-        assert!(!text(&out.stderr).contains("embedded"), "no broker is started for bad input");
+        assert!(
+            !text(&out.stderr).contains("embedded"),
+            "no broker is started for bad input"
+        );
     }
 }
 
 #[test]
 fn secrets_given_as_properties_never_appear_in_output() {
-    let out = run(&["produce", "-X", "sasl.password=hunter2"], Duration::from_secs(30));
+    let out = run(
+        &["produce", "-X", "sasl.password=hunter2"],
+        Duration::from_secs(30),
+    );
     assert!(!out.status.success());
     assert!(!text(&out.stderr).contains("hunter2"));
     assert!(!text(&out.stdout).contains("hunter2"));
@@ -55,12 +74,26 @@ fn secrets_given_as_properties_never_appear_in_output() {
 
 /// Start a long throttled produce against the embedded broker and return the child and the broker's
 /// pid, read from kbench's own announcement on stderr.
-fn start_long_run(json: &std::path::Path) -> (std::process::Child, i32, BufReader<std::process::ChildStderr>) {
+fn start_long_run(
+    json: &std::path::Path,
+) -> (
+    std::process::Child,
+    i32,
+    BufReader<std::process::ChildStderr>,
+) {
     let mut child = kbench()
         .args([
-            "produce", "--num-records", "1000000", "--throughput", "20000",
-            "--reporting-interval", "500", "-X", "delivery.timeout.ms=5000",
-            "--json", json.to_str().unwrap(),
+            "produce",
+            "--num-records",
+            "1000000",
+            "--throughput",
+            "20000",
+            "--reporting-interval",
+            "500",
+            "-X",
+            "delivery.timeout.ms=5000",
+            "--json",
+            json.to_str().unwrap(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -95,7 +128,7 @@ fn wait_with_limit(child: &mut std::process::Child, limit: Duration) -> std::pro
 fn alive(pid: i32) -> bool {
     // A zombie is not alive: read its state.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+        .map(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
         .unwrap_or(false)
 }
 
@@ -138,7 +171,10 @@ fn interrupt_stops_the_run_and_the_embedded_broker() {
     );
     let started = Instant::now();
     while alive(broker_pid) {
-        assert!(started.elapsed() < Duration::from_secs(10), "orphaned broker {broker_pid}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "orphaned broker {broker_pid}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -152,7 +188,10 @@ fn killed_kbench_takes_its_embedded_broker_with_it() {
     let _ = child.wait();
     let started = Instant::now();
     while alive(broker_pid) {
-        assert!(started.elapsed() < Duration::from_secs(10), "orphaned broker {broker_pid}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "orphaned broker {broker_pid}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }

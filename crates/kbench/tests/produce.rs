@@ -16,7 +16,9 @@ fn every_compression_round_trips_100k_records_byte_for_byte() {
     let broker = TestBroker::start();
     let dir = tempdir();
     // Distinct payloads of varied length, so that a value read back can only match what was sent.
-    let lines: Vec<String> = (0..5000).map(|i| format!("payload-{i:05}-{}", "x".repeat(i % 150))).collect();
+    let lines: Vec<String> = (0..5000)
+        .map(|i| format!("payload-{i:05}-{}", "x".repeat(i % 150)))
+        .collect();
     let payload_file = dir.join("payloads.txt");
     std::fs::write(&payload_file, lines.join("\n")).unwrap();
     let sent: HashSet<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
@@ -27,9 +29,21 @@ fn every_compression_round_trips_100k_records_byte_for_byte() {
         let json = dir.join(format!("{codec}.json"));
         let out = run(
             &[
-                "produce", "--bootstrap-server", &broker.addr, "--topic", &topic,
-                "--num-records", "100000", "--payload-file", payload_file.to_str().unwrap(),
-                "--compression", codec, "--acks", "1", "--json", json.to_str().unwrap(),
+                "produce",
+                "--bootstrap-server",
+                &broker.addr,
+                "--topic",
+                &topic,
+                "--num-records",
+                "100000",
+                "--payload-file",
+                payload_file.to_str().unwrap(),
+                "--compression",
+                codec,
+                "--acks",
+                "1",
+                "--json",
+                json.to_str().unwrap(),
             ],
             LIMIT,
         );
@@ -42,9 +56,15 @@ fn every_compression_round_trips_100k_records_byte_for_byte() {
         for (i, r) in records.iter().enumerate() {
             assert_eq!(r.offset, i as i64, "{codec}: offsets are dense");
             let v = r.value.as_deref().expect("value");
-            assert!(sent.contains(v), "{codec}: record {i} is not a payload that was sent");
+            assert!(
+                sent.contains(v),
+                "{codec}: record {i} is not a payload that was sent"
+            );
             let age_ms = kbench_wire::batch::now_ms() - r.timestamp;
-            assert!((0..600_000).contains(&age_ms), "{codec}: timestamp comes from the clock");
+            assert!(
+                (0..600_000).contains(&age_ms),
+                "{codec}: timestamp comes from the clock"
+            );
         }
     }
 }
@@ -58,9 +78,19 @@ fn each_produce_version_3_to_11_pinned_is_the_version_used() {
         let pin = format!("produce={v}");
         let out = run(
             &[
-                "produce", "--bootstrap-server", &broker.addr, "--topic", "pinned",
-                "--num-records", "2000", "--record-size", "64", "--pin", &pin,
-                "--json", json.to_str().unwrap(),
+                "produce",
+                "--bootstrap-server",
+                &broker.addr,
+                "--topic",
+                "pinned",
+                "--num-records",
+                "2000",
+                "--record-size",
+                "64",
+                "--pin",
+                &pin,
+                "--json",
+                json.to_str().unwrap(),
             ],
             LIMIT,
         );
@@ -72,14 +102,25 @@ fn each_produce_version_3_to_11_pinned_is_the_version_used() {
     }
     let rt = runtime();
     let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
-    assert_eq!(rt.block_on(fetch_all(&cluster, "pinned", 0)).len(), 9 * 2000);
+    assert_eq!(
+        rt.block_on(fetch_all(&cluster, "pinned", 0)).len(),
+        9 * 2000
+    );
 }
 
 #[test]
 fn pin_outside_the_brokers_range_fails_before_any_load() {
     let broker = TestBroker::start();
     let out = run(
-        &["produce", "--bootstrap-server", &broker.addr, "--topic", "never", "--pin", "produce=12"],
+        &[
+            "produce",
+            "--bootstrap-server",
+            &broker.addr,
+            "--topic",
+            "never",
+            "--pin",
+            "produce=12",
+        ],
         LIMIT,
     );
     assert!(!out.status.success());
@@ -87,12 +128,18 @@ fn pin_outside_the_brokers_range_fails_before_any_load() {
     assert!(err.contains("--pin produce=12"), "{err}");
     assert!(err.contains("broker supports Produce v0..11"), "{err}");
     assert!(err.contains("kbench supports Produce v3..13"), "{err}");
-    assert!(!text(&out.stdout).contains("records sent"), "no load was run");
+    assert!(
+        !text(&out.stdout).contains("records sent"),
+        "no load was run"
+    );
     // Not even the topic was created.
     let rt = runtime();
     let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
     let (code, _) = rt.block_on(cluster.metadata("never")).unwrap();
-    assert_eq!(code, 3, "UNKNOWN_TOPIC_OR_PARTITION: the topic was never created");
+    assert_eq!(
+        code, 3,
+        "UNKNOWN_TOPIC_OR_PARTITION: the topic was never created"
+    );
 }
 
 #[test]
@@ -102,10 +149,24 @@ fn result_document_carries_the_method() {
     let json = dir.join("r.json");
     let out = run(
         &[
-            "produce", "--bootstrap-server", &broker.addr, "--num-records", "20000",
-            "--throughput", "10000", "--reporting-interval", "500", "--seed", "42",
-            "-X", "linger.ms=2", "--producer-props", "acks=1", "client.id=rt",
-            "--json", json.to_str().unwrap(),
+            "produce",
+            "--bootstrap-server",
+            &broker.addr,
+            "--num-records",
+            "20000",
+            "--throughput",
+            "10000",
+            "--reporting-interval",
+            "500",
+            "--seed",
+            "42",
+            "-X",
+            "linger.ms=2",
+            "--producer-props",
+            "acks=1",
+            "client.id=rt",
+            "--json",
+            json.to_str().unwrap(),
         ],
         LIMIT,
     );
@@ -113,7 +174,10 @@ fn result_document_carries_the_method() {
     let stdout = text(&out.stdout);
     let progress = regex_like_progress(&stdout);
     assert!(progress >= 1, "progress lines every 500 ms:\n{stdout}");
-    let last = stdout.lines().rfind(|l| l.contains("99.9th")).expect("final line");
+    let last = stdout
+        .lines()
+        .rfind(|l| l.contains("99.9th"))
+        .expect("final line");
     assert!(last.starts_with("20000 records sent, "), "{last}");
     assert!(last.ends_with(" ms 99.9th."), "{last}");
     let doc = result_json(&json);
@@ -128,7 +192,11 @@ fn result_document_carries_the_method() {
     let failed = doc["records_failed"].as_u64().unwrap();
     assert_eq!(sent, acked + failed);
     // Throttled at 10 000/s: 20 000 records take about two seconds, not less.
-    assert!(doc["duration_s"].as_f64().unwrap() >= 1.9, "{}", doc["duration_s"]);
+    assert!(
+        doc["duration_s"].as_f64().unwrap() >= 1.9,
+        "{}",
+        doc["duration_s"]
+    );
     for key in ["min", "max", "p50", "p95", "p99", "p99.9"] {
         assert!(doc["latency"][key].is_u64(), "latency.{key}");
         assert!(doc["service_time"][key].is_u64(), "service_time.{key}");

@@ -71,7 +71,10 @@ impl TestBroker {
         let rt = runtime();
         let started = Instant::now();
         while rt.block_on(broker.connect_with(Pins::default())).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(60), "broker did not start");
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "broker did not start"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         broker
@@ -130,7 +133,10 @@ pub async fn fetch_all(cluster: &Cluster, topic: &str, partition: i32) -> Vec<Re
         if offset >= fetched.high_watermark {
             return records;
         }
-        assert!(Instant::now() < deadline, "fetch did not reach the high watermark");
+        assert!(
+            Instant::now() < deadline,
+            "fetch did not reach the high watermark"
+        );
     }
 }
 
