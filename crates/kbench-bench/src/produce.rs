@@ -343,7 +343,7 @@ pub async fn run_produce(
         // One clock read per record: it is the record's append time, its CreateTime, and (unthrottled)
         // its intended send time.
         let mut now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) || (i % 1024 == 0 && cancel.is_cancelled()) {
+        if deadline.is_some_and(|d| now >= d) || (i.is_multiple_of(1024) && cancel.is_cancelled()) {
             break;
         }
         let intended = match spec.throughput {
