@@ -1,0 +1,36 @@
+//! `kbench quickstart` on a machine with no cluster: embedded broker, topic, produce, summary, and the
+//! path of the result document it wrote.
+
+mod common;
+
+use std::process::Stdio;
+
+use common::*;
+
+#[test]
+fn quickstart_runs_against_the_embedded_broker_and_writes_its_result() {
+    let dir = std::env::temp_dir().join(format!("kbench-quickstart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = kbench()
+        .current_dir(&dir)
+        .args(["quickstart", "--duration", "2s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("embedded Tansu broker"));
+    assert!(stdout.contains("Summary"), "{stdout}");
+    assert!(stdout.contains("ms 99.9th."), "{stdout}");
+    let path = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Result document: "))
+        .expect("the summary names the result file");
+    assert!(path.starts_with("kbench-results/quickstart-"), "{path}");
+    let doc = result_json(&dir.join(path));
+    assert!(doc["records_acked"].as_u64().unwrap() > 0);
+    assert_eq!(doc["records_failed"], 0);
+    assert!(doc["duration_s"].as_f64().unwrap() < 2.0 + 1.0);
+    assert_eq!(doc["target"]["embedded_broker"], true);
+}
