@@ -319,6 +319,23 @@ impl Cluster {
         Ok(conn)
     }
 
+    /// Close every connection gracefully (see [`Connection::close`]), all within `patience`.
+    pub async fn close(&self, patience: Duration) {
+        let conns: Vec<Arc<Connection>> = self
+            .connections
+            .lock()
+            .await
+            .drain()
+            .map(|(_, c)| c)
+            .collect();
+        let all = async {
+            for c in conns.iter().chain(std::iter::once(&self.bootstrap)) {
+                c.close(patience).await;
+            }
+        };
+        let _ = tokio::time::timeout(patience, all).await;
+    }
+
     /// Name of an API, as results and messages spell it.
     pub fn api_label(api: ApiKey) -> String {
         api_name(api)

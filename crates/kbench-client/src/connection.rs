@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kbench_wire::frame::peek_correlation_id;
 use kbench_wire::versions::choose;
 use kbench_wire::{ApiKey, ApiRanges, Pins, api_name, decode_response, encode_request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
@@ -26,17 +27,31 @@ const MAX_FRAME: usize = 256 * 1024 * 1024;
 type Reply = oneshot::Sender<Result<Bytes, ClientError>>;
 
 struct Outgoing {
+    correlation_id: i32,
     frame: Bytes,
-    /// `None` for requests the broker does not answer (Produce with acks=0).
-    reply: Option<Reply>,
+    on_done: OnDone,
+}
+
+/// What the writer does once a frame is out.
+enum OnDone {
+    /// Await the broker's response and hand it over.
+    Response(Reply),
+    /// The broker will not answer (Produce with acks=0): say when the frame has left for the socket.
+    Written(oneshot::Sender<()>),
 }
 
 /// Requests written and not yet answered, oldest first; `closed` once the connection is gone.
 #[derive(Default)]
 struct Pending {
-    replies: VecDeque<Reply>,
+    replies: VecDeque<(i32, Reply)>,
+    /// Correlation ids of recent requests sent without expecting a response (acks=0). Kafka never
+    /// answers them; some Kafka-compatible brokers (Tansu 0.6) do, and such answers are discarded.
+    unanswered: VecDeque<i32>,
     closed: Option<ClientError>,
 }
+
+/// How many acks=0 correlation ids are remembered for discarding a compatible broker's answers.
+const UNANSWERED_MEMORY: usize = 65_536;
 
 /// A live connection to one broker.
 pub struct Connection {
@@ -48,6 +63,9 @@ pub struct Connection {
     next_correlation_id: AtomicI32,
     broken: Arc<AtomicBool>,
     ranges: ApiRanges,
+    /// Asks the writer to finish what is queued and half-close the socket.
+    closing: tokio_util::sync::CancellationToken,
+    reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The ApiVersions version the broker answered.
     api_versions_version: i16,
     request_timeout: Duration,
@@ -90,14 +108,16 @@ impl Connection {
         let pending = Arc::new(Mutex::new(Pending::default()));
         let broken = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel(max_in_flight.max(1) * 2);
+        let closing = tokio_util::sync::CancellationToken::new();
         tokio::spawn(write_loop(
             addr.to_string(),
             write,
             rx,
+            closing.clone(),
             pending.clone(),
             broken.clone(),
         ));
-        tokio::spawn(read_loop(
+        let reader = tokio::spawn(read_loop(
             addr.to_string(),
             read,
             pending.clone(),
@@ -112,6 +132,8 @@ impl Connection {
             next_correlation_id: AtomicI32::new(0),
             broken,
             ranges: ApiRanges::default(),
+            closing,
+            reader: Mutex::new(Some(reader)),
             api_versions_version: 3,
             request_timeout,
         };
@@ -165,6 +187,19 @@ impl Connection {
         self.api_versions_version
     }
 
+    /// Close gracefully: write what is queued, half-close, and read until the broker closes its side
+    /// (or `patience` runs out), so that no request still in the broker's socket buffer is lost to a
+    /// reset. Requests sent without a response (acks=0) need this to arrive.
+    pub async fn close(&self, patience: Duration) {
+        self.closing.cancel();
+        let reader = self.reader.lock().expect("reader lock").take();
+        if let Some(mut reader) = reader
+            && tokio::time::timeout(patience, &mut reader).await.is_err()
+        {
+            reader.abort();
+        }
+    }
+
     /// Whether the connection has failed; a broken connection is replaced, never reused.
     pub fn is_broken(&self) -> bool {
         self.broken.load(Ordering::Relaxed)
@@ -190,7 +225,7 @@ impl Connection {
     }
 
     /// Send a request the broker will not answer (Produce with acks=0). It counts as complete once it
-    /// has been handed to the writer.
+    /// has been written to the socket.
     pub async fn send_unanswered<Req: Encodable>(
         &self,
         api: ApiKey,
@@ -229,20 +264,27 @@ impl Connection {
             &self.client_id,
             body,
         )?;
-        let (reply, rx) = if answered {
+        let (on_done, response, written) = if answered {
             let (tx, rx) = oneshot::channel();
-            (Some(tx), Some(rx))
+            (OnDone::Response(tx), Some(rx), None)
         } else {
-            (None, None)
+            let (tx, rx) = oneshot::channel();
+            (OnDone::Written(tx), None, Some(rx))
         };
         self.outgoing
             .send(Outgoing {
+                correlation_id,
                 frame: frame.freeze(),
-                reply,
+                on_done,
             })
             .await
             .map_err(|_| self.disconnected("connection closed"))?;
-        Ok((correlation_id, rx))
+        if let Some(written) = written {
+            written.await.map_err(|_| {
+                self.disconnected("connection closed before the request was written")
+            })?;
+        }
+        Ok((correlation_id, response))
     }
 
     async fn wait(
@@ -281,7 +323,7 @@ fn close(pending: &Mutex<Pending>, broken: &AtomicBool, err: ClientError) {
     if p.closed.is_none() {
         p.closed = Some(err.clone());
     }
-    for reply in p.replies.drain(..) {
+    for (_, reply) in p.replies.drain(..) {
         let _ = reply.send(Err(err.clone()));
     }
 }
@@ -290,24 +332,46 @@ async fn write_loop(
     addr: String,
     write: OwnedWriteHalf,
     mut rx: mpsc::Receiver<Outgoing>,
+    closing: tokio_util::sync::CancellationToken,
     pending: Arc<Mutex<Pending>>,
     broken: Arc<AtomicBool>,
 ) {
     let mut write = BufWriter::with_capacity(256 * 1024, write);
-    while let Some(mut out) = rx.recv().await {
+    let mut written = Vec::new();
+    loop {
+        // Queued requests first; once closing, stop when the queue is empty.
+        let next = tokio::select! {
+            biased;
+            out = rx.recv() => out,
+            _ = closing.cancelled() => None,
+        };
+        let Some(mut out) = next else { break };
         // Write everything queued, then flush once: one syscall for many small requests.
         loop {
-            let mut write_it = true;
-            if let Some(reply) = out.reply {
-                let mut p = pending.lock().expect("pending lock");
-                match p.closed.clone() {
-                    Some(err) => {
-                        let _ = reply.send(Err(err));
-                        write_it = false;
+            let write_it = match out.on_done {
+                OnDone::Response(reply) => {
+                    let mut p = pending.lock().expect("pending lock");
+                    match p.closed.clone() {
+                        Some(err) => {
+                            let _ = reply.send(Err(err));
+                            false
+                        }
+                        None => {
+                            p.replies.push_back((out.correlation_id, reply));
+                            true
+                        }
                     }
-                    None => p.replies.push_back(reply),
                 }
-            }
+                OnDone::Written(tx) => {
+                    let mut p = pending.lock().expect("pending lock");
+                    if p.unanswered.len() >= UNANSWERED_MEMORY {
+                        p.unanswered.pop_front();
+                    }
+                    p.unanswered.push_back(out.correlation_id);
+                    written.push(tx);
+                    true
+                }
+            };
             if write_it && let Err(e) = write.write_all(&out.frame).await {
                 close(&pending, &broken, lost(&addr, e));
                 return;
@@ -320,6 +384,9 @@ async fn write_loop(
         if let Err(e) = write.flush().await {
             close(&pending, &broken, lost(&addr, e));
             return;
+        }
+        for tx in written.drain(..) {
+            let _ = tx.send(());
         }
     }
     let _ = write.shutdown().await;
@@ -353,21 +420,34 @@ async fn read_loop(
             }
             buf.advance(4);
             let frame = buf.split_to(size).freeze();
-            let reply = pending.lock().expect("pending lock").replies.pop_front();
-            match reply {
-                Some(reply) => {
-                    let _ = reply.send(Ok(frame));
-                }
-                None => {
-                    let reason = "a response arrived that no request was waiting for".to_string();
-                    close(
-                        &pending,
-                        &broken,
-                        ClientError::Disconnected { addr, reason },
-                    );
-                    return;
-                }
+            let correlation_id = peek_correlation_id(&frame).unwrap_or(-1);
+            let mut p = pending.lock().expect("pending lock");
+            if p.replies
+                .front()
+                .is_some_and(|(id, _)| *id == correlation_id)
+            {
+                let (_, reply) = p.replies.pop_front().expect("front exists");
+                drop(p);
+                let _ = reply.send(Ok(frame));
+                continue;
             }
+            // Not the oldest answered request: perhaps an answer to an acks=0 request.
+            while p.unanswered.front().is_some_and(|id| *id < correlation_id) {
+                p.unanswered.pop_front();
+            }
+            if p.unanswered.front() == Some(&correlation_id) {
+                p.unanswered.pop_front();
+                continue;
+            }
+            drop(p);
+            let reason =
+                format!("a response with correlation id {correlation_id} matches no request");
+            close(
+                &pending,
+                &broken,
+                ClientError::Disconnected { addr, reason },
+            );
+            return;
         }
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);

@@ -338,6 +338,8 @@ async fn drive(
         run = run => run,
         never = watcher => match never {},
     };
+    // Let the broker read everything written (acks=0 requests have no other confirmation).
+    cluster.close(Duration::from_secs(5)).await;
     println!("{}", run.final_line());
     let mut code = 0;
     if run.records_failed > 0 {

@@ -208,6 +208,93 @@ fn result_document_carries_the_method() {
     assert!(doc["environment"]["cores"].as_u64().unwrap() >= 1);
 }
 
+#[test]
+fn batches_spread_round_robin_over_partitions_and_acks_0_and_all_work() {
+    let broker = TestBroker::start();
+    let rt = runtime();
+    let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
+    for acks in ["0", "1", "all"] {
+        let topic = format!("spread-acks-{acks}");
+        let out = run(
+            &[
+                "produce",
+                "--bootstrap-server",
+                &broker.addr,
+                "--topic",
+                &topic,
+                "--partitions",
+                "4",
+                "--num-records",
+                "40000",
+                "--record-size",
+                "200",
+                "--batch-size",
+                "4096",
+                "--acks",
+                acks,
+            ],
+            LIMIT,
+        );
+        assert!(out.status.success(), "acks={acks}: {}", text(&out.stderr));
+        let per_partition: Vec<usize> = (0..4)
+            .map(|p| rt.block_on(fetch_all(&cluster, &topic, p)).len())
+            .collect();
+        assert_eq!(
+            per_partition.iter().sum::<usize>(),
+            40_000,
+            "acks={acks}: {per_partition:?}"
+        );
+        assert!(
+            per_partition.iter().all(|n| *n > 5_000),
+            "acks={acks}: {per_partition:?}"
+        );
+    }
+    let before: Vec<usize> = (0..4)
+        .map(|p| rt.block_on(fetch_all(&cluster, "spread-acks-1", p)).len())
+        .collect();
+    let out = run(
+        &[
+            "produce",
+            "--bootstrap-server",
+            &broker.addr,
+            "--topic",
+            "spread-acks-1",
+            "--num-records",
+            "1000",
+            "--partition",
+            "2",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let after: Vec<usize> = (0..4)
+        .map(|p| rt.block_on(fetch_all(&cluster, "spread-acks-1", p)).len())
+        .collect();
+    assert_eq!(after[2], before[2] + 1000, "--partition 2 gets them all");
+    assert_eq!(
+        (after[0], after[1], after[3]),
+        (before[0], before[1], before[3])
+    );
+    let out = run(
+        &[
+            "produce",
+            "--bootstrap-server",
+            &broker.addr,
+            "--topic",
+            "spread-acks-1",
+            "--partition",
+            "9",
+        ],
+        LIMIT,
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--partition 9"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// Count kafka-producer-perf-test progress lines: `N records sent, R records/sec (M MB/sec), A ms avg
 /// latency, X ms max latency.`
 fn regex_like_progress(stdout: &str) -> usize {
