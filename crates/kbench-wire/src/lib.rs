@@ -7,7 +7,9 @@
 
 pub mod batch;
 pub mod compression;
+pub mod fetch;
 pub mod frame;
+pub mod records;
 pub mod varint;
 pub mod versions;
 
@@ -16,4 +18,5 @@ pub use compression::Compression;
 pub use frame::{FrameError, decode_response, encode_request};
 pub use kafka_protocol;
 pub use kafka_protocol::messages::ApiKey;
+pub use records::{BatchDecoder, BatchHeader, DecodeError, RecordView};
 pub use versions::{ApiRanges, Negotiated, PinError, Pins, VersionError, api_name, kbench_range};
