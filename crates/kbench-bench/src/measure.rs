@@ -133,3 +133,39 @@ mod tests {
         assert!(s.p50 <= s.p95 && s.p95 <= s.p99 && s.p99 <= s.p99_9 && s.p99_9 <= s.max);
     }
 }
+
+/// A global allocator that counts allocations, so that benchmarks can report allocations per record.
+/// The binary installs it (`#[global_allocator]`); a relaxed atomic increment per allocation is its
+/// whole cost.
+pub struct CountingAlloc;
+
+static ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+// SAFETY: defers to the system allocator; only counts.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// Allocations so far in this process (0 forever when [`CountingAlloc`] is not installed).
+pub fn allocations() -> u64 {
+    ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether [`CountingAlloc`] is the global allocator, i.e. whether [`allocations`] means anything.
+pub fn counting_allocations() -> bool {
+    let before = allocations();
+    drop(std::hint::black_box(Box::new(0u64)));
+    allocations() > before
+}

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::compression::Compression;
-use crate::varint::{put_varlong, varlong_len};
+use crate::varint::varlong_len;
 
 /// Size of the RecordBatch v2 header.
 pub const BATCH_HEADER_LEN: usize = 61;
@@ -43,6 +43,8 @@ pub struct RecordBatchBuilder {
     base_timestamp: i64,
     max_timestamp: i64,
     count: i32,
+    /// Size of the last finished batch: the next one reserves this much at once instead of growing.
+    last_len: usize,
 }
 
 impl RecordBatchBuilder {
@@ -54,6 +56,7 @@ impl RecordBatchBuilder {
             base_timestamp: 0,
             max_timestamp: 0,
             count: 0,
+            last_len: 16 * 1024,
         };
         builder.start(now_ms());
         builder
@@ -71,6 +74,7 @@ impl RecordBatchBuilder {
     /// Begin a new, empty batch with the given base timestamp (ms since the epoch).
     pub fn start(&mut self, base_timestamp_ms: i64) {
         self.records.clear();
+        self.records.reserve(self.last_len);
         if self.compression == Compression::None {
             self.records.put_bytes(0, BATCH_HEADER_LEN);
         }
@@ -115,19 +119,26 @@ impl RecordBatchBuilder {
                 .iter()
                 .map(|h| bytes_field_len(Some(h.key)) + bytes_field_len(h.value))
                 .sum::<usize>();
-        let buf = &mut self.records;
-        buf.reserve(body_len + 5);
-        put_varlong(buf, body_len as i64);
-        buf.put_u8(0); // record attributes: unused
-        put_varlong(buf, timestamp_delta);
-        put_varlong(buf, offset_delta);
-        put_bytes_field(buf, key);
-        put_bytes_field(buf, value);
-        put_varlong(buf, headers.len() as i64);
+        // One resize, then plain slice writes: no capacity check per byte.
+        let start = self.records.len();
+        let total = varlong_len(body_len as i64) + body_len;
+        self.records.resize(start + total, 0);
+        let mut w = SliceWriter {
+            buf: &mut self.records[start..],
+            pos: 0,
+        };
+        w.varlong(body_len as i64);
+        w.byte(0); // record attributes: unused
+        w.varlong(timestamp_delta);
+        w.varlong(offset_delta);
+        w.bytes_field(key);
+        w.bytes_field(value);
+        w.varlong(headers.len() as i64);
         for h in headers {
-            put_bytes_field(buf, Some(h.key));
-            put_bytes_field(buf, h.value);
+            w.bytes_field(Some(h.key));
+            w.bytes_field(h.value);
         }
+        debug_assert_eq!(w.pos, total);
         self.count += 1;
         self.max_timestamp = self.max_timestamp.max(timestamp_ms);
     }
@@ -139,6 +150,7 @@ impl RecordBatchBuilder {
             self.records.split()
         } else {
             self.out.clear();
+            self.out.reserve(self.last_len);
             self.out.put_bytes(0, BATCH_HEADER_LEN);
             self.compression.compress(&self.records, &mut self.out)?;
             self.records.clear();
@@ -146,6 +158,7 @@ impl RecordBatchBuilder {
         };
         let attributes = self.compression.attribute_bits();
         let total = batch.len();
+        self.last_len = self.uncompressed_hint(total);
         let header = &mut batch[..BATCH_HEADER_LEN];
         let mut h = &mut header[..];
         h.put_i64(0); // baseOffset: the broker assigns offsets
@@ -168,6 +181,13 @@ impl RecordBatchBuilder {
     }
 }
 
+impl RecordBatchBuilder {
+    /// What to reserve for the next batch: the last one's size, plus a little.
+    fn uncompressed_hint(&self, finished_len: usize) -> usize {
+        finished_len + finished_len / 8 + 64
+    }
+}
+
 #[inline]
 fn bytes_field_len(field: Option<&[u8]>) -> usize {
     match field {
@@ -176,13 +196,38 @@ fn bytes_field_len(field: Option<&[u8]>) -> usize {
     }
 }
 
-#[inline]
-fn put_bytes_field(buf: &mut BytesMut, field: Option<&[u8]>) {
-    match field {
-        None => put_varlong(buf, -1),
-        Some(b) => {
-            put_varlong(buf, b.len() as i64);
-            buf.put_slice(b);
+/// Writes into a slice already sized to fit exactly what is written.
+struct SliceWriter<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl SliceWriter<'_> {
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        self.buf[self.pos] = b;
+        self.pos += 1;
+    }
+
+    #[inline]
+    fn varlong(&mut self, v: i64) {
+        let mut u = crate::varint::zigzag64(v);
+        while u >= 0x80 {
+            self.byte((u as u8) | 0x80);
+            u >>= 7;
+        }
+        self.byte(u as u8);
+    }
+
+    #[inline]
+    fn bytes_field(&mut self, field: Option<&[u8]>) {
+        match field {
+            None => self.varlong(-1),
+            Some(b) => {
+                self.varlong(b.len() as i64);
+                self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
+                self.pos += b.len();
+            }
         }
     }
 }

@@ -28,6 +28,8 @@ pub enum Command {
     Quickstart(QuickstartArgs),
     /// Run the embedded Tansu broker (in-memory storage) in the foreground.
     Broker(BrokerArgs),
+    /// Tier 0: time every Produce and Fetch codec version with no broker.
+    Codec(Box<crate::codec::CodecArgs>),
 }
 
 #[derive(Debug, Args)]

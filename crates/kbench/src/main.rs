@@ -3,6 +3,7 @@
 //! and prints and writes its result.
 
 mod cli;
+mod codec;
 mod embedded;
 mod produce;
 mod props;
@@ -15,8 +16,17 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command};
 
+/// Counts allocations so that `kbench codec` can report allocations per record.
+#[global_allocator]
+static ALLOCATOR: kbench_bench::measure::CountingAlloc = kbench_bench::measure::CountingAlloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let command = match cli.command {
+        // Pure computation: no runtime, no broker.
+        Command::Codec(args) => return ExitCode::from(codec::run(*args)),
+        other => other,
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KBENCH_LOG")
@@ -37,10 +47,11 @@ fn main() -> ExitCode {
         }
     };
     let code = runtime.block_on(async move {
-        match cli.command {
+        match command {
             Command::Produce(args) => produce::run(*args, produce::Mode::Produce).await,
             Command::Quickstart(args) => produce::quickstart(args).await,
             Command::Broker(args) => broker(args).await,
+            Command::Codec(args) => codec::run(*args),
         }
     });
     ExitCode::from(code)

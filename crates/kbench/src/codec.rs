@@ -1,0 +1,422 @@
+//! `kbench codec`: tier 0, every Produce and Fetch codec version with no broker. Runs the matrix in a
+//! seeded shuffled order (optionally each cell in its own process), prints a table per API, shape,
+//! record count and compression, and writes the cells to a result document.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Instant;
+
+use clap::Args;
+use kbench_bench::codec::{
+    Api, CellResult, CellSpec, CompressionName, Matrix, Method, Shape, Subject, groups, run_cell,
+    shuffle, verdict,
+};
+use kbench_bench::result::{Environment, SCHEMA_VERSION};
+use kbench_wire::Compression;
+use serde::Serialize;
+
+#[derive(Debug, Args)]
+pub struct CodecArgs {
+    /// A short run (< 60 s): small records, 1/100/1000 records per batch, no compression.
+    #[arg(long)]
+    pub quick: bool,
+    /// The scaling series instead: 100 → 400 000 records per batch, newest versions and batches.
+    #[arg(long)]
+    pub scaling: bool,
+    /// Records per batch, comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = positive_count)]
+    pub records: Vec<usize>,
+    /// Payload shapes, comma-separated: small (8-byte key, 64-byte value, 2 headers), 1k, 100k.
+    #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
+    pub shape: Vec<Shape>,
+    /// Compression codecs, comma-separated: none, gzip, snappy, lz4, zstd.
+    #[arg(long, value_delimiter = ',', value_parser = parse_compression)]
+    pub compression: Vec<Compression>,
+    /// APIs, comma-separated: produce (encode), fetch (decode).
+    #[arg(long, value_delimiter = ',', value_parser = parse_api)]
+    pub api: Vec<Api>,
+    /// Timed repetitions per cell (the median is reported); at least 9.
+    #[arg(long, default_value = "9", value_parser = at_least_nine)]
+    pub repetitions: usize,
+    /// Warm-up blocks per cell, of the cell's own shape.
+    #[arg(long, default_value = "2")]
+    pub warmup: usize,
+    /// Records per timed block (fewer for large values: at most 32 MiB of values per block).
+    #[arg(long, value_parser = positive_count)]
+    pub block_records: Option<usize>,
+    /// Seed for the cell order (default: random; printed and stored).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Run each cell in its own child process.
+    #[arg(long)]
+    pub isolate: bool,
+    /// Spread (IQR / median) above which a verdict is "inside noise floor".
+    #[arg(long, default_value = "0.15")]
+    pub noise_threshold: f64,
+    /// How far from the newest version a version may be and still be "within".
+    #[arg(long, default_value = "0.05")]
+    pub tolerance: f64,
+    /// Write the result document to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Internal: measure one cell (JSON) and print its result as JSON (used by --isolate).
+    #[arg(long, hide = true)]
+    pub run_cell: Option<String>,
+}
+
+fn positive_count(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n as usize),
+        _ => Err("must be a positive whole number".into()),
+    }
+}
+
+fn at_least_nine(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= 9 => Ok(n as usize),
+        _ => Err("must be a whole number of at least 9 (medians need enough repetitions)".into()),
+    }
+}
+
+fn parse_shape(s: &str) -> Result<Shape, String> {
+    s.parse()
+}
+
+fn parse_compression(s: &str) -> Result<Compression, String> {
+    s.parse()
+}
+
+fn parse_api(s: &str) -> Result<Api, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "produce" => Ok(Api::Produce),
+        "fetch" => Ok(Api::Fetch),
+        other => Err(format!("unknown API {other:?} (expected produce or fetch)")),
+    }
+}
+
+/// The result document of a codec run.
+#[derive(Debug, Serialize)]
+struct CodecDocument<'a> {
+    schema_version: u32,
+    kind: &'static str,
+    environment: Environment,
+    seed: u64,
+    isolated: bool,
+    method: Method,
+    matrix: &'a Matrix,
+    scaling: bool,
+    noise_threshold: f64,
+    tolerance: f64,
+    allocations_counted: bool,
+    duration_s: f64,
+    cells: &'a [CellResult],
+}
+
+pub fn run(args: CodecArgs) -> u8 {
+    if let Some(cell) = &args.run_cell {
+        return run_one(cell, &args);
+    }
+    let quick = args.quick;
+    let matrix = Matrix {
+        record_counts: if !args.records.is_empty() {
+            args.records.clone()
+        } else if args.scaling {
+            vec![100, 1_000, 10_000, 100_000, 400_000]
+        } else if quick {
+            vec![1, 100, 1_000]
+        } else {
+            vec![1, 10, 100, 1_000, 10_000]
+        },
+        shapes: if !args.shape.is_empty() {
+            args.shape.clone()
+        } else if quick || args.scaling {
+            vec![Shape::Small]
+        } else {
+            Shape::ALL.to_vec()
+        },
+        compressions: if args.compression.is_empty() {
+            vec![CompressionName(Compression::None)]
+        } else {
+            args.compression
+                .iter()
+                .map(|c| CompressionName(*c))
+                .collect()
+        },
+        apis: if args.api.is_empty() {
+            vec![Api::Produce, Api::Fetch]
+        } else {
+            args.api.clone()
+        },
+    };
+    let method = Method {
+        warmup_blocks: args.warmup,
+        repetitions: args.repetitions,
+        block_records: args
+            .block_records
+            .unwrap_or(if quick { 20_000 } else { 200_000 }),
+    };
+    let mut cells = matrix.cells();
+    if args.scaling {
+        cells.retain(|c| {
+            matches!(
+                c.subject,
+                Subject::KbenchBatch | Subject::KafkaProtocolBatch
+            ) || c.version == Some(newest(c.api))
+        });
+    }
+    let seed = args.seed.unwrap_or_else(random_seed);
+    shuffle(&mut cells, seed);
+    eprintln!(
+        "kbench codec: {} cells, seed {seed} (vary it with --seed before believing a single-version result), {} repetitions after {} warm-up blocks{}",
+        cells.len(),
+        method.repetitions,
+        method.warmup_blocks,
+        if args.isolate {
+            ", each cell in its own process"
+        } else {
+            ""
+        }
+    );
+    let started = Instant::now();
+    let mut results = Vec::with_capacity(cells.len());
+    for (i, spec) in cells.iter().enumerate() {
+        let result = if args.isolate {
+            run_isolated(spec, method)
+        } else {
+            run_cell(*spec, method)
+        };
+        match result {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                eprintln!("kbench: error: cell {}: {e}", spec.label());
+                return 1;
+            }
+        }
+        if (i + 1) % 50 == 0 {
+            eprintln!(
+                "  {}/{} cells, {:.0} s",
+                i + 1,
+                cells.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let counted = kbench_bench::measure::counting_allocations() || args.isolate;
+    if args.scaling {
+        print_scaling(&results);
+    } else {
+        print_tables(&results, args.tolerance, args.noise_threshold);
+    }
+    println!("seed {seed}; {:.1} s", started.elapsed().as_secs_f64());
+    if let Some(path) = &args.json {
+        let doc = CodecDocument {
+            schema_version: SCHEMA_VERSION,
+            kind: "codec",
+            environment: Environment::here(),
+            seed,
+            isolated: args.isolate,
+            method,
+            matrix: &matrix,
+            scaling: args.scaling,
+            noise_threshold: args.noise_threshold,
+            tolerance: args.tolerance,
+            allocations_counted: counted,
+            duration_s: started.elapsed().as_secs_f64(),
+            cells: &results,
+        };
+        let text = match serde_json::to_string_pretty(&doc) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("kbench: error: --json: {e}");
+                return 1;
+            }
+        };
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("kbench: error: --json {}: {e}", path.display());
+            return 1;
+        }
+        eprintln!("kbench: wrote {}", path.display());
+    }
+    0
+}
+
+fn newest(api: Api) -> i16 {
+    match api {
+        Api::Produce => *kbench_bench::codec::PRODUCE_VERSIONS.end(),
+        Api::Fetch => *kbench_wire::fetch::FETCH_VERSIONS.end(),
+    }
+}
+
+fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(std::process::id()) << 32)
+}
+
+fn run_one(cell: &str, args: &CodecArgs) -> u8 {
+    let spec: CellSpec = match serde_json::from_str(cell) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kbench: error: --run-cell: {e}");
+            return 2;
+        }
+    };
+    let method = Method {
+        warmup_blocks: args.warmup,
+        repetitions: args.repetitions,
+        block_records: args.block_records.unwrap_or(200_000),
+    };
+    match run_cell(spec, method).map(|r| serde_json::to_string(&r)) {
+        Ok(Ok(json)) => {
+            println!("{json}");
+            0
+        }
+        Ok(Err(e)) => {
+            eprintln!("kbench: error: {e}");
+            1
+        }
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            1
+        }
+    }
+}
+
+fn run_isolated(spec: &CellSpec, method: Method) -> Result<CellResult, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let cell = serde_json::to_string(spec).map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(exe)
+        .args(["codec", "--run-cell", &cell])
+        .args(["--warmup", &method.warmup_blocks.to_string()])
+        .args(["--repetitions", &method.repetitions.to_string()])
+        .args(["--block-records", &method.block_records.to_string()])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot start a child process: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("child process failed ({})", out.status));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("child process answered badly: {e}"))
+}
+
+fn fmt_allocs(a: Option<f64>) -> String {
+    a.map_or_else(|| "n/a".into(), |a| format!("{a:.3}"))
+}
+
+fn print_tables(results: &[CellResult], tolerance: f64, noise: f64) {
+    for ((api, shape, records, compression), cells) in groups(results) {
+        let api_name = match api {
+            Api::Produce => "Produce (build the complete request)",
+            Api::Fetch => "Fetch (decode the complete response)",
+        };
+        println!();
+        println!(
+            "{api_name} · {} × {records} records · {}",
+            shape.name(),
+            compression.0.name()
+        );
+        println!(
+            "| version | ns/record | vs newest | spread | allocs/record | wire bytes | verdict |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+        let newest_v = newest(api);
+        let newest_cell = cells
+            .iter()
+            .find(|c| c.spec.version == Some(newest_v) && c.skipped.is_none());
+        for c in &cells {
+            let name = match c.spec.subject {
+                Subject::KbenchBatch => "kbench batch".to_string(),
+                Subject::KafkaProtocolBatch => "kafka-protocol batch".to_string(),
+                _ => format!("v{}", c.spec.version.unwrap_or(-1)),
+            };
+            if let Some(why) = &c.skipped {
+                println!("| {name} | – | – | – | – | – | n/a: {why} |");
+                continue;
+            }
+            let (vs, v) = match newest_cell {
+                Some(n) => (
+                    format!("{:.2}×", c.ns_per_record / n.ns_per_record),
+                    if c.spec.version.is_some() {
+                        verdict(c, n, tolerance, noise)
+                    } else {
+                        String::new()
+                    },
+                ),
+                None => ("–".into(), String::new()),
+            };
+            println!(
+                "| {name} | {:.1} | {vs} | {:.1} % | {} | {} | {v} |",
+                c.ns_per_record,
+                c.spread * 100.0,
+                fmt_allocs(c.allocs_per_record),
+                c.wire_bytes
+            );
+        }
+        let batch = cells
+            .iter()
+            .find(|c| c.spec.subject == Subject::KbenchBatch && c.skipped.is_none());
+        let kp = cells
+            .iter()
+            .find(|c| c.spec.subject == Subject::KafkaProtocolBatch && c.skipped.is_none());
+        if let (Some(n), Some(b), Some(k)) = (newest_cell, batch, kp) {
+            println!(
+                "framing cost at v{newest_v}: {:.1} ns/record (request or response minus batch); kbench batch is {:.1}× kafka-protocol's",
+                n.ns_per_record - b.ns_per_record,
+                k.ns_per_record / b.ns_per_record
+            );
+        }
+    }
+}
+
+fn print_scaling(results: &[CellResult]) {
+    for api in [Api::Produce, Api::Fetch] {
+        let mut rows: Vec<&CellResult> = results
+            .iter()
+            .filter(|r| r.spec.api == api && r.skipped.is_none())
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        rows.sort_by_key(|r| (r.spec.subject, r.spec.records));
+        println!();
+        println!(
+            "{} scaling · small records · ns/record by records per batch",
+            if api == Api::Produce {
+                "Encode (Produce)"
+            } else {
+                "Decode (Fetch)"
+            }
+        );
+        println!("| subject | records | ns/record | vs smallest | spread | allocs/record |");
+        println!("|---|---|---|---|---|---|");
+        for subject in [
+            Subject::ProduceRequest,
+            Subject::FetchResponse,
+            Subject::KbenchBatch,
+            Subject::KafkaProtocolBatch,
+        ] {
+            let series: Vec<&&CellResult> =
+                rows.iter().filter(|r| r.spec.subject == subject).collect();
+            let Some(first) = series.first() else {
+                continue;
+            };
+            for r in &series {
+                let name = match subject {
+                    Subject::KbenchBatch => "kbench batch".to_string(),
+                    Subject::KafkaProtocolBatch => "kafka-protocol batch".to_string(),
+                    _ => format!("v{}", r.spec.version.unwrap_or(-1)),
+                };
+                println!(
+                    "| {name} | {} | {:.1} | {:.2}× | {:.1} % | {} |",
+                    r.spec.records,
+                    r.ns_per_record,
+                    r.ns_per_record / first.ns_per_record,
+                    r.spread * 100.0,
+                    fmt_allocs(r.allocs_per_record)
+                );
+            }
+        }
+    }
+}
