@@ -119,12 +119,13 @@ impl RecordBatchBuilder {
                 .iter()
                 .map(|h| bytes_field_len(Some(h.key)) + bytes_field_len(h.value))
                 .sum::<usize>();
-        // One resize, then plain slice writes: no capacity check per byte.
+        // Reserve once, then write every byte of the record into the spare capacity: no capacity
+        // check per field and no zero-fill of bytes about to be overwritten.
         let start = self.records.len();
         let total = varlong_len(body_len as i64) + body_len;
-        self.records.resize(start + total, 0);
+        self.records.reserve(total);
         let mut w = SliceWriter {
-            buf: &mut self.records[start..],
+            buf: &mut self.records.spare_capacity_mut()[..total],
             pos: 0,
         };
         w.varlong(body_len as i64);
@@ -138,7 +139,10 @@ impl RecordBatchBuilder {
             w.bytes_field(Some(h.key));
             w.bytes_field(h.value);
         }
-        debug_assert_eq!(w.pos, total);
+        assert_eq!(w.pos, total, "record size computed from its fields");
+        // SAFETY: the writer wrote every byte of [start, start + total) (it writes sequentially from
+        // 0 and stopped exactly at `total`), and `reserve` made that much capacity.
+        unsafe { self.records.set_len(start + total) };
         self.count += 1;
         self.max_timestamp = self.max_timestamp.max(timestamp_ms);
     }
@@ -196,16 +200,17 @@ fn bytes_field_len(field: Option<&[u8]>) -> usize {
     }
 }
 
-/// Writes into a slice already sized to fit exactly what is written.
+/// Writes sequentially into uninitialised capacity sized to fit exactly what is written; indexing
+/// keeps every write in bounds.
 struct SliceWriter<'a> {
-    buf: &'a mut [u8],
+    buf: &'a mut [std::mem::MaybeUninit<u8>],
     pos: usize,
 }
 
 impl SliceWriter<'_> {
     #[inline]
     fn byte(&mut self, b: u8) {
-        self.buf[self.pos] = b;
+        self.buf[self.pos].write(b);
         self.pos += 1;
     }
 
@@ -225,7 +230,15 @@ impl SliceWriter<'_> {
             None => self.varlong(-1),
             Some(b) => {
                 self.varlong(b.len() as i64);
-                self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
+                let dst = &mut self.buf[self.pos..self.pos + b.len()];
+                // SAFETY: `dst` is exactly `b.len()` elements; MaybeUninit<u8> has u8's layout.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        b.as_ptr(),
+                        dst.as_mut_ptr().cast::<u8>(),
+                        b.len(),
+                    )
+                };
                 self.pos += b.len();
             }
         }
