@@ -13,7 +13,7 @@ use kbench_wire::Compression;
 use kbench_wire::batch::{RecordBatchBuilder, now_ms};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -205,6 +205,26 @@ struct OpenBatch {
     base_ms: i64,
 }
 
+/// Where and when the next batch may go: a free in-flight slot, and the next partition round-robin.
+struct Slots {
+    in_flight: Arc<Semaphore>,
+    partitions: Vec<i32>,
+    next: usize,
+}
+
+impl Slots {
+    /// Wait for a free slot; `None` when the run is cancelled first.
+    async fn next(&mut self, cancel: &CancellationToken) -> Option<(OwnedSemaphorePermit, i32)> {
+        let permit = tokio::select! {
+            _ = cancel.cancelled() => return None,
+            p = self.in_flight.clone().acquire_owned() => p.ok()?,
+        };
+        let partition = self.partitions[self.next % self.partitions.len()];
+        self.next += 1;
+        Some((permit, partition))
+    }
+}
+
 /// Run the produce workload. Setup (connections, topic) is the caller's; this is the measured phase.
 /// `on_interval` receives each progress window. Cancelling `cancel` stops the run at once; records
 /// then in flight count as failed with the cancellation's reason.
@@ -279,7 +299,11 @@ pub async fn run_produce(
         opened: start,
         base_ms: 0,
     };
-    let mut next_partition = 0usize;
+    let mut slots = Slots {
+        in_flight: in_flight.clone(),
+        partitions: partitions.clone(),
+        next: 0,
+    };
     let send_batch = |open: &mut OpenBatch, partition: i32, permit| {
         let count = open.intended_us.len() as u64;
         let intended = std::mem::take(&mut open.intended_us);
@@ -364,12 +388,9 @@ pub async fn run_produce(
             }
             now = Instant::now();
             if !open.builder.is_empty() && now >= linger_due {
-                let permit = tokio::select! {
-                    _ = cancel.cancelled() => break 'records,
-                    p = in_flight.clone().acquire_owned() => p.expect("semaphore open"),
+                let Some((permit, partition)) = slots.next(&cancel).await else {
+                    break 'records;
                 };
-                let partition = partitions[next_partition % partitions.len()];
-                next_partition += 1;
                 requests.spawn(send_batch(&mut open, partition, permit));
             }
         }
@@ -382,12 +403,9 @@ pub async fn run_produce(
             && open.builder.uncompressed_len() + value.len() + 16 > spec.batch_size;
         let lingered = !open.builder.is_empty() && now >= open.opened + linger;
         if full || lingered {
-            let permit = tokio::select! {
-                _ = cancel.cancelled() => break 'records,
-                p = in_flight.clone().acquire_owned() => p.expect("semaphore open"),
+            let Some((permit, partition)) = slots.next(&cancel).await else {
+                break 'records;
             };
-            let partition = partitions[next_partition % partitions.len()];
-            next_partition += 1;
             requests.spawn(send_batch(&mut open, partition, permit));
             // Reap finished requests as we go so the set stays small.
             while requests.try_join_next().is_some() {}
@@ -403,15 +421,10 @@ pub async fn run_produce(
         open.value_bytes += value.len() as u64;
         i += 1;
     }
-    if !open.builder.is_empty() && !cancel.is_cancelled() {
-        let permit = tokio::select! {
-            _ = cancel.cancelled() => None,
-            p = in_flight.clone().acquire_owned() => Some(p.expect("semaphore open")),
-        };
-        if let Some(permit) = permit {
-            let partition = partitions[next_partition % partitions.len()];
-            requests.spawn(send_batch(&mut open, partition, permit));
-        }
+    if !open.builder.is_empty()
+        && let Some((permit, partition)) = slots.next(&cancel).await
+    {
+        requests.spawn(send_batch(&mut open, partition, permit));
     }
     tokio::select! {
         _ = cancel.cancelled() => requests.abort_all(),

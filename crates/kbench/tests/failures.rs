@@ -125,6 +125,18 @@ fn wait_with_limit(child: &mut std::process::Child, limit: Duration) -> std::pro
     }
 }
 
+/// The process ends within 10 s (no orphaned broker).
+fn assert_gone_soon(pid: i32) {
+    let started = Instant::now();
+    while alive(pid) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "orphaned broker {pid}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn alive(pid: i32) -> bool {
     // A zombie is not alive: read its state.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -169,14 +181,7 @@ fn interrupt_stops_the_run_and_the_embedded_broker() {
         doc["records_sent"].as_u64().unwrap(),
         doc["records_acked"].as_u64().unwrap() + doc["records_failed"].as_u64().unwrap()
     );
-    let started = Instant::now();
-    while alive(broker_pid) {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "orphaned broker {broker_pid}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_gone_soon(broker_pid);
 }
 
 #[test]
@@ -186,12 +191,5 @@ fn killed_kbench_takes_its_embedded_broker_with_it() {
     let (mut child, broker_pid, _stderr) = start_long_run(&dir.join("x.json"));
     child.kill().unwrap();
     let _ = child.wait();
-    let started = Instant::now();
-    while alive(broker_pid) {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "orphaned broker {broker_pid}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_gone_soon(broker_pid);
 }
