@@ -6,6 +6,7 @@
 //! accounted for (sent = acked + failed).
 
 pub mod codec;
+pub mod compare;
 pub mod measure;
 pub mod produce;
 pub mod result;

@@ -136,6 +136,35 @@ impl ProduceRun {
         (self.records_sent > 0).then(|| self.cpu.total_us() as f64 / self.records_sent as f64)
     }
 
+    /// Pool several repetitions into one: counts, times and CPU summed, histograms merged exactly,
+    /// errors merged; the first start and the last end; aborted if any was.
+    pub fn pooled(runs: &[ProduceRun]) -> Option<ProduceRun> {
+        let (first, rest) = runs.split_first()?;
+        let mut all = first.clone();
+        for r in rest {
+            all.records_sent += r.records_sent;
+            all.records_acked += r.records_acked;
+            all.records_failed += r.records_failed;
+            all.bytes_acked += r.bytes_acked;
+            all.ended_at = r.ended_at;
+            all.elapsed += r.elapsed;
+            all.cpu = CpuTime {
+                user_us: all.cpu.user_us + r.cpu.user_us,
+                sys_us: all.cpu.sys_us + r.cpu.sys_us,
+            };
+            all.peak_rss_kib = all.peak_rss_kib.max(r.peak_rss_kib);
+            let _ = all.latency.add(&r.latency);
+            let _ = all.service_time.add(&r.service_time);
+            for (e, n) in &r.errors {
+                *all.errors.entry(e.clone()).or_default() += n;
+            }
+            if all.aborted.is_none() {
+                all.aborted = r.aborted.clone();
+            }
+        }
+        Some(all)
+    }
+
     /// Exactly kafka-producer-perf-test's final line.
     pub fn final_line(&self) -> String {
         let h = &self.latency;

@@ -87,12 +87,50 @@ pub struct ResultDocument {
     /// Failed records per error message.
     pub errors: BTreeMap<String, u64>,
     pub aborted: Option<String>,
+    /// Each repetition's own figures, in the order run (one entry without `--repetitions`).
+    pub repetitions: Vec<Repetition>,
+}
+
+/// One repetition's figures: the samples `kbench compare` works on.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct Repetition {
+    pub duration_s: f64,
+    pub records_acked: u64,
+    pub records_failed: u64,
+    pub records_per_sec: f64,
+    pub mb_per_sec: f64,
+    pub client_cpu_us_per_record: Option<f64>,
+    pub latency_p50_us: u64,
+    pub latency_p99_us: u64,
+}
+
+impl Repetition {
+    pub fn of(run: &ProduceRun) -> Repetition {
+        let q = |q: f64| {
+            if run.latency.is_empty() {
+                0
+            } else {
+                run.latency.value_at_quantile(q)
+            }
+        };
+        Repetition {
+            duration_s: run.elapsed.as_secs_f64(),
+            records_acked: run.records_acked,
+            records_failed: run.records_failed,
+            records_per_sec: run.records_per_sec(),
+            mb_per_sec: run.mb_per_sec(),
+            client_cpu_us_per_record: run.cpu_us_per_record(),
+            latency_p50_us: q(0.50),
+            latency_p99_us: q(0.99),
+        }
+    }
 }
 
 impl ResultDocument {
     #[allow(clippy::too_many_arguments)]
     pub fn produce(
         run: &ProduceRun,
+        repetitions: &[ProduceRun],
         target: Target,
         settings: serde_json::Value,
         negotiated_versions: BTreeMap<String, i16>,
@@ -125,6 +163,7 @@ impl ResultDocument {
             service_time: LatencySummary::of(&run.service_time),
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
+            repetitions: repetitions.iter().map(Repetition::of).collect(),
         }
     }
 }

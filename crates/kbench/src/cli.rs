@@ -30,6 +30,8 @@ pub enum Command {
     Broker(BrokerArgs),
     /// Tier 0: time every Produce and Fetch codec version with no broker.
     Codec(Box<crate::codec::CodecArgs>),
+    /// Compare two sets of results (files or folders): ratio, 95 % CI and verdict per cell and metric.
+    Compare(crate::compare::CompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -141,6 +143,11 @@ pub struct ProduceArgs {
     /// Seed for the payload generator (default: random; printed and stored in the result).
     #[arg(long)]
     pub seed: Option<u64>,
+
+    /// Run the measured phase this many times (same topic, same connections); the result keeps each
+    /// repetition's figures for `kbench compare`.
+    #[arg(long, default_value = "1", allow_negative_numbers = true, value_parser = positive_usize)]
+    pub repetitions: usize,
 }
 
 fn positive_u64(s: &str) -> Result<u64, String> {

@@ -4,6 +4,7 @@
 
 mod cli;
 mod codec;
+mod compare;
 mod embedded;
 mod produce;
 mod props;
@@ -25,6 +26,7 @@ fn main() -> ExitCode {
     let command = match cli.command {
         // Pure computation: no runtime, no broker.
         Command::Codec(args) => return ExitCode::from(codec::run(*args)),
+        Command::Compare(args) => return ExitCode::from(compare::run(args)),
         other => other,
     };
     tracing_subscriber::fmt()
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
             Command::Quickstart(args) => produce::quickstart(args).await,
             Command::Broker(args) => broker(args).await,
             Command::Codec(args) => codec::run(*args),
+            Command::Compare(args) => compare::run(args),
         }
     });
     ExitCode::from(code)

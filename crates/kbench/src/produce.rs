@@ -195,6 +195,7 @@ pub async fn quickstart(args: QuickstartArgs) -> u8 {
         reporting_interval: Duration::from_secs(5),
         json: Some(json),
         seed: None,
+        repetitions: 1,
     };
     println!(
         "kbench quickstart: producing 100-byte records for {} s, unthrottled, acks=1, to an embedded broker.",
@@ -318,29 +319,45 @@ async fn drive(
             std::future::pending::<std::convert::Infallible>().await
         }
     };
-    let show_progress = mode == Mode::Produce || mode == Mode::Quickstart;
-    let run = run_produce(
-        cluster.clone(),
-        topic,
-        &plan.spec,
-        cancel.clone(),
-        reason.clone(),
-        move |w| {
-            if show_progress {
-                println!("{}", w.line());
-                if w.failed > 0 {
-                    println!("{} records failed.", w.failed);
-                }
+    let repetitions = args.repetitions;
+    let all_runs = async {
+        let mut runs = Vec::with_capacity(repetitions);
+        for i in 0..repetitions {
+            if repetitions > 1 {
+                println!("Repetition {} of {repetitions}", i + 1);
             }
-        },
-    );
-    let run = tokio::select! {
-        run = run => run,
+            let run = run_produce(
+                cluster.clone(),
+                topic.clone(),
+                &plan.spec,
+                cancel.clone(),
+                reason.clone(),
+                |w| {
+                    println!("{}", w.line());
+                    if w.failed > 0 {
+                        println!("{} records failed.", w.failed);
+                    }
+                },
+            )
+            .await;
+            println!("{}", run.final_line());
+            let stop = run.aborted.is_some();
+            runs.push(run);
+            if stop {
+                break;
+            }
+        }
+        runs
+    };
+    let runs = tokio::select! {
+        runs = all_runs => runs,
         never = watcher => match never {},
     };
     // Let the broker read everything written (acks=0 requests have no other confirmation).
     cluster.close(Duration::from_secs(5)).await;
-    println!("{}", run.final_line());
+    let Some(run) = kbench_bench::ProduceRun::pooled(&runs) else {
+        return Err("no repetition ran".into());
+    };
     let mut code = 0;
     if run.records_failed > 0 {
         println!("{} records failed:", run.records_failed);
@@ -361,6 +378,7 @@ async fn drive(
     let pinned: BTreeMap<String, i16> = plan.pins.iter().map(|(a, v)| (api_name(a), v)).collect();
     let doc = ResultDocument::produce(
         &run,
+        &runs,
         Target {
             bootstrap_servers: bootstrap.to_string(),
             embedded_broker: embedded_flag(plan),
@@ -420,6 +438,7 @@ fn settings_json(args: &ProduceArgs, plan: &Plan) -> serde_json::Value {
         "retry_backoff_ms": s.retry_backoff.as_millis() as u64,
         "delivery_timeout_ms": s.delivery_timeout.as_millis() as u64,
         "reporting_interval_ms": plan.spec.reporting_interval.as_millis() as u64,
+        "repetitions": args.repetitions,
         "properties": ProducerSettings::redacted(&plan.given_properties),
     })
 }

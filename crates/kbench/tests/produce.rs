@@ -206,6 +206,9 @@ fn result_document_carries_the_method() {
     assert!(doc["negotiated_versions"]["Produce"].as_i64().unwrap() >= 3);
     assert!(doc["negotiated_versions"]["ApiVersions"].is_i64());
     assert!(doc["environment"]["cores"].as_u64().unwrap() >= 1);
+    let reps = doc["repetitions"].as_array().unwrap();
+    assert_eq!(reps.len(), 1);
+    assert_eq!(reps[0]["records_acked"], doc["records_acked"]);
 }
 
 #[test]

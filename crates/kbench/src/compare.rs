@@ -1,0 +1,181 @@
+//! `kbench compare BASELINE CANDIDATE`: match the cells of two sets of result documents (files or
+//! folders of them) and give each metric its ratio, confidence interval and verdict. Exit 1 on any
+//! regression, for CI pipelines.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use kbench_bench::compare::{Cells, Comparison, Samples, Verdict, cells_of, compare};
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline: a result document, or a folder of them.
+    pub baseline: PathBuf,
+    /// The candidate: a result document, or a folder of them.
+    pub candidate: PathBuf,
+    /// Smallest change called a regression or improvement (0.05 = 5 %).
+    #[arg(long, default_value = "0.05", value_parser = parse_threshold)]
+    pub threshold: f64,
+    /// Seed of the bootstrap resampling.
+    #[arg(long, default_value = "1")]
+    pub seed: u64,
+    /// Also write the table as Markdown to this file.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+}
+
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(t) if t > 0.0 && t < 1.0 => Ok(t),
+        _ => Err("must be a fraction between 0 and 1, e.g. 0.05".into()),
+    }
+}
+
+fn load(path: &Path) -> Result<(String, Cells), String> {
+    let files: Vec<PathBuf> = if path.is_dir() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![path.to_path_buf()]
+    };
+    if files.is_empty() {
+        return Err(format!(
+            "{}: no result documents (*.json) in it",
+            path.display()
+        ));
+    }
+    let mut kind: Option<String> = None;
+    let mut all = Cells::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let doc: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", f.display()))?;
+        let (k, cells) = cells_of(&doc).map_err(|e| format!("{}: {e}", f.display()))?;
+        if let Some(prev) = &kind
+            && *prev != k
+        {
+            return Err(format!(
+                "{}: a {k} document among {prev} documents",
+                f.display()
+            ));
+        }
+        kind = Some(k);
+        for (cell, metrics) in cells {
+            let entry = all.entry(cell).or_default();
+            for (m, (better, samples)) in metrics {
+                entry
+                    .entry(m)
+                    .or_insert((better, Vec::new()))
+                    .1
+                    .extend(samples);
+            }
+        }
+    }
+    Ok((kind.unwrap_or_default(), all))
+}
+
+pub fn run(args: CompareArgs) -> u8 {
+    let (a, b) = match (load(&args.baseline), load(&args.candidate)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("kbench: error: {e}");
+            return 2;
+        }
+    };
+    if a.0 != b.0 {
+        eprintln!(
+            "kbench: error: cannot compare {} results with {} results",
+            a.0, b.0
+        );
+        return 2;
+    }
+    let mut rows: Vec<Comparison> = Vec::new();
+    for (cell, metrics) in &a.1 {
+        let Some(other) = b.1.get(cell) else { continue };
+        for (metric, (better, sa)) in metrics {
+            if let Some((_, sb)) = other.get(metric) {
+                let samples = Samples {
+                    cell: cell.clone(),
+                    metric: metric.clone(),
+                    better: *better,
+                    a: sa.clone(),
+                    b: sb.clone(),
+                };
+                rows.push(compare(&samples, args.threshold, args.seed));
+            }
+        }
+    }
+    let only_a: Vec<&String> = a.1.keys().filter(|k| !b.1.contains_key(*k)).collect();
+    let only_b: Vec<&String> = b.1.keys().filter(|k| !a.1.contains_key(*k)).collect();
+    if rows.is_empty() {
+        eprintln!(
+            "kbench: error: no cell appears on both sides (same settings), nothing to compare"
+        );
+        return 2;
+    }
+    let mut table = String::new();
+    table.push_str(&format!(
+        "Baseline A: {}\nCandidate B: {}\nThreshold {:.0} %, 95 % bootstrap confidence intervals over the repetitions\n\n",
+        args.baseline.display(),
+        args.candidate.display(),
+        args.threshold * 100.0
+    ));
+    table.push_str("| cell | metric | A (median) | B (median) | B/A | 95 % CI | verdict |\n|---|---|---|---|---|---|---|\n");
+    for r in &rows {
+        table.push_str(&format!(
+            "| {} | {} ({} is better) | {:.4} | {:.4} | {:.3} | {:.3}–{:.3} | {} |\n",
+            r.cell,
+            r.metric,
+            match r.better {
+                kbench_bench::compare::Better::Higher => "higher",
+                kbench_bench::compare::Better::Lower => "lower",
+            },
+            r.a_median,
+            r.b_median,
+            r.ratio,
+            r.ci_low,
+            r.ci_high,
+            r.verdict.label()
+        ));
+    }
+    for k in &only_a {
+        table.push_str(&format!("\nonly in A: {k}"));
+    }
+    for k in &only_b {
+        table.push_str(&format!("\nonly in B: {k}"));
+    }
+    let regressions = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Regression)
+        .count();
+    let improvements = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Improvement)
+        .count();
+    let too_few = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::TooFewRepetitions)
+        .count();
+    table.push_str(&format!(
+        "\n{regressions} regression(s), {improvements} improvement(s), {} inside noise{}\n",
+        rows.len() - regressions - improvements - too_few,
+        if too_few > 0 {
+            format!(", {too_few} with too few repetitions (use --repetitions 3 or more)")
+        } else {
+            String::new()
+        }
+    ));
+    print!("{table}");
+    if let Some(path) = &args.markdown
+        && let Err(e) = std::fs::write(path, &table)
+    {
+        eprintln!("kbench: error: --markdown {}: {e}", path.display());
+        return 2;
+    }
+    if regressions > 0 { 1 } else { 0 }
+}
