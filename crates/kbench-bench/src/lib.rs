@@ -10,6 +10,7 @@ pub mod compare;
 pub mod measure;
 pub mod produce;
 pub mod result;
+pub mod sweep;
 
 pub use measure::{CpuTime, LatencySummary};
 pub use produce::{IntervalReport, Payload, ProduceRun, ProduceSpec, run_produce};

@@ -61,6 +61,9 @@ pub struct ProduceSpec {
     pub producer: ProducerConfig,
     /// Requests in flight per broker connection (`max.in.flight.requests.per.connection`).
     pub max_in_flight: usize,
+    /// Close every batch at exactly this many records (a fixed request shape, as the sweep uses);
+    /// `batch_size` and `linger` still apply.
+    pub records_per_batch: Option<usize>,
     /// Seed for the payload generator and payload-file line choice.
     pub seed: u64,
 }
@@ -429,7 +432,10 @@ pub async fn run_produce(
             rng.random_range(0..values.len())
         }];
         let full = !open.builder.is_empty()
-            && open.builder.uncompressed_len() + value.len() + 16 > spec.batch_size;
+            && (open.builder.uncompressed_len() + value.len() + 16 > spec.batch_size
+                || spec
+                    .records_per_batch
+                    .is_some_and(|n| open.builder.record_count() as usize >= n));
         let lingered = !open.builder.is_empty() && now >= open.opened + linger;
         if full || lingered {
             let Some((permit, partition)) = slots.next(&cancel).await else {

@@ -133,6 +133,11 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// The bootstrap broker's announced API version ranges.
+    pub fn bootstrap_ranges(&self) -> &kbench_wire::ApiRanges {
+        self.bootstrap.ranges()
+    }
+
     pub fn config(&self) -> &ClusterConfig {
         &self.config
     }

@@ -224,6 +224,21 @@ impl Connection {
         Ok(decode_response(api, version, correlation_id, frame?)?)
     }
 
+    /// Send a request at `version` and return the response frame undecoded (header included), with
+    /// the correlation id to check it against.
+    pub async fn request_frame<Req: Encodable>(
+        &self,
+        api: ApiKey,
+        version: i16,
+        body: &Req,
+    ) -> Result<(i32, Bytes), ClientError> {
+        let permit = self.acquire().await?;
+        let (correlation_id, reply) = self.send(api, version, body, true).await?;
+        let frame = self.wait(api, reply.expect("reply requested")).await;
+        drop(permit);
+        Ok((correlation_id, frame?))
+    }
+
     /// Send a request the broker will not answer (Produce with acks=0). It counts as complete once it
     /// has been written to the socket.
     pub async fn send_unanswered<Req: Encodable>(

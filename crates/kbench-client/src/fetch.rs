@@ -2,8 +2,8 @@
 //! v13, topic ids from v13 (KIP-516).
 
 use bytes::Bytes;
+use kafka_protocol::messages::FetchRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kbench_wire::ApiKey;
 
 use crate::cluster::{Cluster, TopicLayout, topic_name};
@@ -49,7 +49,8 @@ impl Cluster {
             .with_min_bytes(1)
             .with_max_bytes(max_bytes)
             .with_topics(vec![fetch_topic]);
-        let response: FetchResponse = conn.request_at(ApiKey::Fetch, version, &request).await?;
+        let (correlation_id, frame) = conn.request_frame(ApiKey::Fetch, version, &request).await?;
+        let response = kbench_wire::fetch::decode_fetch_frame(version, correlation_id, frame)?;
         if response.error_code != 0 {
             return Err(ClientError::kafka("Fetch", what, response.error_code));
         }

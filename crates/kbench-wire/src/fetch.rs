@@ -163,7 +163,7 @@ pub fn decode_fetch_response<F>(
 where
     F: FnMut(&BatchHeader, RecordView<'_>),
 {
-    let response: FetchResponse = decode_response(ApiKey::Fetch, version, correlation_id, frame)?;
+    let response = decode_fetch_frame(version, correlation_id, frame)?;
     let mut records = 0;
     for p in response.responses.iter().flat_map(|t| t.partitions.iter()) {
         if let Some(bytes) = &p.records {
@@ -171,6 +171,79 @@ where
         }
     }
     Ok(records)
+}
+
+/// Decode a Fetch response frame (header and body; records left as bytes), tolerating tagged fields
+/// a broker sends outside the versions that define them.
+pub fn decode_fetch_frame(
+    version: i16,
+    correlation_id: i32,
+    frame: Bytes,
+) -> Result<FetchResponse, FrameError> {
+    crate::frame::decode_response_with(ApiKey::Fetch, version, correlation_id, frame, |body| {
+        decode_fetch_body(version, body)
+    })
+}
+
+/// The Fetch response body. Before v12 this is kafka-protocol's decoder. From v12 (flexible) the
+/// top-level fields are read here and each topic by kafka-protocol, and the top-level tagged fields
+/// are skipped rather than checked: KIP-482 lets a receiver ignore tagged fields, and some
+/// Kafka-compatible brokers (Tansu 0.6) send `node_endpoints` (tag 0, defined from v16) on v12–v15,
+/// which kafka-protocol's strict decoder rejects.
+pub fn decode_fetch_body(version: i16, body: &mut Bytes) -> Result<FetchResponse, String> {
+    use bytes::Buf;
+    use kafka_protocol::protocol::Decodable;
+    if version < 12 {
+        return FetchResponse::decode(body, version).map_err(|e| e.to_string());
+    }
+    let need = |body: &Bytes, n: usize| {
+        if body.remaining() < n {
+            Err(format!("Fetch v{version} response truncated"))
+        } else {
+            Ok(())
+        }
+    };
+    need(body, 10)?;
+    let throttle_time_ms = body.get_i32();
+    let error_code = body.get_i16();
+    let session_id = body.get_i32();
+    let topics = uvarint(body)?.checked_sub(1).ok_or("null topics array")? as usize;
+    if topics > body.remaining() {
+        return Err(format!("Fetch v{version} response claims {topics} topics"));
+    }
+    let mut responses = Vec::with_capacity(topics);
+    for _ in 0..topics {
+        responses.push(FetchableTopicResponse::decode(body, version).map_err(|e| e.to_string())?);
+    }
+    // Top-level tagged fields: skipped, whatever their tags.
+    let tags = uvarint(body)?;
+    for _ in 0..tags {
+        let _tag = uvarint(body)?;
+        let size = uvarint(body)? as usize;
+        need(body, size)?;
+        body.advance(size);
+    }
+    Ok(FetchResponse::default()
+        .with_throttle_time_ms(throttle_time_ms)
+        .with_error_code(error_code)
+        .with_session_id(session_id)
+        .with_responses(responses))
+}
+
+fn uvarint(body: &mut Bytes) -> Result<u64, String> {
+    use bytes::Buf;
+    let mut v = 0u64;
+    for shift in (0..35).step_by(7) {
+        if !body.has_remaining() {
+            return Err("truncated varint".into());
+        }
+        let b = body.get_u8();
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err("varint too long".into())
 }
 
 /// A Fetch response that did not decode.
@@ -229,6 +302,34 @@ mod tests {
             let mut seen = 0;
             let n = decode_fetch_response(version, 9, frame, &mut d, |_, _| seen += 1).unwrap();
             assert_eq!((n, seen), (17, 17), "v{version}");
+        }
+    }
+
+    #[test]
+    fn node_endpoints_sent_below_v16_are_tolerated() {
+        use kafka_protocol::messages::fetch_response::NodeEndpoint;
+        // Build a v16 response with node_endpoints, then read it as v13, v14 and v15: the same layout
+        // but for that tagged field, which kafka-protocol's strict decoder rejects there.
+        let parts = [PartitionRecords {
+            partition: 0,
+            high_watermark: 3,
+            records: batch(3),
+        }];
+        let v16 = build_fetch_response(16, 1, "t", uuid::Uuid::from_u128(1), &parts).unwrap();
+        let mut with_tag = bytes::BytesMut::new();
+        let decoded: FetchResponse = decode_response(ApiKey::Fetch, 16, 1, v16).unwrap();
+        let decoded = decoded.with_node_endpoints(vec![NodeEndpoint::default().with_port(9092)]);
+        ResponseHeader::default()
+            .with_correlation_id(1)
+            .encode(&mut with_tag, 1)
+            .unwrap();
+        decoded.encode(&mut with_tag, 16).unwrap();
+        let frame = with_tag.freeze();
+        for v in 13..=15 {
+            assert!(decode_response::<FetchResponse>(ApiKey::Fetch, v, 1, frame.clone()).is_err());
+            let n = decode_fetch_response(v, 1, frame.clone(), &mut BatchDecoder::new(), |_, _| {})
+                .unwrap();
+            assert_eq!(n, 3, "v{v}");
         }
     }
 

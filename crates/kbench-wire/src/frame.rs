@@ -81,7 +81,20 @@ pub fn decode_response<R: Decodable>(
     api: ApiKey,
     version: i16,
     expected_correlation_id: i32,
+    frame: Bytes,
+) -> Result<R, FrameError> {
+    decode_response_with(api, version, expected_correlation_id, frame, |body| {
+        R::decode(body, version).map_err(|e| e.to_string())
+    })
+}
+
+/// As [`decode_response`], with the body decoded by `decode_body` (which must consume it all).
+pub fn decode_response_with<R>(
+    api: ApiKey,
+    version: i16,
+    expected_correlation_id: i32,
     mut frame: Bytes,
+    decode_body: impl FnOnce(&mut Bytes) -> Result<R, String>,
 ) -> Result<R, FrameError> {
     let fail = |reason: String| FrameError::Decode {
         api: crate::api_name(api),
@@ -96,7 +109,7 @@ pub fn decode_response<R: Decodable>(
             got: header.correlation_id,
         });
     }
-    let body = R::decode(&mut frame, version).map_err(|e| fail(e.to_string()))?;
+    let body = decode_body(&mut frame).map_err(fail)?;
     if frame.has_remaining() {
         return Err(fail(format!(
             "{} bytes left over after the body",

@@ -30,6 +30,8 @@ pub enum Command {
     Broker(BrokerArgs),
     /// Tier 0: time every Produce and Fetch codec version with no broker.
     Codec(Box<crate::codec::CodecArgs>),
+    /// Tier 1: every shared Produce and Fetch version, pinned cell by cell against one broker.
+    Sweep(Box<crate::sweep::SweepArgs>),
     /// Compare two sets of results (files or folders): ratio, 95 % CI and verdict per cell and metric.
     Compare(crate::compare::CompareArgs),
 }
@@ -246,5 +248,127 @@ mod tests {
     fn cli_is_well_formed() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_parses_into_its_type() {
+        // clap checks a derived field's type against its parser only when the flag is used.
+        let lines: [&[&str]; 4] = [
+            &[
+                "kbench",
+                "produce",
+                "--bootstrap-server",
+                "h:1",
+                "--topic",
+                "t",
+                "--num-records",
+                "5",
+                "--record-size",
+                "10",
+                "--throughput",
+                "-1",
+                "--duration",
+                "1s",
+                "--acks",
+                "all",
+                "--compression",
+                "lz4",
+                "--batch-size",
+                "100",
+                "--linger-ms",
+                "0",
+                "--max-in-flight",
+                "2",
+                "--partitions",
+                "2",
+                "--replication-factor",
+                "1",
+                "--partition",
+                "0",
+                "--pin",
+                "produce=7",
+                "-X",
+                "linger.ms=1",
+                "--producer-props",
+                "acks=1",
+                "--reporting-interval",
+                "5s",
+                "--json",
+                "x.json",
+                "--seed",
+                "1",
+                "--repetitions",
+                "3",
+            ],
+            &[
+                "kbench",
+                "sweep",
+                "--bootstrap-server",
+                "h:1",
+                "--repetitions",
+                "3",
+                "--seed",
+                "1",
+                "--quick",
+                "--produce-versions",
+                "3-11",
+                "--fetch-versions",
+                "4,17",
+                "--stall-timeout",
+                "5s",
+                "--noise-threshold",
+                "0.1",
+                "--json",
+                "s.json",
+                "--markdown",
+                "s.md",
+            ],
+            &[
+                "kbench",
+                "codec",
+                "--quick",
+                "--scaling",
+                "--records",
+                "1,10",
+                "--shape",
+                "small,1k",
+                "--compression",
+                "none,zstd",
+                "--api",
+                "produce",
+                "--repetitions",
+                "9",
+                "--warmup",
+                "1",
+                "--block-records",
+                "100",
+                "--seed",
+                "1",
+                "--isolate",
+                "--noise-threshold",
+                "0.1",
+                "--tolerance",
+                "0.05",
+                "--json",
+                "c.json",
+            ],
+            &[
+                "kbench",
+                "compare",
+                "a",
+                "b",
+                "--threshold",
+                "0.1",
+                "--seed",
+                "2",
+                "--markdown",
+                "m.md",
+            ],
+        ];
+        for line in lines {
+            if let Err(e) = Cli::try_parse_from(line) {
+                panic!("{line:?}: {e}");
+            }
+        }
     }
 }

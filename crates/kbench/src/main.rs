@@ -8,6 +8,7 @@ mod compare;
 mod embedded;
 mod produce;
 mod props;
+mod sweep;
 #[cfg(feature = "embedded-broker")]
 mod tansu;
 
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
             Command::Broker(args) => broker(args).await,
             Command::Codec(args) => codec::run(*args),
             Command::Compare(args) => compare::run(args),
+            Command::Sweep(args) => sweep::run(*args).await,
         }
     });
     ExitCode::from(code)

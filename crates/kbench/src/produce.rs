@@ -106,6 +106,7 @@ fn plan(args: &ProduceArgs) -> Result<Plan, String> {
             delivery_timeout: settings.delivery_timeout,
         },
         max_in_flight: settings.max_in_flight,
+        records_per_batch: None,
         seed,
     };
     Ok(Plan {

@@ -1,0 +1,588 @@
+//! Tier 1: pinned-version load against a live broker, where the protocol version is the only
+//! variable. Every cell gets a fresh connection pinned to its version and checks that the version
+//! negotiated *is* the pin (a mismatch is an error, never a number); warms up on its own workload
+//! shape; repeats; and reports the median client CPU per message (getrusage of this process over the
+//! measured phase), messages per second, and the spread. Cells run in a seeded shuffled order.
+//!
+//! Produce cells: one record per request (`single`), 100 and 1 000 (`batch100`, `batch1000`), × acks 0
+//! and all. Fetch cells: a topic seeded once with records in 10-record batches, read end to end with
+//! max-bytes 4 KiB, 64 KiB and 1 MiB.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kbench_client::{Acks, Cluster, ClusterConfig, ProduceOutcome, ProducerConfig, TopicLayout};
+use kbench_wire::batch::{RecordBatchBuilder, now_ms};
+use kbench_wire::{ApiKey, BatchDecoder, Compression, Pins};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::codec::median_and_spread;
+use crate::measure::{CpuTime, peak_rss_kib};
+use crate::produce::{Payload, ProduceSpec, run_produce};
+
+/// A Produce request shape: records per request and records per repetition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    Single,
+    Batch100,
+    Batch1000,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 3] = [Workload::Single, Workload::Batch100, Workload::Batch1000];
+
+    pub fn records_per_request(self) -> usize {
+        match self {
+            Workload::Single => 1,
+            Workload::Batch100 => 100,
+            Workload::Batch1000 => 1000,
+        }
+    }
+
+    pub fn records_per_repetition(self) -> u64 {
+        match self {
+            Workload::Single => 20_000,
+            _ => 100_000,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Single => "single",
+            Workload::Batch100 => "batch100",
+            Workload::Batch1000 => "batch1000",
+        }
+    }
+}
+
+/// One sweep cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(tag = "api", rename_all = "lowercase")]
+pub enum SweepCell {
+    Produce {
+        version: i16,
+        workload: Workload,
+        /// "0" or "all".
+        acks: &'static str,
+    },
+    Fetch {
+        version: i16,
+        max_bytes: i32,
+    },
+}
+
+impl SweepCell {
+    pub fn version(&self) -> i16 {
+        match self {
+            SweepCell::Produce { version, .. } | SweepCell::Fetch { version, .. } => *version,
+        }
+    }
+
+    pub fn api(&self) -> ApiKey {
+        match self {
+            SweepCell::Produce { .. } => ApiKey::Produce,
+            SweepCell::Fetch { .. } => ApiKey::Fetch,
+        }
+    }
+
+    /// Cells compared with each other share this: everything but the version.
+    pub fn group(&self) -> String {
+        match self {
+            SweepCell::Produce { workload, acks, .. } => {
+                format!("produce {} acks={acks}", workload.name())
+            }
+            SweepCell::Fetch { max_bytes, .. } => {
+                format!("fetch max_bytes={}", human_bytes(*max_bytes))
+            }
+        }
+    }
+
+    pub fn label(&self) -> String {
+        format!("{} v{}", self.group(), self.version())
+    }
+}
+
+fn human_bytes(b: i32) -> String {
+    if b % (1024 * 1024) == 0 {
+        format!("{}MiB", b / (1024 * 1024))
+    } else if b % 1024 == 0 {
+        format!("{}KiB", b / 1024)
+    } else {
+        b.to_string()
+    }
+}
+
+/// How the sweep runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepSettings {
+    #[serde(skip)]
+    pub bootstrap: Vec<String>,
+    pub repetitions: usize,
+    /// Divide every record count by this (`--quick` uses 10).
+    pub scale_down: u64,
+    pub stall_timeout: Duration,
+    pub noise_threshold: f64,
+    pub seed: u64,
+    pub value_size: usize,
+    pub fetch_seed_records: u64,
+    pub max_bytes: Vec<i32>,
+    pub produce_versions: Vec<i16>,
+    pub fetch_versions: Vec<i16>,
+}
+
+/// One repetition of a cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRep {
+    pub messages: u64,
+    pub seconds: f64,
+    pub cpu_us_per_msg: f64,
+    pub msgs_per_sec: f64,
+}
+
+/// What became of a cell.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    Completed,
+    /// Stalled (no progress for the stall timeout) on every attempt.
+    Abandoned {
+        reason: String,
+    },
+    /// Could not run as specified (e.g. the negotiated version is not the pin): an error, not a number.
+    Error {
+        reason: String,
+    },
+}
+
+/// One cell's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepResult {
+    pub cell: SweepCell,
+    pub label: String,
+    pub status: CellStatus,
+    /// The version the connection actually used for the cell's API.
+    pub negotiated: Option<i16>,
+    pub reps: Vec<SweepRep>,
+    pub cpu_us_per_msg: f64,
+    pub msgs_per_sec: f64,
+    /// IQR / median of the CPU per message over the repetitions.
+    pub spread: f64,
+    /// Peak RSS of this process when the cell ended (a process-wide high-water mark).
+    pub peak_rss_kib: u64,
+    pub stall_retries: u32,
+}
+
+/// What the seeded Fetch topic holds, for the records-read guard.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeededTopic {
+    pub topic: String,
+    pub records: u64,
+    /// CRC-32C over every value in offset order.
+    pub checksum: u32,
+    pub first_timestamp_ms: i64,
+}
+
+/// The cells for the given versions: Produce shapes × acks, Fetch max-bytes.
+pub fn cells(s: &SweepSettings) -> Vec<SweepCell> {
+    let mut out = Vec::new();
+    for &version in &s.produce_versions {
+        for workload in Workload::ALL {
+            for acks in ["0", "all"] {
+                out.push(SweepCell::Produce {
+                    version,
+                    workload,
+                    acks,
+                });
+            }
+        }
+    }
+    for &version in &s.fetch_versions {
+        for &max_bytes in &s.max_bytes {
+            out.push(SweepCell::Fetch { version, max_bytes });
+        }
+    }
+    out
+}
+
+/// Shuffle with the seed: a constant order confounds version with position.
+pub fn shuffle(cells: &mut [SweepCell], seed: u64) {
+    cells.shuffle(&mut SmallRng::seed_from_u64(seed));
+}
+
+fn config(s: &SweepSettings, pins: Pins, client: &str) -> ClusterConfig {
+    ClusterConfig {
+        bootstrap: s.bootstrap.clone(),
+        client_id: client.to_string(),
+        connect_timeout: Duration::from_secs(10),
+        request_timeout: Duration::from_secs(30),
+        max_in_flight: 5,
+        pins,
+    }
+}
+
+fn value_for(i: u64, size: usize) -> Vec<u8> {
+    let mut v = format!("{i:012}").into_bytes();
+    v.resize(size.max(12), b'.');
+    v
+}
+
+/// Seed the Fetch topic: `records` distinct values in 10-record batches, so that max-bytes really
+/// decides how much one response carries.
+pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTopic, String> {
+    let cluster = Cluster::connect(config(s, Pins::default(), "kbench-sweep-seed"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let layout = cluster
+        .ensure_topic(topic, 1, 1)
+        .await
+        .map_err(|e| e.to_string())?;
+    let producer = ProducerConfig {
+        acks: Acks::All,
+        request_timeout: Duration::from_secs(30),
+        retries: 5,
+        retry_backoff: Duration::from_millis(100),
+        delivery_timeout: Duration::from_secs(60),
+    };
+    let mut builder = RecordBatchBuilder::new(Compression::None);
+    let mut checksum = 0u32;
+    let first_timestamp_ms = now_ms();
+    let records = s.fetch_seed_records;
+    let mut i = 0;
+    while i < records {
+        builder.start_now();
+        let ts = now_ms();
+        for _ in 0..10.min(records - i) {
+            let v = value_for(i, s.value_size);
+            checksum = crc32c::crc32c_append(checksum, &v);
+            builder.append(ts, None, Some(&v), &[]);
+            i += 1;
+        }
+        let batch = builder.finish().map_err(|e| e.to_string())?;
+        if let ProduceOutcome::Failed { error, .. } =
+            cluster.produce_batch(&producer, &layout, 0, batch).await
+        {
+            return Err(format!("seeding {topic}: {error}"));
+        }
+    }
+    cluster.close(Duration::from_secs(2)).await;
+    Ok(SeededTopic {
+        topic: topic.to_string(),
+        records,
+        checksum,
+        first_timestamp_ms,
+    })
+}
+
+/// A fresh connection pinned to the cell's version, with the pin checked against what was negotiated.
+async fn pinned_cluster(s: &SweepSettings, cell: &SweepCell) -> Result<Cluster, String> {
+    let api = cell.api();
+    let mut pins = Pins::default();
+    pins.extend_from(&format!(
+        "{}={}",
+        kbench_wire::api_name(api),
+        cell.version()
+    ))
+    .map_err(|e| e.to_string())?;
+    let cluster = Cluster::connect(config(s, pins, "kbench-sweep"))
+        .await
+        .map_err(|e| e.to_string())?;
+    cluster.check_versions(&[api]).map_err(|e| e.to_string())?;
+    match cluster.negotiated().get(api) {
+        Some(v) if v == cell.version() => Ok(cluster),
+        other => Err(format!(
+            "{}: negotiated {:?} is not the pinned v{}; no figure is reported for it",
+            cell.label(),
+            other,
+            cell.version()
+        )),
+    }
+}
+
+/// Run one repetition of a Produce cell; `None` when it stalled.
+async fn produce_rep(
+    cluster: &Arc<Cluster>,
+    topic: &TopicLayout,
+    workload: Workload,
+    acks: Acks,
+    records: u64,
+    s: &SweepSettings,
+) -> Result<Option<SweepRep>, String> {
+    let spec = ProduceSpec {
+        num_records: records,
+        duration: None,
+        payload: Payload::Random { size: s.value_size },
+        throughput: None,
+        compression: Compression::None,
+        batch_size: usize::MAX,
+        linger: Duration::from_secs(3600),
+        partition: Some(0),
+        reporting_interval: s.stall_timeout / 2,
+        producer: ProducerConfig {
+            acks,
+            request_timeout: Duration::from_secs(30),
+            retries: 3,
+            retry_backoff: Duration::from_millis(100),
+            delivery_timeout: s.stall_timeout,
+        },
+        max_in_flight: 5,
+        records_per_batch: Some(workload.records_per_request()),
+        seed: s.seed,
+    };
+    let cancel = CancellationToken::new();
+    let reason = Arc::new(Mutex::new(None));
+    let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = {
+        let cancel = cancel.clone();
+        let stalled = stalled.clone();
+        let reason = reason.clone();
+        move |w: &crate::produce::IntervalReport| {
+            if w.records == 0 && w.failed == 0 {
+                stalled.store(true, std::sync::atomic::Ordering::Relaxed);
+                *reason.lock().expect("reason lock") = Some("stalled".to_string());
+                cancel.cancel();
+            }
+        }
+    };
+    let run = run_produce(cluster.clone(), topic.clone(), &spec, cancel, reason, watch).await;
+    if stalled.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(None);
+    }
+    if run.records_failed > 0 {
+        let first = run.errors.keys().next().cloned().unwrap_or_default();
+        return Err(format!("{} records failed: {first}", run.records_failed));
+    }
+    Ok(Some(SweepRep {
+        messages: run.records_sent,
+        seconds: run.elapsed.as_secs_f64(),
+        cpu_us_per_msg: run.cpu_us_per_record().unwrap_or(0.0),
+        msgs_per_sec: run.records_per_sec(),
+    }))
+}
+
+/// Read the seeded topic end to end once; checks count, checksum and timestamps. `None` on a stall.
+async fn fetch_rep(
+    cluster: &Cluster,
+    layout: &TopicLayout,
+    seeded: &SeededTopic,
+    max_bytes: i32,
+    s: &SweepSettings,
+) -> Result<Option<SweepRep>, String> {
+    let mut decoder = BatchDecoder::new();
+    let (mut offset, mut read, mut checksum) = (0i64, 0u64, 0u32);
+    let mut bad_timestamp = None;
+    let now = now_ms() + 60_000;
+    let started = Instant::now();
+    let cpu = CpuTime::now();
+    let mut last_progress = Instant::now();
+    while read < seeded.records {
+        let fetched = cluster
+            .fetch(layout, 0, offset, max_bytes, 0)
+            .await
+            .map_err(|e| e.to_string())?;
+        let before = read;
+        decoder
+            .decode_all(&fetched.records, |_, r| {
+                if r.offset < offset {
+                    return; // a batch may start before the offset asked for
+                }
+                offset = r.offset + 1;
+                read += 1;
+                checksum = crc32c::crc32c_append(checksum, r.value.unwrap_or_default());
+                if r.timestamp < seeded.first_timestamp_ms - 60_000 || r.timestamp > now {
+                    bad_timestamp = Some(r.timestamp);
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        if read > before {
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() > s.stall_timeout {
+            return Ok(None);
+        }
+    }
+    let cpu = CpuTime::now().since(cpu);
+    let seconds = started.elapsed().as_secs_f64();
+    if read != seeded.records || checksum != seeded.checksum {
+        return Err(format!(
+            "read {read} records (checksum {checksum:#010x}), seeded {} (checksum {:#010x})",
+            seeded.records, seeded.checksum
+        ));
+    }
+    if let Some(ts) = bad_timestamp {
+        return Err(format!(
+            "a record's timestamp {ts} is not from the time the topic was seeded"
+        ));
+    }
+    Ok(Some(SweepRep {
+        messages: read,
+        seconds,
+        cpu_us_per_msg: cpu.total_us() as f64 / read.max(1) as f64,
+        msgs_per_sec: read as f64 / seconds.max(1e-9),
+    }))
+}
+
+/// Run one cell: fresh pinned connection, a warm-up of the same shape, then the repetitions. A stall
+/// is retried up to 3 times, then the cell is abandoned (reported, never dropped).
+pub async fn run_cell(
+    s: &SweepSettings,
+    cell: SweepCell,
+    produce_topic: &str,
+    seeded: &SeededTopic,
+) -> SweepResult {
+    let mut result = SweepResult {
+        cell,
+        label: cell.label(),
+        status: CellStatus::Completed,
+        negotiated: None,
+        reps: Vec::new(),
+        cpu_us_per_msg: 0.0,
+        msgs_per_sec: 0.0,
+        spread: 0.0,
+        peak_rss_kib: 0,
+        stall_retries: 0,
+    };
+    let cluster = match pinned_cluster(s, &cell).await {
+        Ok(c) => Arc::new(c),
+        Err(reason) => {
+            result.negotiated = None;
+            result.status = CellStatus::Error { reason };
+            return result;
+        }
+    };
+    result.negotiated = cluster.negotiated().get(cell.api());
+    let layout = match cell {
+        SweepCell::Produce { .. } => cluster.ensure_topic(produce_topic, 1, 1).await,
+        SweepCell::Fetch { .. } => cluster.metadata(&seeded.topic).await.map(|(_, l)| l),
+    };
+    let layout = match layout {
+        Ok(l) => l,
+        Err(e) => {
+            result.status = CellStatus::Error {
+                reason: e.to_string(),
+            };
+            return result;
+        }
+    };
+    // Warm-up (not measured), then the repetitions; each attempt may stall.
+    for rep in 0..=s.repetitions {
+        let warmup = rep == 0;
+        loop {
+            let outcome = match cell {
+                SweepCell::Produce { workload, acks, .. } => {
+                    let acks = if acks == "0" { Acks::None } else { Acks::All };
+                    let n = (workload.records_per_repetition() / s.scale_down)
+                        .max(workload.records_per_request() as u64);
+                    let n = if warmup {
+                        (n / 5).max(workload.records_per_request() as u64)
+                    } else {
+                        n
+                    };
+                    produce_rep(&cluster, &layout, workload, acks, n, s).await
+                }
+                SweepCell::Fetch { max_bytes, .. } => {
+                    fetch_rep(&cluster, &layout, seeded, max_bytes, s).await
+                }
+            };
+            match outcome {
+                Ok(Some(r)) => {
+                    if !warmup {
+                        result.reps.push(r);
+                    }
+                    break;
+                }
+                Ok(None) if result.stall_retries < 3 => result.stall_retries += 1,
+                Ok(None) => {
+                    result.status = CellStatus::Abandoned {
+                        reason: format!("no progress for {:?}, 3 retries", s.stall_timeout),
+                    };
+                    cluster.close(Duration::from_secs(1)).await;
+                    return result;
+                }
+                Err(reason) => {
+                    result.status = CellStatus::Error { reason };
+                    cluster.close(Duration::from_secs(1)).await;
+                    return result;
+                }
+            }
+        }
+    }
+    cluster.close(Duration::from_secs(2)).await;
+    let cpu: Vec<f64> = result.reps.iter().map(|r| r.cpu_us_per_msg).collect();
+    let rate: Vec<f64> = result.reps.iter().map(|r| r.msgs_per_sec).collect();
+    let (cpu_median, spread) = median_and_spread(&cpu);
+    result.cpu_us_per_msg = cpu_median;
+    result.msgs_per_sec = median_and_spread(&rate).0;
+    result.spread = spread;
+    result.peak_rss_kib = peak_rss_kib();
+    result
+}
+
+/// The verdict of a completed cell against the newest version of its group: client CPU/msg within
+/// 1.15× of the newest, and for acks=0 throughput within 10 % of the best version in the group.
+pub fn verdict(cell: &SweepResult, group: &[&SweepResult], noise_threshold: f64) -> String {
+    match &cell.status {
+        CellStatus::Abandoned { .. } => return "abandoned".into(),
+        CellStatus::Error { .. } => return "error".into(),
+        CellStatus::Completed => {}
+    }
+    let newest = group
+        .iter()
+        .filter(|c| matches!(c.status, CellStatus::Completed))
+        .max_by_key(|c| c.cell.version());
+    let Some(newest) = newest else {
+        return "no newest version to compare".into();
+    };
+    if cell.spread > noise_threshold || newest.spread > noise_threshold {
+        return "inside noise floor".into();
+    }
+    let mut problems = Vec::new();
+    let ratio = cell.cpu_us_per_msg / newest.cpu_us_per_msg;
+    if ratio > 1.15 {
+        problems.push(format!("CPU/msg {ratio:.2}× newest"));
+    }
+    if let SweepCell::Produce { acks: "0", .. } = cell.cell {
+        let best = group
+            .iter()
+            .filter(|c| matches!(c.status, CellStatus::Completed))
+            .map(|c| c.msgs_per_sec)
+            .fold(0.0, f64::max);
+        if cell.msgs_per_sec < 0.9 * best {
+            problems.push(format!(
+                "acks=0 throughput {:.0} % of the best",
+                cell.msgs_per_sec / best * 100.0
+            ));
+        }
+    }
+    if problems.is_empty() {
+        "ok".into()
+    } else {
+        problems.join("; ")
+    }
+}
+
+/// Results grouped by everything but the version, sorted by version within each group.
+pub fn grouped(results: &[SweepResult]) -> Vec<(String, Vec<&SweepResult>)> {
+    let mut groups: std::collections::BTreeMap<(ApiOrder, String), Vec<&SweepResult>> =
+        Default::default();
+    for r in results {
+        let order = if matches!(r.cell, SweepCell::Produce { .. }) {
+            0
+        } else {
+            1
+        };
+        groups.entry((order, r.cell.group())).or_default().push(r);
+    }
+    groups
+        .into_iter()
+        .map(|((_, g), mut v)| {
+            v.sort_by_key(|r| r.cell.version());
+            (g, v)
+        })
+        .collect()
+}
+
+type ApiOrder = u8;

@@ -1,0 +1,339 @@
+//! `kbench sweep`: tier 1, every Produce and Fetch version the broker and kbench share, pinned one
+//! cell at a time against one broker (the embedded one unless `--bootstrap-server`), in a seeded
+//! shuffled order, with the guards and verdicts of `kbench_bench::sweep`.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use kbench_bench::result::{Environment, SCHEMA_VERSION};
+use kbench_bench::sweep::{
+    CellStatus, SweepResult, SweepSettings, cells, grouped, run_cell, seed_fetch_topic, shuffle,
+    verdict,
+};
+use kbench_client::{Cluster, ClusterConfig};
+use kbench_wire::{ApiKey, Pins, kbench_range};
+use serde::Serialize;
+
+use crate::embedded::EmbeddedBroker;
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Kafka bootstrap servers; without it, kbench starts an embedded broker.
+    #[arg(long)]
+    pub bootstrap_server: Option<String>,
+    /// Timed repetitions per cell (the median is reported).
+    #[arg(long, default_value = "5", value_parser = at_least_three)]
+    pub repetitions: usize,
+    /// Seed for the cell order (default: random; printed and stored).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// A short run: a tenth of the records, 3 repetitions.
+    #[arg(long)]
+    pub quick: bool,
+    /// Produce versions to sweep, e.g. 3-11 or 3,7,11 (default: all the broker and kbench share).
+    #[arg(long, value_parser = parse_versions)]
+    pub produce_versions: Option<VersionList>,
+    /// Fetch versions to sweep, e.g. 4-17 (default: all the broker and kbench share).
+    #[arg(long, value_parser = parse_versions)]
+    pub fetch_versions: Option<VersionList>,
+    /// No progress for this long stalls a repetition (retried 3 times, then the cell is abandoned).
+    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
+    pub stall_timeout: Duration,
+    /// Spread (IQR / median) above which a verdict is "inside noise floor".
+    #[arg(long, default_value = "0.15")]
+    pub noise_threshold: f64,
+    /// Write the result document to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the tables as Markdown to this file.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+}
+
+fn at_least_three(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= 3 => Ok(n as usize),
+        _ => Err("must be a whole number of at least 3".into()),
+    }
+}
+
+/// Versions given on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionList(pub Vec<i16>);
+
+/// `3-11`, `3,7,11`, or a mix.
+fn parse_versions(s: &str) -> Result<VersionList, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("expected versions like 3-11 or 3,7,11, got {part:?}");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (i16, i16) = (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                );
+                if a > b {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err("no versions given".into());
+    }
+    Ok(VersionList(out))
+}
+
+#[derive(Debug, Serialize)]
+struct SweepDocument<'a> {
+    schema_version: u32,
+    kind: &'static str,
+    environment: Environment,
+    bootstrap_servers: String,
+    embedded_broker: bool,
+    seed: u64,
+    settings: &'a SweepSettings,
+    guards: Guards,
+    duration_s: f64,
+    cells: Vec<CellDoc<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct Guards {
+    /// Every completed cell used exactly its pinned version (a mismatch makes the cell an error).
+    negotiated_equals_pin: bool,
+    /// Every Fetch repetition read exactly the seeded records, with the same checksum.
+    records_read_equal_seeded: bool,
+    /// Record timestamps come from the clock (checked on every record read back).
+    timestamps_from_clock: bool,
+    /// Broker-side message conversions: needs `--broker-metrics`, not in this build.
+    conversions: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct CellDoc<'a> {
+    #[serde(flatten)]
+    result: &'a SweepResult,
+    verdict: String,
+}
+
+pub async fn run(args: SweepArgs) -> u8 {
+    match sweep(args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            1
+        }
+    }
+}
+
+async fn sweep(args: SweepArgs) -> Result<u8, String> {
+    let mut embedded = None;
+    let bootstrap = match &args.bootstrap_server {
+        Some(b) => b.clone(),
+        None => {
+            let broker = EmbeddedBroker::start().await?;
+            eprintln!(
+                "kbench: no --bootstrap-server given; started an embedded Tansu broker (in-memory) on {}",
+                broker.addr()
+            );
+            let addr = broker.addr().to_string();
+            embedded = Some(broker);
+            addr
+        }
+    };
+    let result = drive(&args, &bootstrap, embedded.is_some()).await;
+    if let Some(b) = embedded {
+        b.stop().await;
+    }
+    result
+}
+
+async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, String> {
+    let servers: Vec<String> = bootstrap
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let probe = Cluster::connect(ClusterConfig {
+        bootstrap: servers.clone(),
+        client_id: "kbench-sweep-probe".into(),
+        connect_timeout: Duration::from_secs(10),
+        request_timeout: Duration::from_secs(30),
+        max_in_flight: 1,
+        pins: Pins::default(),
+    })
+    .await
+    .map_err(|e| format!("--bootstrap-server {bootstrap}: {e}"))?;
+    let ranges = probe.bootstrap_ranges();
+    // Every version both the broker and kbench support.
+    let default_versions = |api: ApiKey| -> Vec<i16> {
+        let common = ranges.get(api).map(|b| b.intersect(&kbench_range(api)));
+        common.map_or_else(Vec::new, |r| (r.min..=r.max).collect())
+    };
+    let settings = SweepSettings {
+        bootstrap: servers,
+        repetitions: if args.quick { 3 } else { args.repetitions },
+        scale_down: if args.quick { 10 } else { 1 },
+        stall_timeout: args.stall_timeout,
+        noise_threshold: args.noise_threshold,
+        seed: args.seed.unwrap_or_else(random_seed),
+        value_size: 100,
+        fetch_seed_records: if args.quick { 5_000 } else { 50_000 },
+        max_bytes: vec![4 * 1024, 64 * 1024, 1024 * 1024],
+        produce_versions: args
+            .produce_versions
+            .clone()
+            .map(|v| v.0)
+            .unwrap_or_else(|| default_versions(ApiKey::Produce)),
+        fetch_versions: args
+            .fetch_versions
+            .clone()
+            .map(|v| v.0)
+            .unwrap_or_else(|| default_versions(ApiKey::Fetch)),
+    };
+    probe.close(Duration::from_secs(1)).await;
+    let run_id = std::process::id();
+    let produce_topic = format!("kbench-sweep-produce-{run_id}");
+    let fetch_topic = format!("kbench-sweep-fetch-{run_id}");
+    let mut cells = cells(&settings);
+    shuffle(&mut cells, settings.seed);
+    eprintln!(
+        "kbench sweep: {} cells (Produce v{:?}, Fetch v{:?}), seed {} — vary it with --seed before believing a single-version result",
+        cells.len(),
+        settings.produce_versions,
+        settings.fetch_versions,
+        settings.seed
+    );
+    let started = Instant::now();
+    let seeded = seed_fetch_topic(&settings, &fetch_topic).await?;
+    let mut results = Vec::with_capacity(cells.len());
+    for (i, cell) in cells.iter().enumerate() {
+        let r = run_cell(&settings, *cell, &produce_topic, &seeded).await;
+        let state = match &r.status {
+            CellStatus::Completed => format!(
+                "{:.3} µs/msg, {:.0} msg/s",
+                r.cpu_us_per_msg, r.msgs_per_sec
+            ),
+            CellStatus::Abandoned { reason } => format!("abandoned: {reason}"),
+            CellStatus::Error { reason } => format!("error: {reason}"),
+        };
+        eprintln!("  [{}/{}] {}: {state}", i + 1, cells.len(), r.label);
+        results.push(r);
+    }
+    let tables = tables(&results, settings.noise_threshold, embedded);
+    print!("{tables}");
+    println!(
+        "seed {}; {:.0} s",
+        settings.seed,
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, &tables).map_err(|e| format!("--markdown {}: {e}", path.display()))?;
+    }
+    let groups = grouped(&results);
+    let verdict_of = |r: &SweepResult| {
+        let group = groups
+            .iter()
+            .find(|(g, _)| *g == r.cell.group())
+            .map(|(_, v)| v.as_slice())
+            .unwrap_or(&[]);
+        verdict(r, group, settings.noise_threshold)
+    };
+    let all_completed = results
+        .iter()
+        .all(|r| matches!(r.status, CellStatus::Completed));
+    if let Some(path) = &args.json {
+        let doc = SweepDocument {
+            schema_version: SCHEMA_VERSION,
+            kind: "sweep",
+            environment: Environment::here(),
+            bootstrap_servers: bootstrap.to_string(),
+            embedded_broker: embedded,
+            seed: settings.seed,
+            settings: &settings,
+            guards: Guards {
+                negotiated_equals_pin: results
+                    .iter()
+                    .all(|r| !matches!(r.status, CellStatus::Completed) || r.negotiated == Some(r.cell.version())),
+                records_read_equal_seeded: !results.iter().any(|r| {
+                    matches!(&r.status, CellStatus::Error { reason } if reason.contains("seeded"))
+                }),
+                timestamps_from_clock: !results.iter().any(|r| {
+                    matches!(&r.status, CellStatus::Error { reason } if reason.contains("timestamp"))
+                }),
+                conversions: "not checked",
+            },
+            duration_s: started.elapsed().as_secs_f64(),
+            cells: results.iter().map(|r| CellDoc { result: r, verdict: verdict_of(r) }).collect(),
+        };
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("--json {}: {e}", path.display()))?;
+        eprintln!("kbench: wrote {}", path.display());
+    }
+    Ok(if all_completed { 0 } else { 1 })
+}
+
+fn tables(results: &[SweepResult], noise: f64, embedded: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Tier 1 sweep against {} — client CPU per message is this process's getrusage over the measured phase; broker conversions: not checked",
+        if embedded {
+            "the embedded Tansu broker"
+        } else {
+            "the given cluster"
+        }
+    );
+    for (group, cells) in grouped(results) {
+        let newest = cells
+            .iter()
+            .filter(|c| matches!(c.status, CellStatus::Completed))
+            .max_by_key(|c| c.cell.version())
+            .copied();
+        let _ = writeln!(out, "\n{group}");
+        let _ = writeln!(
+            out,
+            "| version | µs/msg | vs newest | msg/s | spread | peak RSS | verdict |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        for c in &cells {
+            let v = verdict(c, &cells, noise);
+            match &c.status {
+                CellStatus::Completed => {
+                    let vs = newest.map_or("–".into(), |n| {
+                        format!("{:.2}×", c.cpu_us_per_msg / n.cpu_us_per_msg)
+                    });
+                    let _ = writeln!(
+                        out,
+                        "| v{} | {:.3} | {vs} | {:.0} | {:.1} % | {} MiB | {v} |",
+                        c.cell.version(),
+                        c.cpu_us_per_msg,
+                        c.msgs_per_sec,
+                        c.spread * 100.0,
+                        c.peak_rss_kib / 1024
+                    );
+                }
+                CellStatus::Abandoned { reason } | CellStatus::Error { reason } => {
+                    let _ = writeln!(
+                        out,
+                        "| v{} | – | – | – | – | – | {v}: {reason} |",
+                        c.cell.version()
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(std::process::id()) << 32)
+}
