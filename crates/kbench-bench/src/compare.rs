@@ -205,6 +205,27 @@ pub fn cells_of(doc: &serde_json::Value) -> Result<(String, Cells), String> {
                     .insert("ns_per_record".into(), (Better::Lower, reps));
             }
         }
+        "sweep" => {
+            for c in doc["cells"]
+                .as_array()
+                .ok_or("sweep document without \"cells\"")?
+            {
+                let label = c["label"].as_str().ok_or("sweep cell without a label")?;
+                let reps = c["reps"].as_array().cloned().unwrap_or_default();
+                let series = |field: &str| -> Vec<f64> {
+                    reps.iter().filter_map(|r| r[field].as_f64()).collect()
+                };
+                let m = cells.entry(format!("sweep {label}")).or_default();
+                m.insert(
+                    "cpu_us_per_msg".into(),
+                    (Better::Lower, series("cpu_us_per_msg")),
+                );
+                m.insert(
+                    "msgs_per_sec".into(),
+                    (Better::Higher, series("msgs_per_sec")),
+                );
+            }
+        }
         other => {
             return Err(format!(
                 "kbench compare does not know result kind {other:?} yet"
@@ -305,6 +326,19 @@ mod tests {
             7,
         );
         assert_eq!(c.verdict, Verdict::InsideNoise, "{c:?}");
+    }
+
+    #[test]
+    fn sweep_cells_compare_cpu_and_throughput() {
+        let doc = serde_json::json!({"kind": "sweep", "cells": [{
+            "label": "fetch max_bytes=1MiB v17",
+            "reps": [{"cpu_us_per_msg": 0.1, "msgs_per_sec": 10.0}, {"cpu_us_per_msg": 0.2, "msgs_per_sec": 20.0}],
+        }]});
+        let (kind, cells) = cells_of(&doc).unwrap();
+        assert_eq!(kind, "sweep");
+        let m = &cells["sweep fetch max_bytes=1MiB v17"];
+        assert_eq!(m["cpu_us_per_msg"], (Better::Lower, vec![0.1, 0.2]));
+        assert_eq!(m["msgs_per_sec"], (Better::Higher, vec![10.0, 20.0]));
     }
 
     #[test]
