@@ -5,6 +5,7 @@
 //! a rate is set; client CPU from getrusage of this process over the measured phase only; every record
 //! accounted for (sent = acked + failed).
 
+pub mod broker_metrics;
 pub mod codec;
 pub mod compare;
 pub mod measure;

@@ -133,6 +133,8 @@ pub struct SweepSettings {
     pub max_bytes: Vec<i32>,
     pub produce_versions: Vec<i16>,
     pub fetch_versions: Vec<i16>,
+    /// Tier 2: connect without pins and use what the broker negotiates.
+    pub no_pin: bool,
 }
 
 /// One repetition of a cell.
@@ -562,6 +564,67 @@ pub fn verdict(cell: &SweepResult, group: &[&SweepResult], noise_threshold: f64)
     } else {
         problems.join("; ")
     }
+}
+
+/// Per-record cost growth from 100 to 1 000 records per request, per version and acks: the CPU per
+/// message at `batch1000` over that at `batch100`, and its ratio to the newest version's growth.
+#[derive(Debug, Clone, Serialize)]
+pub struct Growth {
+    pub version: i16,
+    pub acks: &'static str,
+    pub batch100_us: f64,
+    pub batch1000_us: f64,
+    pub growth: f64,
+    pub vs_newest: f64,
+    /// More than 10 % worse than the newest version's growth.
+    pub worse: bool,
+}
+
+pub fn growth(results: &[SweepResult]) -> Vec<Growth> {
+    let cpu = |v: i16, w: Workload, a: &str| {
+        results.iter().find_map(|r| match (&r.cell, &r.status) {
+            (
+                SweepCell::Produce {
+                    version,
+                    workload,
+                    acks,
+                },
+                CellStatus::Completed,
+            ) if *version == v && *workload == w && *acks == a => Some(r.cpu_us_per_msg),
+            _ => None,
+        })
+    };
+    let mut versions: Vec<i16> = results
+        .iter()
+        .filter_map(|r| matches!(r.cell, SweepCell::Produce { .. }).then(|| r.cell.version()))
+        .collect();
+    versions.sort_unstable();
+    versions.dedup();
+    let mut out = Vec::new();
+    for acks in ["0", "all"] {
+        let g = |v| Some(cpu(v, Workload::Batch1000, acks)? / cpu(v, Workload::Batch100, acks)?);
+        let Some(newest) = versions.iter().rev().find_map(|v| g(*v)) else {
+            continue;
+        };
+        for &v in &versions {
+            if let (Some(b100), Some(b1000)) = (
+                cpu(v, Workload::Batch100, acks),
+                cpu(v, Workload::Batch1000, acks),
+            ) {
+                let growth = b1000 / b100;
+                out.push(Growth {
+                    version: v,
+                    acks,
+                    batch100_us: b100,
+                    batch1000_us: b1000,
+                    growth,
+                    vs_newest: growth / newest,
+                    worse: growth > newest * 1.10,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Results grouped by everything but the version, sorted by version within each group.

@@ -44,12 +44,29 @@ pub struct SweepArgs {
     /// Spread (IQR / median) above which a verdict is "inside noise floor".
     #[arg(long, default_value = "0.15")]
     pub noise_threshold: f64,
+    /// APIs to sweep, comma-separated: produce, fetch.
+    #[arg(long, value_delimiter = ',', value_parser = parse_api)]
+    pub api: Vec<ApiKey>,
+    /// Prometheus page of the broker (JMX exporter) to check that it converted no messages.
+    #[arg(long, value_name = "URL")]
+    pub broker_metrics: Option<String>,
+    /// Tier 2: no pins; use whatever the broker negotiates (a sanity run, not comparable).
+    #[arg(long)]
+    pub no_pin: bool,
     /// Write the result document to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write the tables as Markdown to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+}
+
+fn parse_api(s: &str) -> Result<ApiKey, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "produce" => Ok(ApiKey::Produce),
+        "fetch" => Ok(ApiKey::Fetch),
+        other => Err(format!("unknown API {other:?} (expected produce or fetch)")),
+    }
 }
 
 fn at_least_three(s: &str) -> Result<usize, String> {
@@ -110,8 +127,8 @@ struct Guards {
     records_read_equal_seeded: bool,
     /// Record timestamps come from the clock (checked on every record read back).
     timestamps_from_clock: bool,
-    /// Broker-side message conversions: needs `--broker-metrics`, not in this build.
-    conversions: &'static str,
+    /// Broker-side message conversions over the sweep, from `--broker-metrics`; "not checked" without it.
+    conversions: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -185,16 +202,23 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         value_size: 100,
         fetch_seed_records: if args.quick { 5_000 } else { 50_000 },
         max_bytes: vec![4 * 1024, 64 * 1024, 1024 * 1024],
-        produce_versions: args
-            .produce_versions
-            .clone()
-            .map(|v| v.0)
-            .unwrap_or_else(|| default_versions(ApiKey::Produce)),
-        fetch_versions: args
-            .fetch_versions
-            .clone()
-            .map(|v| v.0)
-            .unwrap_or_else(|| default_versions(ApiKey::Fetch)),
+        produce_versions: versions_for(
+            args,
+            ApiKey::Produce,
+            args.produce_versions.as_ref(),
+            &default_versions,
+        ),
+        fetch_versions: versions_for(
+            args,
+            ApiKey::Fetch,
+            args.fetch_versions.as_ref(),
+            &default_versions,
+        ),
+        no_pin: args.no_pin,
+    };
+    let conversions_before = match &args.broker_metrics {
+        Some(url) => Some(kbench_bench::broker_metrics::scrape(url).await?),
+        None => None,
     };
     probe.close(Duration::from_secs(1)).await;
     let run_id = std::process::id();
@@ -225,7 +249,57 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         eprintln!("  [{}/{}] {}: {state}", i + 1, cells.len(), r.label);
         results.push(r);
     }
-    let tables = tables(&results, settings.noise_threshold, embedded);
+    let conversions = match (&args.broker_metrics, conversions_before) {
+        (Some(url), Some(before)) => {
+            let after = kbench_bench::broker_metrics::scrape(url).await?;
+            let (p, f) = (after.produce - before.produce, after.fetch - before.fetch);
+            if p == 0.0 && f == 0.0 {
+                "0 (produce and fetch message conversions unchanged during the sweep)".to_string()
+            } else {
+                format!(
+                    "FAILED: the broker converted {p} produce and {f} fetch messages during the sweep"
+                )
+            }
+        }
+        _ => "not checked".to_string(),
+    };
+    let conversions_ok = !conversions.starts_with("FAILED");
+    let mut tables = tables(
+        &results,
+        settings.noise_threshold,
+        embedded,
+        settings.no_pin,
+        &conversions,
+    );
+    let growth = kbench_bench::sweep::growth(&results);
+    if !growth.is_empty() {
+        let _ = writeln!(
+            tables,
+            "\nPer-record cost growth, batch100 → batch1000 (CPU/msg ratio), against the newest version's"
+        );
+        let _ = writeln!(
+            tables,
+            "| version | acks | batch100 µs/msg | batch1000 µs/msg | growth | vs newest | verdict |"
+        );
+        let _ = writeln!(tables, "|---|---|---|---|---|---|---|");
+        for g in &growth {
+            let _ = writeln!(
+                tables,
+                "| v{} | {} | {:.3} | {:.3} | {:.2}× | {:.2}× | {} |",
+                g.version,
+                g.acks,
+                g.batch100_us,
+                g.batch1000_us,
+                g.growth,
+                g.vs_newest,
+                if g.worse {
+                    "grows > 10 % faster than newest"
+                } else {
+                    "ok"
+                }
+            );
+        }
+    }
     print!("{tables}");
     println!(
         "seed {}; {:.0} s",
@@ -266,7 +340,7 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
                 timestamps_from_clock: !results.iter().any(|r| {
                     matches!(&r.status, CellStatus::Error { reason } if reason.contains("timestamp"))
                 }),
-                conversions: "not checked",
+                conversions: conversions.clone(),
             },
             duration_s: started.elapsed().as_secs_f64(),
             cells: results.iter().map(|r| CellDoc { result: r, verdict: verdict_of(r) }).collect(),
@@ -275,19 +349,40 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         std::fs::write(path, text + "\n").map_err(|e| format!("--json {}: {e}", path.display()))?;
         eprintln!("kbench: wrote {}", path.display());
     }
-    Ok(if all_completed { 0 } else { 1 })
+    Ok(if all_completed && conversions_ok {
+        0
+    } else {
+        1
+    })
 }
 
-fn tables(results: &[SweepResult], noise: f64, embedded: bool) -> String {
+fn tables(
+    results: &[SweepResult],
+    noise: f64,
+    embedded: bool,
+    no_pin: bool,
+    conversions: &str,
+) -> String {
     let mut out = String::new();
+    let target = if embedded {
+        "the embedded Tansu broker"
+    } else {
+        "the given cluster"
+    };
+    if no_pin {
+        let _ = writeln!(
+            out,
+            "Tier 2 sanity run — not comparable — against {target}: versions negotiated unaided, no pins"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "Tier 1 sweep against {target}: every cell pinned, negotiated == pin checked"
+        );
+    }
     let _ = writeln!(
         out,
-        "Tier 1 sweep against {} — client CPU per message is this process's getrusage over the measured phase; broker conversions: not checked",
-        if embedded {
-            "the embedded Tansu broker"
-        } else {
-            "the given cluster"
-        }
+        "Client CPU per message is this process's getrusage over the measured phase; broker conversions: {conversions}"
     );
     for (group, cells) in grouped(results) {
         let newest = cells
@@ -329,6 +424,23 @@ fn tables(results: &[SweepResult], noise: f64, embedded: bool) -> String {
         }
     }
     out
+}
+
+/// The versions to sweep for `api`: none if `--api` leaves it out; the broker's own choice with
+/// `--no-pin`; the given list; or every version both sides share.
+fn versions_for(
+    args: &SweepArgs,
+    api: ApiKey,
+    given: Option<&VersionList>,
+    shared: &dyn Fn(ApiKey) -> Vec<i16>,
+) -> Vec<i16> {
+    if !args.api.is_empty() && !args.api.contains(&api) {
+        return Vec::new();
+    }
+    if args.no_pin {
+        return shared(api).last().copied().into_iter().collect();
+    }
+    given.map_or_else(|| shared(api), |v| v.0.clone())
 }
 
 fn random_seed() -> u64 {

@@ -109,3 +109,129 @@ fn a_cell_that_cannot_be_pinned_is_an_error_not_a_number() {
     }
     assert!(text(&out.stdout).contains("| v12 | – | – | – | – | – | error: --pin produce=12"));
 }
+
+/// A Prometheus page served on loopback, as a broker's JMX exporter would; with `moving`, the produce
+/// conversion counter grows on every scrape.
+fn metrics_server(moving: bool) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for (scrape, stream) in listener.incoming().take(10).enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 2048];
+            let _ = stream.read(&mut buf);
+            let produce = if moving { scrape * 5 } else { 3 };
+            let body = format!(
+                "# TYPE kafka_server_brokertopicmetrics_producemessageconversions_total counter\n\
+                 kafka_server_brokertopicmetrics_producemessageconversions_total {produce}.0\n\
+                 kafka_server_brokertopicmetrics_fetchmessageconversions_total 0.0\n"
+            );
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}/metrics")
+}
+
+fn tiny_sweep(broker: &TestBroker, extra: &[&str], json: &std::path::Path) -> std::process::Output {
+    let mut args = vec![
+        "sweep",
+        "--quick",
+        "--bootstrap-server",
+        &broker.addr,
+        "--produce-versions",
+        "11",
+        "--fetch-versions",
+        "17",
+        "--seed",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args, Duration::from_secs(300))
+}
+
+#[test]
+fn broker_conversions_are_checked_when_a_metrics_page_is_given() {
+    let broker = TestBroker::start();
+    let dir = std::env::temp_dir().join(format!("kbench-sweep-metrics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let json = dir.join("still.json");
+    let out = tiny_sweep(
+        &broker,
+        &["--broker-metrics", &metrics_server(false)],
+        &json,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let conversions = result_json(&json)["guards"]["conversions"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(conversions.starts_with("0 "), "{conversions}");
+
+    let json = dir.join("moving.json");
+    let out = tiny_sweep(&broker, &["--broker-metrics", &metrics_server(true)], &json);
+    assert_eq!(out.status.code(), Some(1), "conversions fail the guard");
+    let conversions = result_json(&json)["guards"]["conversions"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        conversions.starts_with("FAILED: the broker converted 5 produce"),
+        "{conversions}"
+    );
+    assert!(text(&out.stdout).contains("broker conversions: FAILED"));
+
+    let out = tiny_sweep(
+        &broker,
+        &["--broker-metrics", "http://127.0.0.1:1/metrics"],
+        &dir.join("x.json"),
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--broker-metrics http://127.0.0.1:1/metrics"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn no_pin_is_a_labelled_sanity_run_with_what_was_negotiated() {
+    let broker = TestBroker::start();
+    let dir = std::env::temp_dir().join(format!("kbench-sweep-nopin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("tier2.json");
+    let out = run(
+        &[
+            "sweep",
+            "--quick",
+            "--no-pin",
+            "--bootstrap-server",
+            &broker.addr,
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("Tier 2 sanity run — not comparable"));
+    let doc = result_json(&json);
+    for c in doc["cells"].as_array().unwrap() {
+        let want = if c["cell"]["api"] == "produce" {
+            11
+        } else {
+            17
+        };
+        assert_eq!(
+            c["negotiated"], want,
+            "Tansu's own highest versions: {}",
+            c["label"]
+        );
+    }
+}
