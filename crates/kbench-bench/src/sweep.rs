@@ -596,7 +596,8 @@ pub fn growth(results: &[SweepResult]) -> Vec<Growth> {
     };
     let mut versions: Vec<i16> = results
         .iter()
-        .filter_map(|r| matches!(r.cell, SweepCell::Produce { .. }).then(|| r.cell.version()))
+        .filter(|r| matches!(r.cell, SweepCell::Produce { .. }))
+        .map(|r| r.cell.version())
         .collect();
     versions.sort_unstable();
     versions.dedup();
