@@ -17,7 +17,7 @@ use kbench_wire::{ApiKey, BatchDecoder, Compression, Pins};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::codec::median_and_spread;
@@ -25,7 +25,7 @@ use crate::measure::{CpuTime, peak_rss_kib};
 use crate::produce::{Payload, ProduceSpec, run_produce};
 
 /// A Produce request shape: records per request and records per repetition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Workload {
     Single,
@@ -61,14 +61,13 @@ impl Workload {
 }
 
 /// One sweep cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "api", rename_all = "lowercase")]
 pub enum SweepCell {
     Produce {
         version: i16,
         workload: Workload,
-        /// "0" or "all".
-        acks: &'static str,
+        acks: SweepAcks,
     },
     Fetch {
         version: i16,
@@ -94,7 +93,7 @@ impl SweepCell {
     pub fn group(&self) -> String {
         match self {
             SweepCell::Produce { workload, acks, .. } => {
-                format!("produce {} acks={acks}", workload.name())
+                format!("produce {} acks={}", workload.name(), acks.name())
             }
             SweepCell::Fetch { max_bytes, .. } => {
                 format!("fetch max_bytes={}", human_bytes(*max_bytes))
@@ -104,6 +103,26 @@ impl SweepCell {
 
     pub fn label(&self) -> String {
         format!("{} v{}", self.group(), self.version())
+    }
+}
+
+/// The acks a Produce cell uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum SweepAcks {
+    #[serde(rename = "0")]
+    Zero,
+    #[serde(rename = "all")]
+    All,
+}
+
+impl SweepAcks {
+    pub const BOTH: [SweepAcks; 2] = [SweepAcks::Zero, SweepAcks::All];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SweepAcks::Zero => "0",
+            SweepAcks::All => "all",
+        }
     }
 }
 
@@ -118,7 +137,7 @@ fn human_bytes(b: i32) -> String {
 }
 
 /// How the sweep runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepSettings {
     #[serde(skip)]
     pub bootstrap: Vec<String>,
@@ -138,7 +157,7 @@ pub struct SweepSettings {
 }
 
 /// One repetition of a cell.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepRep {
     pub messages: u64,
     pub seconds: f64,
@@ -147,7 +166,7 @@ pub struct SweepRep {
 }
 
 /// What became of a cell.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CellStatus {
     Completed,
@@ -162,7 +181,7 @@ pub enum CellStatus {
 }
 
 /// One cell's result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepResult {
     pub cell: SweepCell,
     pub label: String,
@@ -180,7 +199,7 @@ pub struct SweepResult {
 }
 
 /// What the seeded Fetch topic holds, for the records-read guard.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SeededTopic {
     pub topic: String,
     pub records: u64,
@@ -194,7 +213,7 @@ pub fn cells(s: &SweepSettings) -> Vec<SweepCell> {
     let mut out = Vec::new();
     for &version in &s.produce_versions {
         for workload in Workload::ALL {
-            for acks in ["0", "all"] {
+            for acks in SweepAcks::BOTH {
                 out.push(SweepCell::Produce {
                     version,
                     workload,
@@ -475,7 +494,11 @@ pub async fn run_cell(
         loop {
             let outcome = match cell {
                 SweepCell::Produce { workload, acks, .. } => {
-                    let acks = if acks == "0" { Acks::None } else { Acks::All };
+                    let acks = if acks == SweepAcks::Zero {
+                        Acks::None
+                    } else {
+                        Acks::All
+                    };
                     let n = (workload.records_per_repetition() / s.scale_down)
                         .max(workload.records_per_request() as u64);
                     let n = if warmup {
@@ -525,7 +548,14 @@ pub async fn run_cell(
 
 /// The verdict of a completed cell against the newest version of its group: client CPU/msg within
 /// 1.15× of the newest, and for acks=0 throughput within 10 % of the best version in the group.
-pub fn verdict(cell: &SweepResult, group: &[&SweepResult], noise_threshold: f64) -> String {
+/// With `check_rss` (cells isolated in their own processes, so that peak RSS is the cell's own), peak
+/// RSS must also stay within 1.2× the newest version's.
+pub fn verdict(
+    cell: &SweepResult,
+    group: &[&SweepResult],
+    noise_threshold: f64,
+    check_rss: bool,
+) -> String {
     match &cell.status {
         CellStatus::Abandoned { .. } => return "abandoned".into(),
         CellStatus::Error { .. } => return "error".into(),
@@ -546,7 +576,11 @@ pub fn verdict(cell: &SweepResult, group: &[&SweepResult], noise_threshold: f64)
     if ratio > 1.15 {
         problems.push(format!("CPU/msg {ratio:.2}× newest"));
     }
-    if let SweepCell::Produce { acks: "0", .. } = cell.cell {
+    if let SweepCell::Produce {
+        acks: SweepAcks::Zero,
+        ..
+    } = cell.cell
+    {
         let best = group
             .iter()
             .filter(|c| matches!(c.status, CellStatus::Completed))
@@ -557,6 +591,12 @@ pub fn verdict(cell: &SweepResult, group: &[&SweepResult], noise_threshold: f64)
                 "acks=0 throughput {:.0} % of the best",
                 cell.msgs_per_sec / best * 100.0
             ));
+        }
+    }
+    if check_rss && newest.peak_rss_kib > 0 {
+        let rss = cell.peak_rss_kib as f64 / newest.peak_rss_kib as f64;
+        if rss > 1.2 {
+            problems.push(format!("peak RSS {rss:.2}× newest"));
         }
     }
     if problems.is_empty() {
@@ -590,7 +630,7 @@ pub fn growth(results: &[SweepResult]) -> Vec<Growth> {
                     acks,
                 },
                 CellStatus::Completed,
-            ) if *version == v && *workload == w && *acks == a => Some(r.cpu_us_per_msg),
+            ) if *version == v && *workload == w && acks.name() == a => Some(r.cpu_us_per_msg),
             _ => None,
         })
     };

@@ -53,6 +53,12 @@ pub struct SweepArgs {
     /// Tier 2: no pins; use whatever the broker negotiates (a sanity run, not comparable).
     #[arg(long)]
     pub no_pin: bool,
+    /// Run each cell in its own child process (its peak RSS is then its own, and RSS is judged too).
+    #[arg(long)]
+    pub isolate: bool,
+    /// Internal: run one cell (JSON) and print its result as JSON (used by --isolate).
+    #[arg(long, hide = true)]
+    pub run_cell: Option<String>,
     /// Write the result document to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -138,7 +144,96 @@ struct CellDoc<'a> {
     verdict: String,
 }
 
+/// What an isolated cell's child process is given.
+#[derive(Debug, Serialize, serde::Deserialize)]
+struct IsolatedCell {
+    settings: SweepSettings,
+    cell: kbench_bench::sweep::SweepCell,
+    produce_topic: String,
+    seeded: kbench_bench::sweep::SeededTopic,
+}
+
+async fn run_isolated(
+    settings: &SweepSettings,
+    cell: &kbench_bench::sweep::SweepCell,
+    produce_topic: &str,
+    seeded: &kbench_bench::sweep::SeededTopic,
+    bootstrap: &str,
+) -> SweepResult {
+    let job = IsolatedCell {
+        settings: settings.clone(),
+        cell: *cell,
+        produce_topic: produce_topic.to_string(),
+        seeded: seeded.clone(),
+    };
+    let failed = |reason: String| SweepResult {
+        cell: *cell,
+        label: cell.label(),
+        status: CellStatus::Error { reason },
+        negotiated: None,
+        reps: Vec::new(),
+        cpu_us_per_msg: 0.0,
+        msgs_per_sec: 0.0,
+        spread: 0.0,
+        peak_rss_kib: 0,
+        stall_retries: 0,
+    };
+    let (exe, json) = match (std::env::current_exe(), serde_json::to_string(&job)) {
+        (Ok(exe), Ok(json)) => (exe, json),
+        (Err(e), _) => return failed(e.to_string()),
+        (_, Err(e)) => return failed(e.to_string()),
+    };
+    let out = tokio::process::Command::new(exe)
+        .args([
+            "sweep",
+            "--bootstrap-server",
+            bootstrap,
+            "--run-cell",
+            &json,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .output()
+        .await;
+    match out {
+        Ok(out) if out.status.success() => serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| failed(format!("child process answered badly: {e}"))),
+        Ok(out) => failed(format!("child process failed ({})", out.status)),
+        Err(e) => failed(format!("cannot start a child process: {e}")),
+    }
+}
+
+/// The child side of `--isolate`.
+async fn run_one(job: &str, bootstrap: Option<&String>) -> u8 {
+    let job: IsolatedCell = match serde_json::from_str(job) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("kbench: error: --run-cell: {e}");
+            return 2;
+        }
+    };
+    let mut settings = job.settings;
+    settings.bootstrap = bootstrap
+        .map(|b| b.split(',').map(|s| s.trim().to_string()).collect())
+        .unwrap_or_default();
+    let result = run_cell(&settings, job.cell, &job.produce_topic, &job.seeded).await;
+    match serde_json::to_string(&result) {
+        Ok(json) => {
+            println!("{json}");
+            0
+        }
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            1
+        }
+    }
+}
+
 pub async fn run(args: SweepArgs) -> u8 {
+    if let Some(job) = &args.run_cell {
+        return run_one(job, args.bootstrap_server.as_ref()).await;
+    }
     match sweep(args).await {
         Ok(code) => code,
         Err(e) => {
@@ -237,7 +332,11 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
     let seeded = seed_fetch_topic(&settings, &fetch_topic).await?;
     let mut results = Vec::with_capacity(cells.len());
     for (i, cell) in cells.iter().enumerate() {
-        let r = run_cell(&settings, *cell, &produce_topic, &seeded).await;
+        let r = if args.isolate {
+            run_isolated(&settings, cell, &produce_topic, &seeded, bootstrap).await
+        } else {
+            run_cell(&settings, *cell, &produce_topic, &seeded).await
+        };
         let state = match &r.status {
             CellStatus::Completed => format!(
                 "{:.3} µs/msg, {:.0} msg/s",
@@ -270,6 +369,7 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         embedded,
         settings.no_pin,
         &conversions,
+        args.isolate,
     );
     let growth = kbench_bench::sweep::growth(&results);
     if !growth.is_empty() {
@@ -316,7 +416,7 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
             .find(|(g, _)| *g == r.cell.group())
             .map(|(_, v)| v.as_slice())
             .unwrap_or(&[]);
-        verdict(r, group, settings.noise_threshold)
+        verdict(r, group, settings.noise_threshold, args.isolate)
     };
     let all_completed = results
         .iter()
@@ -362,6 +462,7 @@ fn tables(
     embedded: bool,
     no_pin: bool,
     conversions: &str,
+    isolated: bool,
 ) -> String {
     let mut out = String::new();
     let target = if embedded {
@@ -397,7 +498,7 @@ fn tables(
         );
         let _ = writeln!(out, "|---|---|---|---|---|---|---|");
         for c in &cells {
-            let v = verdict(c, &cells, noise);
+            let v = verdict(c, &cells, noise, isolated);
             match &c.status {
                 CellStatus::Completed => {
                     let vs = newest.map_or("–".into(), |n| {

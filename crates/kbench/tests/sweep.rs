@@ -235,3 +235,18 @@ fn no_pin_is_a_labelled_sanity_run_with_what_was_negotiated() {
         );
     }
 }
+
+#[test]
+fn isolated_cells_run_in_their_own_processes() {
+    let broker = TestBroker::start();
+    let dir = std::env::temp_dir().join(format!("kbench-sweep-isolate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("isolated.json");
+    let out = tiny_sweep(&broker, &["--isolate"], &json);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for c in result_json(&json)["cells"].as_array().unwrap() {
+        assert_eq!(c["status"], "completed", "{}", c["label"]);
+        // A child's own peak RSS: a few MiB, not the parent's.
+        assert!(c["peak_rss_kib"].as_u64().unwrap() > 1024, "{}", c["label"]);
+    }
+}
