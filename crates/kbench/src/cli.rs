@@ -32,6 +32,8 @@ pub enum Command {
     Codec(Box<crate::codec::CodecArgs>),
     /// Tier 1: every shared Produce and Fetch version, pinned cell by cell against one broker.
     Sweep(Box<crate::sweep::SweepArgs>),
+    /// The protocol-version load test in order: tier 0, tier 1 Produce, tier 1 Fetch, tier 2.
+    Suite(crate::suite::SuiteArgs),
     /// Compare two sets of results (files or folders): ratio, 95 % CI and verdict per cell and metric.
     Compare(crate::compare::CompareArgs),
 }
@@ -253,7 +255,7 @@ mod tests {
     #[test]
     fn every_flag_parses_into_its_type() {
         // clap checks a derived field's type against its parser only when the flag is used.
-        let lines: [&[&str]; 4] = [
+        let lines: [&[&str]; 5] = [
             &[
                 "kbench",
                 "produce",
@@ -363,6 +365,19 @@ mod tests {
                 "2",
                 "--markdown",
                 "m.md",
+            ],
+            &[
+                "kbench",
+                "suite",
+                "--out",
+                "d",
+                "--quick",
+                "--seed",
+                "1",
+                "--bootstrap-server",
+                "h:1",
+                "--legacy-bootstrap-server",
+                "h:2",
             ],
         ];
         for line in lines {

@@ -2,6 +2,7 @@
 //! seeded shuffled order (optionally each cell in its own process), prints a table per API, shape,
 //! record count and compression, and writes the cells to a result document.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Instant;
@@ -59,6 +60,9 @@ pub struct CodecArgs {
     /// Write the result document to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write the tables as Markdown to this file.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
     /// Internal: measure one cell (JSON) and print its result as JSON (used by --isolate).
     #[arg(long, hide = true)]
     pub run_cell: Option<String>,
@@ -202,10 +206,17 @@ pub fn run(args: CodecArgs) -> u8 {
         }
     }
     let counted = kbench_bench::measure::counting_allocations() || args.isolate;
-    if args.scaling {
-        print_scaling(&results);
+    let text = if args.scaling {
+        scaling_tables(&results)
     } else {
-        print_tables(&results, args.tolerance, args.noise_threshold);
+        tables(&results, args.tolerance, args.noise_threshold)
+    };
+    print!("{text}");
+    if let Some(path) = &args.markdown
+        && let Err(e) = std::fs::write(path, &text)
+    {
+        eprintln!("kbench: error: --markdown {}: {e}", path.display());
+        return 1;
     }
     println!("seed {seed}; {:.1} s", started.elapsed().as_secs_f64());
     if let Some(path) = &args.json {
@@ -305,22 +316,25 @@ fn fmt_allocs(a: Option<f64>) -> String {
     a.map_or_else(|| "n/a".into(), |a| format!("{a:.3}"))
 }
 
-fn print_tables(results: &[CellResult], tolerance: f64, noise: f64) {
+fn tables(results: &[CellResult], tolerance: f64, noise: f64) -> String {
+    let mut out = String::new();
     for ((api, shape, records, compression), cells) in groups(results) {
         let api_name = match api {
             Api::Produce => "Produce (build the complete request)",
             Api::Fetch => "Fetch (decode the complete response)",
         };
-        println!();
-        println!(
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
             "{api_name} · {} × {records} records · {}",
             shape.name(),
             compression.0.name()
         );
-        println!(
+        let _ = writeln!(
+            out,
             "| version | ns/record | vs newest | spread | allocs/record | wire bytes | verdict |"
         );
-        println!("|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
         let newest_v = newest(api);
         let newest_cell = cells
             .iter()
@@ -332,7 +346,7 @@ fn print_tables(results: &[CellResult], tolerance: f64, noise: f64) {
                 _ => format!("v{}", c.spec.version.unwrap_or(-1)),
             };
             if let Some(why) = &c.skipped {
-                println!("| {name} | – | – | – | – | – | n/a: {why} |");
+                let _ = writeln!(out, "| {name} | – | – | – | – | – | n/a: {why} |");
                 continue;
             }
             let (vs, v) = match newest_cell {
@@ -346,7 +360,8 @@ fn print_tables(results: &[CellResult], tolerance: f64, noise: f64) {
                 ),
                 None => ("–".into(), String::new()),
             };
-            println!(
+            let _ = writeln!(
+                out,
                 "| {name} | {:.1} | {vs} | {:.1} % | {} | {} | {v} |",
                 c.ns_per_record,
                 c.spread * 100.0,
@@ -361,16 +376,19 @@ fn print_tables(results: &[CellResult], tolerance: f64, noise: f64) {
             .iter()
             .find(|c| c.spec.subject == Subject::KafkaProtocolBatch && c.skipped.is_none());
         if let (Some(n), Some(b), Some(k)) = (newest_cell, batch, kp) {
-            println!(
+            let _ = writeln!(
+                out,
                 "framing cost at v{newest_v}: {:.1} ns/record (request or response minus batch); kbench batch is {:.1}× kafka-protocol's",
                 n.ns_per_record - b.ns_per_record,
                 k.ns_per_record / b.ns_per_record
             );
         }
     }
+    out
 }
 
-fn print_scaling(results: &[CellResult]) {
+fn scaling_tables(results: &[CellResult]) -> String {
+    let mut out = String::new();
     for api in [Api::Produce, Api::Fetch] {
         let mut rows: Vec<&CellResult> = results
             .iter()
@@ -380,8 +398,9 @@ fn print_scaling(results: &[CellResult]) {
             continue;
         }
         rows.sort_by_key(|r| (r.spec.subject, r.spec.records));
-        println!();
-        println!(
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
             "{} scaling · small records · ns/record by records per batch",
             if api == Api::Produce {
                 "Encode (Produce)"
@@ -389,8 +408,11 @@ fn print_scaling(results: &[CellResult]) {
                 "Decode (Fetch)"
             }
         );
-        println!("| subject | records | ns/record | vs smallest | spread | allocs/record |");
-        println!("|---|---|---|---|---|---|");
+        let _ = writeln!(
+            out,
+            "| subject | records | ns/record | vs smallest | spread | allocs/record |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|");
         for subject in [
             Subject::ProduceRequest,
             Subject::FetchResponse,
@@ -408,7 +430,8 @@ fn print_scaling(results: &[CellResult]) {
                     Subject::KafkaProtocolBatch => "kafka-protocol batch".to_string(),
                     _ => format!("v{}", r.spec.version.unwrap_or(-1)),
                 };
-                println!(
+                let _ = writeln!(
+                    out,
                     "| {name} | {} | {:.1} | {:.2}× | {:.1} % | {} |",
                     r.spec.records,
                     r.ns_per_record,
@@ -419,4 +442,5 @@ fn print_scaling(results: &[CellResult]) {
             }
         }
     }
+    out
 }

@@ -8,6 +8,7 @@ mod compare;
 mod embedded;
 mod produce;
 mod props;
+mod suite;
 mod sweep;
 #[cfg(feature = "embedded-broker")]
 mod tansu;
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
             Command::Codec(args) => codec::run(*args),
             Command::Compare(args) => compare::run(args),
             Command::Sweep(args) => sweep::run(*args).await,
+            Command::Suite(args) => suite::run(args).await,
         }
     });
     ExitCode::from(code)

@@ -250,3 +250,65 @@ fn isolated_cells_run_in_their_own_processes() {
         assert!(c["peak_rss_kib"].as_u64().unwrap() > 1024, "{}", c["label"]);
     }
 }
+
+#[test]
+fn suite_runs_every_tier_in_order_and_writes_a_summary() {
+    let legacy = TestBroker::start();
+    let dir = std::env::temp_dir().join(format!("kbench-suite-{}", std::process::id()));
+    let out = run(
+        &[
+            "suite",
+            "--quick",
+            "--seed",
+            "5",
+            "--out",
+            dir.to_str().unwrap(),
+            "--legacy-bootstrap-server",
+            &legacy.addr,
+        ],
+        Duration::from_secs(600),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for f in [
+        "codec.json",
+        "sweep-produce.json",
+        "sweep-fetch.json",
+        "sweep-legacy.json",
+        "summary.md",
+    ] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    assert_eq!(result_json(&dir.join("sweep-produce.json"))["seed"], 5);
+    let produce = result_json(&dir.join("sweep-produce.json"));
+    assert!(
+        produce["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["cell"]["api"] == "produce")
+    );
+    let fetch = result_json(&dir.join("sweep-fetch.json"));
+    assert!(
+        fetch["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["cell"]["api"] == "fetch")
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    let order: Vec<usize> = [
+        "## Tier 0",
+        "## Tier 1 — Produce",
+        "## Tier 1 — Fetch",
+        "## Tier 2",
+    ]
+    .iter()
+    .map(|h| {
+        summary
+            .find(h)
+            .unwrap_or_else(|| panic!("{h} missing:\n{summary}"))
+    })
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "tiers in order");
+    assert!(summary.contains("Tier 2 sanity run — not comparable"));
+}
