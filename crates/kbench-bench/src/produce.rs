@@ -69,7 +69,7 @@ pub struct ProduceSpec {
 }
 
 /// One progress line's figures: a window of completed records.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct IntervalReport {
     pub records: u64,
     pub failed: u64,
@@ -211,17 +211,7 @@ struct Tally {
 
 impl Tally {
     fn take_window(&mut self, now: Instant) -> IntervalReport {
-        let mut w = std::mem::replace(
-            &mut self.window,
-            IntervalReport {
-                records: 0,
-                failed: 0,
-                bytes: 0,
-                elapsed: Duration::ZERO,
-                latency_sum_us: 0,
-                latency_max_us: 0,
-            },
-        );
+        let mut w = std::mem::take(&mut self.window);
         w.elapsed = now - self.window_start;
         self.window_start = now;
         w
@@ -296,14 +286,7 @@ pub async fn run_produce(
         latency: latency_histogram(),
         service_time: latency_histogram(),
         errors: BTreeMap::new(),
-        window: IntervalReport {
-            records: 0,
-            failed: 0,
-            bytes: 0,
-            elapsed: Duration::ZERO,
-            latency_sum_us: 0,
-            latency_max_us: 0,
-        },
+        window: IntervalReport::default(),
         window_start: start,
     }));
 

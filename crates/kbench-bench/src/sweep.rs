@@ -4,7 +4,7 @@
 //! shape; repeats; and reports the median client CPU per message (getrusage of this process over the
 //! measured phase), messages per second, and the spread. Cells run in a seeded shuffled order.
 //!
-//! Produce cells: one record per request (`single`), 100 and 1 000 (`batch100`, `batch1000`), × acks 0
+//! Produce cells (each writing to a topic of its own): one record per request (`single`), 100 and 1 000 (`batch100`, `batch1000`), × acks 0
 //! and all. Fetch cells: a topic seeded once with records in 10-record batches, read end to end with
 //! max-bytes 4 KiB, 64 KiB and 1 MiB.
 
@@ -196,6 +196,24 @@ pub struct SweepResult {
     /// Peak RSS of this process when the cell ended (a process-wide high-water mark).
     pub peak_rss_kib: u64,
     pub stall_retries: u32,
+}
+
+impl SweepResult {
+    /// A result with no repetitions yet.
+    pub fn new(cell: SweepCell, status: CellStatus) -> SweepResult {
+        SweepResult {
+            cell,
+            label: cell.label(),
+            status,
+            negotiated: None,
+            reps: Vec::new(),
+            cpu_us_per_msg: 0.0,
+            msgs_per_sec: 0.0,
+            spread: 0.0,
+            peak_rss_kib: 0,
+            stall_retries: 0,
+        }
+    }
 }
 
 /// What the seeded Fetch topic holds, for the records-read guard.
@@ -454,18 +472,7 @@ pub async fn run_cell(
     produce_topic: &str,
     seeded: &SeededTopic,
 ) -> SweepResult {
-    let mut result = SweepResult {
-        cell,
-        label: cell.label(),
-        status: CellStatus::Completed,
-        negotiated: None,
-        reps: Vec::new(),
-        cpu_us_per_msg: 0.0,
-        msgs_per_sec: 0.0,
-        spread: 0.0,
-        peak_rss_kib: 0,
-        stall_retries: 0,
-    };
+    let mut result = SweepResult::new(cell, CellStatus::Completed);
     let cluster = match pinned_cluster(s, &cell).await {
         Ok(c) => Arc::new(c),
         Err(reason) => {
@@ -476,7 +483,12 @@ pub async fn run_cell(
     };
     result.negotiated = cluster.negotiated().get(cell.api());
     let layout = match cell {
-        SweepCell::Produce { .. } => cluster.ensure_topic(produce_topic, 1, 1).await,
+        // A topic of its own per Produce cell: a partition that grows over the sweep would make the
+        // broker's state (and so its speed) depend on the cell's position in the order.
+        SweepCell::Produce { .. } => {
+            let topic = format!("{produce_topic}-{}", cell.label().replace([' ', '='], "-"));
+            cluster.ensure_topic(&topic, 1, 1).await
+        }
         SweepCell::Fetch { .. } => cluster.metadata(&seeded.topic).await.map(|(_, l)| l),
     };
     let layout = match layout {

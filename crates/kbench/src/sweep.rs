@@ -166,18 +166,7 @@ async fn run_isolated(
         produce_topic: produce_topic.to_string(),
         seeded: seeded.clone(),
     };
-    let failed = |reason: String| SweepResult {
-        cell: *cell,
-        label: cell.label(),
-        status: CellStatus::Error { reason },
-        negotiated: None,
-        reps: Vec::new(),
-        cpu_us_per_msg: 0.0,
-        msgs_per_sec: 0.0,
-        spread: 0.0,
-        peak_rss_kib: 0,
-        stall_retries: 0,
-    };
+    let failed = |reason: String| SweepResult::new(*cell, CellStatus::Error { reason });
     let (exe, json) = match (std::env::current_exe(), serde_json::to_string(&job)) {
         (Ok(exe), Ok(json)) => (exe, json),
         (Err(e), _) => return failed(e.to_string()),
