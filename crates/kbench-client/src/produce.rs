@@ -157,17 +157,18 @@ impl Cluster {
             return Ok(-1);
         }
         let response: ProduceResponse = conn.request_at(ApiKey::Produce, version, &request).await?;
-        let what = format!("{}-{partition}", topic.name);
+        // Named only when something went wrong: no formatting on the hot path.
+        let what = || format!("{}-{partition}", topic.name);
         let p = response
             .responses
             .iter()
             .flat_map(|t| t.partition_responses.iter())
             .find(|p| p.index == partition)
             .ok_or_else(|| {
-                ClientError::Other(format!("Produce response did not mention {what}"))
+                ClientError::Other(format!("Produce response did not mention {}", what()))
             })?;
         if p.error_code != 0 {
-            return Err(ClientError::kafka("Produce", what, p.error_code));
+            return Err(ClientError::kafka("Produce", what(), p.error_code));
         }
         Ok(p.base_offset)
     }
