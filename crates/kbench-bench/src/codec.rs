@@ -28,7 +28,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
-use crate::measure::{allocations, counting_allocations};
+use crate::measure::{allocations, counting_allocations, median_and_spread};
 
 /// The Produce versions timed in tier 0.
 pub const PRODUCE_VERSIONS: std::ops::RangeInclusive<i16> = 3..=13;
@@ -197,27 +197,6 @@ pub struct CellResult {
     pub allocs_per_record: Option<f64>,
     /// Bytes of one request, response or batch.
     pub wire_bytes: usize,
-}
-
-/// Median and IQR/median of a sample.
-pub fn median_and_spread(xs: &[f64]) -> (f64, f64) {
-    if xs.is_empty() {
-        return (0.0, 0.0);
-    }
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        let pos = p * (v.len() - 1) as f64;
-        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-    };
-    let median = q(0.5);
-    let spread = if median > 0.0 {
-        (q(0.75) - q(0.25)) / median
-    } else {
-        0.0
-    };
-    (median, spread)
 }
 
 /// The inputs a cell works on, prepared before anything is timed.

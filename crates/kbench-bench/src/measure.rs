@@ -47,6 +47,27 @@ pub fn peak_rss_kib() -> u64 {
     if rc != 0 { 0 } else { usage.ru_maxrss as u64 }
 }
 
+/// Median and IQR/median of a sample.
+pub fn median_and_spread(xs: &[f64]) -> (f64, f64) {
+    if xs.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| {
+        let pos = p * (v.len() - 1) as f64;
+        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+    };
+    let median = q(0.5);
+    let spread = if median > 0.0 {
+        (q(0.75) - q(0.25)) / median
+    } else {
+        0.0
+    };
+    (median, spread)
+}
+
 /// A latency histogram in µs: 1 µs to one hour, 3 significant digits.
 pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")

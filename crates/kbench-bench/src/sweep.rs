@@ -20,8 +20,7 @@ use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::median_and_spread;
-use crate::measure::{CpuTime, peak_rss_kib};
+use crate::measure::{CpuTime, median_and_spread, peak_rss_kib};
 use crate::produce::{Payload, ProduceSpec, run_produce};
 
 /// A Produce request shape: records per request and records per repetition.

@@ -154,6 +154,22 @@ pub struct ProduceArgs {
     pub repetitions: usize,
 }
 
+/// A seed for a run when the user gave none: the clock and the process id. It is printed and stored.
+pub fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(std::process::id()) << 32)
+}
+
+/// A whole number of at least `MIN` (e.g. repetitions, where medians need enough samples).
+pub fn at_least<const MIN: usize>(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= MIN as i64 => Ok(n as usize),
+        _ => Err(format!("must be a whole number of at least {MIN}")),
+    }
+}
+
 fn positive_u64(s: &str) -> Result<u64, String> {
     match s.trim().parse::<i128>() {
         Ok(n) if n > 0 && n <= u64::MAX as i128 => Ok(n as u64),
@@ -162,7 +178,7 @@ fn positive_u64(s: &str) -> Result<u64, String> {
     }
 }
 
-fn positive_usize(s: &str) -> Result<usize, String> {
+pub fn positive_usize(s: &str) -> Result<usize, String> {
     positive_u64(s).map(|n| n as usize)
 }
 

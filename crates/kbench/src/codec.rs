@@ -25,7 +25,7 @@ pub struct CodecArgs {
     #[arg(long)]
     pub scaling: bool,
     /// Records per batch, comma-separated.
-    #[arg(long, value_delimiter = ',', value_parser = positive_count)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::cli::positive_usize)]
     pub records: Vec<usize>,
     /// Payload shapes, comma-separated: small (8-byte key, 64-byte value, 2 headers), 1k, 100k.
     #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
@@ -37,13 +37,13 @@ pub struct CodecArgs {
     #[arg(long, value_delimiter = ',', value_parser = parse_api)]
     pub api: Vec<Api>,
     /// Timed repetitions per cell (the median is reported); at least 9.
-    #[arg(long, default_value = "9", value_parser = at_least_nine)]
+    #[arg(long, default_value = "9", value_parser = crate::cli::at_least::<9>)]
     pub repetitions: usize,
     /// Warm-up blocks per cell, of the cell's own shape.
     #[arg(long, default_value = "2")]
     pub warmup: usize,
     /// Records per timed block (fewer for large values: at most 32 MiB of values per block).
-    #[arg(long, value_parser = positive_count)]
+    #[arg(long, value_parser = crate::cli::positive_usize)]
     pub block_records: Option<usize>,
     /// Seed for the cell order (default: random; printed and stored).
     #[arg(long)]
@@ -66,20 +66,6 @@ pub struct CodecArgs {
     /// Internal: measure one cell (JSON) and print its result as JSON (used by --isolate).
     #[arg(long, hide = true)]
     pub run_cell: Option<String>,
-}
-
-fn positive_count(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<i64>() {
-        Ok(n) if n > 0 => Ok(n as usize),
-        _ => Err("must be a positive whole number".into()),
-    }
-}
-
-fn at_least_nine(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<i64>() {
-        Ok(n) if n >= 9 => Ok(n as usize),
-        _ => Err("must be a whole number of at least 9 (medians need enough repetitions)".into()),
-    }
 }
 
 fn parse_shape(s: &str) -> Result<Shape, String> {
@@ -168,7 +154,7 @@ pub fn run(args: CodecArgs) -> u8 {
             ) || c.version == Some(newest(c.api))
         });
     }
-    let seed = args.seed.unwrap_or_else(random_seed);
+    let seed = args.seed.unwrap_or_else(crate::cli::random_seed);
     shuffle(&mut cells, seed);
     eprintln!(
         "kbench codec: {} cells, seed {seed} (vary it with --seed before believing a single-version result), {} repetitions after {} warm-up blocks{}",
@@ -256,13 +242,6 @@ fn newest(api: Api) -> i16 {
         Api::Produce => *kbench_bench::codec::PRODUCE_VERSIONS.end(),
         Api::Fetch => *kbench_wire::fetch::FETCH_VERSIONS.end(),
     }
-}
-
-fn random_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    t ^ (u64::from(std::process::id()) << 32)
 }
 
 fn run_one(cell: &str, args: &CodecArgs) -> u8 {

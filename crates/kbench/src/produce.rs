@@ -87,7 +87,7 @@ fn plan(args: &ProduceArgs) -> Result<Plan, String> {
         (None, Some(size)) => Payload::Random { size },
         (None, None) => Payload::Random { size: 100 },
     };
-    let seed = args.seed.unwrap_or_else(random_seed);
+    let seed = args.seed.unwrap_or_else(crate::cli::random_seed);
     let spec = ProduceSpec {
         num_records: args.num_records,
         duration: args.duration,
@@ -139,13 +139,6 @@ fn read_payloads(path: &Path, delimiter: &str) -> Result<Vec<Bytes>, String> {
         ));
     }
     Ok(lines)
-}
-
-fn random_seed() -> u64 {
-    let t = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    t ^ (u64::from(std::process::id()) << 32)
 }
 
 /// `kbench produce`.

@@ -46,11 +46,7 @@ pub async fn run(args: SuiteArgs) -> u8 {
         eprintln!("kbench: error: --out {}: {e}", out.display());
         return 2;
     }
-    let seed = args.seed.unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
+    let seed = args.seed.unwrap_or_else(crate::cli::random_seed);
     let file = |name: &str| out.join(name).display().to_string();
     let mut steps = vec![Step {
         title: "Tier 0 — codecs, no broker",

@@ -24,7 +24,7 @@ pub struct SweepArgs {
     #[arg(long)]
     pub bootstrap_server: Option<String>,
     /// Timed repetitions per cell (the median is reported).
-    #[arg(long, default_value = "5", value_parser = at_least_three)]
+    #[arg(long, default_value = "5", value_parser = crate::cli::at_least::<3>)]
     pub repetitions: usize,
     /// Seed for the cell order (default: random; printed and stored).
     #[arg(long)]
@@ -72,13 +72,6 @@ fn parse_api(s: &str) -> Result<ApiKey, String> {
         "produce" => Ok(ApiKey::Produce),
         "fetch" => Ok(ApiKey::Fetch),
         other => Err(format!("unknown API {other:?} (expected produce or fetch)")),
-    }
-}
-
-fn at_least_three(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<i64>() {
-        Ok(n) if n >= 3 => Ok(n as usize),
-        _ => Err("must be a whole number of at least 3".into()),
     }
 }
 
@@ -282,7 +275,7 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         scale_down: if args.quick { 10 } else { 1 },
         stall_timeout: args.stall_timeout,
         noise_threshold: args.noise_threshold,
-        seed: args.seed.unwrap_or_else(random_seed),
+        seed: args.seed.unwrap_or_else(crate::cli::random_seed),
         value_size: 100,
         fetch_seed_records: if args.quick { 5_000 } else { 50_000 },
         max_bytes: vec![4 * 1024, 64 * 1024, 1024 * 1024],
@@ -531,11 +524,4 @@ fn versions_for(
         return shared(api).last().copied().into_iter().collect();
     }
     given.map_or_else(|| shared(api), |v| v.0.clone())
-}
-
-fn random_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    t ^ (u64::from(std::process::id()) << 32)
 }
