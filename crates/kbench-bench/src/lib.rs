@@ -8,6 +8,7 @@
 pub mod broker_metrics;
 pub mod codec;
 pub mod compare;
+pub mod e2e;
 pub mod measure;
 pub mod produce;
 pub mod result;

@@ -167,3 +167,102 @@ impl ResultDocument {
         }
     }
 }
+
+/// An e2e run's result document (`kind: "e2e"`).
+#[derive(Debug, Clone, Serialize)]
+pub struct E2eResultDocument {
+    pub schema_version: u32,
+    pub kind: &'static str,
+    pub environment: Environment,
+    pub target: Target,
+    /// Every setting of the run, secrets removed.
+    pub settings: serde_json::Value,
+    pub negotiated_versions: BTreeMap<String, i16>,
+    pub seed: u64,
+    pub start_time: String,
+    pub end_time: String,
+    /// The load phase, producers running.
+    pub duration_s: f64,
+    pub drain_s: f64,
+    /// Whether the consumer had every acknowledged record by the end of the drain.
+    pub drained: bool,
+    /// The clock whole trip was measured on, and how skew was handled.
+    pub clock: String,
+    pub group_id: String,
+    pub member_id: Option<String>,
+    pub assigned_partitions: Vec<i32>,
+    pub records_produced: u64,
+    pub records_acked: u64,
+    pub records_failed: u64,
+    pub records_consumed: u64,
+    pub records_lost: u64,
+    pub records_duplicated: u64,
+    pub records_unexpected: u64,
+    pub records_foreign: u64,
+    pub produce_requests: u64,
+    pub fetches: u64,
+    pub commits: u64,
+    pub commit_failures: u64,
+    pub heartbeats: u64,
+    pub rejoins: u64,
+    pub records_per_sec: f64,
+    pub client_cpu_user_s: f64,
+    pub client_cpu_sys_s: f64,
+    pub peak_rss_kib: u64,
+    /// Per produce request: sent → acknowledged, µs.
+    pub producer_request_duration: LatencySummary,
+    /// Per record: send time carried in the record → consumer receipt, µs.
+    pub whole_trip: LatencySummary,
+    pub errors: BTreeMap<String, u64>,
+    pub aborted: Option<String>,
+}
+
+impl E2eResultDocument {
+    pub fn of(
+        run: &crate::e2e::E2eRun,
+        target: Target,
+        settings: serde_json::Value,
+        seed: u64,
+    ) -> E2eResultDocument {
+        E2eResultDocument {
+            schema_version: SCHEMA_VERSION,
+            kind: "e2e",
+            environment: Environment::here(),
+            target,
+            settings,
+            negotiated_versions: run.negotiated.named().collect(),
+            seed,
+            start_time: rfc3339(run.started_at),
+            end_time: rfc3339(run.ended_at),
+            duration_s: run.elapsed.as_secs_f64(),
+            drain_s: run.drain_elapsed.as_secs_f64(),
+            drained: run.drained,
+            clock: run.clock.to_string(),
+            group_id: run.group_id.clone(),
+            member_id: run.member_id.clone(),
+            assigned_partitions: run.assignment.clone(),
+            records_produced: run.produced,
+            records_acked: run.acked,
+            records_failed: run.failed,
+            records_consumed: run.consumed,
+            records_lost: run.lost,
+            records_duplicated: run.duplicates,
+            records_unexpected: run.unexpected,
+            records_foreign: run.foreign,
+            produce_requests: run.produce_requests,
+            fetches: run.fetches,
+            commits: run.commits,
+            commit_failures: run.commit_failures,
+            heartbeats: run.heartbeats,
+            rejoins: run.rejoins,
+            records_per_sec: run.acked as f64 / run.elapsed.as_secs_f64().max(1e-9),
+            client_cpu_user_s: run.cpu.user_us as f64 / 1e6,
+            client_cpu_sys_s: run.cpu.sys_us as f64 / 1e6,
+            peak_rss_kib: run.peak_rss_kib,
+            producer_request_duration: LatencySummary::of(&run.producer_latency),
+            whole_trip: LatencySummary::of(&run.whole_trip),
+            errors: run.errors.clone(),
+            aborted: run.aborted.clone(),
+        }
+    }
+}

@@ -138,6 +138,20 @@ impl Cluster {
         self.bootstrap.ranges()
     }
 
+    /// The bootstrap connection (group coordinator lookups go through it).
+    pub fn bootstrap_connection(&self) -> Arc<Connection> {
+        self.bootstrap.clone()
+    }
+
+    /// Remember a broker's address (e.g. a coordinator named by FindCoordinator).
+    pub fn learn_broker(&self, node_id: i32, addr: String) {
+        self.brokers
+            .lock()
+            .expect("brokers lock")
+            .entry(node_id)
+            .or_insert(addr);
+    }
+
     pub fn config(&self) -> &ClusterConfig {
         &self.config
     }

@@ -69,3 +69,81 @@ impl Cluster {
         })
     }
 }
+
+impl Cluster {
+    /// Fetch several partitions of `topic` at once: one request per leader, each partition from its
+    /// own offset. Answers come back in no particular order, one per partition asked; a partition
+    /// error fails the whole call (the caller decides whether to retry).
+    pub async fn fetch_partitions(
+        &self,
+        topic: &TopicLayout,
+        positions: &[(i32, i64)],
+        partition_max_bytes: i32,
+        max_bytes: i32,
+        max_wait_ms: i32,
+    ) -> Result<Vec<(i32, FetchedPartition)>, ClientError> {
+        let mut by_leader: std::collections::BTreeMap<i32, Vec<(i32, i64)>> = Default::default();
+        for (p, o) in positions {
+            let node = topic
+                .leader(*p)
+                .ok_or_else(|| ClientError::kafka("Fetch", format!("{}-{p}", topic.name), 5))?;
+            by_leader.entry(node).or_default().push((*p, *o));
+        }
+        let mut out = Vec::with_capacity(positions.len());
+        for (node, parts) in by_leader {
+            let conn = self.connection(node).await?;
+            let version = self.version_on(&conn, ApiKey::Fetch)?;
+            let partitions = parts
+                .iter()
+                .map(|(p, o)| {
+                    FetchPartition::default()
+                        .with_partition(*p)
+                        .with_fetch_offset(*o)
+                        .with_partition_max_bytes(partition_max_bytes)
+                })
+                .collect();
+            let mut fetch_topic = FetchTopic::default().with_partitions(partitions);
+            fetch_topic = if version >= 13 {
+                fetch_topic.with_topic_id(topic.topic_id)
+            } else {
+                fetch_topic.with_topic(topic_name(&topic.name))
+            };
+            let request = FetchRequest::default()
+                .with_max_wait_ms(max_wait_ms)
+                .with_min_bytes(1)
+                .with_max_bytes(max_bytes)
+                .with_topics(vec![fetch_topic]);
+            let (correlation_id, frame) =
+                conn.request_frame(ApiKey::Fetch, version, &request).await?;
+            let response = kbench_wire::fetch::decode_fetch_frame(version, correlation_id, frame)?;
+            if response.error_code != 0 {
+                return Err(ClientError::kafka(
+                    "Fetch",
+                    topic.name.clone(),
+                    response.error_code,
+                ));
+            }
+            for p in response
+                .responses
+                .into_iter()
+                .flat_map(|t| t.partitions.into_iter())
+            {
+                if p.error_code != 0 {
+                    return Err(ClientError::kafka(
+                        "Fetch",
+                        format!("{}-{}", topic.name, p.partition_index),
+                        p.error_code,
+                    ));
+                }
+                out.push((
+                    p.partition_index,
+                    FetchedPartition {
+                        high_watermark: p.high_watermark,
+                        records: p.records.unwrap_or_default(),
+                    },
+                ));
+            }
+        }
+        Ok(out)
+    }
+}

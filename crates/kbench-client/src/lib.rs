@@ -1,6 +1,6 @@
 //! Tokio I/O and the Kafka conversations kbench needs: one pipelined connection per broker,
 //! ApiVersions negotiation on connect, metadata and leader routing, topic creation, produce with
-//! retries, and fetch.
+//! retries, fetch, and the classic consumer-group conversation.
 //!
 //! Bytes are made and read by `kbench-wire`; this crate never times or counts anything for a result
 //! (that is `kbench-bench`'s job): it only moves requests and says what happened to them.
@@ -9,10 +9,12 @@ pub mod cluster;
 pub mod connection;
 pub mod error;
 pub mod fetch;
+pub mod group;
 pub mod produce;
 
 pub use cluster::{Cluster, ClusterConfig, PartitionLeader, TopicLayout};
 pub use connection::Connection;
 pub use error::ClientError;
 pub use fetch::FetchedPartition;
+pub use group::{GroupConfig, GroupMember, Membership};
 pub use produce::{Acks, ProduceOutcome, ProducerConfig};

@@ -34,6 +34,10 @@ pub enum Command {
     Sweep(Box<crate::sweep::SweepArgs>),
     /// The protocol-version load test in order: tier 0, tier 1 Produce, tier 1 Fetch, tier 2.
     Suite(crate::suite::SuiteArgs),
+    /// End-to-end latency: N producers and one consumer in a fresh consumer group.
+    E2e(Box<crate::e2e::E2eArgs>),
+    /// The HTTP control API: POST /pub-sub-demo (seed-compatible) and /v1/runs.
+    Serve(Box<crate::serve::ServeArgs>),
     /// Compare two sets of results (files or folders): ratio, 95 % CI and verdict per cell and metric.
     Compare(crate::compare::CompareArgs),
 }
@@ -190,7 +194,7 @@ fn non_negative_u64(s: &str) -> Result<u64, String> {
     }
 }
 
-fn positive_i32(s: &str) -> Result<i32, String> {
+pub fn positive_i32(s: &str) -> Result<i32, String> {
     positive_u64(s).and_then(|n| i32::try_from(n).map_err(|_| "too large".to_string()))
 }
 

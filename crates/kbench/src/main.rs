@@ -5,9 +5,12 @@
 mod cli;
 mod codec;
 mod compare;
+mod e2e;
 mod embedded;
+mod iso8601;
 mod produce;
 mod props;
+mod serve;
 mod suite;
 mod sweep;
 #[cfg(feature = "embedded-broker")]
@@ -59,6 +62,8 @@ fn main() -> ExitCode {
             Command::Compare(args) => compare::run(args),
             Command::Sweep(args) => sweep::run(*args).await,
             Command::Suite(args) => suite::run(args).await,
+            Command::E2e(args) => e2e::run(*args).await,
+            Command::Serve(args) => serve::run(*args).await,
         }
     });
     ExitCode::from(code)

@@ -400,7 +400,7 @@ fn embedded_flag(plan: &Plan) -> bool {
     plan.settings.bootstrap_servers.is_none()
 }
 
-async fn terminate() {
+pub(crate) async fn terminate() {
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(mut s) => {
             s.recv().await;

@@ -1,0 +1,918 @@
+//! The end-to-end workload: N producers and one consumer in a fresh consumer group, in one process.
+//!
+//! Each producer, on its own connection, sends a batch of a random number of records (each of a random
+//! size) after a random interval, all drawn from a seeded PRNG within inclusive ranges. Every record
+//! carries its identity in its key (run tag, producer, sequence: 16 bytes) and its send time in a
+//! header (`kbench-sent-us`: µs on this process's monotonic clock since the run's epoch). The consumer
+//! joins its group and learns its start offsets (latest) *before* any producer starts, so no record of
+//! the run can fall before its position; it reads with Fetch, commits synchronously after every poll
+//! or asynchronously every interval, heartbeats, and leaves the group at the end.
+//!
+//! On stop, producers stop sending and every request in flight resolves (acknowledged or failed);
+//! then the consumer drains until it has every acknowledged record or the drain time runs out. Lost
+//! records (acknowledged, never consumed) and duplicates (consumed more than once, by record id) are
+//! counted, never hidden. Counts are records, not requests: produced = acknowledged + failed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use kbench_client::group::{GroupConfig, GroupMember, Membership, send_commit};
+use kbench_client::{
+    ClientError, Cluster, ClusterConfig, ProduceOutcome, ProducerConfig, TopicLayout,
+};
+use kbench_wire::batch::{RecordBatchBuilder, RecordHeader, now_ms};
+use kbench_wire::{BatchDecoder, Compression, Negotiated};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::measure::{CpuTime, latency_histogram, peak_rss_kib};
+
+/// The header that carries a record's send time (8 bytes, big-endian µs since the run's epoch).
+pub const SENT_HEADER: &[u8] = b"kbench-sent-us";
+/// Length of the record id in the key: run tag (u32), producer (u32), sequence (u64), big-endian.
+pub const RECORD_ID_LEN: usize = 16;
+
+/// An inclusive range drawn from uniformly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Span<T> {
+    pub min: T,
+    pub max: T,
+}
+
+impl<T: Copy + PartialOrd + rand::distr::uniform::SampleUniform> Span<T> {
+    pub fn fixed(v: T) -> Span<T> {
+        Span { min: v, max: v }
+    }
+
+    fn draw(&self, rng: &mut SmallRng) -> T {
+        if self.min >= self.max {
+            self.min
+        } else {
+            rng.random_range(self.min..=self.max)
+        }
+    }
+}
+
+/// When the consumer commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitMode {
+    /// After every poll that returned records, awaited before the next poll.
+    Sync,
+    /// Every interval, without waiting for the answer before polling again.
+    Interval(Duration),
+}
+
+impl CommitMode {
+    pub fn describe(&self) -> String {
+        match self {
+            CommitMode::Sync => "sync".into(),
+            CommitMode::Interval(d) => format!("async every {} ms", d.as_millis()),
+        }
+    }
+}
+
+/// Which sides of the pipe run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum E2eMode {
+    ConsumerAndProducers,
+    Producers,
+    Consumer,
+}
+
+impl E2eMode {
+    pub fn has_consumer(self) -> bool {
+        self != E2eMode::Producers
+    }
+    pub fn has_producers(self) -> bool {
+        self != E2eMode::Consumer
+    }
+}
+
+/// An e2e run's settings.
+#[derive(Debug, Clone)]
+pub struct E2eSpec {
+    pub topic: String,
+    /// Partitions and replication factor, used when kbench has to create the topic.
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub mode: E2eMode,
+    pub producers: usize,
+    /// Wait before each batch, ms.
+    pub batch_interval_ms: Span<u64>,
+    /// Each record's value size, bytes.
+    pub payload_size: Span<usize>,
+    /// Records per produce request.
+    pub messages_per_batch: Span<usize>,
+    pub compression: Compression,
+    pub producer: ProducerConfig,
+    /// Produce requests in flight per producer.
+    pub max_in_flight: usize,
+    pub group_id: String,
+    /// The consumer's client id (the member id is the coordinator's to give).
+    pub consumer_id: String,
+    pub commit: CommitMode,
+    /// Fetch max wait (how long a poll may wait for data).
+    pub consume_wait: Duration,
+    /// Fetch max bytes.
+    pub consume_max_bytes: i32,
+    pub session_timeout: Duration,
+    pub heartbeat_interval: Duration,
+    /// Load phase length; `None` runs until stopped.
+    pub duration: Option<Duration>,
+    /// Longest wait, after the producers stop, for the consumer to catch up.
+    pub drain: Duration,
+    /// Record latency histograms (counts are always kept).
+    pub gather_latencies: bool,
+    pub seed: u64,
+}
+
+/// Counters and histograms of a run in progress, readable at any time (progress lines, the HTTP API).
+pub struct E2eLive {
+    pub produced: AtomicU64,
+    pub acked: AtomicU64,
+    pub failed: AtomicU64,
+    /// Records of this run received by the consumer, duplicates included.
+    pub consumed: AtomicU64,
+    pub duplicates: AtomicU64,
+    /// Records consumed that kbench did not produce in this run (or that carry no kbench id).
+    pub foreign: AtomicU64,
+    pub produce_requests: AtomicU64,
+    pub fetches: AtomicU64,
+    pub commits: AtomicU64,
+    pub commit_failures: AtomicU64,
+    pub heartbeats: AtomicU64,
+    pub rejoins: AtomicU64,
+    pub producer_latency: Mutex<Histogram<u64>>,
+    pub whole_trip: Mutex<Histogram<u64>>,
+    pub errors: Mutex<BTreeMap<String, u64>>,
+    phase: Mutex<&'static str>,
+    started: Mutex<Option<Instant>>,
+}
+
+impl Default for E2eLive {
+    fn default() -> Self {
+        E2eLive {
+            produced: AtomicU64::new(0),
+            acked: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            consumed: AtomicU64::new(0),
+            duplicates: AtomicU64::new(0),
+            foreign: AtomicU64::new(0),
+            produce_requests: AtomicU64::new(0),
+            fetches: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            commit_failures: AtomicU64::new(0),
+            heartbeats: AtomicU64::new(0),
+            rejoins: AtomicU64::new(0),
+            producer_latency: Mutex::new(latency_histogram()),
+            whole_trip: Mutex::new(latency_histogram()),
+            errors: Mutex::new(BTreeMap::new()),
+            phase: Mutex::new("starting"),
+            started: Mutex::new(None),
+        }
+    }
+}
+
+fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+fn add(a: &AtomicU64, n: u64) {
+    a.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A consistent-enough copy of the live figures.
+#[derive(Debug, Clone)]
+pub struct E2eSnapshot {
+    pub phase: &'static str,
+    pub elapsed: Duration,
+    pub produced: u64,
+    pub acked: u64,
+    pub failed: u64,
+    pub consumed: u64,
+    pub duplicates: u64,
+    pub foreign: u64,
+    pub commits: u64,
+    pub producer_latency: Histogram<u64>,
+    pub whole_trip: Histogram<u64>,
+}
+
+impl E2eLive {
+    pub fn phase(&self) -> &'static str {
+        *self.phase.lock().expect("phase lock")
+    }
+
+    fn set_phase(&self, phase: &'static str) {
+        *self.phase.lock().expect("phase lock") = phase;
+    }
+
+    fn error(&self, message: String, records: u64) {
+        *self
+            .errors
+            .lock()
+            .expect("errors lock")
+            .entry(message)
+            .or_default() += records;
+    }
+
+    pub fn snapshot(&self) -> E2eSnapshot {
+        E2eSnapshot {
+            phase: self.phase(),
+            elapsed: self
+                .started
+                .lock()
+                .expect("started lock")
+                .map_or(Duration::ZERO, |s| s.elapsed()),
+            produced: get(&self.produced),
+            acked: get(&self.acked),
+            failed: get(&self.failed),
+            consumed: get(&self.consumed),
+            duplicates: get(&self.duplicates),
+            foreign: get(&self.foreign),
+            commits: get(&self.commits),
+            producer_latency: self.producer_latency.lock().expect("latency lock").clone(),
+            whole_trip: self.whole_trip.lock().expect("latency lock").clone(),
+        }
+    }
+
+    /// The e2e progress line: cumulative counts, the last interval's rate, and percentiles so far.
+    pub fn progress_line(&self, previous: Option<&E2eSnapshot>) -> (String, E2eSnapshot) {
+        let now = self.snapshot();
+        let (d_records, d_time) = match previous {
+            Some(p) => (
+                now.acked.saturating_sub(p.acked),
+                now.elapsed.saturating_sub(p.elapsed),
+            ),
+            None => (now.acked, now.elapsed),
+        };
+        let rate = d_records as f64 / d_time.as_secs_f64().max(1e-9);
+        let ms = |h: &Histogram<u64>, q: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(q) as f64 / 1000.0
+            }
+        };
+        let line = format!(
+            "{} records produced, {} acked, {} failed, {} consumed, {:.1} records/sec, produce p50 {:.2} ms p99 {:.2} ms, whole trip p50 {:.2} ms p99 {:.2} ms.",
+            now.produced,
+            now.acked,
+            now.failed,
+            now.consumed,
+            rate,
+            ms(&now.producer_latency, 0.5),
+            ms(&now.producer_latency, 0.99),
+            ms(&now.whole_trip, 0.5),
+            ms(&now.whole_trip, 0.99),
+        );
+        (line, now)
+    }
+}
+
+/// What an e2e run did.
+#[derive(Debug, Clone)]
+pub struct E2eRun {
+    pub started_at: SystemTime,
+    pub ended_at: SystemTime,
+    /// The load phase (producers running).
+    pub elapsed: Duration,
+    /// Time spent draining after the producers stopped.
+    pub drain_elapsed: Duration,
+    /// Whether the consumer caught up with every acknowledged record within the drain time.
+    pub drained: bool,
+    pub produced: u64,
+    pub acked: u64,
+    pub failed: u64,
+    pub consumed: u64,
+    pub duplicates: u64,
+    /// Acknowledged and never consumed (after the drain).
+    pub lost: u64,
+    /// Consumed although their request was reported failed (e.g. acknowledged after a time-out).
+    pub unexpected: u64,
+    pub foreign: u64,
+    pub produce_requests: u64,
+    pub fetches: u64,
+    pub commits: u64,
+    pub commit_failures: u64,
+    pub heartbeats: u64,
+    pub rejoins: u64,
+    pub producer_latency: Histogram<u64>,
+    pub whole_trip: Histogram<u64>,
+    /// Which clock whole trip was measured on.
+    pub clock: &'static str,
+    pub group_id: String,
+    pub member_id: Option<String>,
+    pub assignment: Vec<i32>,
+    pub negotiated: Negotiated,
+    pub cpu: CpuTime,
+    pub peak_rss_kib: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub aborted: Option<String>,
+}
+
+/// The clock statement for a run.
+pub fn clock_for(mode: E2eMode) -> &'static str {
+    match mode {
+        E2eMode::ConsumerAndProducers => {
+            "monotonic: producers and consumer share this process; send time carried in the kbench-sent-us header"
+        }
+        E2eMode::Producers => "none: no consumer, no whole trip",
+        E2eMode::Consumer => {
+            "wall: record CreateTime (ms) to receipt on this host's clock; skew between hosts is not corrected"
+        }
+    }
+}
+
+/// Which records of which producers were seen: duplicates are counted by record id.
+#[derive(Default)]
+struct Seen {
+    by_producer: HashMap<(u32, u32), Vec<u64>>,
+}
+
+impl Seen {
+    /// Mark a record id; true when it was already marked.
+    fn mark(&mut self, tag: u32, producer: u32, seq: u64) -> bool {
+        let bits = self.by_producer.entry((tag, producer)).or_default();
+        let (word, bit) = ((seq / 64) as usize, seq % 64);
+        if word >= bits.len() {
+            bits.resize(word + 1, 0);
+        }
+        let seen = bits[word] & (1 << bit) != 0;
+        bits[word] |= 1 << bit;
+        seen
+    }
+}
+
+fn record_id(key: Option<&[u8]>) -> Option<(u32, u32, u64)> {
+    let k = key?;
+    if k.len() != RECORD_ID_LEN {
+        return None;
+    }
+    Some((
+        u32::from_be_bytes(k[0..4].try_into().ok()?),
+        u32::from_be_bytes(k[4..8].try_into().ok()?),
+        u64::from_be_bytes(k[8..16].try_into().ok()?),
+    ))
+}
+
+/// Run the e2e workload until `stop` is cancelled or `spec.duration` passes, then drain. Each
+/// producer and the consumer gets its own connections, built from `cluster`; `live` is updated as the
+/// run goes. Fails only when the run cannot start (no broker, no group); later errors are counted.
+pub async fn run_e2e(
+    spec: &E2eSpec,
+    cluster: &ClusterConfig,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+) -> Result<E2eRun, ClientError> {
+    let epoch = Instant::now();
+    let run_tag: u32 = SmallRng::seed_from_u64(spec.seed ^ now_ms() as u64).random();
+    let connect = |client_id: String| {
+        let mut config = cluster.clone();
+        config.client_id = client_id;
+        config.max_in_flight = spec.max_in_flight.max(1);
+        let topic = spec.topic.clone();
+        async move {
+            let c = Cluster::connect(config).await?;
+            // Learn the brokers' addresses (and check the topic is known) on this connection set.
+            c.metadata(&topic).await?;
+            Ok::<_, ClientError>(Arc::new(c))
+        }
+    };
+    let admin = connect(cluster.client_id.clone()).await?;
+    let layout = admin
+        .ensure_topic(&spec.topic, spec.partitions, spec.replication_factor)
+        .await?;
+    let mut negotiated = admin.negotiated();
+    let mut clusters = vec![admin.clone()];
+
+    // The consumer first: it has its partitions and positions before the first record is sent.
+    let consume_stop = CancellationToken::new();
+    let mut consumer = None;
+    if spec.mode.has_consumer() {
+        let c = connect(spec.consumer_id.clone()).await?;
+        clusters.push(c.clone());
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(consume(
+            spec.clone(),
+            c,
+            layout.clone(),
+            live.clone(),
+            consume_stop.clone(),
+            ready_tx,
+            epoch,
+            run_tag,
+        ));
+        match ready_rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                task.abort();
+                return Err(e);
+            }
+            Err(_) => {
+                return Err(match task.await {
+                    Ok(Err(e)) => e,
+                    _ => ClientError::Other("the consumer stopped before it was ready".into()),
+                });
+            }
+        }
+        consumer = Some(task);
+    }
+
+    let produce_stop = CancellationToken::new();
+    let mut producers = JoinSet::new();
+    if spec.mode.has_producers() {
+        for idx in 0..spec.producers {
+            let c = connect(format!("{}-producer-{idx}", cluster.client_id)).await?;
+            clusters.push(c.clone());
+            producers.spawn(produce(
+                spec.clone(),
+                idx as u32,
+                c,
+                layout.clone(),
+                live.clone(),
+                produce_stop.clone(),
+                epoch,
+                run_tag,
+            ));
+        }
+    }
+    let cpu_before = CpuTime::now();
+    let started_at = SystemTime::now();
+    let started = Instant::now();
+    *live.started.lock().expect("started lock") = Some(started);
+    live.set_phase("running");
+
+    let mut aborted = None;
+    let until_end = async {
+        match spec.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(until_end);
+    loop {
+        tokio::select! {
+            _ = &mut until_end => break,
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if consumer.as_ref().is_some_and(|t| t.is_finished()) {
+                    aborted = Some("the consumer stopped during the run".to_string());
+                    break;
+                }
+            }
+        }
+    }
+    produce_stop.cancel();
+    while producers.join_next().await.is_some() {}
+    let elapsed = started.elapsed();
+
+    // Drain: until every acknowledged record was consumed, or the drain time is up.
+    live.set_phase("draining");
+    let drain_started = Instant::now();
+    let mut drained = !spec.mode.has_producers() || !spec.mode.has_consumer();
+    if consumer.is_some() && spec.mode.has_producers() {
+        loop {
+            let unique = get(&live.consumed).saturating_sub(get(&live.duplicates));
+            if unique >= get(&live.acked) {
+                drained = true;
+                break;
+            }
+            if drain_started.elapsed() >= spec.drain
+                || consumer.as_ref().is_some_and(|t| t.is_finished())
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let drain_elapsed = drain_started.elapsed();
+    consume_stop.cancel();
+    let mut member_id = None;
+    let mut assignment = Vec::new();
+    if let Some(task) = consumer {
+        match task.await {
+            Ok(Ok(done)) => {
+                member_id = Some(done.member_id);
+                assignment = done.assignment;
+            }
+            Ok(Err(e)) => aborted = Some(format!("the consumer failed: {e}")),
+            Err(e) => aborted = aborted.or(Some(format!("the consumer task failed: {e}"))),
+        }
+    }
+    let cpu = CpuTime::now().since(cpu_before);
+    for c in &clusters {
+        negotiated.merge(&c.negotiated());
+        c.close(Duration::from_secs(2)).await;
+    }
+    live.set_phase("finished");
+
+    let acked = get(&live.acked);
+    let consumed = get(&live.consumed);
+    let duplicates = get(&live.duplicates);
+    let unique = consumed.saturating_sub(duplicates);
+    let (lost, unexpected) = if spec.mode == E2eMode::ConsumerAndProducers {
+        (acked.saturating_sub(unique), unique.saturating_sub(acked))
+    } else {
+        (0, 0)
+    };
+    Ok(E2eRun {
+        started_at,
+        ended_at: SystemTime::now(),
+        elapsed,
+        drain_elapsed,
+        drained,
+        produced: get(&live.produced),
+        acked,
+        failed: get(&live.failed),
+        consumed,
+        duplicates,
+        lost,
+        unexpected,
+        foreign: get(&live.foreign),
+        produce_requests: get(&live.produce_requests),
+        fetches: get(&live.fetches),
+        commits: get(&live.commits),
+        commit_failures: get(&live.commit_failures),
+        heartbeats: get(&live.heartbeats),
+        rejoins: get(&live.rejoins),
+        producer_latency: live.producer_latency.lock().expect("latency lock").clone(),
+        whole_trip: live.whole_trip.lock().expect("latency lock").clone(),
+        clock: clock_for(spec.mode),
+        group_id: spec.group_id.clone(),
+        member_id,
+        assignment,
+        negotiated,
+        cpu,
+        peak_rss_kib: peak_rss_kib(),
+        errors: live.errors.lock().expect("errors lock").clone(),
+        aborted,
+    })
+}
+
+/// One producer: batches at random intervals until stopped, then waits for its requests in flight.
+#[allow(clippy::too_many_arguments)]
+async fn produce(
+    spec: E2eSpec,
+    idx: u32,
+    cluster: Arc<Cluster>,
+    layout: TopicLayout,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+    epoch: Instant,
+    run_tag: u32,
+) {
+    let mut rng = SmallRng::seed_from_u64(spec.seed.wrapping_add(u64::from(idx) * 0x9E37_79B9));
+    let values: Vec<u8> = (0..spec.payload_size.max)
+        .map(|_| rng.random_range(b'A'..=b'Z'))
+        .collect();
+    let mut builder = RecordBatchBuilder::new(spec.compression);
+    let in_flight = Arc::new(Semaphore::new(spec.max_in_flight.max(1)));
+    let mut requests = JoinSet::new();
+    let partitions: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
+    let layout = Arc::new(layout);
+    let mut next_partition = idx as usize;
+    let mut seq = 0u64;
+    let mut next = tokio::time::Instant::now();
+    let mut key = [0u8; RECORD_ID_LEN];
+    key[0..4].copy_from_slice(&run_tag.to_be_bytes());
+    key[4..8].copy_from_slice(&idx.to_be_bytes());
+    loop {
+        next += Duration::from_millis(spec.batch_interval_ms.draw(&mut rng));
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        let now = tokio::time::Instant::now();
+        if now > next + Duration::from_millis(spec.batch_interval_ms.max.max(1)) {
+            // Fell behind by more than an interval (a slow broker): do not burst to catch up.
+            next = now;
+        }
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            break;
+        };
+        let count = spec.messages_per_batch.draw(&mut rng).max(1);
+        let sent_us = epoch.elapsed().as_micros() as u64;
+        let sent = sent_us.to_be_bytes();
+        let header = [RecordHeader {
+            key: SENT_HEADER,
+            value: Some(&sent),
+        }];
+        builder.start_now();
+        let timestamp = now_ms();
+        for _ in 0..count {
+            let size = spec.payload_size.draw(&mut rng);
+            key[8..16].copy_from_slice(&seq.to_be_bytes());
+            seq += 1;
+            builder.append(timestamp, Some(&key), Some(&values[..size]), &header);
+        }
+        let records = count as u64;
+        add(&live.produced, records);
+        let batch: Bytes = match builder.finish() {
+            Ok(b) => b,
+            Err(e) => {
+                add(&live.failed, records);
+                live.error(format!("compression failed: {e}"), records);
+                continue;
+            }
+        };
+        let partition = partitions[next_partition % partitions.len()];
+        next_partition += 1;
+        let cluster = cluster.clone();
+        let layout = layout.clone();
+        let live = live.clone();
+        let config = spec.producer.clone();
+        let gather = spec.gather_latencies;
+        requests.spawn(async move {
+            let t0 = Instant::now();
+            let outcome = cluster
+                .produce_batch(&config, &layout, partition, batch)
+                .await;
+            let took = t0.elapsed().as_micros() as u64;
+            drop(permit);
+            add(&live.produce_requests, 1);
+            match outcome {
+                ProduceOutcome::Acked { .. } => {
+                    add(&live.acked, records);
+                    if gather {
+                        let _ = live
+                            .producer_latency
+                            .lock()
+                            .expect("latency lock")
+                            .record(took.max(1));
+                    }
+                }
+                ProduceOutcome::Failed { error, .. } => {
+                    add(&live.failed, records);
+                    live.error(error.to_string(), records);
+                }
+            }
+        });
+        while requests.try_join_next().is_some() {}
+    }
+    while requests.join_next().await.is_some() {}
+}
+
+/// What the consumer hands back at the end.
+struct ConsumerDone {
+    member_id: String,
+    assignment: Vec<i32>,
+}
+
+/// The consumer: join, learn positions, signal ready, then poll/commit/heartbeat until stopped.
+#[allow(clippy::too_many_arguments)]
+async fn consume(
+    spec: E2eSpec,
+    cluster: Arc<Cluster>,
+    layout: TopicLayout,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+    ready: tokio::sync::oneshot::Sender<Result<(), ClientError>>,
+    epoch: Instant,
+    run_tag: u32,
+) -> Result<ConsumerDone, ClientError> {
+    let config = GroupConfig {
+        group_id: spec.group_id.clone(),
+        topic: spec.topic.clone(),
+        session_timeout: spec.session_timeout,
+        rebalance_timeout: spec.session_timeout.max(Duration::from_secs(30)),
+    };
+    let setup = async {
+        let member = GroupMember::join(cluster.clone(), config).await?;
+        let positions = cluster.latest_offsets(&layout, member.assignment()).await?;
+        Ok::<_, ClientError>((member, positions))
+    };
+    let (mut member, mut positions) = match setup.await {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = ready.send(Err(e.clone()));
+            return Err(e);
+        }
+    };
+    let _ = ready.send(Ok(()));
+
+    let mut decoder = BatchDecoder::new();
+    let mut seen = Seen::default();
+    let mut committed = positions.clone();
+    let mut last_heartbeat = Instant::now();
+    let mut last_commit = Instant::now();
+    let mut async_commits: JoinSet<()> = JoinSet::new();
+    let wait_ms = spec.consume_wait.as_millis().min(i32::MAX as u128) as i32;
+    let wall_clock = spec.mode == E2eMode::Consumer;
+    while !stop.is_cancelled() {
+        if last_heartbeat.elapsed() >= spec.heartbeat_interval {
+            last_heartbeat = Instant::now();
+            add(&live.heartbeats, 1);
+            match member.heartbeat().await {
+                Ok(Membership::Stable) => {}
+                Ok(Membership::RejoinNeeded) => {
+                    rejoin(&mut member, &cluster, &layout, &mut positions, &live).await?;
+                }
+                Err(e) => live.error(format!("heartbeat: {e}"), 0),
+            }
+        }
+        let asked: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+        if asked.is_empty() {
+            // Nothing assigned (another member has every partition): wait for a rebalance.
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(spec.heartbeat_interval) => continue,
+            }
+        }
+        let fetched = tokio::select! {
+            _ = stop.cancelled() => break,
+            r = cluster.fetch_partitions(&layout, &asked, spec.consume_max_bytes, spec.consume_max_bytes, wait_ms) => r,
+        };
+        add(&live.fetches, 1);
+        let fetched = match fetched {
+            Ok(f) => f,
+            Err(e) => {
+                live.error(format!("fetch: {e}"), 0);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // Receipt time: when the response was in hand, one reading for the whole response.
+        let received_us = epoch.elapsed().as_micros() as u64;
+        let received_wall_ms = now_ms();
+        let mut got = 0u64;
+        let mut trips: Vec<u64> = Vec::new();
+        for (partition, data) in &fetched {
+            let Some(position) = positions.get(partition).copied() else {
+                continue;
+            };
+            let mut next = position;
+            let result = decoder.decode_all(&data.records, |header, record| {
+                next = next.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
+                if record.offset < position || header.is_control() {
+                    return;
+                }
+                got += 1;
+                match record_id(record.key) {
+                    Some((tag, producer, seq)) if tag == run_tag || wall_clock => {
+                        add(&live.consumed, 1);
+                        if seen.mark(tag, producer, seq) {
+                            add(&live.duplicates, 1);
+                            return;
+                        }
+                        if !spec.gather_latencies {
+                            return;
+                        }
+                        if wall_clock {
+                            let trip_ms = received_wall_ms.saturating_sub(record.timestamp);
+                            trips.push((trip_ms.max(0) as u64) * 1000);
+                        } else if let Some(sent) = record
+                            .headers()
+                            .find(|(k, _)| *k == SENT_HEADER)
+                            .and_then(|(_, v)| v)
+                            .and_then(|v| <[u8; 8]>::try_from(v).ok())
+                        {
+                            trips.push(received_us.saturating_sub(u64::from_be_bytes(sent)));
+                        }
+                    }
+                    _ => add(&live.foreign, 1),
+                }
+            });
+            if let Err(e) = result {
+                live.error(format!("decode {}-{partition}: {e}", layout.name), 0);
+            }
+            if next > position {
+                positions.insert(*partition, next);
+            }
+        }
+        if !trips.is_empty() {
+            let mut h = live.whole_trip.lock().expect("latency lock");
+            for t in trips {
+                let _ = h.record(t.max(1));
+            }
+        }
+        match spec.commit {
+            CommitMode::Sync if got > 0 || positions != committed => {
+                match member.commit(&layout, &positions).await {
+                    Ok(Membership::Stable) => {
+                        add(&live.commits, 1);
+                        committed = positions.clone();
+                    }
+                    Ok(Membership::RejoinNeeded) => {
+                        add(&live.commit_failures, 1);
+                        rejoin(&mut member, &cluster, &layout, &mut positions, &live).await?;
+                    }
+                    Err(e) => {
+                        add(&live.commit_failures, 1);
+                        live.error(format!("commit: {e}"), 0);
+                    }
+                }
+            }
+            CommitMode::Interval(every)
+                if last_commit.elapsed() >= every && positions != committed =>
+            {
+                last_commit = Instant::now();
+                let request = member.commit_request(&layout, &positions)?;
+                committed = positions.clone();
+                let live = live.clone();
+                async_commits.spawn(async move {
+                    match send_commit(request).await {
+                        Ok(Membership::Stable) => add(&live.commits, 1),
+                        Ok(Membership::RejoinNeeded) => add(&live.commit_failures, 1),
+                        Err(e) => {
+                            add(&live.commit_failures, 1);
+                            live.error(format!("commit: {e}"), 0);
+                        }
+                    }
+                });
+                while async_commits.try_join_next().is_some() {}
+            }
+            _ => {}
+        }
+    }
+    while async_commits.join_next().await.is_some() {}
+    // A final synchronous commit of what was read, then leave: the group does not wait out a session.
+    if positions != committed {
+        match member.commit(&layout, &positions).await {
+            Ok(Membership::Stable) => add(&live.commits, 1),
+            Ok(Membership::RejoinNeeded) => add(&live.commit_failures, 1),
+            Err(e) => {
+                add(&live.commit_failures, 1);
+                live.error(format!("commit: {e}"), 0);
+            }
+        }
+    }
+    if let Err(e) = member.leave().await {
+        live.error(format!("leave group: {e}"), 0);
+    }
+    Ok(ConsumerDone {
+        member_id: member.member_id().to_string(),
+        assignment: member.assignment().to_vec(),
+    })
+}
+
+/// Rejoin after the coordinator asked for it; keep positions of partitions still ours, start new
+/// ones at latest.
+async fn rejoin(
+    member: &mut GroupMember,
+    cluster: &Cluster,
+    layout: &TopicLayout,
+    positions: &mut BTreeMap<i32, i64>,
+    live: &E2eLive,
+) -> Result<(), ClientError> {
+    add(&live.rejoins, 1);
+    member.rejoin().await?;
+    let assigned = member.assignment().to_vec();
+    positions.retain(|p, _| assigned.contains(p));
+    let new: Vec<i32> = assigned
+        .into_iter()
+        .filter(|p| !positions.contains_key(p))
+        .collect();
+    if !new.is_empty() {
+        positions.extend(cluster.latest_offsets(layout, &new).await?);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_counts_repeats_only() {
+        let mut s = Seen::default();
+        assert!(!s.mark(1, 0, 0));
+        assert!(!s.mark(1, 0, 1000));
+        assert!(s.mark(1, 0, 0));
+        assert!(!s.mark(1, 1, 0));
+        assert!(!s.mark(2, 0, 0));
+        assert!(s.mark(1, 0, 1000));
+    }
+
+    #[test]
+    fn record_ids_need_sixteen_bytes() {
+        let mut k = [0u8; 16];
+        k[3] = 7;
+        k[7] = 2;
+        k[15] = 9;
+        assert_eq!(record_id(Some(&k)), Some((7, 2, 9)));
+        assert_eq!(record_id(Some(&k[..15])), None);
+        assert_eq!(record_id(None), None);
+    }
+
+    #[test]
+    fn spans_stay_inside_their_bounds() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let s = Span {
+            min: 3usize,
+            max: 5,
+        };
+        for _ in 0..1000 {
+            let v = s.draw(&mut rng);
+            assert!((3..=5).contains(&v));
+        }
+        assert_eq!(Span::fixed(4u64).draw(&mut rng), 4);
+    }
+}

@@ -1,0 +1,581 @@
+//! The classic consumer-group conversation (KIP-848 is not spoken: Tansu 0.6 has only the classic
+//! protocol): FindCoordinator, JoinGroup (with the MEMBER_ID_REQUIRED round trip of KIP-394),
+//! SyncGroup with kbench as leader assigning every partition of the topic to itself, Heartbeat,
+//! OffsetCommit and LeaveGroup; ListOffsets for `auto.offset.reset=latest`.
+//!
+//! Only a single-member group is led well: kbench's e2e consumer is one member in a fresh group. A
+//! second member joining is served by the same leader code (range-style: partitions split in order).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedPartition;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    BrokerId, ConsumerProtocolAssignment, ConsumerProtocolSubscription, FindCoordinatorRequest,
+    FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
+    ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, SyncGroupRequest,
+    SyncGroupResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kbench_wire::ApiKey;
+
+use crate::cluster::{Cluster, TopicLayout, topic_name};
+use crate::connection::Connection;
+use crate::error::ClientError;
+
+const MEMBER_ID_REQUIRED: i16 = 79;
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const NOT_COORDINATOR: i16 = 16;
+const REBALANCE_IN_PROGRESS: i16 = 27;
+const ILLEGAL_GENERATION: i16 = 22;
+const UNKNOWN_MEMBER_ID: i16 = 25;
+const FENCED_INSTANCE_ID: i16 = 82;
+
+/// How a group member is configured.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    pub group_id: String,
+    pub topic: String,
+    /// `session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// `max.poll.interval.ms`, sent as the rebalance timeout.
+    pub rebalance_timeout: Duration,
+}
+
+/// What a heartbeat or a commit learned about membership.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Membership {
+    /// Still a member of the current generation.
+    Stable,
+    /// The coordinator asks for a rejoin (a rebalance started, or this generation/member is gone).
+    RejoinNeeded,
+}
+
+/// A joined member of a consumer group.
+pub struct GroupMember {
+    cluster: Arc<Cluster>,
+    config: GroupConfig,
+    coordinator: Arc<Connection>,
+    member_id: String,
+    generation_id: i32,
+    /// The partitions of `config.topic` this member was assigned.
+    assignment: Vec<i32>,
+}
+
+impl std::fmt::Debug for GroupMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupMember")
+            .field("group_id", &self.config.group_id)
+            .field("member_id", &self.member_id)
+            .field("generation_id", &self.generation_id)
+            .finish()
+    }
+}
+
+fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+fn group_error(api: &str, group: &str, code: i16) -> ClientError {
+    ClientError::kafka(api, format!("group {group:?}"), code)
+}
+
+impl GroupMember {
+    /// Find the coordinator, join the group and sync: on return the member has its partitions.
+    pub async fn join(
+        cluster: Arc<Cluster>,
+        config: GroupConfig,
+    ) -> Result<GroupMember, ClientError> {
+        let coordinator = find_coordinator(&cluster, &config.group_id).await?;
+        let mut member = GroupMember {
+            cluster,
+            config,
+            coordinator,
+            member_id: String::new(),
+            generation_id: -1,
+            assignment: Vec::new(),
+        };
+        member.rejoin().await?;
+        Ok(member)
+    }
+
+    pub fn member_id(&self) -> &str {
+        &self.member_id
+    }
+
+    pub fn generation_id(&self) -> i32 {
+        self.generation_id
+    }
+
+    pub fn assignment(&self) -> &[i32] {
+        &self.assignment
+    }
+
+    pub fn group_id(&self) -> &str {
+        &self.config.group_id
+    }
+
+    /// JoinGroup then SyncGroup, keeping the member id across rounds. Rebalances in progress are
+    /// retried for as long as the rebalance timeout allows.
+    pub async fn rejoin(&mut self) -> Result<(), ClientError> {
+        let deadline = tokio::time::Instant::now() + self.config.rebalance_timeout;
+        loop {
+            match self.join_and_sync().await {
+                Ok(()) => return Ok(()),
+                Err(ClientError::Kafka { code, .. })
+                    if (code == REBALANCE_IN_PROGRESS
+                        || code == ILLEGAL_GENERATION
+                        || code == COORDINATOR_LOAD_IN_PROGRESS)
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(ClientError::Kafka { code, .. })
+                    if (code == NOT_COORDINATOR || code == COORDINATOR_NOT_AVAILABLE)
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    self.coordinator =
+                        find_coordinator(&self.cluster, &self.config.group_id).await?;
+                }
+                Err(ClientError::Kafka { code, .. }) if code == UNKNOWN_MEMBER_ID => {
+                    self.member_id.clear();
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(group_error("JoinGroup", &self.config.group_id, code));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn join_and_sync(&mut self) -> Result<(), ClientError> {
+        let group = self.config.group_id.clone();
+        let version = self
+            .cluster
+            .version_on(&self.coordinator, ApiKey::JoinGroup)?;
+        let subscription = encode_versioned(
+            &ConsumerProtocolSubscription::default()
+                .with_topics(vec![str_bytes(&self.config.topic)]),
+            0,
+        )?;
+        let mut response: JoinGroupResponse;
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            let request = JoinGroupRequest::default()
+                .with_group_id(GroupId(str_bytes(&group)))
+                .with_session_timeout_ms(self.config.session_timeout.as_millis() as i32)
+                .with_rebalance_timeout_ms(self.config.rebalance_timeout.as_millis() as i32)
+                .with_member_id(str_bytes(&self.member_id))
+                .with_protocol_type(str_bytes("consumer"))
+                .with_protocols(vec![
+                    JoinGroupRequestProtocol::default()
+                        .with_name(str_bytes("range"))
+                        .with_metadata(subscription.clone()),
+                ]);
+            response = self
+                .coordinator
+                .request_at(ApiKey::JoinGroup, version, &request)
+                .await?;
+            // KIP-394: a first join may be answered with a member id to join again with.
+            if response.error_code == MEMBER_ID_REQUIRED && rounds < 3 {
+                self.member_id = response.member_id.to_string();
+                continue;
+            }
+            break;
+        }
+        if response.error_code != 0 {
+            return Err(group_error("JoinGroup", &group, response.error_code));
+        }
+        self.member_id = response.member_id.to_string();
+        self.generation_id = response.generation_id;
+        let is_leader = response.leader.as_str() == self.member_id;
+        let assignments = if is_leader && !response.skip_assignment {
+            let members: Vec<String> = response
+                .members
+                .iter()
+                .map(|m| m.member_id.to_string())
+                .collect();
+            let (_, layout) = self.cluster.metadata(&self.config.topic).await?;
+            let partitions: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
+            assign_range(&self.config.topic, &members, &partitions)?
+        } else {
+            Vec::new()
+        };
+        let sync_version = self
+            .cluster
+            .version_on(&self.coordinator, ApiKey::SyncGroup)?;
+        let mut request = SyncGroupRequest::default()
+            .with_group_id(GroupId(str_bytes(&group)))
+            .with_generation_id(self.generation_id)
+            .with_member_id(str_bytes(&self.member_id))
+            .with_assignments(assignments);
+        if sync_version >= 5 {
+            request = request
+                .with_protocol_type(Some(str_bytes("consumer")))
+                .with_protocol_name(response.protocol_name.clone().or(Some(str_bytes("range"))));
+        }
+        let sync: SyncGroupResponse = self
+            .coordinator
+            .request_at(ApiKey::SyncGroup, sync_version, &request)
+            .await?;
+        if sync.error_code != 0 {
+            return Err(group_error("SyncGroup", &group, sync.error_code));
+        }
+        self.assignment = decode_assignment(&sync.assignment, &self.config.topic)?;
+        Ok(())
+    }
+
+    /// One Heartbeat: whether the member is still in the current generation.
+    pub async fn heartbeat(&self) -> Result<Membership, ClientError> {
+        let version = self
+            .cluster
+            .version_on(&self.coordinator, ApiKey::Heartbeat)?;
+        let request = HeartbeatRequest::default()
+            .with_group_id(GroupId(str_bytes(&self.config.group_id)))
+            .with_generation_id(self.generation_id)
+            .with_member_id(str_bytes(&self.member_id));
+        let response: HeartbeatResponse = self
+            .coordinator
+            .request_at(ApiKey::Heartbeat, version, &request)
+            .await?;
+        membership("Heartbeat", &self.config.group_id, response.error_code)
+    }
+
+    /// The request that commits `offsets` (partition → next offset to read) for this member, and the
+    /// connection to send it on: [`commit`](Self::commit) awaits it; an asynchronous committer may
+    /// send it from a task of its own with [`send_commit`].
+    pub fn commit_request(
+        &self,
+        topic: &TopicLayout,
+        offsets: &BTreeMap<i32, i64>,
+    ) -> Result<CommitRequest, ClientError> {
+        let version = self
+            .cluster
+            .version_on(&self.coordinator, ApiKey::OffsetCommit)?;
+        let partitions = offsets
+            .iter()
+            .map(|(p, o)| {
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(*p)
+                    .with_committed_offset(*o)
+            })
+            .collect();
+        let mut t = OffsetCommitRequestTopic::default().with_partitions(partitions);
+        t = if version >= 10 {
+            t.with_topic_id(topic.topic_id)
+        } else {
+            t.with_name(topic_name(&topic.name))
+        };
+        let mut request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(str_bytes(&self.config.group_id)))
+            .with_generation_id_or_member_epoch(self.generation_id)
+            .with_member_id(str_bytes(&self.member_id))
+            .with_topics(vec![t]);
+        if (2..=4).contains(&version) {
+            request = request.with_retention_time_ms(-1);
+        }
+        Ok(CommitRequest {
+            connection: self.coordinator.clone(),
+            version,
+            request,
+            group: self.config.group_id.clone(),
+        })
+    }
+
+    /// OffsetCommit, awaited.
+    pub async fn commit(
+        &self,
+        topic: &TopicLayout,
+        offsets: &BTreeMap<i32, i64>,
+    ) -> Result<Membership, ClientError> {
+        send_commit(self.commit_request(topic, offsets)?).await
+    }
+
+    /// LeaveGroup, so that the coordinator does not wait out the session timeout.
+    pub async fn leave(&self) -> Result<(), ClientError> {
+        let version = self
+            .cluster
+            .version_on(&self.coordinator, ApiKey::LeaveGroup)?;
+        let mut request =
+            LeaveGroupRequest::default().with_group_id(GroupId(str_bytes(&self.config.group_id)));
+        request = if version >= 3 {
+            request.with_members(vec![
+                MemberIdentity::default()
+                    .with_member_id(str_bytes(&self.member_id))
+                    .with_reason(if version >= 5 {
+                        Some(str_bytes("kbench run finished"))
+                    } else {
+                        None
+                    }),
+            ])
+        } else {
+            request.with_member_id(str_bytes(&self.member_id))
+        };
+        let response: LeaveGroupResponse = self
+            .coordinator
+            .request_at(ApiKey::LeaveGroup, version, &request)
+            .await?;
+        let code = response
+            .members
+            .iter()
+            .map(|m| m.error_code)
+            .find(|c| *c != 0)
+            .unwrap_or(response.error_code);
+        if code != 0 && code != UNKNOWN_MEMBER_ID {
+            return Err(group_error("LeaveGroup", &self.config.group_id, code));
+        }
+        Ok(())
+    }
+}
+
+/// An OffsetCommit ready to send; see [`GroupMember::commit_request`].
+pub struct CommitRequest {
+    connection: Arc<Connection>,
+    version: i16,
+    request: OffsetCommitRequest,
+    group: String,
+}
+
+/// Send an OffsetCommit and check every partition's error code.
+pub async fn send_commit(commit: CommitRequest) -> Result<Membership, ClientError> {
+    let response: OffsetCommitResponse = commit
+        .connection
+        .request_at(ApiKey::OffsetCommit, commit.version, &commit.request)
+        .await?;
+    let code = response
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.error_code)
+        .find(|c| *c != 0)
+        .unwrap_or(0);
+    membership("OffsetCommit", &commit.group, code)
+}
+
+fn membership(api: &str, group: &str, code: i16) -> Result<Membership, ClientError> {
+    match code {
+        0 => Ok(Membership::Stable),
+        REBALANCE_IN_PROGRESS | ILLEGAL_GENERATION | UNKNOWN_MEMBER_ID | FENCED_INSTANCE_ID => {
+            Ok(Membership::RejoinNeeded)
+        }
+        code => Err(group_error(api, group, code)),
+    }
+}
+
+/// FindCoordinator (key type group), at the version the bootstrap broker and kbench share.
+async fn find_coordinator(cluster: &Cluster, group: &str) -> Result<Arc<Connection>, ClientError> {
+    let bootstrap = cluster.bootstrap_connection();
+    let version = cluster.version_on(&bootstrap, ApiKey::FindCoordinator)?;
+    let mut request = FindCoordinatorRequest::default();
+    request = if version >= 4 {
+        request.with_coordinator_keys(vec![str_bytes(group)])
+    } else {
+        request.with_key(str_bytes(group))
+    };
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let response: FindCoordinatorResponse = bootstrap
+            .request_at(ApiKey::FindCoordinator, version, &request)
+            .await?;
+        let (code, node, host, port) = if version >= 4 {
+            let c = response.coordinators.first().ok_or_else(|| {
+                ClientError::Other(format!("FindCoordinator for group {group:?}: empty answer"))
+            })?;
+            (c.error_code, c.node_id, c.host.to_string(), c.port)
+        } else {
+            (
+                response.error_code,
+                response.node_id,
+                response.host.to_string(),
+                response.port,
+            )
+        };
+        if (code == COORDINATOR_NOT_AVAILABLE || code == COORDINATOR_LOAD_IN_PROGRESS)
+            && attempts < 50
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        if code != 0 {
+            return Err(group_error("FindCoordinator", group, code));
+        }
+        let BrokerId(node) = node;
+        cluster.learn_broker(node, format!("{host}:{port}"));
+        return cluster.connection(node).await;
+    }
+}
+
+/// Range assignment of one topic's partitions over the members, in member-id order.
+fn assign_range(
+    topic: &str,
+    members: &[String],
+    partitions: &[i32],
+) -> Result<Vec<SyncGroupRequestAssignment>, ClientError> {
+    let mut members: Vec<&String> = members.iter().collect();
+    members.sort();
+    let n = members.len().max(1);
+    let per = partitions.len() / n;
+    let extra = partitions.len() % n;
+    let mut start = 0;
+    let mut out = Vec::with_capacity(members.len());
+    for (i, m) in members.into_iter().enumerate() {
+        let take = per + usize::from(i < extra);
+        let mine = partitions[start..start + take].to_vec();
+        start += take;
+        let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
+            AssignedPartition::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(mine),
+        ]);
+        out.push(
+            SyncGroupRequestAssignment::default()
+                .with_member_id(str_bytes(m))
+                .with_assignment(encode_versioned(&assignment, 0)?),
+        );
+    }
+    Ok(out)
+}
+
+/// The consumer protocol's embedded structs: an i16 version, then the struct at that version.
+fn encode_versioned<T: Encodable>(value: &T, version: i16) -> Result<Bytes, ClientError> {
+    let mut buf = BytesMut::new();
+    buf.put_i16(version);
+    value
+        .encode(&mut buf, version)
+        .map_err(|e| ClientError::Frame(format!("consumer protocol encoding: {e}")))?;
+    Ok(buf.freeze())
+}
+
+fn decode_assignment(bytes: &Bytes, topic: &str) -> Result<Vec<i32>, ClientError> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut buf = bytes.clone();
+    if buf.remaining() < 2 {
+        return Err(ClientError::Frame("SyncGroup assignment: truncated".into()));
+    }
+    let version = buf.get_i16().clamp(0, 3);
+    let assignment = ConsumerProtocolAssignment::decode(&mut buf, version)
+        .map_err(|e| ClientError::Frame(format!("SyncGroup assignment: {e}")))?;
+    let mut partitions: Vec<i32> = assignment
+        .assigned_partitions
+        .into_iter()
+        .filter(|t| t.topic.0.as_str() == topic)
+        .flat_map(|t| t.partitions)
+        .collect();
+    partitions.sort_unstable();
+    Ok(partitions)
+}
+
+impl Cluster {
+    /// The latest offset (the next offset to be written) of each of `partitions`: where a consumer
+    /// with `auto.offset.reset=latest` starts.
+    pub async fn latest_offsets(
+        &self,
+        topic: &TopicLayout,
+        partitions: &[i32],
+    ) -> Result<BTreeMap<i32, i64>, ClientError> {
+        let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+        for p in partitions {
+            let leader = topic.leader(*p).ok_or_else(|| {
+                ClientError::kafka("ListOffsets", format!("{}-{p}", topic.name), 5)
+            })?;
+            by_leader.entry(leader).or_default().push(*p);
+        }
+        let mut out = BTreeMap::new();
+        for (leader, parts) in by_leader {
+            let conn = self.connection(leader).await?;
+            let version = self.version_on(&conn, ApiKey::ListOffsets)?;
+            let request = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![
+                    ListOffsetsTopic::default()
+                        .with_name(topic_name(&topic.name))
+                        .with_partitions(
+                            parts
+                                .iter()
+                                .map(|p| {
+                                    ListOffsetsPartition::default()
+                                        .with_partition_index(*p)
+                                        .with_timestamp(-1)
+                                })
+                                .collect(),
+                        ),
+                ]);
+            let response: ListOffsetsResponse = conn
+                .request_at(ApiKey::ListOffsets, version, &request)
+                .await?;
+            for t in response.topics {
+                for p in t.partitions {
+                    if p.error_code != 0 {
+                        return Err(ClientError::kafka(
+                            "ListOffsets",
+                            format!("{}-{}", topic.name, p.partition_index),
+                            p.error_code,
+                        ));
+                    }
+                    out.insert(p.partition_index, p.offset);
+                }
+            }
+        }
+        for p in partitions {
+            if !out.contains_key(p) {
+                return Err(ClientError::Other(format!(
+                    "ListOffsets did not answer for {}-{p}",
+                    topic.name
+                )));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_assignment_covers_every_partition_once() {
+        let members = vec!["b".to_string(), "a".to_string(), "c".to_string()];
+        let parts: Vec<i32> = (0..8).collect();
+        let out = assign_range("t", &members, &parts).unwrap();
+        let mut seen = Vec::new();
+        for a in &out {
+            seen.extend(decode_assignment(&a.assignment, "t").unwrap());
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, parts);
+        // Sorted member order: "a" gets the first (larger) share.
+        assert_eq!(out[0].member_id.as_str(), "a");
+        assert_eq!(
+            decode_assignment(&out[0].assignment, "t").unwrap(),
+            vec![0, 1, 2]
+        );
+    }
+
+    #[test]
+    fn assignment_for_another_topic_is_ignored() {
+        let out = assign_range("other", &["m".to_string()], &[0, 1]).unwrap();
+        assert!(
+            decode_assignment(&out[0].assignment, "t")
+                .unwrap()
+                .is_empty()
+        );
+        assert!(decode_assignment(&Bytes::new(), "t").unwrap().is_empty());
+        assert!(decode_assignment(&Bytes::from_static(&[0]), "t").is_err());
+    }
+}
