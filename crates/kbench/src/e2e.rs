@@ -434,9 +434,8 @@ async fn drive(
     let mut interrupted = false;
     if let Some((reason, by_user)) = why.lock().expect("why lock").clone() {
         interrupted = by_user;
-        if !by_user {
-            run.aborted = Some(reason);
-        } else if args.duration.is_some() {
+        // Ctrl-C is how an open-ended run ends; anything else stops a run early.
+        if !by_user || args.duration.is_some() {
             run.aborted = Some(reason);
         }
     }

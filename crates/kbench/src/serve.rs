@@ -132,6 +132,7 @@ struct App {
 }
 
 /// An error answer: a status and a message naming the field or thing at fault.
+#[derive(Debug)]
 struct ApiError {
     status: StatusCode,
     message: String,
@@ -147,9 +148,14 @@ impl ApiError {
         }
     }
     fn field(field: &str, message: impl Into<String>) -> ApiError {
+        let message = message.into();
         ApiError {
             status: StatusCode::BAD_REQUEST,
-            message: format!("{field}: {}", message.into()),
+            message: if message.starts_with(field) {
+                message
+            } else {
+                format!("{field}: {message}")
+            },
             field: Some(field.to_string()),
         }
     }
@@ -922,85 +928,56 @@ async fn stop_and_wait(app: &App, id: &str) -> Result<(), ApiError> {
 // ---------------------------------------------------------------------------------------------
 // /v1
 
-/// An e2e run through /v1: kbench's own names, the CLI's value syntax. Unknown fields are an error.
+/// An e2e run through /v1: kbench's own names, the CLI's value syntax. Unknown fields are an error;
+/// absent ones take the CLI's defaults.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 struct V1E2e {
-    #[serde(default)]
     bootstrap_servers: Option<String>,
-    #[serde(default = "default_e2e_topic")]
     topic: String,
-    #[serde(default = "one_i32")]
     partitions: i32,
-    #[serde(default = "one_usize")]
     producers: usize,
-    #[serde(default = "default_interval")]
     batch_interval: String,
-    #[serde(default = "default_payload")]
     payload_size: String,
-    #[serde(default = "default_count")]
     messages_per_batch: String,
-    #[serde(default = "default_commit")]
     commit: String,
-    #[serde(default = "default_wait")]
     consume_wait: String,
-    #[serde(default = "default_max_bytes_i32")]
     consume_max_bytes: i32,
-    #[serde(default)]
     duration: Option<String>,
-    #[serde(default = "default_drain")]
     drain: String,
-    #[serde(default = "default_acks")]
     acks: String,
-    #[serde(default = "default_compression")]
     compression: String,
-    #[serde(default)]
     group: Option<String>,
-    #[serde(default)]
     consumer_id: Option<String>,
-    #[serde(default)]
     mode: Option<String>,
-    #[serde(default)]
     seed: Option<u64>,
-    #[serde(default = "yes")]
     gather_latencies: bool,
 }
 
-fn default_e2e_topic() -> String {
-    "kbench-e2e".into()
-}
-fn one_i32() -> i32 {
-    1
-}
-fn one_usize() -> usize {
-    1
-}
-fn default_interval() -> String {
-    "100..100ms".into()
-}
-fn default_payload() -> String {
-    "1024".into()
-}
-fn default_count() -> String {
-    "1".into()
-}
-fn default_commit() -> String {
-    "sync".into()
-}
-fn default_wait() -> String {
-    "10ms".into()
-}
-fn default_max_bytes_i32() -> i32 {
-    52_428_800
-}
-fn default_drain() -> String {
-    "10s".into()
-}
-fn default_acks() -> String {
-    "all".into()
-}
-fn default_compression() -> String {
-    "none".into()
+impl Default for V1E2e {
+    fn default() -> Self {
+        V1E2e {
+            bootstrap_servers: None,
+            topic: "kbench-e2e".into(),
+            partitions: 1,
+            producers: 1,
+            batch_interval: "100..100ms".into(),
+            payload_size: "1024".into(),
+            messages_per_batch: "1".into(),
+            commit: "sync".into(),
+            consume_wait: "10ms".into(),
+            consume_max_bytes: 52_428_800,
+            duration: None,
+            drain: "10s".into(),
+            acks: "all".into(),
+            compression: "none".into(),
+            group: None,
+            consumer_id: None,
+            mode: None,
+            seed: None,
+            gather_latencies: true,
+        }
+    }
 }
 
 fn named<T>(field: &str, r: Result<T, String>) -> Result<T, ApiError> {
@@ -1082,53 +1059,42 @@ fn v1_e2e_spec(c: &V1E2e) -> Result<(E2eSpec, Option<Vec<String>>), ApiError> {
     Ok((spec, bootstrap))
 }
 
-/// A produce run through /v1, in kafka-producer-perf-test's terms. Unknown fields are an error.
+/// A produce run through /v1, in kafka-producer-perf-test's terms. Unknown fields are an error;
+/// absent ones take `kbench produce`'s defaults.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 struct V1Produce {
-    #[serde(default)]
     bootstrap_servers: Option<String>,
-    #[serde(default = "default_produce_topic")]
     topic: String,
-    #[serde(default = "default_num_records")]
     num_records: u64,
-    #[serde(default = "default_record_size")]
     record_size: usize,
-    #[serde(default = "minus_one")]
     throughput: f64,
-    #[serde(default)]
     duration: Option<String>,
-    #[serde(default = "default_acks")]
     acks: String,
-    #[serde(default = "default_compression")]
     compression: String,
-    #[serde(default = "default_batch_size")]
     batch_size: usize,
-    #[serde(default = "default_linger")]
     linger_ms: u64,
-    #[serde(default = "one_i32")]
     partitions: i32,
-    #[serde(default)]
     seed: Option<u64>,
 }
 
-fn default_produce_topic() -> String {
-    "kbench-perf".into()
-}
-fn default_num_records() -> u64 {
-    1_000_000
-}
-fn default_record_size() -> usize {
-    100
-}
-fn minus_one() -> f64 {
-    -1.0
-}
-fn default_batch_size() -> usize {
-    16_384
-}
-fn default_linger() -> u64 {
-    5
+impl Default for V1Produce {
+    fn default() -> Self {
+        V1Produce {
+            bootstrap_servers: None,
+            topic: "kbench-perf".into(),
+            num_records: 1_000_000,
+            record_size: 100,
+            throughput: -1.0,
+            duration: None,
+            acks: "all".into(),
+            compression: "none".into(),
+            batch_size: 16_384,
+            linger_ms: 5,
+            partitions: 1,
+            seed: None,
+        }
+    }
 }
 
 async fn v1_create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
@@ -1398,122 +1364,12 @@ async fn openapi() -> Response {
     json_response(StatusCode::OK, openapi_document())
 }
 
-/// The OpenAPI 3.0 description of this server.
+/// The OpenAPI 3.0 description of this server (src/openapi.json), with this build's version.
 fn openapi_document() -> Value {
-    let error = json!({ "$ref": "#/components/schemas/Error" });
-    let err = |d: &str| json!({ "description": d, "content": { "application/json": { "schema": error } } });
-    json!({
-        "openapi": "3.0.3",
-        "info": {
-            "title": "kbench control API",
-            "version": env!("CARGO_PKG_VERSION"),
-            "description": "Start, watch and stop kbench runs. One run at a time; 409 while one is active. Results are written to the server's results directory before a run is reported finished."
-        },
-        "components": {
-            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
-            "schemas": {
-                "Error": {
-                    "type": "object",
-                    "required": ["error", "status"],
-                    "properties": {
-                        "error": { "type": "string" },
-                        "status": { "type": "integer" },
-                        "field": { "type": "string", "description": "the request field at fault" }
-                    }
-                },
-                "E2eRun": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["workload"],
-                    "properties": {
-                        "workload": { "type": "string", "enum": ["e2e"] },
-                        "bootstrap_servers": { "type": "string", "description": "host:port[,host:port]; default: the server's, else its embedded broker" },
-                        "topic": { "type": "string", "default": "kbench-e2e" },
-                        "partitions": { "type": "integer", "minimum": 1, "default": 1 },
-                        "producers": { "type": "integer", "minimum": 1, "default": 1 },
-                        "batch_interval": { "type": "string", "default": "100..100ms", "description": "inclusive range, e.g. 5..50ms" },
-                        "payload_size": { "type": "string", "default": "1024", "description": "bytes, inclusive range, e.g. 100..2000" },
-                        "messages_per_batch": { "type": "string", "default": "1" },
-                        "commit": { "type": "string", "default": "sync", "description": "sync, or an interval such as 10s" },
-                        "consume_wait": { "type": "string", "default": "10ms" },
-                        "consume_max_bytes": { "type": "integer", "minimum": 1, "default": 52428800 },
-                        "duration": { "type": "string", "description": "e.g. 30s; absent: until DELETE" },
-                        "drain": { "type": "string", "default": "10s" },
-                        "acks": { "type": "string", "enum": ["0", "1", "all", "-1"], "default": "all" },
-                        "compression": { "type": "string", "enum": ["none", "gzip", "snappy", "lz4", "zstd"], "default": "none" },
-                        "group": { "type": "string" },
-                        "consumer_id": { "type": "string" },
-                        "mode": { "type": "string", "enum": ["consumer-and-producers", "producers", "consumer"] },
-                        "seed": { "type": "integer", "minimum": 0 },
-                        "gather_latencies": { "type": "boolean", "default": true }
-                    }
-                },
-                "ProduceRun": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["workload"],
-                    "properties": {
-                        "workload": { "type": "string", "enum": ["produce"] },
-                        "bootstrap_servers": { "type": "string" },
-                        "topic": { "type": "string", "default": "kbench-perf" },
-                        "num_records": { "type": "integer", "minimum": 1, "default": 1000000 },
-                        "record_size": { "type": "integer", "minimum": 1, "default": 100 },
-                        "throughput": { "type": "number", "default": -1 },
-                        "duration": { "type": "string" },
-                        "acks": { "type": "string", "default": "all" },
-                        "compression": { "type": "string", "default": "none" },
-                        "batch_size": { "type": "integer", "minimum": 1, "default": 16384 },
-                        "linger_ms": { "type": "integer", "minimum": 0, "default": 5 },
-                        "partitions": { "type": "integer", "minimum": 1, "default": 1 },
-                        "seed": { "type": "integer", "minimum": 0 }
-                    }
-                },
-                "Run": {
-                    "type": "object",
-                    "properties": {
-                        "id": { "type": "string" },
-                        "workload": { "type": "string" },
-                        "api": { "type": "string", "enum": ["v1", "pub-sub-demo"] },
-                        "status": { "type": "string", "enum": ["running", "stopping", "finished", "failed"] },
-                        "config": { "type": "object" },
-                        "live": { "type": "object", "nullable": true },
-                        "error": { "type": "string", "nullable": true },
-                        "result": { "type": "object", "nullable": true, "description": "the result document (docs/results.md) once finished" }
-                    }
-                }
-            }
-        },
-        "security": [ { "bearer": [] } ],
-        "paths": {
-            "/v1/runs": {
-                "get": {
-                    "summary": "List runs (this server's, and finished ones found in the results directory)",
-                    "responses": { "200": { "description": "the runs", "content": { "application/json": { "schema": { "type": "object", "properties": { "runs": { "type": "array", "items": { "$ref": "#/components/schemas/Run" } } } } } } }, "401": err("token missing or wrong") }
-                },
-                "post": {
-                    "summary": "Start a run",
-                    "requestBody": { "required": true, "content": { "application/json": { "schema": { "oneOf": [ { "$ref": "#/components/schemas/E2eRun" }, { "$ref": "#/components/schemas/ProduceRun" } ] } } } },
-                    "responses": {
-                        "201": { "description": "started", "content": { "application/json": { "schema": { "type": "object", "properties": { "id": { "type": "string" }, "workload": { "type": "string" }, "status": { "type": "string" } } } } } },
-                        "400": err("bad input; `field` names it"),
-                        "401": err("token missing or wrong"),
-                        "409": err("a run is active")
-                    }
-                }
-            },
-            "/v1/runs/{id}": {
-                "parameters": [ { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } } ],
-                "get": { "summary": "A run: status, live stats, and the result once finished", "responses": { "200": { "description": "the run", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Run" } } } }, "404": err("no such run") } },
-                "delete": { "summary": "Stop a run; answers once its result is written", "responses": { "200": { "description": "the stopped run", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Run" } } } }, "404": err("no such run") } }
-            },
-            "/pub-sub-demo": {
-                "post": { "summary": "Seed-compatible start (REST-Proxy perf service payload; type KAFKA_NATIVE)", "responses": { "200": { "description": "started" }, "400": err("bad input"), "409": err("a run is active"), "501": err("KAFKA_REST_PROXY is not in this build") } },
-                "get": { "summary": "The running config (password removed) and live stats", "responses": { "200": { "description": "status" }, "404": err("no run") } },
-                "delete": { "summary": "Stop the run; the seed's stats object", "responses": { "200": { "description": "totalProducedMessages, totalConsumedMessages, totalFailedMessages, producerStats, wholeTripStats, taskStartTime, taskKillTime, taskDuration" }, "404": err("no run") } }
-            },
-            "/v1/openapi.json": { "get": { "summary": "This document", "responses": { "200": { "description": "OpenAPI 3.0" } } } }
-        }
-    })
+    let mut doc: Value = serde_json::from_str(include_str!("openapi.json"))
+        .unwrap_or_else(|e| json!({ "error": e.to_string() }));
+    doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
+    doc
 }
 
 #[cfg(test)]
@@ -1577,6 +1433,20 @@ mod tests {
         );
         let e = from_value::<V1E2e>(json!({"producerz": 1})).err().unwrap();
         assert_eq!(e.field.as_deref(), Some("producerz"));
+    }
+
+    #[test]
+    fn the_openapi_document_parses_and_names_every_route() {
+        let doc = openapi_document();
+        assert_eq!(doc["openapi"], "3.0.3");
+        for path in [
+            "/v1/runs",
+            "/v1/runs/{id}",
+            "/pub-sub-demo",
+            "/v1/openapi.json",
+        ] {
+            assert!(doc["paths"][path].is_object(), "{path}");
+        }
     }
 
     #[test]

@@ -1,0 +1,536 @@
+//! `kbench serve` over real HTTP, driving real runs against a real broker.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{TestBroker, kbench, runtime};
+use serde_json::{Value, json};
+
+const PASSWORD: &str = "pw-never-shown-7f3a9c";
+const TOKEN: &str = "token-never-shown-51b2";
+
+/// A `kbench serve` child on a free loopback port, killed on drop.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(extra: &[&str], env_token: Option<&str>) -> Server {
+        let mut cmd = kbench();
+        cmd.args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(t) = env_token {
+            cmd.env("KBENCH_TOKEN", t);
+        } else {
+            cmd.env_remove("KBENCH_TOKEN");
+        }
+        let mut child = cmd.spawn().expect("spawn kbench serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("first line");
+        let base = line
+            .trim()
+            .rsplit_once("listening on ")
+            .map(|(_, a)| a.to_string())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        Server { child, base }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn results_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kbench-serve-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The seed's example payload, with type KAFKA_NATIVE and a password that must never come back.
+fn seed_payload() -> Value {
+    json!({
+        "type": "KAFKA_NATIVE",
+        "minBatchIntervalMs": 100,
+        "maxBatchIntervalMs": 100,
+        "minMessagePayloadSizeBytes": 180000,
+        "maxMessagePayloadSizeBytes": 180000,
+        "parallelProducers": 4,
+        "gatherLatencies": true,
+        "kafkaRestUri": "XXX",
+        "kafkaUserName": "XXX",
+        "kafkaUserPassword": PASSWORD,
+        "kafkaTopic": "latency-test-topic-1",
+        "valueSchemaId": "7",
+        "kafkaConsumerGroup": "consumer-group-b0d0b161-a981-47bf-9cd5-28b43cc5f0c3",
+        "kafkaConsumerId": "consumer-310efdb8-ac48-41cb-a3b9-50b6b8d7c37e",
+        "minMessagesPerBatch": 4,
+        "maxMessagesPerBatch": 4,
+        "consumeTimeoutMs": 10,
+        "consumeMaxBytesMs": 5000000,
+        "commitInterval": "PT10S"
+    })
+}
+
+struct Http {
+    client: reqwest::Client,
+    rt: tokio::runtime::Runtime,
+    token: Option<String>,
+}
+
+impl Http {
+    fn new() -> Http {
+        Http {
+            client: reqwest::Client::new(),
+            rt: runtime(),
+            token: None,
+        }
+    }
+
+    /// Send a request; the status and the raw body text.
+    fn send(&self, method: &str, url: &str, body: Option<&str>) -> (u16, String) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self
+            .client
+            .request(method, url)
+            .timeout(Duration::from_secs(60));
+        if let Some(b) = body {
+            req = req
+                .header("Content-Type", "application/json")
+                .body(b.to_string());
+        }
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        self.rt.block_on(async {
+            let r = req.send().await.expect("HTTP request");
+            let status = r.status().as_u16();
+            (status, r.text().await.expect("body"))
+        })
+    }
+
+    fn json(&self, method: &str, url: &str, body: Option<&Value>) -> (u16, Value, String) {
+        let body = body.map(|b| b.to_string());
+        let (status, text) = self.send(method, url, body.as_deref());
+        let v = serde_json::from_str(&text).unwrap_or(Value::Null);
+        (status, v, text)
+    }
+}
+
+fn ms(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+fn is_iso_duration(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("PT") else {
+        return false;
+    };
+    let mut rest = rest;
+    for unit in ['H', 'M'] {
+        if let Some((n, r)) = rest.split_once(unit)
+            && !n.is_empty()
+            && n.chars().all(|c| c.is_ascii_digit())
+        {
+            rest = r;
+        }
+    }
+    match rest.strip_suffix('S') {
+        Some(n) => {
+            !n.is_empty()
+                && n.parse::<f64>().is_ok()
+                && n.chars().all(|c| c.is_ascii_digit() || c == '.')
+        }
+        None => rest.is_empty() && s != "PT",
+    }
+}
+
+fn is_iso_instant(s: &str) -> bool {
+    let b = s.as_bytes();
+    s.len() >= 20
+        && s.ends_with('Z')
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+}
+
+fn check_stats(name: &str, stats: &Value, expected_samples: u64) {
+    let keys: Vec<&String> = stats.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "totalLatenciesGathered",
+            "minRequestDurationMs",
+            "maxRequestDurationMs",
+            "avgRequestDurationMs",
+            "medianRequestTimeMs",
+            "percentilesMs"
+        ],
+        "{name}"
+    );
+    assert_eq!(
+        stats["totalLatenciesGathered"].as_u64(),
+        Some(expected_samples),
+        "{name}"
+    );
+    let p = &stats["percentilesMs"];
+    let ladder: Vec<f64> = ["50.0", "80.0", "90.0", "95.0", "98.0", "99.0"]
+        .iter()
+        .map(|k| ms(&p[*k]))
+        .collect();
+    assert!(
+        ladder.windows(2).all(|w| w[0] <= w[1]),
+        "{name}: {ladder:?}"
+    );
+    let (min, max, median) = (
+        ms(&stats["minRequestDurationMs"]),
+        ms(&stats["maxRequestDurationMs"]),
+        ms(&stats["medianRequestTimeMs"]),
+    );
+    assert!(
+        min <= median && median <= max && ladder[5] <= max,
+        "{name}: {stats}"
+    );
+    assert!(min > 0.0, "{name}: {stats}");
+}
+
+#[test]
+fn the_seed_payload_runs_and_stops_with_the_seed_stats() {
+    let broker = TestBroker::start();
+    let dir = results_dir("seed");
+    let server = Server::start(
+        &[
+            "--bootstrap-server",
+            &broker.addr,
+            "--results-dir",
+            dir.to_str().unwrap(),
+        ],
+        None,
+    );
+    let http = Http::new();
+    let url = format!("{}/pub-sub-demo", server.base);
+    let mut seen = Vec::new();
+
+    let (status, body, raw) = http.json("POST", &url, Some(&seed_payload()));
+    assert_eq!(status, 200, "{raw}");
+    seen.push(raw);
+    let id = body["id"].as_str().unwrap().to_string();
+
+    // A second start while the first runs is refused, not a silent kill.
+    let (status, _, raw) = http.json("POST", &url, Some(&seed_payload()));
+    assert_eq!(status, 409, "{raw}");
+    seen.push(raw);
+
+    std::thread::sleep(Duration::from_secs(3));
+    let (status, live, raw) = http.json("GET", &url, None);
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(live["status"], "running");
+    assert_eq!(live["config"]["kafkaTopic"], "latency-test-topic-1");
+    assert!(live["config"].get("kafkaUserPassword").is_none());
+    assert!(live["stats"]["totalProducedMessages"].as_u64().unwrap() > 0);
+    seen.push(raw);
+
+    let (status, stats, raw) = http.json("DELETE", &url, None);
+    assert_eq!(status, 200, "{raw}");
+    seen.push(raw.clone());
+    let keys: Vec<&String> = stats.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "totalProducedMessages",
+            "totalConsumedMessages",
+            "totalFailedMessages",
+            "producerStats",
+            "wholeTripStats",
+            "taskStartTime",
+            "taskKillTime",
+            "taskDuration"
+        ]
+    );
+    let produced = stats["totalProducedMessages"].as_u64().unwrap();
+    let consumed = stats["totalConsumedMessages"].as_u64().unwrap();
+    let failed = stats["totalFailedMessages"].as_u64().unwrap();
+    // 4 producers × 4 records every 100 ms for about 3 s.
+    assert!(produced >= 100, "{raw}");
+    assert_eq!(produced % 4, 0, "whole batches of 4: {raw}");
+    assert_eq!(failed, 0, "{raw}");
+    // Drained: every acknowledged (= produced − failed) record was consumed.
+    assert_eq!(consumed, produced - failed, "{raw}");
+    // One duration per produce request (4 records each), one whole trip per record.
+    check_stats("producerStats", &stats["producerStats"], produced / 4);
+    check_stats("wholeTripStats", &stats["wholeTripStats"], consumed);
+    for k in ["taskStartTime", "taskKillTime"] {
+        let s = stats[k].as_str().unwrap();
+        assert!(is_iso_instant(s), "{k}: {s}");
+    }
+    let d = stats["taskDuration"].as_str().unwrap();
+    assert!(is_iso_duration(d), "{d}");
+
+    // The result was written before the answer, with the kbench result document inside.
+    let file = dir.join(format!("{id}.json"));
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("result file")).unwrap();
+    assert_eq!(doc["kind"], "e2e");
+    assert_eq!(doc["records_lost"], 0);
+    assert_eq!(doc["records_duplicated"], 0);
+    assert_eq!(
+        doc["pub_sub_demo"]["totalProducedMessages"].as_u64(),
+        Some(produced)
+    );
+    let (_, _, runs) = http.json("GET", &format!("{}/v1/runs/{id}", server.base), None);
+    seen.push(runs);
+    seen.push(std::fs::read_to_string(&file).unwrap());
+    for text in &seen {
+        assert!(!text.contains(PASSWORD), "password leaked: {text}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn bad_input_gets_its_status_and_names_its_field() {
+    let dir = results_dir("bad");
+    // A bootstrap that is never contacted: every request here is refused before any load.
+    let server = Server::start(
+        &[
+            "--bootstrap-server",
+            "127.0.0.1:1",
+            "--results-dir",
+            dir.to_str().unwrap(),
+        ],
+        None,
+    );
+    let http = Http::new();
+    let url = format!("{}/pub-sub-demo", server.base);
+
+    let (status, body) = http.send("POST", &url, Some("{\"type\": "));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("malformed JSON"), "{body}");
+
+    let with = |f: &dyn Fn(&mut serde_json::Map<String, Value>)| {
+        let mut p = seed_payload();
+        f(p.as_object_mut().unwrap());
+        p
+    };
+    let cases: Vec<(Value, &str, u16)> = vec![
+        (
+            with(&|p| {
+                p.remove("kafkaTopic");
+            }),
+            "kafkaTopic",
+            400,
+        ),
+        (
+            with(&|p| {
+                p.insert("parallelProducers".into(), json!("four"));
+            }),
+            "parallelProducers",
+            400,
+        ),
+        (
+            with(&|p| {
+                p.insert("minMessagesPerBatch".into(), json!(-1));
+            }),
+            "minMessagesPerBatch",
+            400,
+        ),
+        (
+            with(&|p| {
+                p.insert("minBatchIntervalMs".into(), json!(500));
+            }),
+            "minBatchIntervalMs",
+            400,
+        ),
+        (
+            with(&|p| {
+                p.insert("minMessagePayloadSizeBytes".into(), json!(200000));
+            }),
+            "minMessagePayloadSizeBytes",
+            400,
+        ),
+        (
+            with(&|p| {
+                p.insert("commitInterval".into(), json!("10 seconds"));
+            }),
+            "commitInterval",
+            400,
+        ),
+        (
+            with(&|p| {
+                p.insert("runDuration".into(), json!("P1M"));
+            }),
+            "runDuration",
+            400,
+        ),
+        (
+            with(&|p| {
+                p.insert("type".into(), json!("KAFKA_SOMETHING"));
+            }),
+            "type",
+            400,
+        ),
+        (
+            with(&|p| {
+                p.insert("kafkaBootstrapServers".into(), json!("nohost"));
+            }),
+            "kafkaBootstrapServers",
+            400,
+        ),
+        (
+            with(&|p| {
+                p.insert("type".into(), json!("KAFKA_REST_PROXY"));
+            }),
+            "not available in this build",
+            501,
+        ),
+    ];
+    for (payload, field, want) in cases {
+        let (status, body, raw) = http.json("POST", &url, Some(&payload));
+        assert_eq!(status, want, "{field}: {raw}");
+        assert!(raw.contains(field), "{field}: {raw}");
+        if want == 400 {
+            assert_eq!(body["field"], field, "{raw}");
+        }
+        assert!(!raw.contains(PASSWORD), "{raw}");
+    }
+
+    // Nothing ran, so there is nothing to stop or show.
+    assert_eq!(http.send("DELETE", &url, None).0, 404);
+    assert_eq!(http.send("GET", &url, None).0, 404);
+
+    // /v1: unknown fields are an error; unknown ids are 404.
+    let runs = format!("{}/v1/runs", server.base);
+    let (status, body, raw) = http.json(
+        "POST",
+        &runs,
+        Some(&json!({"workload": "e2e", "producerz": 2})),
+    );
+    assert_eq!(status, 400, "{raw}");
+    assert_eq!(body["field"], "producerz", "{raw}");
+    let (status, body, raw) = http.json(
+        "POST",
+        &runs,
+        Some(&json!({"workload": "e2e", "producers": -2})),
+    );
+    assert_eq!(status, 400, "{raw}");
+    assert_eq!(body["field"], "producers", "{raw}");
+    let (status, body, raw) = http.json(
+        "POST",
+        &runs,
+        Some(&json!({"workload": "e2e", "batch_interval": "9..1ms"})),
+    );
+    assert_eq!(status, 400, "{raw}");
+    assert_eq!(body["field"], "batch_interval", "{raw}");
+    let (status, body, raw) = http.json("POST", &runs, Some(&json!({"producers": 2})));
+    assert_eq!(status, 400, "{raw}");
+    assert_eq!(body["field"], "workload", "{raw}");
+    let (status, body, raw) = http.json("POST", &runs, Some(&json!({"workload": "sweep"})));
+    assert_eq!(status, 400, "{raw}");
+    assert_eq!(body["field"], "workload", "{raw}");
+    assert_eq!(http.send("GET", &format!("{runs}/nope"), None).0, 404);
+    assert_eq!(http.send("DELETE", &format!("{runs}/nope"), None).0, 404);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_token_is_required_when_set() {
+    let dir = results_dir("token");
+    let server = Server::start(&["--results-dir", dir.to_str().unwrap()], Some(TOKEN));
+    let mut http = Http::new();
+    let url = format!("{}/v1/runs", server.base);
+    let (status, body) = http.send("GET", &url, None);
+    assert_eq!(status, 401, "{body}");
+    assert!(!body.contains(TOKEN));
+    http.token = Some("wrong".into());
+    assert_eq!(http.send("GET", &url, None).0, 401);
+    http.token = Some(TOKEN.into());
+    let (status, body) = http.send("GET", &url, None);
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains(TOKEN));
+    let (status, doc, _) = http.json("GET", &format!("{}/v1/openapi.json", server.base), None);
+    assert_eq!(status, 200);
+    assert_eq!(doc["openapi"], "3.0.3");
+    assert!(doc["paths"]["/v1/runs/{id}"]["delete"].is_object());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn wait_finished(http: &Http, url: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, run, raw) = http.json("GET", url, None);
+        assert_eq!(status, 200, "{raw}");
+        if run["status"] != "running" && run["status"] != "stopping" {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run did not finish: {raw}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn v1_runs_finish_persist_and_survive_a_restart() {
+    let broker = TestBroker::start();
+    let dir = results_dir("v1");
+    let args = [
+        "--bootstrap-server",
+        broker.addr.as_str(),
+        "--results-dir",
+        dir.to_str().unwrap(),
+    ];
+    let http = Http::new();
+    let (e2e_id, produce_id) = {
+        let server = Server::start(&args, None);
+        let runs = format!("{}/v1/runs", server.base);
+        let (status, created, raw) = http.json(
+            "POST",
+            &runs,
+            Some(&json!({"workload": "e2e", "producers": 2, "duration": "2s", "batch_interval": "5..15ms", "topic": "v1-e2e"})),
+        );
+        assert_eq!(status, 201, "{raw}");
+        let e2e_id = created["id"].as_str().unwrap().to_string();
+        let run = wait_finished(&http, &format!("{runs}/{e2e_id}"));
+        assert_eq!(run["status"], "finished", "{run}");
+        let doc = &run["result"];
+        assert_eq!(doc["kind"], "e2e");
+        assert!(doc["records_acked"].as_u64().unwrap() > 0);
+        assert_eq!(doc["records_consumed"], doc["records_acked"]);
+        assert_eq!(doc["records_lost"], 0);
+
+        let (status, created, raw) = http.json(
+            "POST",
+            &runs,
+            Some(&json!({"workload": "produce", "num_records": 20000, "record_size": 100, "acks": "1", "topic": "v1-produce"})),
+        );
+        assert_eq!(status, 201, "{raw}");
+        let produce_id = created["id"].as_str().unwrap().to_string();
+        let run = wait_finished(&http, &format!("{runs}/{produce_id}"));
+        assert_eq!(run["status"], "finished", "{run}");
+        assert_eq!(run["result"]["records_acked"], 20000);
+        let (status, list, _) = http.json("GET", &runs, None);
+        assert_eq!(status, 200);
+        assert_eq!(list["runs"].as_array().unwrap().len(), 2);
+        (e2e_id, produce_id)
+    };
+    // A new server on the same results directory still has both.
+    let server = Server::start(&args, None);
+    for id in [&e2e_id, &produce_id] {
+        assert!(Path::new(&dir).join(format!("{id}.json")).exists());
+        let (status, run, raw) = http.json("GET", &format!("{}/v1/runs/{id}", server.base), None);
+        assert_eq!(status, 200, "{raw}");
+        assert_eq!(run["status"], "finished");
+        assert!(run["result"]["records_acked"].as_u64().unwrap() > 0);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
