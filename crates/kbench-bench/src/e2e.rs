@@ -152,6 +152,10 @@ pub struct E2eLive {
     pub rejoins: AtomicU64,
     pub producer_latency: Mutex<Histogram<u64>>,
     pub whole_trip: Mutex<Histogram<u64>>,
+    /// Per Fetch: sent → response in hand (the broker's share of a poll, waiting included).
+    pub fetch_duration: Mutex<Histogram<u64>>,
+    /// Per poll: response in hand → its records decoded and counted (kbench's own share).
+    pub consumer_processing: Mutex<Histogram<u64>>,
     pub errors: Mutex<BTreeMap<String, u64>>,
     phase: Mutex<&'static str>,
     started: Mutex<Option<Instant>>,
@@ -174,6 +178,8 @@ impl Default for E2eLive {
             rejoins: AtomicU64::new(0),
             producer_latency: Mutex::new(latency_histogram()),
             whole_trip: Mutex::new(latency_histogram()),
+            fetch_duration: Mutex::new(latency_histogram()),
+            consumer_processing: Mutex::new(latency_histogram()),
             errors: Mutex::new(BTreeMap::new()),
             phase: Mutex::new("starting"),
             started: Mutex::new(None),
@@ -306,6 +312,8 @@ pub struct E2eRun {
     pub rejoins: u64,
     pub producer_latency: Histogram<u64>,
     pub whole_trip: Histogram<u64>,
+    pub fetch_duration: Histogram<u64>,
+    pub consumer_processing: Histogram<u64>,
     /// Which clock whole trip was measured on.
     pub clock: &'static str,
     pub group_id: String,
@@ -545,6 +553,12 @@ pub async fn run_e2e(
         rejoins: get(&live.rejoins),
         producer_latency: live.producer_latency.lock().expect("latency lock").clone(),
         whole_trip: live.whole_trip.lock().expect("latency lock").clone(),
+        fetch_duration: live.fetch_duration.lock().expect("latency lock").clone(),
+        consumer_processing: live
+            .consumer_processing
+            .lock()
+            .expect("latency lock")
+            .clone(),
         clock: clock_for(spec.mode),
         group_id: spec.group_id.clone(),
         member_id,
@@ -726,6 +740,7 @@ async fn consume(
                 _ = tokio::time::sleep(spec.heartbeat_interval) => continue,
             }
         }
+        let fetch_sent = Instant::now();
         let fetched = tokio::select! {
             _ = stop.cancelled() => break,
             r = cluster.fetch_partitions(&layout, &asked, spec.consume_max_bytes, spec.consume_max_bytes, wait_ms) => r,
@@ -740,7 +755,8 @@ async fn consume(
             }
         };
         // Receipt time: when the response was in hand, one reading for the whole response.
-        let received_us = epoch.elapsed().as_micros() as u64;
+        let in_hand = Instant::now();
+        let received_us = in_hand.duration_since(epoch).as_micros() as u64;
         let received_wall_ms = now_ms();
         let mut got = 0u64;
         let mut trips: Vec<u64> = Vec::new();
@@ -792,6 +808,19 @@ async fn consume(
             for t in trips {
                 let _ = h.record(t.max(1));
             }
+        }
+        if spec.gather_latencies && got > 0 {
+            let fetch_us = in_hand.duration_since(fetch_sent).as_micros() as u64;
+            let _ = live
+                .fetch_duration
+                .lock()
+                .expect("latency lock")
+                .record(fetch_us.max(1));
+            let _ = live
+                .consumer_processing
+                .lock()
+                .expect("latency lock")
+                .record((in_hand.elapsed().as_micros() as u64).max(1));
         }
         match spec.commit {
             CommitMode::Sync if got > 0 || positions != committed => {

@@ -213,6 +213,10 @@ pub struct E2eResultDocument {
     pub producer_request_duration: LatencySummary,
     /// Per record: send time carried in the record → consumer receipt, µs.
     pub whole_trip: LatencySummary,
+    /// Per Fetch that returned records: sent → response in hand, µs.
+    pub fetch_duration: LatencySummary,
+    /// Per poll that returned records: response in hand → records decoded and counted, µs.
+    pub consumer_processing: LatencySummary,
     pub errors: BTreeMap<String, u64>,
     pub aborted: Option<String>,
 }
@@ -261,6 +265,8 @@ impl E2eResultDocument {
             peak_rss_kib: run.peak_rss_kib,
             producer_request_duration: LatencySummary::of(&run.producer_latency),
             whole_trip: LatencySummary::of(&run.whole_trip),
+            fetch_duration: LatencySummary::of(&run.fetch_duration),
+            consumer_processing: LatencySummary::of(&run.consumer_processing),
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
         }

@@ -500,6 +500,8 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
     for (name, l) in [
         ("producer request duration", &doc.producer_request_duration),
         ("whole trip", &doc.whole_trip),
+        ("fetch duration", &doc.fetch_duration),
+        ("consumer processing per poll", &doc.consumer_processing),
     ] {
         if l.count == 0 {
             println!("{name}: no samples");

@@ -829,14 +829,14 @@ async fn start_e2e(
             done,
         });
     }
-    let app = app.clone();
+    let task_app = app.clone();
     let run_id = id.clone();
     tokio::spawn(async move {
         let outcome = run_e2e(&spec, &cluster, live.clone(), stop.clone()).await;
         let (result, stats, error) = match outcome {
             Ok(run) => {
                 let kill = {
-                    let runs = app.runs.lock().expect("runs lock");
+                    let runs = task_app.runs.lock().expect("runs lock");
                     runs.iter()
                         .find(|r| r.id == run_id)
                         .and_then(|r| r.kill_time)
@@ -872,10 +872,55 @@ async fn start_e2e(
                 Some(describe_start_error("bootstrap", &bootstrap, e)),
             ),
         };
-        finish(&app, &run_id, result, stats, error);
+        finish(&task_app, &run_id, result, stats, error);
         let _ = done_tx.send(true);
     });
+    // Answer once the run is under way (group joined, producers started) or has failed to start, so
+    // that an unreachable broker is an error to this request, not a failed run found later.
+    let mut done = app
+        .runs
+        .lock()
+        .expect("runs lock")
+        .iter()
+        .find(|r| r.id == id)
+        .map(|r| r.done.clone());
+    loop {
+        if live_e2e_phase(app, &id) != Some("starting") {
+            break;
+        }
+        if let Some(d) = done.as_mut() {
+            tokio::select! {
+                _ = d.wait_for(|d| *d) => {}
+                _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+            }
+        }
+    }
+    let runs = app.runs.lock().expect("runs lock");
+    if let Some(r) = runs.iter().find(|r| r.id == id)
+        && r.status == Status::Failed
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            format!(
+                "run {id} could not start: {}",
+                r.error.as_deref().unwrap_or("unknown error")
+            ),
+        ));
+    }
     Ok(id)
+}
+
+/// The phase of an e2e run's live counters; None once it is over or unknown.
+fn live_e2e_phase(app: &App, id: &str) -> Option<&'static str> {
+    let runs = app.runs.lock().expect("runs lock");
+    let r = runs.iter().find(|r| r.id == id)?;
+    if !r.status.active() {
+        return None;
+    }
+    match &r.live {
+        Live::E2e(live) => Some(live.phase()),
+        _ => None,
+    }
 }
 
 /// Record a run's end: write its result document first, then mark it finished.

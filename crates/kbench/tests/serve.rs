@@ -410,6 +410,17 @@ fn bad_input_gets_its_status_and_names_its_field() {
     assert_eq!(http.send("DELETE", &url, None).0, 404);
     assert_eq!(http.send("GET", &url, None).0, 404);
 
+    // A valid payload against a broker that is not there: an error to the request, naming it.
+    for _ in 0..2 {
+        let (status, _, raw) = http.json("POST", &url, Some(&seed_payload()));
+        assert_eq!(status, 502, "{raw}");
+        assert!(raw.contains("127.0.0.1:1"), "{raw}");
+        assert!(!raw.contains(PASSWORD), "{raw}");
+    }
+    let (status, live, raw) = http.json("GET", &url, None);
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(live["status"], "failed", "{raw}");
+
     // /v1: unknown fields are an error; unknown ids are 404.
     let runs = format!("{}/v1/runs", server.base);
     let (status, body, raw) = http.json(
