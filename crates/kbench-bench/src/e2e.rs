@@ -51,7 +51,7 @@ impl<T: Copy + PartialOrd + rand::distr::uniform::SampleUniform> Span<T> {
         Span { min: v, max: v }
     }
 
-    fn draw(&self, rng: &mut SmallRng) -> T {
+    pub(crate) fn draw(&self, rng: &mut SmallRng) -> T {
         if self.min >= self.max {
             self.min
         } else {
@@ -132,6 +132,8 @@ pub struct E2eSpec {
     /// Record latency histograms (counts are always kept).
     pub gather_latencies: bool,
     pub seed: u64,
+    /// Through a Kafka REST Proxy instead of the Kafka protocol.
+    pub rest: Option<crate::rest_e2e::RestSpec>,
 }
 
 /// Counters and histograms of a run in progress, readable at any time (progress lines, the HTTP API).
@@ -156,6 +158,18 @@ pub struct E2eLive {
     pub fetch_duration: Mutex<Histogram<u64>>,
     /// Per poll: response in hand → its records decoded and counted (kbench's own share).
     pub consumer_processing: Mutex<Histogram<u64>>,
+    /// REST Proxy driver: 429 / 42901 answers (each backed off and retried).
+    pub rest_throttled: AtomicU64,
+    /// REST Proxy driver: 40403 answers (instance expired; recreated).
+    pub rest_expired: AtomicU64,
+    pub rest_instances: AtomicU64,
+    /// REST Proxy driver: consumer instance creation (create + subscribe), µs.
+    pub rest_instance_creation: Mutex<Histogram<u64>>,
+    /// REST Proxy driver: µs from the first instance's creation to the first record (0: none yet).
+    pub rest_first_record_us: AtomicU64,
+    /// REST Proxy driver: records per GET that returned any.
+    pub rest_records_per_get: Mutex<Histogram<u64>>,
+    pub rest_empty_gets: AtomicU64,
     pub errors: Mutex<BTreeMap<String, u64>>,
     phase: Mutex<&'static str>,
     started: Mutex<Option<Instant>>,
@@ -180,6 +194,13 @@ impl Default for E2eLive {
             whole_trip: Mutex::new(latency_histogram()),
             fetch_duration: Mutex::new(latency_histogram()),
             consumer_processing: Mutex::new(latency_histogram()),
+            rest_throttled: AtomicU64::new(0),
+            rest_expired: AtomicU64::new(0),
+            rest_instances: AtomicU64::new(0),
+            rest_instance_creation: Mutex::new(latency_histogram()),
+            rest_first_record_us: AtomicU64::new(0),
+            rest_records_per_get: Mutex::new(latency_histogram()),
+            rest_empty_gets: AtomicU64::new(0),
             errors: Mutex::new(BTreeMap::new()),
             phase: Mutex::new("starting"),
             started: Mutex::new(None),
@@ -187,11 +208,11 @@ impl Default for E2eLive {
     }
 }
 
-fn get(a: &AtomicU64) -> u64 {
+pub(crate) fn get(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
 }
 
-fn add(a: &AtomicU64, n: u64) {
+pub(crate) fn add(a: &AtomicU64, n: u64) {
     a.fetch_add(n, Ordering::Relaxed);
 }
 
@@ -220,7 +241,7 @@ impl E2eLive {
         *self.phase.lock().expect("phase lock") = phase;
     }
 
-    fn error(&self, message: String, records: u64) {
+    pub(crate) fn error(&self, message: String, records: u64) {
         *self
             .errors
             .lock()
@@ -314,6 +335,8 @@ pub struct E2eRun {
     pub whole_trip: Histogram<u64>,
     pub fetch_duration: Histogram<u64>,
     pub consumer_processing: Histogram<u64>,
+    /// The REST Proxy driver's own figures (None for the native driver).
+    pub rest: Option<RestFigures>,
     /// Which clock whole trip was measured on.
     pub clock: &'static str,
     pub group_id: String,
@@ -324,6 +347,20 @@ pub struct E2eRun {
     pub peak_rss_kib: u64,
     pub errors: BTreeMap<String, u64>,
     pub aborted: Option<String>,
+}
+
+/// What the REST Proxy driver measured beside the common figures.
+#[derive(Debug, Clone)]
+pub struct RestFigures {
+    pub format: &'static str,
+    pub api: &'static str,
+    pub throttled: u64,
+    pub instances_expired: u64,
+    pub instances_created: u64,
+    pub instance_creation: Histogram<u64>,
+    pub time_to_first_record_us: Option<u64>,
+    pub records_per_get: Histogram<u64>,
+    pub empty_gets: u64,
 }
 
 /// The clock statement for a run.
@@ -341,13 +378,13 @@ pub fn clock_for(mode: E2eMode) -> &'static str {
 
 /// Which records of which producers were seen: duplicates are counted by record id.
 #[derive(Default)]
-struct Seen {
+pub(crate) struct Seen {
     by_producer: HashMap<(u32, u32), Vec<u64>>,
 }
 
 impl Seen {
     /// Mark a record id; true when it was already marked.
-    fn mark(&mut self, tag: u32, producer: u32, seq: u64) -> bool {
+    pub(crate) fn mark(&mut self, tag: u32, producer: u32, seq: u64) -> bool {
         let bits = self.by_producer.entry((tag, producer)).or_default();
         let (word, bit) = ((seq / 64) as usize, seq % 64);
         if word >= bits.len() {
@@ -380,6 +417,11 @@ pub async fn run_e2e(
     live: Arc<E2eLive>,
     stop: CancellationToken,
 ) -> Result<E2eRun, ClientError> {
+    if let Some(rest) = &spec.rest {
+        return crate::rest_e2e::run(spec, rest, live, stop)
+            .await
+            .map_err(|e| ClientError::Other(e.to_string()));
+    }
     let epoch = Instant::now();
     let run_tag: u32 = SmallRng::seed_from_u64(spec.seed ^ now_ms() as u64).random();
     let connect = |client_id: String| {
@@ -408,16 +450,19 @@ pub async fn run_e2e(
         let c = connect(spec.consumer_id.clone()).await?;
         clusters.push(c.clone());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(consume(
-            spec.clone(),
-            c,
-            layout.clone(),
-            live.clone(),
-            consume_stop.clone(),
-            ready_tx,
-            epoch,
-            run_tag,
-        ));
+        let task = tokio::spawn({
+            let consuming = consume(
+                spec.clone(),
+                c,
+                layout.clone(),
+                live.clone(),
+                consume_stop.clone(),
+                ready_tx,
+                epoch,
+                run_tag,
+            );
+            async move { consuming.await.map_err(|e| e.to_string()) }
+        });
         match ready_rx.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
@@ -425,10 +470,10 @@ pub async fn run_e2e(
                 return Err(e);
             }
             Err(_) => {
-                return Err(match task.await {
+                return Err(ClientError::Other(match task.await {
                     Ok(Err(e)) => e,
-                    _ => ClientError::Other("the consumer stopped before it was ready".into()),
-                });
+                    _ => "the consumer stopped before it was ready".into(),
+                }));
             }
         }
         consumer = Some(task);
@@ -452,6 +497,46 @@ pub async fn run_e2e(
             ));
         }
     }
+    let phases = drive(
+        spec,
+        &live,
+        &stop,
+        consumer,
+        producers,
+        produce_stop,
+        consume_stop,
+    )
+    .await;
+    for c in &clusters {
+        negotiated.merge(&c.negotiated());
+        c.close(Duration::from_secs(2)).await;
+    }
+    Ok(conclude(spec, &live, phases, negotiated))
+}
+
+/// What the load, drain and stop phases of a run left behind.
+pub(crate) struct Phases {
+    started_at: SystemTime,
+    elapsed: Duration,
+    drain_elapsed: Duration,
+    drained: bool,
+    member_id: Option<String>,
+    assignment: Vec<i32>,
+    aborted: Option<String>,
+    cpu: CpuTime,
+}
+
+/// The shared middle of every e2e run, whatever the driver: run the load until the duration or a
+/// stop, stop the producers and let every request resolve, drain, stop the consumer.
+pub(crate) async fn drive(
+    spec: &E2eSpec,
+    live: &E2eLive,
+    stop: &CancellationToken,
+    mut consumer: Option<tokio::task::JoinHandle<Result<ConsumerDone, String>>>,
+    mut producers: JoinSet<()>,
+    produce_stop: CancellationToken,
+    consume_stop: CancellationToken,
+) -> Phases {
     let cpu_before = CpuTime::now();
     let started_at = SystemTime::now();
     let started = Instant::now();
@@ -505,7 +590,7 @@ pub async fn run_e2e(
     consume_stop.cancel();
     let mut member_id = None;
     let mut assignment = Vec::new();
-    if let Some(task) = consumer {
+    if let Some(task) = consumer.take() {
         match task.await {
             Ok(Ok(done)) => {
                 member_id = Some(done.member_id);
@@ -515,13 +600,26 @@ pub async fn run_e2e(
             Err(e) => aborted = aborted.or(Some(format!("the consumer task failed: {e}"))),
         }
     }
-    let cpu = CpuTime::now().since(cpu_before);
-    for c in &clusters {
-        negotiated.merge(&c.negotiated());
-        c.close(Duration::from_secs(2)).await;
+    Phases {
+        started_at,
+        elapsed,
+        drain_elapsed,
+        drained,
+        member_id,
+        assignment,
+        aborted,
+        cpu: CpuTime::now().since(cpu_before),
     }
-    live.set_phase("finished");
+}
 
+/// The run's figures, from the live counters and the phases.
+pub(crate) fn conclude(
+    spec: &E2eSpec,
+    live: &E2eLive,
+    phases: Phases,
+    negotiated: Negotiated,
+) -> E2eRun {
+    live.set_phase("finished");
     let acked = get(&live.acked);
     let consumed = get(&live.consumed);
     let duplicates = get(&live.duplicates);
@@ -531,12 +629,13 @@ pub async fn run_e2e(
     } else {
         (0, 0)
     };
-    Ok(E2eRun {
-        started_at,
+    let h = |m: &Mutex<Histogram<u64>>| m.lock().expect("latency lock").clone();
+    E2eRun {
+        started_at: phases.started_at,
         ended_at: SystemTime::now(),
-        elapsed,
-        drain_elapsed,
-        drained,
+        elapsed: phases.elapsed,
+        drain_elapsed: phases.drain_elapsed,
+        drained: phases.drained,
         produced: get(&live.produced),
         acked,
         failed: get(&live.failed),
@@ -551,24 +650,38 @@ pub async fn run_e2e(
         commit_failures: get(&live.commit_failures),
         heartbeats: get(&live.heartbeats),
         rejoins: get(&live.rejoins),
-        producer_latency: live.producer_latency.lock().expect("latency lock").clone(),
-        whole_trip: live.whole_trip.lock().expect("latency lock").clone(),
-        fetch_duration: live.fetch_duration.lock().expect("latency lock").clone(),
-        consumer_processing: live
-            .consumer_processing
-            .lock()
-            .expect("latency lock")
-            .clone(),
-        clock: clock_for(spec.mode),
+        producer_latency: h(&live.producer_latency),
+        whole_trip: h(&live.whole_trip),
+        fetch_duration: h(&live.fetch_duration),
+        consumer_processing: h(&live.consumer_processing),
+        rest: spec.rest.as_ref().map(|r| RestFigures {
+            format: r.format.name(),
+            api: r.api.name(),
+            throttled: get(&live.rest_throttled),
+            instances_expired: get(&live.rest_expired),
+            instances_created: get(&live.rest_instances),
+            instance_creation: h(&live.rest_instance_creation),
+            time_to_first_record_us: match get(&live.rest_first_record_us) {
+                0 => None,
+                us => Some(us),
+            },
+            records_per_get: h(&live.rest_records_per_get),
+            empty_gets: get(&live.rest_empty_gets),
+        }),
+        clock: if spec.rest.is_some() && spec.mode == E2eMode::ConsumerAndProducers {
+            crate::rest_e2e::REST_CLOCK
+        } else {
+            clock_for(spec.mode)
+        },
         group_id: spec.group_id.clone(),
-        member_id,
-        assignment,
+        member_id: phases.member_id,
+        assignment: phases.assignment,
         negotiated,
-        cpu,
+        cpu: phases.cpu,
         peak_rss_kib: peak_rss_kib(),
         errors: live.errors.lock().expect("errors lock").clone(),
-        aborted,
-    })
+        aborted: phases.aborted,
+    }
 }
 
 /// One producer: batches at random intervals until stopped, then waits for its requests in flight.
@@ -675,9 +788,9 @@ async fn produce(
 }
 
 /// What the consumer hands back at the end.
-struct ConsumerDone {
-    member_id: String,
-    assignment: Vec<i32>,
+pub(crate) struct ConsumerDone {
+    pub(crate) member_id: String,
+    pub(crate) assignment: Vec<i32>,
 }
 
 /// The consumer: join, learn positions, signal ready, then poll/commit/heartbeat until stopped.

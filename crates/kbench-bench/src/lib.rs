@@ -11,6 +11,7 @@ pub mod compare;
 pub mod e2e;
 pub mod measure;
 pub mod produce;
+pub mod rest_e2e;
 pub mod result;
 pub mod sweep;
 

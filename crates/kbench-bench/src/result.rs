@@ -217,6 +217,9 @@ pub struct E2eResultDocument {
     pub fetch_duration: LatencySummary,
     /// Per poll that returned records: response in hand → records decoded and counted, µs.
     pub consumer_processing: LatencySummary,
+    /// The REST Proxy driver's own figures; absent for the native driver.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rest_proxy: Option<RestSummary>,
     pub errors: BTreeMap<String, u64>,
     pub aborted: Option<String>,
 }
@@ -267,8 +270,36 @@ impl E2eResultDocument {
             whole_trip: LatencySummary::of(&run.whole_trip),
             fetch_duration: LatencySummary::of(&run.fetch_duration),
             consumer_processing: LatencySummary::of(&run.consumer_processing),
+            rest_proxy: run.rest.as_ref().map(|r| RestSummary {
+                format: r.format,
+                api: r.api,
+                throttled_429: r.throttled,
+                instances_created: r.instances_created,
+                instances_expired_40403: r.instances_expired,
+                instance_creation: LatencySummary::of(&r.instance_creation),
+                time_to_first_record_ms: r.time_to_first_record_us.map(|us| us as f64 / 1000.0),
+                records_per_get: LatencySummary::of(&r.records_per_get),
+                empty_gets: r.empty_gets,
+            }),
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
         }
     }
+}
+
+/// What the REST Proxy driver measured on its own.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestSummary {
+    pub format: &'static str,
+    pub api: &'static str,
+    pub throttled_429: u64,
+    pub instances_created: u64,
+    pub instances_expired_40403: u64,
+    /// Consumer instance creation + subscription, µs.
+    pub instance_creation: LatencySummary,
+    /// From the first instance's creation to the first record received.
+    pub time_to_first_record_ms: Option<f64>,
+    /// Records per GET that returned any (a count, not µs).
+    pub records_per_get: LatencySummary,
+    pub empty_gets: u64,
 }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod fetch;
 pub mod group;
 pub mod produce;
+pub mod rest;
 
 pub use cluster::{Cluster, ClusterConfig, PartitionLeader, TopicLayout};
 pub use connection::Connection;

@@ -105,6 +105,85 @@ pub struct E2eArgs {
     /// Seed for intervals, sizes and counts (default: random; printed and stored in the result).
     #[arg(long)]
     pub seed: Option<u64>,
+
+    /// How to reach Kafka: `kafka` (the Kafka protocol) or `rest-proxy` (a Kafka REST Proxy, --rest-url).
+    #[arg(long, default_value = "kafka", value_parser = ["kafka", "rest-proxy"])]
+    pub via: String,
+
+    /// REST Proxy base URL (http:// or https://), with --via rest-proxy.
+    #[arg(long)]
+    pub rest_url: Option<String>,
+
+    /// Embedded format through the REST Proxy: avro (the seed's schema), json or binary.
+    #[arg(long, default_value = "avro")]
+    pub rest_format: kbench_client::rest::RestFormat,
+
+    /// REST produce API: v2, v3 (one request per record) or v3-stream (one chunked request per batch).
+    #[arg(long, default_value = "v2")]
+    pub rest_api: kbench_bench::rest_e2e::RestApi,
+
+    /// Value schema id for avro (otherwise --schema-registry registers the seed schema).
+    #[arg(long)]
+    pub value_schema_id: Option<i64>,
+
+    /// Schema Registry URL: register the seed's Avro schema as <topic>-value and use its id.
+    #[arg(long)]
+    pub schema_registry: Option<String>,
+
+    /// HTTP basic user for the REST Proxy (the password comes from KBENCH_REST_PASSWORD).
+    #[arg(long)]
+    pub rest_user: Option<String>,
+
+    /// HTTP basic password for the REST Proxy; from the environment only, never echoed.
+    #[arg(
+        long = "rest-password-from-env",
+        env = "KBENCH_REST_PASSWORD",
+        hide_env_values = true,
+        hide = true
+    )]
+    pub rest_password: Option<String>,
+}
+
+/// The REST Proxy driver's settings from the flags; an error names the flag.
+fn rest_from(args: &E2eArgs) -> Result<Option<kbench_bench::rest_e2e::RestSpec>, String> {
+    if args.via != "rest-proxy" {
+        if args.rest_url.is_some() {
+            return Err("--rest-url: only with --via rest-proxy".into());
+        }
+        return Ok(None);
+    }
+    let url = args
+        .rest_url
+        .clone()
+        .ok_or("--via rest-proxy needs --rest-url URL")?;
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!(
+            "--rest-url {url:?}: must start with http:// or https://"
+        ));
+    }
+    if args.bootstrap_server.is_some() {
+        return Err(
+            "--bootstrap-server: not used with --via rest-proxy (the proxy reaches Kafka)".into(),
+        );
+    }
+    let basic_auth = match (&args.rest_user, &args.rest_password) {
+        (Some(u), Some(p)) => Some((u.clone(), p.clone())),
+        (Some(u), None) => Some((u.clone(), String::new())),
+        (None, Some(_)) => return Err("KBENCH_REST_PASSWORD is set but --rest-user is not".into()),
+        (None, None) => None,
+    };
+    Ok(Some(kbench_bench::rest_e2e::RestSpec {
+        proxy: kbench_client::rest::RestConfig {
+            url,
+            basic_auth,
+            timeout: Duration::from_secs(60),
+        },
+        format: args.rest_format,
+        api: args.rest_api,
+        value_schema_id: args.value_schema_id,
+        schema_registry: args.schema_registry.clone(),
+        throttle_backoff: Duration::from_millis(100),
+    }))
 }
 
 fn split_span(s: &str) -> (&str, &str) {
@@ -263,6 +342,15 @@ pub fn settings_json(spec: &E2eSpec) -> serde_json::Value {
         "duration_s": spec.duration.map(|d| d.as_secs_f64()),
         "drain_s": spec.drain.as_secs_f64(),
         "gather_latencies": spec.gather_latencies,
+        "via": if spec.rest.is_some() { "rest-proxy" } else { "kafka" },
+        "rest_proxy": spec.rest.as_ref().map(|r| serde_json::json!({
+            "url": r.proxy.url,
+            "user": r.proxy.basic_auth.as_ref().map(|(u, _)| u),
+            "format": r.format.name(),
+            "api": r.api.name(),
+            "value_schema_id": r.value_schema_id,
+            "schema_registry": r.schema_registry,
+        })),
     })
 }
 
@@ -304,6 +392,7 @@ fn spec_from(args: &E2eArgs) -> E2eSpec {
         drain: args.drain,
         gather_latencies: true,
         seed: args.seed.unwrap_or_else(crate::cli::random_seed),
+        rest: None,
     }
 }
 
@@ -328,7 +417,23 @@ pub async fn run(args: E2eArgs) -> u8 {
         Some(Ok(s)) => Some(s),
         None => None,
     };
-    let spec = spec_from(&args);
+    let mut spec = spec_from(&args);
+    match rest_from(&args) {
+        Ok(Some(rest)) => {
+            spec.rest = Some(rest);
+            let url = spec
+                .rest
+                .as_ref()
+                .map(|r| r.proxy.url.clone())
+                .unwrap_or_default();
+            return drive(&args, spec, vec![url], Pins::default(), None).await;
+        }
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    }
     let mut embedded = None;
     let servers = match servers {
         Some(s) => s,
@@ -424,9 +529,14 @@ async fn drive(
     let mut run = match result {
         Ok(r) => r,
         Err(e) => {
+            let field = if spec.rest.is_some() {
+                "--rest-url"
+            } else {
+                "--bootstrap-server"
+            };
             eprintln!(
                 "kbench: error: {}",
-                describe_start_error("--bootstrap-server", &bootstrap, e)
+                describe_start_error(field, &bootstrap, e)
             );
             return EXIT_FAILED;
         }

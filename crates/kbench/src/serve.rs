@@ -393,8 +393,24 @@ struct PubSubConfig {
     #[serde(default = "yes")]
     gather_latencies: bool,
     // kafkaRestUri, kafkaUserName, kafkaUserPassword and valueSchemaId belong to KAFKA_REST_PROXY:
-    // for KAFKA_NATIVE they are accepted and unused (like any unknown field). The password is
-    // removed from the stored config (see `public_config`).
+    // for KAFKA_NATIVE they are accepted and unused. The password is removed from the stored config
+    // (see `public_config`) and never formatted.
+    #[serde(default)]
+    kafka_rest_uri: Option<String>,
+    #[serde(default)]
+    kafka_user_name: Option<String>,
+    #[serde(default)]
+    kafka_user_password: Option<String>,
+    #[serde(default)]
+    value_schema_id: Option<Value>,
+    /// kbench's additions for KAFKA_REST_PROXY: embedded format (default avro, as the seed), produce
+    /// API (v2, v3, v3-stream; default v2), and a Schema Registry to register the seed schema in.
+    #[serde(default)]
+    rest_format: Option<String>,
+    #[serde(default)]
+    rest_api: Option<String>,
+    #[serde(default)]
+    schema_registry_url: Option<String>,
     kafka_topic: String,
     #[serde(default)]
     kafka_consumer_group: Option<String>,
@@ -582,6 +598,7 @@ fn pub_sub_spec(c: &PubSubConfig) -> Result<(E2eSpec, Option<Vec<String>>), ApiE
         drain: Duration::from_secs(10),
         gather_latencies: c.gather_latencies,
         seed: crate::cli::random_seed(),
+        rest: None,
     };
     Ok((spec, bootstrap))
 }
@@ -596,16 +613,75 @@ async fn pub_sub_post(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         ));
     }
     let config: PubSubConfig = from_value(raw.clone())?;
+    let (mut spec, bootstrap) = pub_sub_spec(&config)?;
     if config.kind == PubSubType::KafkaRestProxy {
-        return Err(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "type KAFKA_REST_PROXY: the REST Proxy driver is not available in this build; use KAFKA_NATIVE",
-        ));
+        spec.rest = Some(pub_sub_rest(&config)?);
     }
-    let (spec, bootstrap) = pub_sub_spec(&config)?;
     let id = start_e2e(&app, Api::PubSub, public_config(&raw), spec, bootstrap).await?;
     let body = json!({ "id": id, "status": "running", "config": public_config(&raw) });
     Ok(json_response(StatusCode::OK, body))
+}
+
+/// The REST Proxy driver's settings from a KAFKA_REST_PROXY payload; an error names the field.
+fn pub_sub_rest(c: &PubSubConfig) -> Result<kbench_bench::rest_e2e::RestSpec, ApiError> {
+    let url = c
+        .kafka_rest_uri
+        .clone()
+        .filter(|u| !u.trim().is_empty())
+        .ok_or_else(|| {
+            ApiError::field(
+                "kafkaRestUri",
+                "missing: KAFKA_REST_PROXY needs the proxy's URL",
+            )
+        })?;
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(ApiError::field(
+            "kafkaRestUri",
+            "must start with http:// or https://",
+        ));
+    }
+    let value_schema_id =
+        match &c.value_schema_id {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => Some(
+                n.as_i64()
+                    .ok_or_else(|| ApiError::field("valueSchemaId", "not a whole number"))?,
+            ),
+            Some(Value::String(s)) => Some(s.trim().parse::<i64>().map_err(|_| {
+                ApiError::field("valueSchemaId", format!("{s:?} is not a schema id"))
+            })?),
+            Some(_) => {
+                return Err(ApiError::field(
+                    "valueSchemaId",
+                    "must be a number or a string of digits",
+                ));
+            }
+        };
+    let format = match &c.rest_format {
+        None => kbench_client::rest::RestFormat::Avro,
+        Some(f) => named("restFormat", f.parse())?,
+    };
+    let api = match &c.rest_api {
+        None => kbench_bench::rest_e2e::RestApi::V2,
+        Some(a) => named("restApi", a.parse())?,
+    };
+    let basic_auth = c
+        .kafka_user_name
+        .clone()
+        .filter(|u| !u.is_empty())
+        .map(|u| (u, c.kafka_user_password.clone().unwrap_or_default()));
+    Ok(kbench_bench::rest_e2e::RestSpec {
+        proxy: kbench_client::rest::RestConfig {
+            url,
+            basic_auth,
+            timeout: Duration::from_secs(60),
+        },
+        format,
+        api,
+        value_schema_id,
+        schema_registry: c.schema_registry_url.clone(),
+        throttle_backoff: Duration::from_millis(100),
+    })
 }
 
 /// The most recent /pub-sub-demo run.
@@ -797,7 +873,11 @@ async fn start_e2e(
     bootstrap: Option<Vec<String>>,
 ) -> Result<String, ApiError> {
     ensure_idle(app)?;
-    let (servers, embedded) = resolve_bootstrap(app, bootstrap).await?;
+    let (servers, embedded) = match &spec.rest {
+        // The proxy reaches Kafka; kbench needs no broker of its own.
+        Some(rest) => (vec![rest.proxy.url.clone()], false),
+        None => resolve_bootstrap(app, bootstrap).await?,
+    };
     let bootstrap = servers.join(",");
     let cluster = cluster_config(servers, "kbench-serve", Pins::default());
     let live = Arc::new(E2eLive::default());
@@ -1100,6 +1180,7 @@ fn v1_e2e_spec(c: &V1E2e) -> Result<(E2eSpec, Option<Vec<String>>), ApiError> {
         drain: named("drain", crate::cli::parse_duration(&c.drain))?,
         gather_latencies: c.gather_latencies,
         seed: c.seed.unwrap_or_else(crate::cli::random_seed),
+        rest: None,
     };
     Ok((spec, bootstrap))
 }

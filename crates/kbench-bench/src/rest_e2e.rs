@@ -1,0 +1,720 @@
+//! The e2e workload through a Kafka REST Proxy: the same producers, consumer, drain and accounting as
+//! the native driver (`e2e`), with HTTP conversations instead of Kafka ones.
+//!
+//! Records are the seed's Avro value `AvroRecord{value: string, metadata: MetaData{eid: string,
+//! occurred_at: string}}`, embedded as JSON (avro and json formats) or as base64 of that JSON
+//! (binary). `eid` is the record id (run tag, producer, sequence); `occurred_at` is the send time as an
+//! ISO-8601 instant *derived from this process's monotonic clock* (run start + monotonic elapsed), so
+//! that whole trip is monotonic when producers and consumer share the process.
+//!
+//! Measured apart from the common figures: HTTP produce request duration (the common producer
+//! histogram), consumer-instance creation, time to the first record after creation, records per GET,
+//! 429s (backed off, retried), 40403s (instance recreated), commits.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use kbench_client::rest::{
+    ConsumerInstance, RecordOutcome, RestConfig, RestError, RestFormat, RestProxy,
+};
+use kbench_wire::Negotiated;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::e2e::{ConsumerDone, E2eLive, E2eMode, E2eRun, E2eSpec, Seen, add, conclude, drive};
+
+/// The seed service's Avro value schema.
+pub const SEED_VALUE_SCHEMA: &str = r#"{"type":"record","name":"AvroRecord","fields":[{"name":"value","type":"string"},{"name":"metadata","type":{"type":"record","name":"MetaData","fields":[{"name":"eid","type":"string"},{"name":"occurred_at","type":"string"}]}}]}"#;
+
+/// Which produce API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestApi {
+    /// `POST /topics/{topic}`, one request per batch.
+    V2,
+    /// `POST /v3/clusters/{id}/topics/{topic}/records`, one request per record.
+    V3,
+    /// The same endpoint, one chunked request per batch, one delivery report per record.
+    V3Stream,
+}
+
+impl RestApi {
+    pub fn name(self) -> &'static str {
+        match self {
+            RestApi::V2 => "v2",
+            RestApi::V3 => "v3",
+            RestApi::V3Stream => "v3-stream",
+        }
+    }
+}
+
+impl std::str::FromStr for RestApi {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "v2" => Ok(RestApi::V2),
+            "v3" => Ok(RestApi::V3),
+            "v3-stream" | "v3stream" | "stream" => Ok(RestApi::V3Stream),
+            other => Err(format!("unknown REST API {other:?} (v2, v3 or v3-stream)")),
+        }
+    }
+}
+
+/// The REST Proxy driver's settings.
+#[derive(Debug, Clone)]
+pub struct RestSpec {
+    pub proxy: RestConfig,
+    pub format: RestFormat,
+    pub api: RestApi,
+    /// The value schema id (avro): given, or registered with `schema_registry`.
+    pub value_schema_id: Option<i64>,
+    /// Register the seed schema here (`POST /subjects/{topic}-value/versions`) and use its id.
+    pub schema_registry: Option<String>,
+    /// Back-off after a 429.
+    pub throttle_backoff: Duration,
+}
+
+/// The clock statement for REST runs with both sides in this process.
+pub const REST_CLOCK: &str = "monotonic: producers and consumer share this process; send time carried in metadata.occurred_at as run start + monotonic elapsed";
+
+struct Clock {
+    epoch: Instant,
+    wall_at_epoch: SystemTime,
+}
+
+impl Clock {
+    /// The send time as an ISO-8601 instant on the monotonic clock.
+    fn stamp(&self) -> String {
+        humantime::format_rfc3339_micros(self.wall_at_epoch + self.epoch.elapsed()).to_string()
+    }
+
+    /// µs from a stamp to now, on the same clock.
+    fn since(&self, stamp: &str) -> Option<u64> {
+        let sent = humantime::parse_rfc3339(stamp).ok()?;
+        let now = self.wall_at_epoch + self.epoch.elapsed();
+        Some(now.duration_since(sent).unwrap_or_default().as_micros() as u64)
+    }
+}
+
+fn rest_error(e: RestError) -> String {
+    e.to_string()
+}
+
+/// Run the e2e workload through the proxy.
+pub async fn run(
+    spec: &E2eSpec,
+    rest: &RestSpec,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+) -> Result<E2eRun, String> {
+    let proxy = RestProxy::new(rest.proxy.clone()).map_err(rest_error)?;
+    // Before any load: the proxy answers, the v3 API exists when asked for, the schema id is known.
+    proxy.check().await.map_err(rest_error)?;
+    let cluster_id = match rest.api {
+        RestApi::V2 => None,
+        RestApi::V3 | RestApi::V3Stream => Some(proxy.cluster_id().await.map_err(rest_error)?),
+    };
+    let mut rest = rest.clone();
+    if rest.format == RestFormat::Avro && spec.mode.has_producers() {
+        match (&rest.schema_registry, rest.value_schema_id) {
+            (Some(registry), _) => {
+                let id = kbench_client::rest::register_schema(
+                    registry,
+                    &format!("{}-value", spec.topic),
+                    SEED_VALUE_SCHEMA,
+                    rest.proxy.basic_auth.as_ref(),
+                )
+                .await
+                .map_err(|e| format!("--schema-registry: {e}"))?;
+                rest.value_schema_id = Some(id);
+            }
+            (None, Some(_)) => {}
+            (None, None) => {
+                return Err(
+                    "avro needs a value schema id: give valueSchemaId / --value-schema-id, or --schema-registry to register the seed schema"
+                        .into(),
+                );
+            }
+        }
+    }
+    let clock = Arc::new(Clock {
+        epoch: Instant::now(),
+        wall_at_epoch: SystemTime::now(),
+    });
+    let run_tag: u32 = SmallRng::seed_from_u64(spec.seed ^ clock_seed()).random();
+
+    let consume_stop = CancellationToken::new();
+    let mut consumer = None;
+    if spec.mode.has_consumer() {
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(consume(
+            spec.clone(),
+            rest.clone(),
+            proxy.clone(),
+            live.clone(),
+            consume_stop.clone(),
+            ready_tx,
+            clock.clone(),
+            run_tag,
+        ));
+        match ready_rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = task.await;
+                return Err(e);
+            }
+            Err(_) => {
+                return Err(match task.await {
+                    Ok(Err(e)) => e,
+                    _ => "the consumer stopped before it was ready".into(),
+                });
+            }
+        }
+        consumer = Some(task);
+    }
+    let produce_stop = CancellationToken::new();
+    let mut producers = JoinSet::new();
+    if spec.mode.has_producers() {
+        for idx in 0..spec.producers {
+            producers.spawn(produce(
+                spec.clone(),
+                rest.clone(),
+                proxy.clone(),
+                cluster_id.clone(),
+                idx as u32,
+                live.clone(),
+                produce_stop.clone(),
+                clock.clone(),
+                run_tag,
+            ));
+        }
+    }
+    let phases = drive(
+        spec,
+        &live,
+        &stop,
+        consumer,
+        producers,
+        produce_stop,
+        consume_stop,
+    )
+    .await;
+    Ok(conclude(spec, &live, phases, Negotiated::default()))
+}
+
+fn clock_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The seed's record, embedded in the format.
+fn value_for(format: RestFormat, payload: &str, eid: &str, occurred_at: &str) -> Value {
+    let record =
+        json!({ "value": payload, "metadata": { "eid": eid, "occurred_at": occurred_at } });
+    match format {
+        RestFormat::Avro | RestFormat::Json => record,
+        RestFormat::Binary => Value::String(
+            base64::engine::general_purpose::STANDARD.encode(record.to_string().as_bytes()),
+        ),
+    }
+}
+
+/// `eid` and `occurred_at` back from a consumed value.
+fn read_value(format: RestFormat, v: &Value) -> Option<(String, String)> {
+    let record = match format {
+        RestFormat::Avro | RestFormat::Json => v.clone(),
+        RestFormat::Binary => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(v.as_str()?)
+                .ok()?;
+            serde_json::from_slice(&bytes).ok()?
+        }
+    };
+    let m = &record["metadata"];
+    Some((
+        m["eid"].as_str()?.to_string(),
+        m["occurred_at"].as_str()?.to_string(),
+    ))
+}
+
+fn eid(tag: u32, producer: u32, seq: u64) -> String {
+    format!("{tag:08x}-{producer}-{seq}")
+}
+
+fn parse_eid(s: &str) -> Option<(u32, u32, u64)> {
+    let mut it = s.splitn(3, '-');
+    let tag = u32::from_str_radix(it.next()?, 16).ok()?;
+    let producer = it.next()?.parse().ok()?;
+    let seq = it.next()?.parse().ok()?;
+    Some((tag, producer, seq))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn produce(
+    spec: E2eSpec,
+    rest: RestSpec,
+    proxy: RestProxy,
+    cluster_id: Option<String>,
+    idx: u32,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+    clock: Arc<Clock>,
+    run_tag: u32,
+) {
+    let mut rng = SmallRng::seed_from_u64(spec.seed.wrapping_add(u64::from(idx) * 0x9E37_79B9));
+    let payload: String = (0..spec.payload_size.max)
+        .map(|_| rng.random_range(b'A'..=b'Z') as char)
+        .collect();
+    let in_flight = Arc::new(Semaphore::new(spec.max_in_flight.max(1)));
+    let mut requests = JoinSet::new();
+    let mut seq = 0u64;
+    let mut next = tokio::time::Instant::now();
+    loop {
+        next += Duration::from_millis(spec.batch_interval_ms.draw(&mut rng));
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        let now = tokio::time::Instant::now();
+        if now > next + Duration::from_millis(spec.batch_interval_ms.max.max(1)) {
+            next = now;
+        }
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            break;
+        };
+        let count = spec.messages_per_batch.draw(&mut rng).max(1);
+        let stamp = clock.stamp();
+        let values: Vec<Value> = (0..count)
+            .map(|_| {
+                let size = spec.payload_size.draw(&mut rng);
+                let v = value_for(
+                    rest.format,
+                    &payload[..size],
+                    &eid(run_tag, idx, seq),
+                    &stamp,
+                );
+                seq += 1;
+                v
+            })
+            .collect();
+        add(&live.produced, count as u64);
+        let (proxy, rest, live, topic, cluster_id) = (
+            proxy.clone(),
+            rest.clone(),
+            live.clone(),
+            spec.topic.clone(),
+            cluster_id.clone(),
+        );
+        let gather = spec.gather_latencies;
+        let delivery_timeout = spec.producer.delivery_timeout;
+        requests.spawn(async move {
+            let outcomes = send_batch(
+                &proxy,
+                &rest,
+                &live,
+                &topic,
+                cluster_id.as_deref(),
+                values,
+                gather,
+                delivery_timeout,
+            )
+            .await;
+            drop(permit);
+            let mut failed = BTreeMap::<String, u64>::new();
+            let mut ok = 0;
+            for o in outcomes {
+                match o {
+                    RecordOutcome::Ok { .. } => ok += 1,
+                    RecordOutcome::Failed { code, message } => {
+                        *failed
+                            .entry(format!("REST produce: error_code {code}: {message}"))
+                            .or_default() += 1;
+                    }
+                }
+            }
+            add(&live.acked, ok);
+            for (e, n) in failed {
+                add(&live.failed, n);
+                live.error(e, n);
+            }
+        });
+        while requests.try_join_next().is_some() {}
+    }
+    while requests.join_next().await.is_some() {}
+}
+
+/// Send one batch by the chosen API; every record gets an outcome. 429s are counted, backed off and
+/// retried until the delivery timeout; other errors fail the batch's records with their code.
+#[allow(clippy::too_many_arguments)]
+async fn send_batch(
+    proxy: &RestProxy,
+    rest: &RestSpec,
+    live: &E2eLive,
+    topic: &str,
+    cluster_id: Option<&str>,
+    values: Vec<Value>,
+    gather: bool,
+    delivery_timeout: Duration,
+) -> Vec<RecordOutcome> {
+    let n = values.len();
+    let started = Instant::now();
+    loop {
+        let t0 = Instant::now();
+        let result: Result<Vec<RecordOutcome>, RestError> = match (rest.api, cluster_id) {
+            (RestApi::V2, _) | (_, None) => {
+                proxy
+                    .produce_v2(topic, rest.format, rest.value_schema_id, values.clone())
+                    .await
+            }
+            (RestApi::V3, Some(c)) => {
+                let mut out = Vec::with_capacity(n);
+                let mut err = None;
+                for v in values.iter().cloned() {
+                    let t1 = Instant::now();
+                    match proxy
+                        .produce_v3(c, topic, rest.format, rest.value_schema_id, v)
+                        .await
+                    {
+                        Ok(o) => {
+                            record_duration(live, gather, t1);
+                            add(&live.produce_requests, 1);
+                            out.push(o);
+                        }
+                        Err(e) => {
+                            err = Some(e);
+                            break;
+                        }
+                    }
+                }
+                match err {
+                    // Records already answered keep their outcome; the rest are retried or failed.
+                    Some(e) if out.is_empty() => Err(e),
+                    Some(e) => {
+                        let code = e.code().unwrap_or(-1);
+                        let message = e.to_string();
+                        out.extend((out.len()..n).map(|_| RecordOutcome::Failed {
+                            code,
+                            message: message.clone(),
+                        }));
+                        Ok(out)
+                    }
+                    None => return out,
+                }
+            }
+            (RestApi::V3Stream, Some(c)) => {
+                proxy
+                    .produce_v3_stream(c, topic, rest.format, rest.value_schema_id, values.clone())
+                    .await
+            }
+        };
+        if rest.api != RestApi::V3 {
+            add(&live.produce_requests, 1);
+        }
+        match result {
+            Ok(outcomes) => {
+                if rest.api != RestApi::V3 {
+                    record_duration(live, gather, t0);
+                }
+                return outcomes;
+            }
+            Err(e)
+                if e.is_throttle()
+                    && started.elapsed() + rest.throttle_backoff < delivery_timeout =>
+            {
+                add(&live.rest_throttled, 1);
+                tokio::time::sleep(rest.throttle_backoff).await;
+            }
+            Err(e) => {
+                if e.is_throttle() {
+                    add(&live.rest_throttled, 1);
+                }
+                let code = e.code().unwrap_or(-1);
+                let message = e.to_string();
+                return (0..n)
+                    .map(|_| RecordOutcome::Failed {
+                        code,
+                        message: message.clone(),
+                    })
+                    .collect();
+            }
+        }
+    }
+}
+
+fn record_duration(live: &E2eLive, gather: bool, since: Instant) {
+    if gather {
+        let _ = live
+            .producer_latency
+            .lock()
+            .expect("latency lock")
+            .record((since.elapsed().as_micros() as u64).max(1));
+    }
+}
+
+/// Create an instance and subscribe, timed and counted.
+async fn open_instance(
+    proxy: &RestProxy,
+    spec: &E2eSpec,
+    rest: &RestSpec,
+    live: &E2eLive,
+    generation: u32,
+) -> Result<ConsumerInstance, RestError> {
+    let t0 = Instant::now();
+    let name = if generation == 0 {
+        spec.consumer_id.clone()
+    } else {
+        format!("{}-{generation}", spec.consumer_id)
+    };
+    let instance = proxy
+        .create_consumer(&spec.group_id, &name, rest.format)
+        .await?;
+    if let Err(e) = proxy.subscribe(&instance, &spec.topic).await {
+        let _ = proxy.delete_consumer(&instance).await;
+        return Err(e);
+    }
+    add(&live.rest_instances, 1);
+    let _ = live
+        .rest_instance_creation
+        .lock()
+        .expect("latency lock")
+        .record((t0.elapsed().as_micros() as u64).max(1));
+    Ok(instance)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn consume(
+    spec: E2eSpec,
+    rest: RestSpec,
+    proxy: RestProxy,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
+    clock: Arc<Clock>,
+    run_tag: u32,
+) -> Result<ConsumerDone, String> {
+    let created = Instant::now();
+    let mut generation = 0;
+    let mut instance = match open_instance(&proxy, &spec, &rest, &live, generation).await {
+        Ok(i) => i,
+        Err(e) => {
+            let e = format!("consumer instance: {e}");
+            let _ = ready.send(Err(e.clone()));
+            return Err(e);
+        }
+    };
+    let _ = ready.send(Ok(()));
+    let result = consume_loop(
+        &spec,
+        &rest,
+        &proxy,
+        &live,
+        &stop,
+        &clock,
+        run_tag,
+        created,
+        &mut instance,
+        &mut generation,
+    )
+    .await;
+    // Always delete the instance: at the end, on error, on stop.
+    if let Err(e) = proxy.delete_consumer(&instance).await {
+        live.error(format!("delete consumer instance: {e}"), 0);
+    }
+    result.map(|()| ConsumerDone {
+        member_id: instance.instance_id.clone(),
+        assignment: Vec::new(),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn consume_loop(
+    spec: &E2eSpec,
+    rest: &RestSpec,
+    proxy: &RestProxy,
+    live: &E2eLive,
+    stop: &CancellationToken,
+    clock: &Clock,
+    run_tag: u32,
+    created: Instant,
+    instance: &mut ConsumerInstance,
+    generation: &mut u32,
+) -> Result<(), String> {
+    let mut seen = Seen::default();
+    let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut committed = positions.clone();
+    let mut last_commit = Instant::now();
+    let wall_clock = spec.mode == E2eMode::Consumer;
+    let timeout_ms = spec.consume_wait.as_millis() as u64;
+    let max_bytes = spec.consume_max_bytes.max(1) as u64;
+    let mut consecutive_errors = 0;
+    while !stop.is_cancelled() {
+        let polled = tokio::select! {
+            _ = stop.cancelled() => break,
+            r = proxy.poll(instance, rest.format, timeout_ms, max_bytes) => r,
+        };
+        add(&live.fetches, 1);
+        let records = match polled {
+            Ok(r) => {
+                consecutive_errors = 0;
+                r
+            }
+            Err(e) if e.is_instance_gone() => {
+                add(&live.rest_expired, 1);
+                live.error(format!("poll: {e}"), 0);
+                *generation += 1;
+                *instance = open_instance(proxy, spec, rest, live, *generation)
+                    .await
+                    .map_err(|e| format!("recreating the consumer instance: {e}"))?;
+                continue;
+            }
+            Err(e) => {
+                if e.is_throttle() {
+                    add(&live.rest_throttled, 1);
+                }
+                live.error(format!("poll: {e}"), 0);
+                consecutive_errors += 1;
+                if consecutive_errors >= 20 {
+                    return Err(format!("20 polls in a row failed, the last: {e}"));
+                }
+                tokio::time::sleep(rest.throttle_backoff).await;
+                continue;
+            }
+        };
+        let in_hand = Instant::now();
+        if records.is_empty() {
+            add(&live.rest_empty_gets, 1);
+            continue;
+        }
+        let _ = live
+            .rest_records_per_get
+            .lock()
+            .expect("latency lock")
+            .record(records.len() as u64);
+        if live
+            .rest_first_record_us
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 0
+        {
+            live.rest_first_record_us.store(
+                (created.elapsed().as_micros() as u64).max(1),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        let mut trips = Vec::with_capacity(records.len());
+        for r in &records {
+            if r.offset >= 0 {
+                let next = positions.entry(r.partition).or_insert(0);
+                *next = (*next).max(r.offset + 1);
+            }
+            let parsed = read_value(rest.format, &r.value)
+                .and_then(|(eid, at)| parse_eid(&eid).map(|id| (id, at)));
+            match parsed {
+                Some(((tag, producer, seq), at)) if tag == run_tag || wall_clock => {
+                    add(&live.consumed, 1);
+                    if seen.mark(tag, producer, seq) {
+                        add(&live.duplicates, 1);
+                        continue;
+                    }
+                    if spec.gather_latencies
+                        && let Some(us) = clock.since(&at)
+                    {
+                        trips.push(us);
+                    }
+                }
+                _ => add(&live.foreign, 1),
+            }
+        }
+        if !trips.is_empty() {
+            let mut h = live.whole_trip.lock().expect("latency lock");
+            for t in trips {
+                let _ = h.record(t.max(1));
+            }
+        }
+        if spec.gather_latencies {
+            let _ = live
+                .consumer_processing
+                .lock()
+                .expect("latency lock")
+                .record((in_hand.elapsed().as_micros() as u64).max(1));
+        }
+        let due = match spec.commit {
+            crate::e2e::CommitMode::Sync => true,
+            crate::e2e::CommitMode::Interval(every) => last_commit.elapsed() >= every,
+        };
+        if due && positions != committed {
+            last_commit = Instant::now();
+            let offsets: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+            // Asynchronous commits are not awaited by the next poll in the seed service; here the
+            // commit rides between polls either way, and its failures are counted.
+            match proxy.commit(instance, &spec.topic, &offsets).await {
+                Ok(()) => {
+                    add(&live.commits, 1);
+                    committed = positions.clone();
+                }
+                Err(e) => {
+                    add(&live.commit_failures, 1);
+                    live.error(format!("commit: {e}"), 0);
+                }
+            }
+        }
+    }
+    if positions != committed {
+        let offsets: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+        match proxy.commit(instance, &spec.topic, &offsets).await {
+            Ok(()) => add(&live.commits, 1),
+            Err(e) => {
+                add(&live.commit_failures, 1);
+                live.error(format!("commit: {e}"), 0);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_in_every_format() {
+        for f in [RestFormat::Avro, RestFormat::Json, RestFormat::Binary] {
+            let v = value_for(
+                f,
+                "AAAA",
+                &eid(0xdead_beef, 3, 42),
+                "2026-11-29T21:00:00.000001Z",
+            );
+            let (e, at) = read_value(f, &v).unwrap();
+            assert_eq!(parse_eid(&e), Some((0xdead_beef, 3, 42)));
+            assert_eq!(at, "2026-11-29T21:00:00.000001Z");
+        }
+        assert!(parse_eid("nope").is_none());
+        assert!(read_value(RestFormat::Binary, &json!("!!!")).is_none());
+    }
+
+    #[test]
+    fn the_clock_measures_from_its_own_stamps() {
+        let c = Clock {
+            epoch: Instant::now(),
+            wall_at_epoch: SystemTime::now(),
+        };
+        let s = c.stamp();
+        std::thread::sleep(Duration::from_millis(5));
+        let us = c.since(&s).unwrap();
+        assert!((5_000..1_000_000).contains(&us), "{us}");
+    }
+
+    #[test]
+    fn the_seed_schema_is_valid_avro() {
+        let schema = apache_avro::Schema::parse_str(SEED_VALUE_SCHEMA).unwrap();
+        let v = value_for(RestFormat::Avro, "x", "e", "t");
+        let avro = apache_avro::types::Value::from(v);
+        assert!(avro.resolve(&schema).is_ok());
+    }
+}
