@@ -354,6 +354,7 @@ pub struct E2eRun {
 pub struct RestFigures {
     pub format: &'static str,
     pub api: &'static str,
+    pub value_schema_id: Option<i64>,
     pub throttled: u64,
     pub instances_expired: u64,
     pub instances_created: u64,
@@ -657,6 +658,7 @@ pub(crate) fn conclude(
         rest: spec.rest.as_ref().map(|r| RestFigures {
             format: r.format.name(),
             api: r.api.name(),
+            value_schema_id: r.value_schema_id,
             throttled: get(&live.rest_throttled),
             instances_expired: get(&live.rest_expired),
             instances_created: get(&live.rest_instances),

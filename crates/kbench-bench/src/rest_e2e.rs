@@ -204,7 +204,10 @@ pub async fn run(
         consume_stop,
     )
     .await;
-    Ok(conclude(spec, &live, phases, Negotiated::default()))
+    // The figures carry the schema id actually used (registered or given).
+    let mut used = spec.clone();
+    used.rest = Some(rest);
+    Ok(conclude(&used, &live, phases, Negotiated::default()))
 }
 
 fn clock_seed() -> u64 {

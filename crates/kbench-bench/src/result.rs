@@ -273,6 +273,7 @@ impl E2eResultDocument {
             rest_proxy: run.rest.as_ref().map(|r| RestSummary {
                 format: r.format,
                 api: r.api,
+                value_schema_id: r.value_schema_id,
                 throttled_429: r.throttled,
                 instances_created: r.instances_created,
                 instances_expired_40403: r.instances_expired,
@@ -292,6 +293,8 @@ impl E2eResultDocument {
 pub struct RestSummary {
     pub format: &'static str,
     pub api: &'static str,
+    /// The value schema id used (given, or registered with --schema-registry).
+    pub value_schema_id: Option<i64>,
     pub throttled_429: u64,
     pub instances_created: u64,
     pub instances_expired_40403: u64,

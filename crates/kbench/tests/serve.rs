@@ -1,6 +1,8 @@
 //! `kbench serve` over real HTTP, driving real runs against a real broker.
 
 mod common;
+#[path = "common/rest_proxy_double.rs"]
+mod rest_proxy_double;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -392,8 +394,17 @@ fn bad_input_gets_its_status_and_names_its_field() {
             with(&|p| {
                 p.insert("type".into(), json!("KAFKA_REST_PROXY"));
             }),
-            "not available in this build",
-            501,
+            "kafkaRestUri",
+            400,
+        ),
+        (
+            with(&|p| {
+                p.insert("type".into(), json!("KAFKA_REST_PROXY"));
+                p.insert("kafkaRestUri".into(), json!("http://127.0.0.1:1"));
+                p.insert("valueSchemaId".into(), json!("seven"));
+            }),
+            "valueSchemaId",
+            400,
         ),
     ];
     for (payload, field, want) in cases {
@@ -542,6 +553,67 @@ fn v1_runs_finish_persist_and_survive_a_restart() {
         assert_eq!(status, 200, "{raw}");
         assert_eq!(run["status"], "finished");
         assert!(run["result"]["records_acked"].as_u64().unwrap() > 0);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_seed_payload_unchanged_through_the_rest_proxy_double() {
+    let broker = TestBroker::start();
+    let double = rest_proxy_double::RestProxyDouble::start(
+        &broker.addr,
+        rest_proxy_double::Faults {
+            basic_auth: Some(("XXX".into(), PASSWORD.into())),
+            ..Default::default()
+        },
+    );
+    let dir = results_dir("rest");
+    let server = Server::start(&["--results-dir", dir.to_str().unwrap()], None);
+    let http = Http::new();
+    let url = format!("{}/pub-sub-demo", server.base);
+    let mut payload = seed_payload();
+    payload["type"] = json!("KAFKA_REST_PROXY");
+    payload["kafkaRestUri"] = json!(double.url);
+    let mut seen = Vec::new();
+    let (status, body, raw) = http.json("POST", &url, Some(&payload));
+    assert_eq!(status, 200, "{raw}");
+    seen.push(raw);
+    let id = body["id"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_secs(3));
+    let (status, stats, raw) = http.json("DELETE", &url, None);
+    assert_eq!(status, 200, "{raw}");
+    seen.push(raw.clone());
+    let produced = stats["totalProducedMessages"].as_u64().unwrap();
+    assert!(produced >= 40, "{raw}");
+    assert_eq!(stats["totalFailedMessages"], 0, "{raw}");
+    assert_eq!(
+        stats["totalConsumedMessages"].as_u64(),
+        Some(produced),
+        "{raw}"
+    );
+    check_stats("producerStats", &stats["producerStats"], produced / 4);
+    check_stats("wholeTripStats", &stats["wholeTripStats"], produced);
+    let seen_by_double = double.seen();
+    assert_eq!(
+        seen_by_double
+            .records_written
+            .load(std::sync::atomic::Ordering::Relaxed),
+        produced
+    );
+    assert_eq!(
+        seen_by_double
+            .unauthorized
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    assert_eq!(double.live_instances(), 0);
+    let file = std::fs::read_to_string(dir.join(format!("{id}.json"))).unwrap();
+    let doc: Value = serde_json::from_str(&file).unwrap();
+    assert_eq!(doc["rest_proxy"]["value_schema_id"], 7);
+    assert_eq!(doc["rest_proxy"]["format"], "avro");
+    seen.push(file);
+    for text in &seen {
+        assert!(!text.contains(PASSWORD), "password leaked: {text}");
     }
     let _ = std::fs::remove_dir_all(dir);
 }
