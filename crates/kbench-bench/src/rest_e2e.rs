@@ -540,7 +540,7 @@ async fn consume_loop(
     spec: &E2eSpec,
     rest: &RestSpec,
     proxy: &RestProxy,
-    live: &E2eLive,
+    live: &Arc<E2eLive>,
     stop: &CancellationToken,
     clock: &Clock,
     run_tag: u32,
@@ -556,6 +556,7 @@ async fn consume_loop(
     let timeout_ms = spec.consume_wait.as_millis() as u64;
     let max_bytes = spec.consume_max_bytes.max(1) as u64;
     let mut consecutive_errors = 0;
+    let mut commits: JoinSet<()> = JoinSet::new();
     while !stop.is_cancelled() {
         let polled = tokio::select! {
             _ = stop.cancelled() => break,
@@ -646,27 +647,48 @@ async fn consume_loop(
                 .expect("latency lock")
                 .record((in_hand.elapsed().as_micros() as u64).max(1));
         }
-        let due = match spec.commit {
-            crate::e2e::CommitMode::Sync => true,
-            crate::e2e::CommitMode::Interval(every) => last_commit.elapsed() >= every,
-        };
-        if due && positions != committed {
-            last_commit = Instant::now();
-            let offsets: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
-            // Asynchronous commits are not awaited by the next poll in the seed service; here the
-            // commit rides between polls either way, and its failures are counted.
-            match proxy.commit(instance, &spec.topic, &offsets).await {
-                Ok(()) => {
-                    add(&live.commits, 1);
-                    committed = positions.clone();
-                }
-                Err(e) => {
-                    add(&live.commit_failures, 1);
-                    live.error(format!("commit: {e}"), 0);
+        let offsets: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+        match spec.commit {
+            // Synchronous: the next poll waits for the commit's answer.
+            crate::e2e::CommitMode::Sync if positions != committed => {
+                match proxy.commit(instance, &spec.topic, &offsets).await {
+                    Ok(()) => {
+                        add(&live.commits, 1);
+                        committed = positions.clone();
+                    }
+                    Err(e) => {
+                        add(&live.commit_failures, 1);
+                        live.error(format!("commit: {e}"), 0);
+                    }
                 }
             }
+            // Asynchronous: sent every interval from a task of its own; polling goes on.
+            crate::e2e::CommitMode::Interval(every)
+                if last_commit.elapsed() >= every && positions != committed =>
+            {
+                last_commit = Instant::now();
+                committed = positions.clone();
+                let (proxy, instance, topic, live) = (
+                    proxy.clone(),
+                    instance.clone(),
+                    spec.topic.clone(),
+                    live.clone(),
+                );
+                commits.spawn(async move {
+                    match proxy.commit(&instance, &topic, &offsets).await {
+                        Ok(()) => add(&live.commits, 1),
+                        Err(e) => {
+                            add(&live.commit_failures, 1);
+                            live.error(format!("commit: {e}"), 0);
+                        }
+                    }
+                });
+                while commits.try_join_next().is_some() {}
+            }
+            _ => {}
         }
     }
+    while commits.join_next().await.is_some() {}
     if positions != committed {
         let offsets: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
         match proxy.commit(instance, &spec.topic, &offsets).await {

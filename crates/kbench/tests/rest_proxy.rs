@@ -157,6 +157,33 @@ fn v3_single_and_streaming_in_json_and_binary() {
         }
     }
     assert!(double.seen().v3_requests.load(Ordering::Relaxed) > 0);
+
+    // Asynchronous commits, every 500 ms, with explicit offsets.
+    let before = double.seen().commits.load(Ordering::Relaxed);
+    let (code, stderr, doc) = e2e(
+        &double,
+        "rest-async-commit",
+        &[
+            "--rest-format",
+            "json",
+            "--duration",
+            "2s",
+            "--batch-interval",
+            "20ms",
+            "--commit",
+            "500ms",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let doc = doc.unwrap();
+    reconciles(&doc);
+    let commits = double.seen().commits.load(Ordering::Relaxed) - before;
+    assert_eq!(commits, n(&doc, "commits"));
+    assert!(
+        (2..=8).contains(&commits),
+        "{commits} commits in 2 s at 500 ms"
+    );
+    assert_eq!(double.seen().empty_commits.load(Ordering::Relaxed), 0);
 }
 
 #[test]
