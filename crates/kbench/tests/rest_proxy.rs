@@ -438,3 +438,82 @@ fn basic_auth_is_sent_and_a_wrong_url_is_one_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--rest-url"));
 }
+
+/// CPU time of this process (the test double's threads; the broker is another process), µs.
+fn own_cpu_us() -> u64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    us(u.ru_utime) + us(u.ru_stime)
+}
+
+/// The benchmark in docs/PERFORMANCE.md: how many requests and records kbench drives through the
+/// double, with each side's CPU per request. Not a test (it asserts only that the runs were clean):
+///
+///   cargo test --release -p kbench --test rest_proxy -- --ignored --nocapture rest_ceiling
+#[test]
+#[ignore]
+fn rest_ceiling() {
+    let broker = TestBroker::start();
+    let double = RestProxyDouble::start(&broker.addr, Faults::default());
+    let reps = 3;
+    println!(
+        "| records per request | requests/s | records/s | kbench CPU µs/request | double CPU µs/request | failed |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for per_request in ["1", "10"] {
+        let mut rows = Vec::new();
+        for rep in 0..reps {
+            let cpu0 = own_cpu_us();
+            let (code, stderr, doc) = e2e(
+                &double,
+                &format!("rest-ceiling-{per_request}-{rep}"),
+                &[
+                    "--mode",
+                    "producers",
+                    "--producers",
+                    "8",
+                    "--batch-interval",
+                    "0ms",
+                    "--messages-per-batch",
+                    per_request,
+                    "--payload-size",
+                    "1024",
+                    "--rest-format",
+                    "json",
+                    "--duration",
+                    "10s",
+                ],
+            );
+            let double_cpu = own_cpu_us() - cpu0;
+            assert_eq!(code, Some(0), "{stderr}");
+            let doc = doc.unwrap();
+            let secs = doc["duration_s"].as_f64().unwrap();
+            let requests = n(&doc, "produce_requests") as f64;
+            let kbench_cpu = (doc["client_cpu_user_s"].as_f64().unwrap()
+                + doc["client_cpu_sys_s"].as_f64().unwrap())
+                * 1e6;
+            rows.push((
+                requests / secs,
+                n(&doc, "records_acked") as f64 / secs,
+                kbench_cpu / requests,
+                double_cpu as f64 / requests,
+                n(&doc, "records_failed"),
+            ));
+        }
+        let med = |f: &dyn Fn(&(f64, f64, f64, f64, u64)) -> f64| {
+            let mut v: Vec<f64> = rows.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            format!("{:.0} ({:.0}–{:.0})", v[v.len() / 2], v[0], v[v.len() - 1])
+        };
+        println!(
+            "| {per_request} | {} | {} | {} | {} | {} |",
+            med(&|r| r.0),
+            med(&|r| r.1),
+            med(&|r| r.2),
+            med(&|r| r.3),
+            rows.iter().map(|r| r.4).sum::<u64>()
+        );
+    }
+}
