@@ -462,8 +462,10 @@ fn rest_ceiling() {
         "| records per request | requests/s | records/s | kbench CPU µs/request | double CPU µs/request | failed |"
     );
     println!("|---|---|---|---|---|---|");
+    /// requests/s, records/s, kbench CPU µs/request, double CPU µs/request, failed records.
+    type Row = (f64, f64, f64, f64, u64);
     for per_request in ["1", "10"] {
-        let mut rows = Vec::new();
+        let mut rows: Vec<Row> = Vec::new();
         for rep in 0..reps {
             let cpu0 = own_cpu_us();
             let (code, stderr, doc) = e2e(
@@ -502,7 +504,7 @@ fn rest_ceiling() {
                 n(&doc, "records_failed"),
             ));
         }
-        let med = |f: &dyn Fn(&(f64, f64, f64, f64, u64)) -> f64| {
+        let med = |f: &dyn Fn(&Row) -> f64| {
             let mut v: Vec<f64> = rows.iter().map(f).collect();
             v.sort_by(f64::total_cmp);
             format!("{:.0} ({:.0}–{:.0})", v[v.len() / 2], v[0], v[v.len() - 1])
