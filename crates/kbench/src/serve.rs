@@ -229,9 +229,20 @@ pub async fn run(args: ServeArgs) -> u8 {
     let served = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await;
-    // Stop whatever runs, and the embedded broker.
-    for r in app.runs.lock().expect("runs lock").iter() {
-        r.stop.cancel();
+    // Stop whatever runs and let it write its result (bounded), then stop the embedded broker.
+    let waiting: Vec<tokio::sync::watch::Receiver<bool>> = app
+        .runs
+        .lock()
+        .expect("runs lock")
+        .iter()
+        .filter(|r| r.status.active())
+        .map(|r| {
+            r.stop.cancel();
+            r.done.clone()
+        })
+        .collect();
+    for mut done in waiting {
+        let _ = tokio::time::timeout(Duration::from_secs(20), done.wait_for(|d| *d)).await;
     }
     if let Some(b) = app.embedded.lock().await.take() {
         b.stop().await;

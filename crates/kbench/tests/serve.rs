@@ -617,3 +617,45 @@ fn the_seed_payload_unchanged_through_the_rest_proxy_double() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn stopping_the_server_writes_the_active_run_first() {
+    let broker = TestBroker::start();
+    let dir = results_dir("sigterm");
+    let mut server = Server::start(
+        &[
+            "--bootstrap-server",
+            &broker.addr,
+            "--results-dir",
+            dir.to_str().unwrap(),
+        ],
+        None,
+    );
+    let http = Http::new();
+    let (status, created, raw) = http.json(
+        "POST",
+        &format!("{}/v1/runs", server.base),
+        Some(&json!({"workload": "e2e", "batch_interval": "10ms", "topic": "sigterm"})),
+    );
+    assert_eq!(status, 201, "{raw}");
+    let id = created["id"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_secs(1));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = server.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{id}.json"))).unwrap())
+            .unwrap();
+    assert_eq!(doc["kind"], "e2e");
+    assert!(doc["records_acked"].as_u64().unwrap() > 0);
+    assert_eq!(doc["records_lost"], 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
