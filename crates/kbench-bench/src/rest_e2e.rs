@@ -123,14 +123,14 @@ pub async fn run(
     if rest.format == RestFormat::Avro && spec.mode.has_producers() {
         match (&rest.schema_registry, rest.value_schema_id) {
             (Some(registry), _) => {
-                let id = kbench_client::rest::register_schema(
-                    registry,
-                    &format!("{}-value", spec.topic),
-                    SEED_VALUE_SCHEMA,
-                    rest.proxy.basic_auth.as_ref(),
-                )
-                .await
-                .map_err(|e| format!("--schema-registry: {e}"))?;
+                let id = proxy
+                    .register_schema(
+                        registry,
+                        &format!("{}-value", spec.topic),
+                        SEED_VALUE_SCHEMA,
+                    )
+                    .await
+                    .map_err(|e| format!("--schema-registry: {e}"))?;
                 rest.value_schema_id = Some(id);
             }
             (None, Some(_)) => {}

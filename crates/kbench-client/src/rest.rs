@@ -107,6 +107,8 @@ pub struct RestConfig {
     /// HTTP basic credentials; the password is never formatted anywhere.
     pub basic_auth: Option<(String, String)>,
     pub timeout: Duration,
+    /// Extra trusted root certificate(s), PEM, for https proxies signed by a private CA.
+    pub ca_cert_pem: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for RestConfig {
@@ -170,14 +172,29 @@ impl RestProxy {
                 reason: "the URL must start with http:// or https://".into(),
             });
         }
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(config.timeout)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| RestError::Transport {
-                url: base.clone(),
-                reason: e.to_string(),
-            })?;
+            .connect_timeout(Duration::from_secs(10));
+        if let Some(pem) = &config.ca_cert_pem {
+            let certs =
+                reqwest::Certificate::from_pem_bundle(pem).map_err(|e| RestError::Transport {
+                    url: base.clone(),
+                    reason: format!("CA certificate: {e}"),
+                })?;
+            if certs.is_empty() {
+                return Err(RestError::Transport {
+                    url: base,
+                    reason: "CA certificate: no certificate in the PEM".into(),
+                });
+            }
+            for c in certs {
+                builder = builder.add_root_certificate(c);
+            }
+        }
+        let http = builder.build().map_err(|e| RestError::Transport {
+            url: base.clone(),
+            reason: e.to_string(),
+        })?;
         Ok(RestProxy { http, config, base })
     }
 
@@ -579,43 +596,27 @@ fn transport_reason(e: &reqwest::Error) -> String {
     reason
 }
 
-/// Register `schema` under `subject` in a Schema Registry; the schema id.
-pub async fn register_schema(
-    registry_url: &str,
-    subject: &str,
-    schema: &str,
-    basic_auth: Option<&(String, String)>,
-) -> Result<i64, RestError> {
-    let url = format!(
-        "{}/subjects/{subject}/versions",
-        registry_url.trim_end_matches('/')
-    );
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .map_err(|e| RestError::Transport {
-            url: url.clone(),
-            reason: e.to_string(),
-        })?;
-    let mut r = http
-        .post(&url)
-        .header("Content-Type", REGISTRY_JSON)
-        .body(json!({ "schema": schema }).to_string());
-    if let Some((u, p)) = basic_auth {
-        r = r.basic_auth(u, Some(p));
+impl RestProxy {
+    /// Register `schema` under `subject` in a Schema Registry (same credentials and trust as the
+    /// proxy); the schema id.
+    pub async fn register_schema(
+        &self,
+        registry_url: &str,
+        subject: &str,
+        schema: &str,
+    ) -> Result<i64, RestError> {
+        let url = format!(
+            "{}/subjects/{subject}/versions",
+            registry_url.trim_end_matches('/')
+        );
+        let r = self
+            .request(reqwest::Method::POST, &url)
+            .header("Content-Type", REGISTRY_JSON)
+            .body(json!({ "schema": schema }).to_string());
+        let v = self.send(&url, r).await?;
+        v["id"].as_i64().ok_or_else(|| RestError::Body {
+            url,
+            reason: "no id in the answer".into(),
+        })
     }
-    let proxy = RestProxy {
-        http: http.clone(),
-        config: RestConfig {
-            url: registry_url.to_string(),
-            basic_auth: None,
-            timeout: Duration::from_secs(30),
-        },
-        base: registry_url.to_string(),
-    };
-    let v = proxy.send(&url, r).await?;
-    v["id"].as_i64().ok_or_else(|| RestError::Body {
-        url,
-        reason: "no id in the answer".into(),
-    })
 }

@@ -130,6 +130,10 @@ pub struct E2eArgs {
     #[arg(long)]
     pub schema_registry: Option<String>,
 
+    /// Trust this CA certificate (PEM) for an https REST Proxy / Schema Registry.
+    #[arg(long)]
+    pub rest_ca_cert: Option<PathBuf>,
+
     /// HTTP basic user for the REST Proxy (the password comes from KBENCH_REST_PASSWORD).
     #[arg(long)]
     pub rest_user: Option<String>,
@@ -172,11 +176,19 @@ fn rest_from(args: &E2eArgs) -> Result<Option<kbench_bench::rest_e2e::RestSpec>,
         (None, Some(_)) => return Err("KBENCH_REST_PASSWORD is set but --rest-user is not".into()),
         (None, None) => None,
     };
+    let ca_cert_pem = match &args.rest_ca_cert {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| format!("--rest-ca-cert {}: cannot read it: {e}", path.display()))?,
+        ),
+        None => None,
+    };
     Ok(Some(kbench_bench::rest_e2e::RestSpec {
         proxy: kbench_client::rest::RestConfig {
             url,
             basic_auth,
             timeout: Duration::from_secs(60),
+            ca_cert_pem,
         },
         format: args.rest_format,
         api: args.rest_api,

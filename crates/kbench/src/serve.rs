@@ -686,6 +686,7 @@ fn pub_sub_rest(c: &PubSubConfig) -> Result<kbench_bench::rest_e2e::RestSpec, Ap
             url,
             basic_auth,
             timeout: Duration::from_secs(60),
+            ca_cert_pem: None,
         },
         format,
         api,

@@ -439,6 +439,62 @@ fn basic_auth_is_sent_and_a_wrong_url_is_one_clear_error() {
     assert!(text(&out.stderr).contains("--rest-url"));
 }
 
+#[test]
+fn https_with_a_private_ca() {
+    let broker = TestBroker::start();
+    let (double, ca_pem) = RestProxyDouble::start_tls(&broker.addr, Faults::default());
+    assert!(double.url.starts_with("https://"));
+    let dir = tmp("rest-tls-ca");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    // Trusted: the whole run over TLS.
+    let (code, stderr, doc) = e2e(
+        &double,
+        "rest-tls",
+        &[
+            "--rest-ca-cert",
+            ca.to_str().unwrap(),
+            "--rest-format",
+            "json",
+            "--duration",
+            "2s",
+            "--batch-interval",
+            "20ms",
+            "--schema-registry",
+            &double.url,
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let doc = doc.unwrap();
+    reconciles(&doc);
+    assert!(n(&doc, "records_acked") > 20);
+    // Not trusted: one clear error before any load.
+    let before = double.seen().produce_requests.load(Ordering::Relaxed);
+    let (code, stderr, doc) = e2e(
+        &double,
+        "rest-tls-untrusted",
+        &["--rest-format", "json", "--duration", "1s"],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(doc.is_none());
+    assert!(stderr.contains(&double.url), "{stderr}");
+    assert!(stderr.to_lowercase().contains("certificate"), "{stderr}");
+    assert_eq!(
+        double.seen().produce_requests.load(Ordering::Relaxed),
+        before
+    );
+    // An unreadable CA file names the flag.
+    let (code, stderr, _) = e2e(
+        &double,
+        "rest-tls-nofile",
+        &["--rest-ca-cert", "/nonexistent/ca.pem"],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--rest-ca-cert"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// CPU time of this process (the test double's threads; the broker is another process), µs.
 fn own_cpu_us() -> u64 {
     // SAFETY: getrusage fills the struct it is given.

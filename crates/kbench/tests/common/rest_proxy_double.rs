@@ -101,6 +101,47 @@ pub const SEED_SCHEMA_ID: i64 = 7;
 impl RestProxyDouble {
     /// Start on a free loopback port, forwarding to `bootstrap`.
     pub fn start(bootstrap: &str, faults: Faults) -> RestProxyDouble {
+        Self::start_with(bootstrap, faults, None)
+    }
+
+    /// The same over https (`https://localhost:PORT`), with a certificate signed by a fresh private
+    /// CA; also returns that CA's certificate (PEM) for the client to trust.
+    pub fn start_tls(bootstrap: &str, faults: Faults) -> (RestProxyDouble, String) {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let leaf_key = rcgen::KeyPair::generate().unwrap();
+        let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .signed_by(&leaf_key, &ca, &ca_key)
+            .unwrap();
+        use tokio_rustls::rustls;
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![rustls::pki_types::CertificateDer::from(leaf.der().to_vec())],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+                leaf_key.serialize_der(),
+            )),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        (
+            Self::start_with(bootstrap, faults, Some(acceptor)),
+            ca.pem(),
+        )
+    }
+
+    fn start_with(
+        bootstrap: &str,
+        faults: Faults,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> RestProxyDouble {
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let bootstrap = bootstrap.to_string();
@@ -121,7 +162,11 @@ impl RestProxyDouble {
                 .await
                 .expect("double: connect to the broker");
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                let base = format!("http://{}", listener.local_addr().unwrap());
+                let port = listener.local_addr().unwrap().port();
+                let base = match tls {
+                    Some(_) => format!("https://localhost:{port}"),
+                    None => format!("http://127.0.0.1:{port}"),
+                };
                 let mut schemas = vec![String::new(); SEED_SCHEMA_ID as usize];
                 schemas[SEED_SCHEMA_ID as usize - 1] =
                     kbench_bench::rest_e2e::SEED_VALUE_SCHEMA.to_string();
@@ -157,11 +202,25 @@ impl RestProxyDouble {
                     .route("/consumers/{group}/instances/{name}/offsets", post(commit))
                     .route("/subjects/{subject}/versions", post(register))
                     .with_state(inner);
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stop_rx.await;
-                    })
-                    .await;
+                let stopped = async {
+                    let _ = stop_rx.await;
+                };
+                match tls {
+                    None => {
+                        let _ = axum::serve(listener, app)
+                            .with_graceful_shutdown(stopped)
+                            .await;
+                    }
+                    Some(acceptor) => {
+                        let listener = TlsListener {
+                            tcp: listener,
+                            acceptor,
+                        };
+                        let _ = axum::serve(listener, app)
+                            .with_graceful_shutdown(stopped)
+                            .await;
+                    }
+                }
             });
         });
         let (url, inner) = rx.recv().expect("double started");
@@ -198,6 +257,32 @@ impl Drop for RestProxyDouble {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// TLS on top of a TCP listener; failed handshakes are skipped.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((stream, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            if let Ok(tls) = self.acceptor.accept(stream).await {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
     }
 }
 
