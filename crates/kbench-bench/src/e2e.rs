@@ -60,6 +60,63 @@ impl<T: Copy + PartialOrd + rand::distr::uniform::SampleUniform> Span<T> {
     }
 }
 
+/// A producer's rhythm: a wait drawn from the batch-interval range before each batch, a record count
+/// and record sizes from theirs, all from one seeded PRNG per producer, and a cap on requests in
+/// flight. Falling behind by more than an interval (a slow broker) resets the schedule instead of
+/// bursting to catch up.
+pub(crate) struct Pacer {
+    rng: SmallRng,
+    next: tokio::time::Instant,
+    interval: Span<u64>,
+    count: Span<usize>,
+    size: Span<usize>,
+    in_flight: Arc<Semaphore>,
+}
+
+impl Pacer {
+    pub(crate) fn new(spec: &E2eSpec, producer: u32) -> Pacer {
+        Pacer {
+            rng: SmallRng::seed_from_u64(spec.seed.wrapping_add(u64::from(producer) * 0x9E37_79B9)),
+            next: tokio::time::Instant::now(),
+            interval: spec.batch_interval_ms,
+            count: spec.messages_per_batch,
+            size: spec.payload_size,
+            in_flight: Arc::new(Semaphore::new(spec.max_in_flight.max(1))),
+        }
+    }
+
+    /// `len` random uppercase letters (values are slices of it), as kafka-producer-perf-test makes them.
+    pub(crate) fn payload(&mut self, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|_| self.rng.random_range(b'A'..=b'Z'))
+            .collect()
+    }
+
+    /// Wait for the next batch's turn and a free in-flight slot; the slot and the record count, or
+    /// `None` once stopped.
+    pub(crate) async fn next_batch(
+        &mut self,
+        stop: &CancellationToken,
+    ) -> Option<(tokio::sync::OwnedSemaphorePermit, usize)> {
+        self.next += Duration::from_millis(self.interval.draw(&mut self.rng));
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            _ = tokio::time::sleep_until(self.next) => {}
+        }
+        let now = tokio::time::Instant::now();
+        if now > self.next + Duration::from_millis(self.interval.max.max(1)) {
+            self.next = now;
+        }
+        let permit = self.in_flight.clone().acquire_owned().await.ok()?;
+        Some((permit, self.count.draw(&mut self.rng).max(1)))
+    }
+
+    /// The next record's value size.
+    pub(crate) fn size(&mut self) -> usize {
+        self.size.draw(&mut self.rng)
+    }
+}
+
 /// When the consumer commits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitMode {
@@ -698,36 +755,18 @@ async fn produce(
     epoch: Instant,
     run_tag: u32,
 ) {
-    let mut rng = SmallRng::seed_from_u64(spec.seed.wrapping_add(u64::from(idx) * 0x9E37_79B9));
-    let values: Vec<u8> = (0..spec.payload_size.max)
-        .map(|_| rng.random_range(b'A'..=b'Z'))
-        .collect();
+    let mut pacer = Pacer::new(&spec, idx);
+    let values = pacer.payload(spec.payload_size.max);
     let mut builder = RecordBatchBuilder::new(spec.compression);
-    let in_flight = Arc::new(Semaphore::new(spec.max_in_flight.max(1)));
     let mut requests = JoinSet::new();
     let partitions: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
     let layout = Arc::new(layout);
     let mut next_partition = idx as usize;
     let mut seq = 0u64;
-    let mut next = tokio::time::Instant::now();
     let mut key = [0u8; RECORD_ID_LEN];
     key[0..4].copy_from_slice(&run_tag.to_be_bytes());
     key[4..8].copy_from_slice(&idx.to_be_bytes());
-    loop {
-        next += Duration::from_millis(spec.batch_interval_ms.draw(&mut rng));
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            _ = tokio::time::sleep_until(next) => {}
-        }
-        let now = tokio::time::Instant::now();
-        if now > next + Duration::from_millis(spec.batch_interval_ms.max.max(1)) {
-            // Fell behind by more than an interval (a slow broker): do not burst to catch up.
-            next = now;
-        }
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            break;
-        };
-        let count = spec.messages_per_batch.draw(&mut rng).max(1);
+    while let Some((permit, count)) = pacer.next_batch(&stop).await {
         let sent_us = epoch.elapsed().as_micros() as u64;
         let sent = sent_us.to_be_bytes();
         let header = [RecordHeader {
@@ -737,7 +776,7 @@ async fn produce(
         builder.start_now();
         let timestamp = now_ms();
         for _ in 0..count {
-            let size = spec.payload_size.draw(&mut rng);
+            let size = pacer.size();
             key[8..16].copy_from_slice(&seq.to_be_bytes());
             seq += 1;
             builder.append(timestamp, Some(&key), Some(&values[..size]), &header);

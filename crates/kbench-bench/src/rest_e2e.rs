@@ -23,11 +23,12 @@ use kbench_wire::Negotiated;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::e2e::{ConsumerDone, E2eLive, E2eMode, E2eRun, E2eSpec, Seen, add, conclude, drive};
+use crate::e2e::{
+    ConsumerDone, E2eLive, E2eMode, E2eRun, E2eSpec, Pacer, Seen, add, conclude, drive,
+};
 
 /// The seed service's Avro value schema.
 pub const SEED_VALUE_SCHEMA: &str = r#"{"type":"record","name":"AvroRecord","fields":[{"name":"value","type":"string"},{"name":"metadata","type":{"type":"record","name":"MetaData","fields":[{"name":"eid","type":"string"},{"name":"occurred_at","type":"string"}]}}]}"#;
@@ -270,32 +271,15 @@ async fn produce(
     clock: Arc<Clock>,
     run_tag: u32,
 ) {
-    let mut rng = SmallRng::seed_from_u64(spec.seed.wrapping_add(u64::from(idx) * 0x9E37_79B9));
-    let payload: String = (0..spec.payload_size.max)
-        .map(|_| rng.random_range(b'A'..=b'Z') as char)
-        .collect();
-    let in_flight = Arc::new(Semaphore::new(spec.max_in_flight.max(1)));
+    let mut pacer = Pacer::new(&spec, idx);
+    let payload = String::from_utf8(pacer.payload(spec.payload_size.max)).unwrap_or_default();
     let mut requests = JoinSet::new();
     let mut seq = 0u64;
-    let mut next = tokio::time::Instant::now();
-    loop {
-        next += Duration::from_millis(spec.batch_interval_ms.draw(&mut rng));
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            _ = tokio::time::sleep_until(next) => {}
-        }
-        let now = tokio::time::Instant::now();
-        if now > next + Duration::from_millis(spec.batch_interval_ms.max.max(1)) {
-            next = now;
-        }
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            break;
-        };
-        let count = spec.messages_per_batch.draw(&mut rng).max(1);
+    while let Some((permit, count)) = pacer.next_batch(&stop).await {
         let stamp = clock.stamp();
         let values: Vec<Value> = (0..count)
             .map(|_| {
-                let size = spec.payload_size.draw(&mut rng);
+                let size = pacer.size();
                 let v = value_for(
                     rest.format,
                     &payload[..size],

@@ -1,4 +1,4 @@
-//! Fetch one partition from its leader at the negotiated (or pinned) Fetch version: names before
+//! Fetch partitions from their leaders at the negotiated (or pinned) Fetch version: names before
 //! v13, topic ids from v13 (KIP-516).
 
 use bytes::Bytes;
@@ -27,45 +27,22 @@ impl Cluster {
         max_bytes: i32,
         max_wait_ms: i32,
     ) -> Result<FetchedPartition, ClientError> {
-        let what = format!("{}-{partition}", topic.name);
-        let node = topic
-            .leader(partition)
-            .ok_or_else(|| ClientError::kafka("Fetch", what.clone(), 5))?;
-        let conn = self.connection(node).await?;
-        let version = self.version_on(&conn, ApiKey::Fetch)?;
-        let mut fetch_topic = FetchTopic::default().with_partitions(vec![
-            FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(max_bytes),
-        ]);
-        fetch_topic = if version >= 13 {
-            fetch_topic.with_topic_id(topic.topic_id)
-        } else {
-            fetch_topic.with_topic(topic_name(&topic.name))
-        };
-        let request = FetchRequest::default()
-            .with_max_wait_ms(max_wait_ms)
-            .with_min_bytes(1)
-            .with_max_bytes(max_bytes)
-            .with_topics(vec![fetch_topic]);
-        let (correlation_id, frame) = conn.request_frame(ApiKey::Fetch, version, &request).await?;
-        let response = kbench_wire::fetch::decode_fetch_frame(version, correlation_id, frame)?;
-        if response.error_code != 0 {
-            return Err(ClientError::kafka("Fetch", what, response.error_code));
-        }
-        let p = response
-            .responses
-            .into_iter()
-            .flat_map(|t| t.partitions.into_iter())
-            .find(|p| p.partition_index == partition)
-            .ok_or_else(|| ClientError::Other(format!("Fetch response did not mention {what}")))?;
-        if p.error_code != 0 {
-            return Err(ClientError::kafka("Fetch", what, p.error_code));
-        }
-        Ok(FetchedPartition {
-            high_watermark: p.high_watermark,
-            records: p.records.unwrap_or_default(),
+        self.fetch_partitions(
+            topic,
+            &[(partition, offset)],
+            max_bytes,
+            max_bytes,
+            max_wait_ms,
+        )
+        .await?
+        .into_iter()
+        .find(|(p, _)| *p == partition)
+        .map(|(_, f)| f)
+        .ok_or_else(|| {
+            ClientError::Other(format!(
+                "Fetch response did not mention {}-{partition}",
+                topic.name
+            ))
         })
     }
 }

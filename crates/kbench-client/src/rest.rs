@@ -217,15 +217,9 @@ impl RestProxy {
         url: &str,
         request: reqwest::RequestBuilder,
     ) -> Result<(u16, Value), RestError> {
-        let response = request.send().await.map_err(|e| RestError::Transport {
-            url: url.to_string(),
-            reason: transport_reason(&e),
-        })?;
+        let response = request.send().await.map_err(transport(url))?;
         let status = response.status().as_u16();
-        let text = response.text().await.map_err(|e| RestError::Transport {
-            url: url.to_string(),
-            reason: transport_reason(&e),
-        })?;
+        let text = response.text().await.map_err(transport(url))?;
         let body = if text.trim().is_empty() {
             Value::Null
         } else {
@@ -359,15 +353,9 @@ impl RestProxy {
             .header("Content-Type", "application/json")
             .header("Accept", "application/json")
             .body(body);
-        let response = r.send().await.map_err(|e| RestError::Transport {
-            url: url.clone(),
-            reason: transport_reason(&e),
-        })?;
+        let response = r.send().await.map_err(transport(&url))?;
         let status = response.status().as_u16();
-        let text = response.text().await.map_err(|e| RestError::Transport {
-            url: url.clone(),
-            reason: transport_reason(&e),
-        })?;
+        let text = response.text().await.map_err(transport(&url))?;
         if status == 404 {
             return Err(RestError::NoV3 { url });
         }
@@ -580,6 +568,14 @@ fn truncate(s: &str) -> String {
         format!("{}…", &s[..s.floor_char_boundary(200)])
     } else {
         s.to_string()
+    }
+}
+
+/// A reqwest error on `url` as a [`RestError::Transport`].
+fn transport(url: &str) -> impl Fn(reqwest::Error) -> RestError + '_ {
+    move |e| RestError::Transport {
+        url: url.to_string(),
+        reason: transport_reason(&e),
     }
 }
 

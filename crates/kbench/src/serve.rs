@@ -893,34 +893,9 @@ async fn start_e2e(
     let bootstrap = servers.join(",");
     let cluster = cluster_config(servers, "kbench-serve", Pins::default());
     let live = Arc::new(E2eLive::default());
-    let stop = CancellationToken::new();
-    let (done_tx, done) = tokio::sync::watch::channel(false);
-    let id = new_run_id();
     let start_time = SystemTime::now();
-    {
-        let mut runs = app.runs.lock().expect("runs lock");
-        if let Some(r) = runs.iter().find(|r| r.status.active()) {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                format!("run {} is still {}", r.id, r.status.name()),
-            ));
-        }
-        runs.push(RunEntry {
-            id: id.clone(),
-            kind: "e2e",
-            api,
-            config,
-            status: Status::Running,
-            stop: stop.clone(),
-            live: Live::E2e(live.clone()),
-            start_time,
-            kill_time: None,
-            result: None,
-            pub_sub_stats: None,
-            error: None,
-            done,
-        });
-    }
+    let (id, stop, done_tx) =
+        register_run(app, "e2e", api, config, Live::E2e(live.clone()), start_time)?;
     let task_app = app.clone();
     let run_id = id.clone();
     tokio::spawn(async move {
@@ -1013,6 +988,44 @@ fn live_e2e_phase(app: &App, id: &str) -> Option<&'static str> {
         Live::E2e(live) => Some(live.phase()),
         _ => None,
     }
+}
+
+/// Enter a new running run, unless one is active (409): its id, its stop token, and the sender that
+/// says it is done.
+fn register_run(
+    app: &App,
+    kind: &'static str,
+    api: Api,
+    config: Value,
+    live: Live,
+    start_time: SystemTime,
+) -> Result<(String, CancellationToken, tokio::sync::watch::Sender<bool>), ApiError> {
+    let stop = CancellationToken::new();
+    let (done_tx, done) = tokio::sync::watch::channel(false);
+    let id = new_run_id();
+    let mut runs = app.runs.lock().expect("runs lock");
+    if let Some(r) = runs.iter().find(|r| r.status.active()) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("run {} is still {}", r.id, r.status.name()),
+        ));
+    }
+    runs.push(RunEntry {
+        id: id.clone(),
+        kind,
+        api,
+        config,
+        status: Status::Running,
+        stop: stop.clone(),
+        live,
+        start_time,
+        kill_time: None,
+        result: None,
+        pub_sub_stats: None,
+        error: None,
+        done,
+    });
+    Ok((id, stop, done_tx))
 }
 
 /// Record a run's end: write its result document first, then mark it finished.
@@ -1341,30 +1354,14 @@ async fn start_produce(app: &Arc<App>, config: Value, c: V1Produce) -> Result<St
     };
     let cluster_cfg = cluster_config(servers, "kbench-serve", Pins::default());
     let live = Arc::new(ProduceLive::default());
-    let stop = CancellationToken::new();
-    let (done_tx, done) = tokio::sync::watch::channel(false);
-    let id = new_run_id();
-    {
-        let mut runs = app.runs.lock().expect("runs lock");
-        if runs.iter().any(|r| r.status.active()) {
-            return Err(ApiError::new(StatusCode::CONFLICT, "a run is still active"));
-        }
-        runs.push(RunEntry {
-            id: id.clone(),
-            kind: "produce",
-            api: Api::V1,
-            config,
-            status: Status::Running,
-            stop: stop.clone(),
-            live: Live::Produce(live.clone()),
-            start_time: SystemTime::now(),
-            kill_time: None,
-            result: None,
-            pub_sub_stats: None,
-            error: None,
-            done,
-        });
-    }
+    let (id, stop, done_tx) = register_run(
+        app,
+        "produce",
+        Api::V1,
+        config,
+        Live::Produce(live.clone()),
+        SystemTime::now(),
+    )?;
     let app = app.clone();
     let run_id = id.clone();
     tokio::spawn(async move {
