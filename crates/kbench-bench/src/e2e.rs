@@ -521,20 +521,11 @@ pub async fn run_e2e(
             );
             async move { consuming.await.map_err(|e| e.to_string()) }
         });
-        match ready_rx.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                task.abort();
-                return Err(e);
-            }
-            Err(_) => {
-                return Err(ClientError::Other(match task.await {
-                    Ok(Err(e)) => e,
-                    _ => "the consumer stopped before it was ready".into(),
-                }));
-            }
-        }
-        consumer = Some(task);
+        consumer = Some(
+            started_consumer(ready_rx, task)
+                .await
+                .map_err(ClientError::Other)?,
+        );
     }
 
     let produce_stop = CancellationToken::new();
@@ -572,6 +563,25 @@ pub async fn run_e2e(
     Ok(conclude(spec, &live, phases, negotiated))
 }
 
+/// A consumer task: what it hands back at the end, or why it failed.
+pub(crate) type ConsumerTask = tokio::task::JoinHandle<Result<ConsumerDone, String>>;
+
+/// Wait until a consumer task says it is ready (joined and positioned, before any record is sent);
+/// its error when it ended first.
+pub(crate) async fn started_consumer(
+    ready: tokio::sync::oneshot::Receiver<()>,
+    task: ConsumerTask,
+) -> Result<ConsumerTask, String> {
+    if ready.await.is_ok() {
+        return Ok(task);
+    }
+    Err(match task.await {
+        Ok(Err(e)) => e,
+        Ok(Ok(_)) => "the consumer stopped before it was ready".into(),
+        Err(e) => format!("the consumer task failed: {e}"),
+    })
+}
+
 /// What the load, drain and stop phases of a run left behind.
 pub(crate) struct Phases {
     started_at: SystemTime,
@@ -590,7 +600,7 @@ pub(crate) async fn drive(
     spec: &E2eSpec,
     live: &E2eLive,
     stop: &CancellationToken,
-    mut consumer: Option<tokio::task::JoinHandle<Result<ConsumerDone, String>>>,
+    mut consumer: Option<ConsumerTask>,
     mut producers: JoinSet<()>,
     produce_stop: CancellationToken,
     consume_stop: CancellationToken,
@@ -842,7 +852,7 @@ async fn consume(
     layout: TopicLayout,
     live: Arc<E2eLive>,
     stop: CancellationToken,
-    ready: tokio::sync::oneshot::Sender<Result<(), ClientError>>,
+    ready: tokio::sync::oneshot::Sender<()>,
     epoch: Instant,
     run_tag: u32,
 ) -> Result<ConsumerDone, ClientError> {
@@ -857,14 +867,8 @@ async fn consume(
         let positions = cluster.latest_offsets(&layout, member.assignment()).await?;
         Ok::<_, ClientError>((member, positions))
     };
-    let (mut member, mut positions) = match setup.await {
-        Ok(x) => x,
-        Err(e) => {
-            let _ = ready.send(Err(e.clone()));
-            return Err(e);
-        }
-    };
-    let _ = ready.send(Ok(()));
+    let (mut member, mut positions) = setup.await?;
+    let _ = ready.send(());
 
     let mut decoder = BatchDecoder::new();
     let mut seen = Seen::default();

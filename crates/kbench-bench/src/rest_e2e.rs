@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::e2e::{
     ConsumerDone, E2eLive, E2eMode, E2eRun, E2eSpec, Pacer, Seen, add, conclude, drive,
+    started_consumer,
 };
 
 /// The seed service's Avro value schema.
@@ -163,20 +164,7 @@ pub async fn run(
             clock.clone(),
             run_tag,
         ));
-        match ready_rx.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                let _ = task.await;
-                return Err(e);
-            }
-            Err(_) => {
-                return Err(match task.await {
-                    Ok(Err(e)) => e,
-                    _ => "the consumer stopped before it was ready".into(),
-                });
-            }
-        }
-        consumer = Some(task);
+        consumer = Some(started_consumer(ready_rx, task).await?);
     }
     let produce_stop = CancellationToken::new();
     let mut producers = JoinSet::new();
@@ -481,21 +469,16 @@ async fn consume(
     proxy: RestProxy,
     live: Arc<E2eLive>,
     stop: CancellationToken,
-    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
+    ready: tokio::sync::oneshot::Sender<()>,
     clock: Arc<Clock>,
     run_tag: u32,
 ) -> Result<ConsumerDone, String> {
     let created = Instant::now();
     let mut generation = 0;
-    let mut instance = match open_instance(&proxy, &spec, &rest, &live, generation).await {
-        Ok(i) => i,
-        Err(e) => {
-            let e = format!("consumer instance: {e}");
-            let _ = ready.send(Err(e.clone()));
-            return Err(e);
-        }
-    };
-    let _ = ready.send(Ok(()));
+    let mut instance = open_instance(&proxy, &spec, &rest, &live, generation)
+        .await
+        .map_err(|e| format!("consumer instance: {e}"))?;
+    let _ = ready.send(());
     let result = consume_loop(
         &spec,
         &rest,

@@ -1160,17 +1160,16 @@ fn v1_e2e_spec(c: &V1E2e) -> Result<(E2eSpec, Option<Vec<String>>), ApiError> {
     if c.consume_max_bytes < 1 {
         return Err(ApiError::field("consume_max_bytes", "must be at least 1"));
     }
-    let duration = match &c.duration {
-        Some(d) => Some(named("duration", crate::cli::parse_duration(d))?),
-        None => None,
-    };
-    let bootstrap = match &c.bootstrap_servers {
-        Some(b) => Some(named(
-            "bootstrap_servers",
-            bootstrap_list("bootstrap_servers", b),
-        )?),
-        None => None,
-    };
+    let duration = c
+        .duration
+        .as_deref()
+        .map(|d| named("duration", crate::cli::parse_duration(d)))
+        .transpose()?;
+    let bootstrap = c
+        .bootstrap_servers
+        .as_deref()
+        .map(|b| named("bootstrap_servers", bootstrap_list("bootstrap_servers", b)))
+        .transpose()?;
     let spec = E2eSpec {
         topic: c.topic.clone(),
         partitions: c.partitions,
@@ -1320,17 +1319,16 @@ async fn start_produce(app: &Arc<App>, config: Value, c: V1Produce) -> Result<St
             .parse::<Compression>()
             .map_err(|e| e.to_string()),
     )?;
-    let duration = match &c.duration {
-        Some(d) => Some(named("duration", crate::cli::parse_duration(d))?),
-        None => None,
-    };
-    let requested = match &c.bootstrap_servers {
-        Some(b) => Some(named(
-            "bootstrap_servers",
-            bootstrap_list("bootstrap_servers", b),
-        )?),
-        None => None,
-    };
+    let duration = c
+        .duration
+        .as_deref()
+        .map(|d| named("duration", crate::cli::parse_duration(d)))
+        .transpose()?;
+    let requested = c
+        .bootstrap_servers
+        .as_deref()
+        .map(|b| named("bootstrap_servers", bootstrap_list("bootstrap_servers", b)))
+        .transpose()?;
     ensure_idle(app)?;
     let (servers, embedded) = resolve_bootstrap(app, requested).await?;
     let bootstrap = servers.join(",");
