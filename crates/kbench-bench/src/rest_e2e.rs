@@ -614,11 +614,11 @@ async fn consume_loop(
                 .expect("latency lock")
                 .record((in_hand.elapsed().as_micros() as u64).max(1));
         }
-        let offsets: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+        let offsets = || -> Vec<(i32, i64)> { positions.iter().map(|(p, o)| (*p, *o)).collect() };
         match spec.commit {
             // Synchronous: the next poll waits for the commit's answer.
             crate::e2e::CommitMode::Sync if positions != committed => {
-                match proxy.commit(instance, &spec.topic, &offsets).await {
+                match proxy.commit(instance, &spec.topic, &offsets()).await {
                     Ok(()) => {
                         add(&live.commits, 1);
                         committed = positions.clone();
@@ -635,6 +635,7 @@ async fn consume_loop(
             {
                 last_commit = Instant::now();
                 committed = positions.clone();
+                let offsets = offsets();
                 let (proxy, instance, topic, live) = (
                     proxy.clone(),
                     instance.clone(),

@@ -1130,6 +1130,15 @@ impl Default for V1E2e {
     }
 }
 
+/// Parse an optional field with `parse`, naming the field on error.
+fn optional<T>(
+    field: &str,
+    value: Option<&str>,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, ApiError> {
+    value.map(|v| named(field, parse(v))).transpose()
+}
+
 fn named<T>(field: &str, r: Result<T, String>) -> Result<T, ApiError> {
     r.map_err(|e| ApiError::field(field, e))
 }
@@ -1160,16 +1169,14 @@ fn v1_e2e_spec(c: &V1E2e) -> Result<(E2eSpec, Option<Vec<String>>), ApiError> {
     if c.consume_max_bytes < 1 {
         return Err(ApiError::field("consume_max_bytes", "must be at least 1"));
     }
-    let duration = c
-        .duration
-        .as_deref()
-        .map(|d| named("duration", crate::cli::parse_duration(d)))
-        .transpose()?;
-    let bootstrap = c
-        .bootstrap_servers
-        .as_deref()
-        .map(|b| named("bootstrap_servers", bootstrap_list("bootstrap_servers", b)))
-        .transpose()?;
+    let duration = optional(
+        "duration",
+        c.duration.as_deref(),
+        crate::cli::parse_duration,
+    )?;
+    let bootstrap = optional("bootstrap_servers", c.bootstrap_servers.as_deref(), |b| {
+        bootstrap_list("bootstrap_servers", b)
+    })?;
     let spec = E2eSpec {
         topic: c.topic.clone(),
         partitions: c.partitions,
@@ -1319,16 +1326,14 @@ async fn start_produce(app: &Arc<App>, config: Value, c: V1Produce) -> Result<St
             .parse::<Compression>()
             .map_err(|e| e.to_string()),
     )?;
-    let duration = c
-        .duration
-        .as_deref()
-        .map(|d| named("duration", crate::cli::parse_duration(d)))
-        .transpose()?;
-    let requested = c
-        .bootstrap_servers
-        .as_deref()
-        .map(|b| named("bootstrap_servers", bootstrap_list("bootstrap_servers", b)))
-        .transpose()?;
+    let duration = optional(
+        "duration",
+        c.duration.as_deref(),
+        crate::cli::parse_duration,
+    )?;
+    let requested = optional("bootstrap_servers", c.bootstrap_servers.as_deref(), |b| {
+        bootstrap_list("bootstrap_servers", b)
+    })?;
     ensure_idle(app)?;
     let (servers, embedded) = resolve_bootstrap(app, requested).await?;
     let bootstrap = servers.join(",");
