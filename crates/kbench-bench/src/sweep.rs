@@ -195,6 +195,10 @@ pub struct SweepResult {
     /// Peak RSS of this process when the cell ended (a process-wide high-water mark).
     pub peak_rss_kib: u64,
     pub stall_retries: u32,
+    /// Fetch cells: the Fetch max wait the cell read with (0 unless the broker answered a Fetch
+    /// with `max_wait_ms` 0 with nothing while records remained; see [`fetch_rep`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_max_wait_ms: Option<i32>,
 }
 
 impl SweepResult {
@@ -211,6 +215,7 @@ impl SweepResult {
             spread: 0.0,
             peak_rss_kib: 0,
             stall_retries: 0,
+            fetch_max_wait_ms: None,
         }
     }
 }
@@ -402,13 +407,23 @@ async fn produce_rep(
     }))
 }
 
+/// The longest Fetch max wait a Fetch cell escalates to.
+const FETCH_WAIT_CAP_MS: i32 = 500;
+
 /// Read the seeded topic end to end once; checks count, checksum and timestamps. `None` on a stall.
+///
+/// Fetches ask for `max_wait_ms` = `*wait_ms`, 0 at first: Kafka answers at once with what it has,
+/// and a wait would only time the broker's timer. A broker that answers a 0 ms Fetch with nothing
+/// while records remain (the upstream Tansu binary) gets a wait from then on: 1 ms, doubled on every
+/// further empty answer up to [`FETCH_WAIT_CAP_MS`], and kept for the rest of the cell. Reaching the
+/// broker's high watermark with fewer records than were seeded is an error naming both counts.
 async fn fetch_rep(
     cluster: &Cluster,
     layout: &TopicLayout,
     seeded: &SeededTopic,
     max_bytes: i32,
     s: &SweepSettings,
+    wait_ms: &mut i32,
 ) -> Result<Option<SweepRep>, String> {
     let mut decoder = BatchDecoder::new();
     let (mut offset, mut read, mut checksum) = (0i64, 0u64, 0u32);
@@ -419,7 +434,7 @@ async fn fetch_rep(
     let mut last_progress = Instant::now();
     while read < seeded.records {
         let fetched = cluster
-            .fetch(layout, 0, offset, max_bytes, 0)
+            .fetch(layout, 0, offset, max_bytes, *wait_ms)
             .await
             .map_err(|e| e.to_string())?;
         let before = read;
@@ -438,7 +453,13 @@ async fn fetch_rep(
             .map_err(|e| e.to_string())?;
         if read > before {
             last_progress = Instant::now();
-        } else if last_progress.elapsed() > s.stall_timeout {
+            continue;
+        }
+        if let Some(short) = short_read(read, seeded.records, offset, fetched.high_watermark) {
+            return Err(short);
+        }
+        *wait_ms = (*wait_ms * 2).clamp(1, FETCH_WAIT_CAP_MS);
+        if last_progress.elapsed() > s.stall_timeout {
             return Ok(None);
         }
     }
@@ -461,6 +482,17 @@ async fn fetch_rep(
         cpu_us_per_msg: cpu.total_us() as f64 / read.max(1) as f64,
         msgs_per_sec: read as f64 / seconds.max(1e-9),
     }))
+}
+
+/// The Fetch guard: reading reached the broker's high watermark (-1: not said) with fewer records
+/// than were seeded. Never a silent figure: an error naming both counts.
+fn short_read(read: u64, seeded: u64, offset: i64, high_watermark: i64) -> Option<String> {
+    (read < seeded && high_watermark >= 0 && offset >= high_watermark).then(|| {
+        format!(
+            "read {read} of the {seeded} records seeded: the broker's high watermark is \
+             {high_watermark} and reading reached it"
+        )
+    })
 }
 
 /// Run one cell: fresh pinned connection, a warm-up of the same shape, then the repetitions. A stall
@@ -520,7 +552,8 @@ pub async fn run_cell(
                     produce_rep(&cluster, &layout, workload, acks, n, s).await
                 }
                 SweepCell::Fetch { max_bytes, .. } => {
-                    fetch_rep(&cluster, &layout, seeded, max_bytes, s).await
+                    let wait = result.fetch_max_wait_ms.get_or_insert(0);
+                    fetch_rep(&cluster, &layout, seeded, max_bytes, s, wait).await
                 }
             };
             match outcome {
@@ -701,3 +734,19 @@ pub fn grouped(results: &[SweepResult]) -> Vec<(String, Vec<&SweepResult>)> {
 }
 
 type ApiOrder = u8;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reaching_the_high_watermark_short_of_the_seeded_records_is_an_error_naming_both() {
+        let e = short_read(4990, 5000, 5000, 5000).unwrap();
+        assert!(e.contains("read 4990 of the 5000 records seeded"), "{e}");
+        assert!(e.contains("high watermark is 5000"), "{e}");
+        // Not yet at the end, or every record read, or the watermark not said: no verdict.
+        assert_eq!(short_read(4990, 5000, 4990, 5000), None);
+        assert_eq!(short_read(5000, 5000, 5000, 5000), None);
+        assert_eq!(short_read(10, 5000, 10, -1), None);
+    }
+}

@@ -12,13 +12,17 @@ use crate::error::ClientError;
 /// One partition's share of a Fetch response.
 #[derive(Debug, Clone)]
 pub struct FetchedPartition {
+    /// The partition's high watermark; -1 when the response did not say.
     pub high_watermark: i64,
     /// The record batches, as the broker sent them (possibly empty).
     pub records: Bytes,
 }
 
 impl Cluster {
-    /// Fetch `partition` from `offset`, waiting up to `max_wait_ms` for at least one byte.
+    /// Fetch `partition` from `offset`, waiting up to `max_wait_ms` for at least one byte. A
+    /// response that does not mention the partition is an empty answer (brokers may leave out
+    /// partitions with nothing to say; the upstream Tansu broker answers a Fetch with `max_wait_ms`
+    /// 0 without any topic at all): no records, and a high watermark of -1 (unknown).
     pub async fn fetch(
         &self,
         topic: &TopicLayout,
@@ -27,30 +31,30 @@ impl Cluster {
         max_bytes: i32,
         max_wait_ms: i32,
     ) -> Result<FetchedPartition, ClientError> {
-        self.fetch_partitions(
-            topic,
-            &[(partition, offset)],
-            max_bytes,
-            max_bytes,
-            max_wait_ms,
-        )
-        .await?
-        .into_iter()
-        .find(|(p, _)| *p == partition)
-        .map(|(_, f)| f)
-        .ok_or_else(|| {
-            ClientError::Other(format!(
-                "Fetch response did not mention {}-{partition}",
-                topic.name
-            ))
-        })
+        Ok(self
+            .fetch_partitions(
+                topic,
+                &[(partition, offset)],
+                max_bytes,
+                max_bytes,
+                max_wait_ms,
+            )
+            .await?
+            .into_iter()
+            .find(|(p, _)| *p == partition)
+            .map(|(_, f)| f)
+            .unwrap_or(FetchedPartition {
+                high_watermark: -1,
+                records: Bytes::new(),
+            }))
     }
 }
 
 impl Cluster {
     /// Fetch several partitions of `topic` at once: one request per leader, each partition from its
-    /// own offset. Answers come back in no particular order, one per partition asked; a partition
-    /// error fails the whole call (the caller decides whether to retry).
+    /// own offset. Answers come back in no particular order, at most one per partition asked (a
+    /// partition the broker left out of its response is not in the answer); a partition error fails
+    /// the whole call (the caller decides whether to retry).
     pub async fn fetch_partitions(
         &self,
         topic: &TopicLayout,

@@ -482,8 +482,8 @@ fn decode_assignment(bytes: &Bytes, topic: &str) -> Result<Vec<i32>, ClientError
 }
 
 impl Cluster {
-    /// The latest offset (the next offset to be written) of each of `partitions`: where a consumer
-    /// with `auto.offset.reset=latest` starts.
+    /// The latest offset (the next offset to be written: the high watermark) of each of
+    /// `partitions`: where a consumer with `auto.offset.reset=latest` starts.
     pub async fn latest_offsets(
         &self,
         topic: &TopicLayout,
@@ -538,6 +538,15 @@ impl Cluster {
                     "ListOffsets did not answer for {}-{p}",
                     topic.name
                 )));
+            }
+        }
+        // "Latest" is the high watermark. Some brokers answer ListOffsets with less: Tansu 0.6 gives
+        // the base offset of the newest batch + 1, inside that batch when it holds several records.
+        // A Fetch from there reports the high watermark; the higher of the two is the end.
+        let asked: Vec<(i32, i64)> = out.iter().map(|(p, o)| (*p, *o)).collect();
+        for (p, fetched) in self.fetch_partitions(topic, &asked, 1, 1, 10).await? {
+            if let Some(o) = out.get_mut(&p) {
+                *o = (*o).max(fetched.high_watermark);
             }
         }
         Ok(out)

@@ -314,6 +314,29 @@ where
     Ok(())
 }
 
+/// The first hole in the offsets that a Fetch response's batches cover, reading from `from`: the
+/// offsets `[start, end)` that no batch holds although a later batch, at `end`, is present. Batches
+/// that end before `from` are passed over (a Fetch returns whole batches); only complete batch
+/// headers are read (no CRC check, no decompression), and a partial batch at the end is ignored.
+///
+/// On a healthy partition there is no hole: offsets are contiguous from batch to batch. A hole means
+/// either records not yet readable below ones that are (seen with Tansu, which raises the high
+/// watermark before the batch is stored) or offsets removed by compaction.
+pub fn first_gap(mut input: &[u8], from: i64) -> Option<std::ops::Range<i64>> {
+    let mut expect = from;
+    while let Ok((header, len)) = BatchDecoder::header(input) {
+        let last = header.base_offset + i64::from(header.last_offset_delta);
+        if last >= expect {
+            if header.base_offset > expect {
+                return Some(expect..header.base_offset);
+            }
+            expect = last + 1;
+        }
+        input = &input[len..];
+    }
+    None
+}
+
 /// A zigzag varlong, at most 10 bytes.
 #[inline]
 fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, DecodeError> {
@@ -541,5 +564,50 @@ mod tests {
         let mut out = Vec::new();
         decompress(Compression::Snappy, &raw, &mut out).unwrap();
         assert_eq!(out, b"hello hello hello");
+    }
+
+    /// Batches of `n` records at each base offset, one after the other, as a Fetch carries them.
+    fn at_offsets(batches: &[(i64, u32)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &(base, n) in batches {
+            let mut b = sample(Compression::None, n).to_vec();
+            b[0..8].copy_from_slice(&base.to_be_bytes()); // not covered by the CRC
+            out.extend_from_slice(&b);
+        }
+        out
+    }
+
+    #[test]
+    fn contiguous_batches_have_no_gap() {
+        let bytes = at_offsets(&[(10, 4), (14, 4), (18, 2)]);
+        assert_eq!(first_gap(&bytes, 10), None);
+        // Reading from inside the first batch, or past the end: still none.
+        assert_eq!(first_gap(&bytes, 12), None);
+        assert_eq!(first_gap(&bytes, 20), None);
+        assert_eq!(first_gap(&[], 0), None);
+    }
+
+    #[test]
+    fn a_missing_batch_is_a_gap_from_the_position_to_the_next_batch() {
+        // 14..18 not there yet, 18.. is (the race seen with Tansu).
+        let bytes = at_offsets(&[(10, 4), (18, 4)]);
+        assert_eq!(first_gap(&bytes, 10), Some(14..18));
+        assert_eq!(first_gap(&bytes, 13), Some(14..18));
+        // Only a later batch: the hole starts at the position asked for.
+        let later = at_offsets(&[(18, 4)]);
+        assert_eq!(first_gap(&later, 14), Some(14..18));
+        // Past the hole, the rest is contiguous.
+        assert_eq!(first_gap(&bytes, 18), None);
+        // A batch before the position is passed over, whatever precedes it.
+        let before = at_offsets(&[(2, 4), (14, 4)]);
+        assert_eq!(first_gap(&before, 14), None);
+    }
+
+    #[test]
+    fn a_partial_batch_at_the_end_is_not_read_as_a_gap() {
+        let mut bytes = at_offsets(&[(10, 4)]);
+        let tail = at_offsets(&[(30, 4)]);
+        bytes.extend_from_slice(&tail[..tail.len() / 2]);
+        assert_eq!(first_gap(&bytes, 10), None);
     }
 }
