@@ -209,6 +209,14 @@ pub struct E2eLive {
     pub commit_failures: AtomicU64,
     pub heartbeats: AtomicU64,
     pub rejoins: AtomicU64,
+    /// Fetch answers whose batches left a hole below later records: the consumer held its position
+    /// at the hole and asked again (see [`readable_until`]).
+    pub gaps_held: AtomicU64,
+    /// Holes that stayed open for the whole hold and were passed over (re-read after the drain).
+    pub gaps_skipped: AtomicU64,
+    /// Records of this run never consumed in time but found on the broker when the missing offsets
+    /// were read again after the drain.
+    pub late: AtomicU64,
     pub producer_latency: Mutex<Histogram<u64>>,
     pub whole_trip: Mutex<Histogram<u64>>,
     /// Per Fetch: sent → response in hand (the broker's share of a poll, waiting included).
@@ -247,6 +255,9 @@ impl Default for E2eLive {
             commit_failures: AtomicU64::new(0),
             heartbeats: AtomicU64::new(0),
             rejoins: AtomicU64::new(0),
+            gaps_held: AtomicU64::new(0),
+            gaps_skipped: AtomicU64::new(0),
+            late: AtomicU64::new(0),
             producer_latency: Mutex::new(latency_histogram()),
             whole_trip: Mutex::new(latency_histogram()),
             fetch_duration: Mutex::new(latency_histogram()),
@@ -294,7 +305,7 @@ impl E2eLive {
         *self.phase.lock().expect("phase lock")
     }
 
-    fn set_phase(&self, phase: &'static str) {
+    pub(crate) fn set_phase(&self, phase: &'static str) {
         *self.phase.lock().expect("phase lock") = phase;
     }
 
@@ -377,8 +388,14 @@ pub struct E2eRun {
     pub failed: u64,
     pub consumed: u64,
     pub duplicates: u64,
-    /// Acknowledged and never consumed (after the drain).
+    /// Acknowledged and not on the broker: never consumed, and not found when the missing offsets
+    /// were read again after the drain.
     pub lost: u64,
+    /// Acknowledged and on the broker, but not consumed by the end of the drain (found by reading
+    /// the missing offsets again).
+    pub late: u64,
+    pub gaps_held: u64,
+    pub gaps_skipped: u64,
     /// Consumed although their request was reported failed (e.g. acknowledged after a time-out).
     pub unexpected: u64,
     pub foreign: u64,
@@ -641,8 +658,7 @@ pub(crate) async fn drive(
     let mut drained = !spec.mode.has_producers() || !spec.mode.has_consumer();
     if consumer.is_some() && spec.mode.has_producers() {
         loop {
-            let unique = get(&live.consumed).saturating_sub(get(&live.duplicates));
-            if unique >= get(&live.acked) {
+            if missing(live) == 0 {
                 drained = true;
                 break;
             }
@@ -692,8 +708,12 @@ pub(crate) fn conclude(
     let consumed = get(&live.consumed);
     let duplicates = get(&live.duplicates);
     let unique = consumed.saturating_sub(duplicates);
+    let late = get(&live.late);
     let (lost, unexpected) = if spec.mode == E2eMode::ConsumerAndProducers {
-        (acked.saturating_sub(unique), unique.saturating_sub(acked))
+        (
+            acked.saturating_sub(unique).saturating_sub(late),
+            unique.saturating_sub(acked),
+        )
     } else {
         (0, 0)
     };
@@ -710,6 +730,9 @@ pub(crate) fn conclude(
         consumed,
         duplicates,
         lost,
+        late,
+        gaps_held: get(&live.gaps_held),
+        gaps_skipped: get(&live.gaps_skipped),
         unexpected,
         foreign: get(&live.foreign),
         produce_requests: get(&live.produce_requests),
@@ -872,6 +895,8 @@ async fn consume(
 
     let mut decoder = BatchDecoder::new();
     let mut seen = Seen::default();
+    let mut gaps: BTreeMap<i32, Gaps> = BTreeMap::new();
+    let gap_hold = gap_hold(spec.consume_wait);
     let mut committed = positions.clone();
     let mut last_heartbeat = Instant::now();
     let mut last_commit = Instant::now();
@@ -922,8 +947,13 @@ async fn consume(
             let Some(position) = positions.get(partition).copied() else {
                 continue;
             };
+            let gaps = gaps.entry(*partition).or_default();
+            let limit = readable_until(&data.records, position, gaps, gap_hold, &live);
             let mut next = position;
             let result = decoder.decode_all(&data.records, |header, record| {
+                if header.base_offset >= limit {
+                    return; // at or past a hole still held: asked for again next time
+                }
                 next = next.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
                 if record.offset < position || header.is_control() {
                     return;
@@ -1034,10 +1064,174 @@ async fn consume(
     if let Err(e) = member.leave().await {
         live.error(format!("leave group: {e}"), 0);
     }
+    if spec.mode == E2eMode::ConsumerAndProducers && missing(&live) > 0 {
+        live.set_phase("verifying");
+        let ranges = gaps
+            .into_iter()
+            .flat_map(|(p, g)| g.skipped.into_iter().map(move |r| (p, r)))
+            .chain(positions.iter().map(|(p, o)| (*p, *o..i64::MAX)))
+            .collect();
+        let deadline = Instant::now() + spec.drain.max(Duration::from_secs(1));
+        let reading = Reread {
+            cluster: &cluster,
+            layout: &layout,
+            max_bytes: spec.consume_max_bytes,
+            run_tag,
+            deadline,
+        };
+        reading
+            .count_late(ranges, &mut decoder, &mut seen, &live)
+            .await;
+    }
     Ok(ConsumerDone {
         member_id: member.member_id().to_string(),
         assignment: member.assignment().to_vec(),
     })
+}
+
+/// Acknowledged records of this run not (yet) consumed.
+pub(crate) fn missing(live: &E2eLive) -> u64 {
+    let unique = get(&live.consumed).saturating_sub(get(&live.duplicates));
+    get(&live.acked)
+        .saturating_sub(unique)
+        .saturating_sub(get(&live.late))
+}
+
+/// How long the consumer holds its position at a hole in a partition's offsets before it passes
+/// over it: long enough for a broker that exposes later records before earlier ones to store the
+/// earlier ones (Tansu takes well under a millisecond), and at least two fetch waits.
+pub(crate) fn gap_hold(consume_wait: Duration) -> Duration {
+    (consume_wait * 2).max(Duration::from_millis(500))
+}
+
+/// One partition's holes: the one being held (since when), and the ones passed over.
+#[derive(Debug, Default)]
+pub(crate) struct Gaps {
+    held: Option<(std::ops::Range<i64>, Instant)>,
+    pub(crate) skipped: Vec<std::ops::Range<i64>>,
+}
+
+/// How far into a partition's fetched batches the consumer may read, from `position`: up to the
+/// first hole it is still holding at, or everything.
+///
+/// A Fetch that returns a batch beyond the position while the offsets in between are missing means
+/// the broker exposed later records before earlier ones were readable (the upstream Tansu broker
+/// raises its high watermark before it stores the batch, so a Fetch racing a Produce sees this).
+/// Moving the position past the hole would skip those records for good, and report them lost. So
+/// the consumer reads only up to the hole and asks again; a hole still open after `hold` (offsets
+/// removed by compaction, say) is passed over, counted, and read again after the drain.
+pub(crate) fn readable_until(
+    records: &[u8],
+    position: i64,
+    gaps: &mut Gaps,
+    hold: Duration,
+    live: &E2eLive,
+) -> i64 {
+    if records.is_empty() {
+        return i64::MAX;
+    }
+    let mut from = position;
+    loop {
+        let Some(gap) = kbench_wire::first_gap(records, from) else {
+            gaps.held = None;
+            return i64::MAX;
+        };
+        match &gaps.held {
+            Some((held, since)) if held.start == gap.start => {
+                if since.elapsed() < hold {
+                    return gap.start;
+                }
+                add(&live.gaps_skipped, 1);
+                gaps.held = None;
+                from = gap.end;
+                gaps.skipped.push(gap);
+            }
+            _ => {
+                add(&live.gaps_held, 1);
+                let start = gap.start;
+                gaps.held = Some((gap, Instant::now()));
+                return start;
+            }
+        }
+    }
+}
+
+/// Reading missing offsets again after the drain, to tell records that were not consumed in time
+/// from records that are not on the broker.
+struct Reread<'a> {
+    cluster: &'a Cluster,
+    layout: &'a TopicLayout,
+    max_bytes: i32,
+    run_tag: u32,
+    deadline: Instant,
+}
+
+impl Reread<'_> {
+    /// Read each `(partition, offsets)` range (an open end means: to the high watermark) and count
+    /// this run's records found there that were never consumed into `live.late`. Bounded by the
+    /// deadline; what it could not read stays lost, and an error says so.
+    async fn count_late(
+        &self,
+        ranges: Vec<(i32, std::ops::Range<i64>)>,
+        decoder: &mut BatchDecoder,
+        seen: &mut Seen,
+        live: &E2eLive,
+    ) {
+        for (partition, range) in ranges {
+            let mut offset = range.start;
+            let mut end = range.end;
+            while offset < end {
+                if Instant::now() >= self.deadline {
+                    live.error(
+                        format!(
+                            "re-reading {}-{partition} from offset {offset}: out of time",
+                            self.layout.name
+                        ),
+                        0,
+                    );
+                    return;
+                }
+                let fetched = match self
+                    .cluster
+                    .fetch(self.layout, partition, offset, self.max_bytes, 100)
+                    .await
+                {
+                    Ok(f) => f,
+                    Err(e) => {
+                        live.error(
+                            format!("re-reading {}-{partition}: {e}", self.layout.name),
+                            0,
+                        );
+                        return;
+                    }
+                };
+                if fetched.high_watermark >= 0 {
+                    end = end.min(fetched.high_watermark);
+                }
+                let from = offset;
+                let decoded = decoder.decode_all(&fetched.records, |header, record| {
+                    offset =
+                        offset.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
+                    if record.offset < from || record.offset >= end || header.is_control() {
+                        return;
+                    }
+                    if let Some((tag, producer, seq)) = record_id(record.key)
+                        && tag == self.run_tag
+                        && !seen.mark(tag, producer, seq)
+                    {
+                        add(&live.late, 1);
+                    }
+                });
+                if let Err(e) = decoded {
+                    live.error(
+                        format!("re-reading {}-{partition}: {e}", self.layout.name),
+                        0,
+                    );
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// Rejoin after the coordinator asked for it; keep positions of partitions still ours, start new
@@ -1101,5 +1295,80 @@ mod tests {
             assert!((3..=5).contains(&v));
         }
         assert_eq!(Span::fixed(4u64).draw(&mut rng), 4);
+    }
+
+    /// Batches of `n` records at each base offset, one after the other, as a Fetch carries them.
+    fn batches_at(offsets: &[(i64, usize)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut b = RecordBatchBuilder::new(Compression::None);
+        for &(base, n) in offsets {
+            b.start_now();
+            for _ in 0..n {
+                b.append(now_ms(), None, Some(b"v"), &[]);
+            }
+            let mut batch = b.finish().unwrap().to_vec();
+            batch[0..8].copy_from_slice(&base.to_be_bytes());
+            out.extend_from_slice(&batch);
+        }
+        out
+    }
+
+    #[test]
+    fn the_position_is_held_at_a_hole_until_it_fills() {
+        let live = E2eLive::default();
+        let mut gaps = Gaps::default();
+        let hold = Duration::from_secs(3600);
+        // 10..14 read, 14..18 not there yet, 18..22 already returned: read up to 14 only.
+        let holed = batches_at(&[(10, 4), (18, 4)]);
+        assert_eq!(readable_until(&holed, 10, &mut gaps, hold, &live), 14);
+        assert_eq!(get(&live.gaps_held), 1);
+        // Asked again from 14, the same hole: still held, counted once.
+        let later = batches_at(&[(18, 4)]);
+        assert_eq!(readable_until(&later, 14, &mut gaps, hold, &live), 14);
+        assert_eq!(get(&live.gaps_held), 1);
+        // An empty answer changes nothing.
+        assert_eq!(readable_until(&[], 14, &mut gaps, hold, &live), i64::MAX);
+        assert!(gaps.held.is_some());
+        // Filled: everything is readable, and nothing was passed over.
+        let filled = batches_at(&[(14, 4), (18, 4)]);
+        assert_eq!(
+            readable_until(&filled, 14, &mut gaps, hold, &live),
+            i64::MAX
+        );
+        assert!(gaps.held.is_none() && gaps.skipped.is_empty());
+        assert_eq!(get(&live.gaps_skipped), 0);
+    }
+
+    #[test]
+    fn a_hole_that_outlives_the_hold_is_passed_over_and_remembered() {
+        let live = E2eLive::default();
+        let mut gaps = Gaps::default();
+        let holed = batches_at(&[(18, 4), (30, 2)]);
+        // Held first; with a zero hold, the next answer passes it over, then holds at the next one.
+        assert_eq!(
+            readable_until(&holed, 14, &mut gaps, Duration::ZERO, &live),
+            14
+        );
+        assert_eq!(
+            readable_until(&holed, 14, &mut gaps, Duration::ZERO, &live),
+            22
+        );
+        assert_eq!(gaps.skipped, vec![14..18]);
+        assert_eq!((get(&live.gaps_held), get(&live.gaps_skipped)), (2, 1));
+        // The position moved to 22; asked again, the second hole is passed over too.
+        assert_eq!(
+            readable_until(&holed, 22, &mut gaps, Duration::ZERO, &live),
+            i64::MAX
+        );
+        assert_eq!(gaps.skipped, vec![14..18, 22..30]);
+    }
+
+    #[test]
+    fn the_gap_hold_covers_two_fetch_waits() {
+        assert_eq!(
+            gap_hold(Duration::from_millis(10)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(gap_hold(Duration::from_secs(1)), Duration::from_secs(2));
     }
 }

@@ -27,7 +27,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::e2e::{
-    ConsumerDone, E2eLive, E2eMode, E2eRun, E2eSpec, Pacer, Seen, add, conclude, drive,
+    ConsumerDone, E2eLive, E2eMode, E2eRun, E2eSpec, Pacer, Seen, add, conclude, drive, missing,
     started_consumer,
 };
 
@@ -462,6 +462,85 @@ async fn open_instance(
     Ok(instance)
 }
 
+/// How long a consumer instance may take to be given partitions (real proxies join the group
+/// lazily, over the first polls; a broker may delay the first rebalance by seconds).
+const JOIN_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Most holes remembered per partition for the re-read after the drain.
+const MAX_HOLES: usize = 10_000;
+
+/// Where the consumer is in each partition: the next offset (after what it read), and the offsets
+/// the proxy's records jumped over (re-read after the drain when records are missing).
+#[derive(Debug, Default)]
+struct Progress {
+    positions: BTreeMap<i32, i64>,
+    holes: BTreeMap<i32, Vec<std::ops::Range<i64>>>,
+}
+
+/// Each partition's end offset, taken before any record of the run is sent: where the run starts.
+async fn start_offsets(proxy: &RestProxy, topic: &str) -> Result<BTreeMap<i32, i64>, RestError> {
+    let mut out = BTreeMap::new();
+    for p in proxy.partitions(topic).await? {
+        out.insert(p, proxy.end_offset(topic, p).await?);
+    }
+    Ok(out)
+}
+
+/// Poll until the instance holds partitions (a real proxy's instance joins its group lazily, and
+/// with `auto.offset.reset=latest` would start at the end *as of the join*, seconds after the
+/// producers began), then seek every assigned partition explicitly: to where this consumer got to,
+/// or to the run's start. Records the polls return before the seek are not counted: those at or
+/// after the seek are read again, those before it are older than the run or already counted.
+#[allow(clippy::too_many_arguments)]
+async fn position_instance(
+    proxy: &RestProxy,
+    instance: &ConsumerInstance,
+    spec: &E2eSpec,
+    rest: &RestSpec,
+    start: &BTreeMap<i32, i64>,
+    progress: &mut Progress,
+    stop: &CancellationToken,
+) -> Result<(), String> {
+    let deadline = Instant::now() + JOIN_PATIENCE;
+    let timeout_ms = spec.consume_wait.as_millis() as u64;
+    let assigned = loop {
+        let assigned = proxy
+            .assignments(instance, &spec.topic)
+            .await
+            .map_err(|e| format!("consumer assignments: {e}"))?;
+        if !assigned.is_empty() {
+            break assigned;
+        }
+        if Instant::now() >= deadline || stop.is_cancelled() {
+            return Err(format!(
+                "the consumer instance was given no partition of {:?} within {} s (another member of group {:?} may hold them all)",
+                spec.topic,
+                JOIN_PATIENCE.as_secs(),
+                spec.group_id
+            ));
+        }
+        match proxy.poll(instance, rest.format, timeout_ms, 1).await {
+            Ok(_) => {}
+            Err(e) if e.is_throttle() => tokio::time::sleep(rest.throttle_backoff).await,
+            Err(e) => return Err(format!("poll while joining: {e}")),
+        }
+    };
+    let mut seeks = Vec::with_capacity(assigned.len());
+    for p in assigned {
+        let offset = match progress.positions.get(&p).or(start.get(&p)) {
+            Some(o) => *o,
+            // A partition created after the start: its beginning is the run's.
+            None => 0,
+        };
+        progress.positions.insert(p, offset);
+        seeks.push((p, offset));
+    }
+    proxy
+        .seek(instance, &spec.topic, &seeks)
+        .await
+        .map_err(|e| format!("consumer positions: {e}"))
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn consume(
     spec: E2eSpec,
@@ -475,10 +554,29 @@ async fn consume(
 ) -> Result<ConsumerDone, String> {
     let created = Instant::now();
     let mut generation = 0;
+    let start = start_offsets(&proxy, &spec.topic)
+        .await
+        .map_err(|e| format!("the topic's end offsets before the run: {e}"))?;
     let mut instance = open_instance(&proxy, &spec, &rest, &live, generation)
         .await
         .map_err(|e| format!("consumer instance: {e}"))?;
+    let mut progress = Progress::default();
+    if let Err(e) = position_instance(
+        &proxy,
+        &instance,
+        &spec,
+        &rest,
+        &start,
+        &mut progress,
+        &stop,
+    )
+    .await
+    {
+        let _ = proxy.delete_consumer(&instance).await;
+        return Err(e);
+    }
     let _ = ready.send(());
+    let mut seen = Seen::default();
     let result = consume_loop(
         &spec,
         &rest,
@@ -488,18 +586,108 @@ async fn consume(
         &clock,
         run_tag,
         created,
+        &start,
         &mut instance,
         &mut generation,
+        &mut progress,
+        &mut seen,
     )
     .await;
     // Always delete the instance: at the end, on error, on stop.
     if let Err(e) = proxy.delete_consumer(&instance).await {
         live.error(format!("delete consumer instance: {e}"), 0);
     }
+    if result.is_ok() && spec.mode == E2eMode::ConsumerAndProducers && missing(&live) > 0 {
+        live.set_phase("verifying");
+        let deadline = Instant::now() + spec.drain.max(Duration::from_secs(1));
+        if let Err(e) = count_late(
+            &proxy, &spec, &rest, &progress, &mut seen, &live, run_tag, deadline,
+        )
+        .await
+        {
+            live.error(format!("re-reading the missing offsets: {e}"), 0);
+        }
+    }
     result.map(|()| ConsumerDone {
         member_id: instance.instance_id.clone(),
-        assignment: Vec::new(),
+        assignment: progress.positions.keys().copied().collect(),
     })
+}
+
+/// After the drain, with records still missing: read them again through a consumer instance of
+/// its own (assigned, not subscribed), from each hole the proxy's records jumped over and from where
+/// the consumer stopped to the end, and count this run's records found there into `live.late`.
+#[allow(clippy::too_many_arguments)]
+async fn count_late(
+    proxy: &RestProxy,
+    spec: &E2eSpec,
+    rest: &RestSpec,
+    progress: &Progress,
+    seen: &mut Seen,
+    live: &E2eLive,
+    run_tag: u32,
+    deadline: Instant,
+) -> Result<(), RestError> {
+    let mut ends = BTreeMap::new();
+    for p in progress.positions.keys() {
+        ends.insert(*p, proxy.end_offset(&spec.topic, *p).await?);
+    }
+    let from: Vec<(i32, i64)> = progress
+        .positions
+        .iter()
+        .map(|(p, o)| {
+            let hole = progress
+                .holes
+                .get(p)
+                .and_then(|h| h.iter().map(|r| r.start).min());
+            (*p, hole.map_or(*o, |h| h.min(*o)))
+        })
+        .collect();
+    let wanted = |p: i32, offset: i64| {
+        offset >= progress.positions.get(&p).copied().unwrap_or(i64::MAX)
+            || progress
+                .holes
+                .get(&p)
+                .is_some_and(|h| h.iter().any(|r| r.contains(&offset)))
+    };
+    let group = format!("{}-reread", spec.group_id);
+    let instance = proxy
+        .create_consumer(&group, &format!("{}-reread", spec.consumer_id), rest.format)
+        .await?;
+    let partitions: Vec<i32> = progress.positions.keys().copied().collect();
+    let reading = async {
+        proxy.assign(&instance, &spec.topic, &partitions).await?;
+        proxy.seek(&instance, &spec.topic, &from).await?;
+        let mut reached: BTreeMap<i32, i64> = from.iter().copied().collect();
+        let timeout_ms = spec.consume_wait.as_millis() as u64;
+        let max_bytes = spec.consume_max_bytes.max(1) as u64;
+        while reached.iter().any(|(p, o)| *o < ends[p]) && Instant::now() < deadline {
+            for r in proxy
+                .poll(&instance, rest.format, timeout_ms, max_bytes)
+                .await?
+            {
+                if let Some(o) = reached.get_mut(&r.partition) {
+                    *o = (*o).max(r.offset + 1);
+                }
+                if r.offset >= ends.get(&r.partition).copied().unwrap_or(0)
+                    || !wanted(r.partition, r.offset)
+                {
+                    continue;
+                }
+                if let Some(((tag, producer, seq), _)) = read_value(rest.format, &r.value)
+                    .and_then(|(eid, at)| parse_eid(&eid).map(|id| (id, at)))
+                    && tag == run_tag
+                    && !seen.mark(tag, producer, seq)
+                {
+                    add(&live.late, 1);
+                }
+            }
+        }
+        Ok(())
+    };
+    let result = reading.await;
+    let _ = proxy.delete_consumer(&instance).await;
+    result
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -512,12 +700,13 @@ async fn consume_loop(
     clock: &Clock,
     run_tag: u32,
     created: Instant,
+    start: &BTreeMap<i32, i64>,
     instance: &mut ConsumerInstance,
     generation: &mut u32,
+    progress: &mut Progress,
+    seen: &mut Seen,
 ) -> Result<(), String> {
-    let mut seen = Seen::default();
-    let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
-    let mut committed = positions.clone();
+    let mut committed = progress.positions.clone();
     let mut last_commit = Instant::now();
     let wall_clock = spec.mode == E2eMode::Consumer;
     let timeout_ms = spec.consume_wait.as_millis() as u64;
@@ -542,6 +731,7 @@ async fn consume_loop(
                 *instance = open_instance(proxy, spec, rest, live, *generation)
                     .await
                     .map_err(|e| format!("recreating the consumer instance: {e}"))?;
+                position_instance(proxy, instance, spec, rest, start, progress, stop).await?;
                 continue;
             }
             Err(e) => {
@@ -580,7 +770,14 @@ async fn consume_loop(
         let mut trips = Vec::with_capacity(records.len());
         for r in &records {
             if r.offset >= 0 {
-                let next = positions.entry(r.partition).or_insert(0);
+                let next = progress.positions.entry(r.partition).or_insert(r.offset);
+                if r.offset > *next {
+                    let holes = progress.holes.entry(r.partition).or_default();
+                    if holes.len() < MAX_HOLES {
+                        holes.push(*next..r.offset);
+                    }
+                    add(&live.gaps_skipped, 1);
+                }
                 *next = (*next).max(r.offset + 1);
             }
             let parsed = read_value(rest.format, &r.value)
@@ -614,10 +811,11 @@ async fn consume_loop(
                 .expect("latency lock")
                 .record((in_hand.elapsed().as_micros() as u64).max(1));
         }
+        let positions = &progress.positions;
         let offsets = || -> Vec<(i32, i64)> { positions.iter().map(|(p, o)| (*p, *o)).collect() };
         match spec.commit {
             // Synchronous: the next poll waits for the commit's answer.
-            crate::e2e::CommitMode::Sync if positions != committed => {
+            crate::e2e::CommitMode::Sync if *positions != committed => {
                 match proxy.commit(instance, &spec.topic, &offsets()).await {
                     Ok(()) => {
                         add(&live.commits, 1);
@@ -631,7 +829,7 @@ async fn consume_loop(
             }
             // Asynchronous: sent every interval from a task of its own; polling goes on.
             crate::e2e::CommitMode::Interval(every)
-                if last_commit.elapsed() >= every && positions != committed =>
+                if last_commit.elapsed() >= every && *positions != committed =>
             {
                 last_commit = Instant::now();
                 committed = positions.clone();
@@ -657,8 +855,8 @@ async fn consume_loop(
         }
     }
     while commits.join_next().await.is_some() {}
-    if positions != committed {
-        let offsets: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+    if progress.positions != committed {
+        let offsets: Vec<(i32, i64)> = progress.positions.iter().map(|(p, o)| (*p, *o)).collect();
         match proxy.commit(instance, &spec.topic, &offsets).await {
             Ok(()) => add(&live.commits, 1),
             Err(e) => {

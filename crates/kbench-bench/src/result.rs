@@ -10,7 +10,7 @@ use crate::measure::LatencySummary;
 use crate::produce::ProduceRun;
 
 /// The version of the result schema written by this build.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Where a run ran.
 #[derive(Debug, Clone, Serialize)]
@@ -195,7 +195,10 @@ pub struct E2eResultDocument {
     pub records_acked: u64,
     pub records_failed: u64,
     pub records_consumed: u64,
+    /// Acknowledged and not on the broker (not found when the missing offsets were read again).
     pub records_lost: u64,
+    /// Acknowledged and on the broker, but not consumed by the end of the drain.
+    pub records_late: u64,
     pub records_duplicated: u64,
     pub records_unexpected: u64,
     pub records_foreign: u64,
@@ -205,6 +208,8 @@ pub struct E2eResultDocument {
     pub commit_failures: u64,
     pub heartbeats: u64,
     pub rejoins: u64,
+    /// Holes in a partition's offsets below records the broker already returned.
+    pub fetch_gaps: FetchGaps,
     pub records_per_sec: f64,
     pub client_cpu_user_s: f64,
     pub client_cpu_sys_s: f64,
@@ -253,6 +258,7 @@ impl E2eResultDocument {
             records_failed: run.failed,
             records_consumed: run.consumed,
             records_lost: run.lost,
+            records_late: run.late,
             records_duplicated: run.duplicates,
             records_unexpected: run.unexpected,
             records_foreign: run.foreign,
@@ -262,6 +268,10 @@ impl E2eResultDocument {
             commit_failures: run.commit_failures,
             heartbeats: run.heartbeats,
             rejoins: run.rejoins,
+            fetch_gaps: FetchGaps {
+                held: run.gaps_held,
+                skipped: run.gaps_skipped,
+            },
             records_per_sec: run.acked as f64 / run.elapsed.as_secs_f64().max(1e-9),
             client_cpu_user_s: run.cpu.user_us as f64 / 1e6,
             client_cpu_sys_s: run.cpu.sys_us as f64 / 1e6,
@@ -286,6 +296,15 @@ impl E2eResultDocument {
             aborted: run.aborted.clone(),
         }
     }
+}
+
+/// Holes in a partition's offsets that a Fetch (or a REST Proxy poll) returned records beyond.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct FetchGaps {
+    /// Times the consumer held its position at such a hole and asked again.
+    pub held: u64,
+    /// Holes passed over after the hold (their offsets were read again after the drain).
+    pub skipped: u64,
 }
 
 /// What the REST Proxy driver measured on its own.

@@ -425,6 +425,111 @@ impl RestProxy {
         self.send(&url, r).await.map(|_| ())
     }
 
+    /// The topic's partitions: `GET /topics/{topic}/partitions`.
+    pub async fn partitions(&self, topic: &str) -> Result<Vec<i32>, RestError> {
+        let url = format!("{}/topics/{topic}/partitions", self.base);
+        let r = self
+            .request(reqwest::Method::GET, &url)
+            .header("Accept", V2_JSON);
+        let v = self.send(&url, r).await?;
+        let list = v.as_array().ok_or_else(|| RestError::Body {
+            url: url.clone(),
+            reason: "partitions: not an array".into(),
+        })?;
+        list.iter()
+            .map(|p| {
+                p["partition"]
+                    .as_i64()
+                    .and_then(|p| i32::try_from(p).ok())
+                    .ok_or_else(|| RestError::Body {
+                        url: url.clone(),
+                        reason: format!("partition without a number: {p}"),
+                    })
+            })
+            .collect()
+    }
+
+    /// A partition's end offset (the next offset to be written):
+    /// `GET /topics/{topic}/partitions/{partition}/offsets`.
+    pub async fn end_offset(&self, topic: &str, partition: i32) -> Result<i64, RestError> {
+        let url = format!(
+            "{}/topics/{topic}/partitions/{partition}/offsets",
+            self.base
+        );
+        let r = self
+            .request(reqwest::Method::GET, &url)
+            .header("Accept", V2_JSON);
+        let v = self.send(&url, r).await?;
+        v["end_offset"].as_i64().ok_or_else(|| RestError::Body {
+            url,
+            reason: "no end_offset".into(),
+        })
+    }
+
+    /// The partitions of `topic` the instance holds now: `GET {base_uri}/assignments`. Empty until
+    /// the instance has joined its group, which real proxies do lazily, over the first polls.
+    pub async fn assignments(
+        &self,
+        c: &ConsumerInstance,
+        topic: &str,
+    ) -> Result<Vec<i32>, RestError> {
+        let url = format!("{}/assignments", c.base_uri);
+        let r = self
+            .request(reqwest::Method::GET, &url)
+            .header("Accept", V2_JSON);
+        let v = self.send(&url, r).await?;
+        let mut out: Vec<i32> = v["partitions"]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .filter(|p| p["topic"].as_str() == Some(topic))
+                    .filter_map(|p| p["partition"].as_i64())
+                    .filter_map(|p| i32::try_from(p).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Assign partitions to the instance explicitly (no group membership): `POST {base_uri}/assignments`.
+    pub async fn assign(
+        &self,
+        c: &ConsumerInstance,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Result<(), RestError> {
+        let url = format!("{}/assignments", c.base_uri);
+        let list: Vec<Value> = partitions
+            .iter()
+            .map(|p| json!({ "topic": topic, "partition": p }))
+            .collect();
+        let r = self
+            .request(reqwest::Method::POST, &url)
+            .header("Content-Type", V2_JSON)
+            .body(json!({ "partitions": list }).to_string());
+        self.send(&url, r).await.map(|_| ())
+    }
+
+    /// Set the next offset to read of assigned partitions: `POST {base_uri}/positions`.
+    pub async fn seek(
+        &self,
+        c: &ConsumerInstance,
+        topic: &str,
+        offsets: &[(i32, i64)],
+    ) -> Result<(), RestError> {
+        let url = format!("{}/positions", c.base_uri);
+        let list: Vec<Value> = offsets
+            .iter()
+            .map(|(p, o)| json!({ "topic": topic, "partition": p, "offset": o }))
+            .collect();
+        let r = self
+            .request(reqwest::Method::POST, &url)
+            .header("Content-Type", V2_JSON)
+            .body(json!({ "offsets": list }).to_string());
+        self.send(&url, r).await.map(|_| ())
+    }
+
     /// One poll: `GET {base_uri}/records?timeout=…&max_bytes=…` with the format's Accept header.
     pub async fn poll(
         &self,

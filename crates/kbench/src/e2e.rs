@@ -578,7 +578,7 @@ async fn drive(
         }
         eprintln!("kbench: wrote {}", path.display());
     }
-    if run.failed > 0 || run.lost > 0 || (run.aborted.is_some() && !interrupted) {
+    if run.failed > 0 || run.lost > 0 || run.late > 0 || (run.aborted.is_some() && !interrupted) {
         EXIT_FAILED
     } else if interrupted && args.duration.is_some() {
         EXIT_INTERRUPTED
@@ -619,6 +619,24 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
         run.heartbeats,
         run.rejoins
     );
+    if run.late > 0 {
+        println!(
+            "{} late: acknowledged and on the broker (read again by offset after the drain), but not consumed in time; their whole trip is not in the percentiles",
+            run.late
+        );
+    }
+    if run.lost > 0 {
+        println!(
+            "{} lost: acknowledged, and not on the broker when the missing offsets were read again",
+            run.lost
+        );
+    }
+    if run.gaps_held > 0 {
+        println!(
+            "the broker returned later records before earlier ones {} times; the consumer held its position until they were readable ({} holes passed over)",
+            run.gaps_held, run.gaps_skipped
+        );
+    }
     for (name, l) in [
         ("producer request duration", &doc.producer_request_duration),
         ("whole trip", &doc.whole_trip),

@@ -2,6 +2,8 @@
 //! hold or fail before any load, and the run's result document tells what happened.
 
 mod common;
+#[path = "common/librdkafka.rs"]
+mod librdkafka;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -11,9 +13,18 @@ use kbench_wire::Pins;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// What kbench wrote is what a reader finds: kafka-protocol's decoder (the oracle) and librdkafka (an
+/// independent client) both read every record back, on kbench's embedded broker and on the upstream
+/// Tansu binary.
 #[test]
 fn every_compression_round_trips_100k_records_byte_for_byte() {
-    let broker = TestBroker::start();
+    for kind in BROKERS {
+        every_compression_round_trips_on(kind);
+    }
+}
+
+fn every_compression_round_trips_on(kind: BrokerKind) {
+    let broker = TestBroker::of(kind);
     let dir = tempdir();
     // Distinct payloads of varied length, so that a value read back can only match what was sent.
     let lines: Vec<String> = (0..5000)
@@ -47,23 +58,53 @@ fn every_compression_round_trips_100k_records_byte_for_byte() {
             ],
             LIMIT,
         );
-        assert!(out.status.success(), "{codec}: {}", text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{kind:?} {codec}: {}",
+            text(&out.stderr)
+        );
         let doc = result_json(&json);
-        assert_eq!(doc["records_acked"], 100_000, "{codec}");
-        assert_eq!(doc["records_failed"], 0, "{codec}");
+        assert_eq!(doc["records_acked"], 100_000, "{kind:?} {codec}");
+        assert_eq!(doc["records_failed"], 0, "{kind:?} {codec}");
         let records = rt.block_on(fetch_all(&cluster, &topic, 0));
-        assert_eq!(records.len(), 100_000, "{codec}: records read back");
+        assert_eq!(
+            records.len(),
+            100_000,
+            "{kind:?} {codec}: records read back"
+        );
         for (i, r) in records.iter().enumerate() {
-            assert_eq!(r.offset, i as i64, "{codec}: offsets are dense");
+            assert_eq!(r.offset, i as i64, "{kind:?} {codec}: offsets are dense");
             let v = r.value.as_deref().expect("value");
             assert!(
                 sent.contains(v),
-                "{codec}: record {i} is not a payload that was sent"
+                "{kind:?} {codec}: record {i} is not a payload that was sent"
             );
             let age_ms = kbench_wire::batch::now_ms() - r.timestamp;
             assert!(
                 (0..600_000).contains(&age_ms),
-                "{codec}: timestamp comes from the clock"
+                "{kind:?} {codec}: timestamp comes from the clock"
+            );
+        }
+        // librdkafka reads the same records, in the same order, with the same values.
+        let peer = librdkafka::read(
+            &broker.addr,
+            &topic,
+            1,
+            100_000,
+            Duration::from_millis(500),
+            LIMIT,
+        );
+        assert_eq!(
+            peer.len(),
+            100_000,
+            "{kind:?} {codec}: librdkafka read back"
+        );
+        for (i, (p, r)) in peer.iter().zip(&records).enumerate() {
+            assert_eq!(p.offset, r.offset, "{kind:?} {codec}: record {i}");
+            assert_eq!(
+                p.value.as_deref(),
+                r.value.as_deref(),
+                "{kind:?} {codec}: record {i}"
             );
         }
     }
@@ -181,7 +222,7 @@ fn result_document_carries_the_method() {
     assert!(last.starts_with("20000 records sent, "), "{last}");
     assert!(last.ends_with(" ms 99.9th."), "{last}");
     let doc = result_json(&json);
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["schema_version"], kbench_bench::SCHEMA_VERSION);
     assert_eq!(doc["seed"], 42);
     assert_eq!(doc["settings"]["linger_ms"], 2);
     assert_eq!(doc["settings"]["acks"], "1");

@@ -209,30 +209,38 @@ fn check_stats(name: &str, stats: &Value, expected_samples: u64) {
     assert!(min > 0.0, "{name}: {stats}");
 }
 
+/// The seed payload against kbench's embedded broker (named by the server's --bootstrap-server) and
+/// against the upstream Tansu binary (named by the payload's kafkaBootstrapServers).
 #[test]
 fn the_seed_payload_runs_and_stops_with_the_seed_stats() {
-    let broker = TestBroker::start();
-    let dir = results_dir("seed");
-    let server = Server::start(
-        &[
-            "--bootstrap-server",
-            &broker.addr,
-            "--results-dir",
-            dir.to_str().unwrap(),
-        ],
-        None,
-    );
+    for kind in common::BROKERS {
+        seed_payload_runs_on(kind);
+    }
+}
+
+fn seed_payload_runs_on(kind: common::BrokerKind) {
+    let broker = TestBroker::of(kind);
+    let dir = results_dir(&format!("seed-{kind:?}"));
+    let mut payload = seed_payload();
+    let mut flags = vec!["--results-dir", dir.to_str().unwrap()];
+    match kind {
+        common::BrokerKind::Embedded => flags.extend(["--bootstrap-server", &broker.addr]),
+        common::BrokerKind::Standalone => {
+            payload["kafkaBootstrapServers"] = json!(broker.addr);
+        }
+    }
+    let server = Server::start(&flags, None);
     let http = Http::new();
     let url = format!("{}/pub-sub-demo", server.base);
     let mut seen = Vec::new();
 
-    let (status, body, raw) = http.json("POST", &url, Some(&seed_payload()));
+    let (status, body, raw) = http.json("POST", &url, Some(&payload));
     assert_eq!(status, 200, "{raw}");
     seen.push(raw);
     let id = body["id"].as_str().unwrap().to_string();
 
     // A second start while the first runs is refused, not a silent kill.
-    let (status, _, raw) = http.json("POST", &url, Some(&seed_payload()));
+    let (status, _, raw) = http.json("POST", &url, Some(&payload));
     assert_eq!(status, 409, "{raw}");
     seen.push(raw);
 
@@ -286,7 +294,8 @@ fn the_seed_payload_runs_and_stops_with_the_seed_stats() {
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(&file).expect("result file")).unwrap();
     assert_eq!(doc["kind"], "e2e");
-    assert_eq!(doc["records_lost"], 0);
+    assert_eq!(doc["records_lost"], 0, "{kind:?}: {doc}");
+    assert_eq!(doc["records_late"], 0, "{kind:?}: {doc}");
     assert_eq!(doc["records_duplicated"], 0);
     assert_eq!(
         doc["pub_sub_demo"]["totalProducedMessages"].as_u64(),

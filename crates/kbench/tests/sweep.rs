@@ -54,6 +54,10 @@ fn quick_sweep_completes_every_produce_and_fetch_cell_with_guards_passing() {
                     "{}",
                     c["label"]
                 );
+                if api == "fetch" {
+                    // kbench's embedded broker answers a 0 ms Fetch: no wait was needed.
+                    assert_eq!(c["fetch_max_wait_ms"], 0, "{}", c["label"]);
+                }
             }
         }
     }
@@ -62,6 +66,42 @@ fn quick_sweep_completes_every_produce_and_fetch_cell_with_guards_passing() {
         tables.contains("| version | µs/msg | vs newest | msg/s | spread | peak RSS | verdict |")
     );
     assert!(tables.contains("fetch max_bytes=1MiB"));
+}
+
+/// Against the upstream Tansu binary, which answers a Fetch with max_wait_ms 0 without any topic,
+/// every Fetch cell still completes (the cell escalates its wait and says so) and reads every
+/// seeded record.
+#[test]
+fn every_fetch_cell_completes_against_the_standalone_broker() {
+    let broker = TestBroker::standalone();
+    let dir = std::env::temp_dir().join(format!("kbench-sweep-sa-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("sweep.json");
+    let out = run(
+        &[
+            "sweep",
+            "--quick",
+            "--api",
+            "fetch",
+            "--bootstrap-server",
+            &broker.addr,
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(600),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc = result_json(&json);
+    assert_eq!(doc["guards"]["records_read_equal_seeded"], true);
+    let cells = doc["cells"].as_array().unwrap();
+    assert!(!cells.is_empty());
+    for c in cells {
+        assert_eq!(c["cell"]["api"], "fetch");
+        assert_eq!(c["status"], "completed", "{}: {}", c["label"], c["status"]);
+        assert_eq!(c["negotiated"], c["cell"]["version"], "{}", c["label"]);
+        assert!(c["fetch_max_wait_ms"].as_i64().unwrap() > 0, "{c}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

@@ -48,32 +48,105 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A `kbench broker` child process on a free loopback port, killed on drop.
+/// Which broker a test runs against: kbench's own embedded one, or one that is not kbench's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerKind {
+    /// `kbench broker`: Tansu 0.6.0 from crates.io, embedded in kbench, node id 0.
+    Embedded,
+    /// The upstream `tansu broker` binary (0.6.0, built from upstream commit 510f3e2; installed by
+    /// scripts/install-test-tools), node id 111: an independent broker.
+    Standalone,
+}
+
+/// Both kinds, for the tests that must hold against each.
+pub const BROKERS: [BrokerKind; 2] = [BrokerKind::Embedded, BrokerKind::Standalone];
+
+/// A broker child process on a free loopback port, killed on drop.
 pub struct TestBroker {
     child: Child,
     pub addr: String,
+    pub kind: BrokerKind,
+}
+
+/// A free loopback port (free now; the broker binds it next).
+pub fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// The upstream Tansu binary: `KBENCH_TANSU_BIN`, else `target/tools/tansu`.
+pub fn standalone_tansu() -> std::path::PathBuf {
+    let path = std::env::var_os("KBENCH_TANSU_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/tansu")
+        });
+    assert!(
+        path.is_file(),
+        "the standalone Tansu broker is not installed at {}: run scripts/install-test-tools (scripts/test does)",
+        path.display()
+    );
+    path
 }
 
 impl TestBroker {
+    /// kbench's embedded broker.
     pub fn start() -> TestBroker {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = kbench()
-            .args(["broker", "--quiet", "--listen", &addr])
+        Self::of(BrokerKind::Embedded)
+    }
+
+    /// The upstream Tansu binary.
+    pub fn standalone() -> TestBroker {
+        Self::of(BrokerKind::Standalone)
+    }
+
+    pub fn of(kind: BrokerKind) -> TestBroker {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut command = match kind {
+            BrokerKind::Embedded => {
+                let mut c = kbench();
+                c.args(["broker", "--quiet", "--listen", &addr]);
+                c
+            }
+            BrokerKind::Standalone => {
+                let url = format!("tcp://{addr}");
+                let mut c = Command::new(standalone_tansu());
+                c.args([
+                    "broker",
+                    "--silent",
+                    "--listener-url",
+                    &url,
+                    "--advertised-listener-url",
+                    &url,
+                    "--storage-engine",
+                    "memory://tansu/",
+                ]);
+                c.stdin(Stdio::null());
+                // Dies with the test process, however that ends.
+                unsafe {
+                    use std::os::unix::process::CommandExt;
+                    c.pre_exec(|| {
+                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                        Ok(())
+                    });
+                }
+                c
+            }
+        };
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("spawn kbench broker");
-        let broker = TestBroker { child, addr };
+            .unwrap_or_else(|e| panic!("spawn the {kind:?} broker: {e}"));
+        let broker = TestBroker { child, addr, kind };
         let rt = runtime();
         let started = Instant::now();
         while rt.block_on(broker.connect_with(Pins::default())).is_err() {
             assert!(
                 started.elapsed() < Duration::from_secs(60),
-                "broker did not start"
+                "the {kind:?} broker did not start"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -130,7 +203,7 @@ pub async fn fetch_all(cluster: &Cluster, topic: &str, partition: i32) -> Vec<Re
                 }
             }
         }
-        if offset >= fetched.high_watermark {
+        if fetched.high_watermark >= 0 && offset >= fetched.high_watermark {
             return records;
         }
         assert!(

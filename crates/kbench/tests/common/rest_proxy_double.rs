@@ -27,27 +27,48 @@ use kbench_wire::batch::{RecordBatchBuilder, now_ms};
 use kbench_wire::{BatchDecoder, Compression, Pins};
 use serde_json::{Value, json};
 
-/// Misbehaviours the double can be told to show.
-#[derive(Debug, Clone, Default)]
+/// Misbehaviours the double can be told to show, and the real proxies' awkward timing.
+#[derive(Debug, Clone)]
 pub struct Faults {
     /// Every Nth produced record (1-based, counted across requests) is not written and gets
     /// `error_code` 50002 in an HTTP 200.
     pub record_error_every: Option<u64>,
     /// Answer the next N produce requests with 429 / 42901.
     pub throttle_next: u32,
-    /// Answer the next poll with 404 / 40403 (and forget the instance, as an expiry does).
+    /// Answer the next poll of an instance that has its partitions with 404 / 40403 (and forget the
+    /// instance, as an expiry does).
     pub expire_next_poll: bool,
     /// Delay every produce answer by this much.
     pub produce_delay: Duration,
     /// Drop the connection, unanswered, on the next N produce requests (nothing is written).
     pub drop_next: u32,
     /// Behave as Karapace: no `error_code`/`error` on successful offsets, no v3 API (404), empty
-    /// commits rejected, polls answered `[]` while "joining" for `karapace_join` after subscription,
-    /// every poll held for its full timeout.
+    /// commits rejected, every poll held for its full timeout.
     pub karapace: bool,
-    pub karapace_join: Duration,
+    /// Lazy group join, as both Confluent REST Proxy and Karapace do it: a subscribed instance joins
+    /// its group only on the first poll that starts at least this long after the subscription.
+    /// Until then polls answer `[]` (held for their timeout) and `GET …/assignments` is empty, and
+    /// `POST …/positions` is refused (409 / 40903: the partitions are not assigned yet). At the join
+    /// each partition starts at the group's committed offset, else at the end *as of the join*
+    /// (`auto.offset.reset=latest`): records produced meanwhile are skipped.
+    pub join_after: Duration,
     /// Require HTTP basic auth with these credentials.
     pub basic_auth: Option<(String, String)>,
+}
+
+impl Default for Faults {
+    fn default() -> Faults {
+        Faults {
+            record_error_every: None,
+            throttle_next: 0,
+            expire_next_poll: false,
+            produce_delay: Duration::ZERO,
+            drop_next: 0,
+            karapace: false,
+            join_after: Duration::from_secs(1),
+            basic_auth: None,
+        }
+    }
 }
 
 /// What the double saw, for tests to check kbench against.
@@ -63,6 +84,9 @@ pub struct Seen {
     pub commits: AtomicU64,
     pub empty_commits: AtomicU64,
     pub records_served: AtomicU64,
+    /// Polls answered `[]` because the instance had not joined its group yet.
+    pub joining_polls: AtomicU64,
+    pub seeks: AtomicU64,
     pub v3_requests: AtomicU64,
     pub unauthorized: AtomicU64,
     pub schemas_registered: Mutex<Vec<String>>,
@@ -70,10 +94,14 @@ pub struct Seen {
 }
 
 struct Instance {
+    group: String,
     format: String,
     topic: Option<String>,
+    /// Next offset per assigned partition; empty until the instance joined (or was assigned).
     positions: BTreeMap<i32, i64>,
     subscribed_at: Option<Instant>,
+    /// Has partitions: joined its group (subscription) or was assigned them explicitly.
+    assigned: bool,
 }
 
 struct Inner {
@@ -83,6 +111,8 @@ struct Inner {
     seen: Arc<Seen>,
     schemas: Mutex<Vec<String>>,
     instances: tokio::sync::Mutex<HashMap<String, Instance>>,
+    /// Committed offsets: (group, topic, partition) → next offset.
+    committed: Mutex<HashMap<(String, String, i32), i64>>,
     record_counter: AtomicU64,
     next_partition: AtomicU64,
 }
@@ -177,6 +207,7 @@ impl RestProxyDouble {
                     seen: Arc::new(Seen::default()),
                     schemas: Mutex::new(schemas),
                     instances: tokio::sync::Mutex::new(HashMap::new()),
+                    committed: Mutex::new(HashMap::new()),
                     record_counter: AtomicU64::new(0),
                     next_partition: AtomicU64::new(0),
                 });
@@ -184,6 +215,11 @@ impl RestProxyDouble {
                 let app = Router::new()
                     .route("/topics", get(list_topics))
                     .route("/topics/{topic}", post(produce_v2))
+                    .route("/topics/{topic}/partitions", get(list_partitions))
+                    .route(
+                        "/topics/{topic}/partitions/{partition}/offsets",
+                        get(partition_offsets),
+                    )
                     .route("/v3/clusters", get(v3_clusters))
                     .route(
                         "/v3/clusters/{cluster}/topics/{topic}/records",
@@ -198,6 +234,11 @@ impl RestProxyDouble {
                         "/consumers/{group}/instances/{name}/subscription",
                         post(subscribe),
                     )
+                    .route(
+                        "/consumers/{group}/instances/{name}/assignments",
+                        get(assignments).post(assign),
+                    )
+                    .route("/consumers/{group}/instances/{name}/positions", post(seek))
                     .route("/consumers/{group}/instances/{name}/records", get(poll))
                     .route("/consumers/{group}/instances/{name}/offsets", post(commit))
                     .route("/subjects/{subject}/versions", post(register))
@@ -656,10 +697,12 @@ async fn create_instance(
     instances.insert(
         key,
         Instance {
+            group: group.clone(),
             format,
             topic: None,
             positions: BTreeMap::new(),
             subscribed_at: None,
+            assigned: false,
         },
     );
     inner.seen.instances_created.fetch_add(1, Ordering::Relaxed);
@@ -703,24 +746,227 @@ async fn subscribe(
     let Some(topic) = body["topics"][0].as_str().map(str::to_string) else {
         return rest_error(StatusCode::UNPROCESSABLE_ENTITY, 42200, "topics missing");
     };
-    let layout = match layout(&inner, &topic).await {
-        Ok(l) => l,
-        Err(r) => return r,
-    };
-    let parts: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
-    // auto.offset.reset=latest, fixed at subscription.
-    let positions = match inner.cluster.latest_offsets(&layout, &parts).await {
-        Ok(p) => p,
-        Err(e) => return rest_error(StatusCode::INTERNAL_SERVER_ERROR, 50002, &e.to_string()),
-    };
+    if let Err(r) = layout(&inner, &topic).await {
+        return r;
+    }
     let mut instances = inner.instances.lock().await;
     let Some(i) = instances.get_mut(&format!("{group}/{name}")) else {
         return rest_error(StatusCode::NOT_FOUND, 40403, "Consumer instance not found.");
     };
+    // Nothing is joined or positioned here: that happens lazily, on a later poll (see `join`).
     i.topic = Some(topic);
-    i.positions = positions;
+    i.positions.clear();
+    i.assigned = false;
     i.subscribed_at = Some(Instant::now());
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// Where each partition of `topic` starts for `group`: its committed offset, else the end now.
+async fn starting_positions(
+    inner: &Inner,
+    group: &str,
+    topic: &str,
+) -> Result<BTreeMap<i32, i64>, Response> {
+    let layout = layout(inner, topic).await?;
+    let parts: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
+    let mut positions = inner
+        .cluster
+        .latest_offsets(&layout, &parts)
+        .await
+        .map_err(|e| rest_error(StatusCode::INTERNAL_SERVER_ERROR, 50002, &e.to_string()))?;
+    let committed = inner.committed.lock().unwrap();
+    for (p, o) in positions.iter_mut() {
+        if let Some(c) = committed.get(&(group.to_string(), topic.to_string(), *p)) {
+            *o = *c;
+        }
+    }
+    Ok(positions)
+}
+
+async fn list_partitions(
+    State(inner): State<Arc<Inner>>,
+    Path(topic): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(r) = refuse(&inner, &headers) {
+        return r;
+    }
+    let layout = match layout(&inner, &topic).await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let list: Vec<Value> = layout
+        .partitions
+        .iter()
+        .map(|p| json!({ "partition": p.partition, "leader": p.leader, "replicas": [] }))
+        .collect();
+    ok_json(StatusCode::OK, Value::Array(list))
+}
+
+async fn partition_offsets(
+    State(inner): State<Arc<Inner>>,
+    Path((topic, partition)): Path<(String, i32)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(r) = refuse(&inner, &headers) {
+        return r;
+    }
+    let layout = match layout(&inner, &topic).await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    match inner.cluster.latest_offsets(&layout, &[partition]).await {
+        Ok(o) => ok_json(
+            StatusCode::OK,
+            json!({ "beginning_offset": 0, "end_offset": o[&partition] }),
+        ),
+        Err(_) => rest_error(StatusCode::NOT_FOUND, 40402, "Partition not found."),
+    }
+}
+
+async fn assignments(
+    State(inner): State<Arc<Inner>>,
+    Path((group, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(r) = refuse(&inner, &headers) {
+        return r;
+    }
+    let instances = inner.instances.lock().await;
+    let Some(i) = instances.get(&format!("{group}/{name}")) else {
+        return rest_error(StatusCode::NOT_FOUND, 40403, "Consumer instance not found.");
+    };
+    let topic = i.topic.clone().unwrap_or_default();
+    let list: Vec<Value> = i
+        .positions
+        .keys()
+        .map(|p| json!({ "topic": topic, "partition": p }))
+        .collect();
+    ok_json(StatusCode::OK, json!({ "partitions": list }))
+}
+
+/// Explicit assignment (no group membership): the partitions are the instance's at once, starting
+/// at the committed offset or the end.
+async fn assign(
+    State(inner): State<Arc<Inner>>,
+    Path((group, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(r) = refuse(&inner, &headers) {
+        return r;
+    }
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let list = body["partitions"].as_array().cloned().unwrap_or_default();
+    let Some(topic) = list
+        .first()
+        .and_then(|p| p["topic"].as_str())
+        .map(str::to_string)
+    else {
+        return rest_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            42200,
+            "partitions missing",
+        );
+    };
+    let all = match starting_positions(&inner, &group, &topic).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let wanted: Vec<i32> = list
+        .iter()
+        .filter_map(|p| p["partition"].as_i64())
+        .map(|p| p as i32)
+        .collect();
+    let mut instances = inner.instances.lock().await;
+    let Some(i) = instances.get_mut(&format!("{group}/{name}")) else {
+        return rest_error(StatusCode::NOT_FOUND, 40403, "Consumer instance not found.");
+    };
+    if i.subscribed_at.is_some() {
+        return rest_error(
+            StatusCode::CONFLICT,
+            40903,
+            "Subscription to topics, partitions and pattern are mutually exclusive.",
+        );
+    }
+    i.topic = Some(topic);
+    i.positions = all
+        .into_iter()
+        .filter(|(p, _)| wanted.contains(p))
+        .collect();
+    i.assigned = true;
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// `POST …/positions`: seek assigned partitions; an unassigned one is an illegal state (409).
+async fn seek(
+    State(inner): State<Arc<Inner>>,
+    Path((group, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(r) = refuse(&inner, &headers) {
+        return r;
+    }
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let offsets = body["offsets"].as_array().cloned().unwrap_or_default();
+    let mut instances = inner.instances.lock().await;
+    let Some(i) = instances.get_mut(&format!("{group}/{name}")) else {
+        return rest_error(StatusCode::NOT_FOUND, 40403, "Consumer instance not found.");
+    };
+    for o in &offsets {
+        let p = o["partition"].as_i64().unwrap_or(-1) as i32;
+        if !i.assigned || !i.positions.contains_key(&p) {
+            return rest_error(
+                StatusCode::CONFLICT,
+                40903,
+                &format!("Illegal state: partition {p} is not assigned to this consumer"),
+            );
+        }
+    }
+    for o in offsets {
+        let p = o["partition"].as_i64().unwrap_or(-1) as i32;
+        i.positions.insert(p, o["offset"].as_i64().unwrap_or(0));
+    }
+    inner.seen.seeks.fetch_add(1, Ordering::Relaxed);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// Complete a lazy join, if this poll is the one that does it: true when the instance has its
+/// partitions (now or before).
+async fn join(inner: &Inner, key: &str) -> Result<bool, Response> {
+    let join_after = inner.faults.lock().unwrap().join_after;
+    let (group, topic) = {
+        let instances = inner.instances.lock().await;
+        let Some(i) = instances.get(key) else {
+            return Err(rest_error(
+                StatusCode::NOT_FOUND,
+                40403,
+                "Consumer instance not found.",
+            ));
+        };
+        if i.assigned {
+            return Ok(true);
+        }
+        let Some(topic) = i.topic.clone() else {
+            return Err(rest_error(
+                StatusCode::CONFLICT,
+                40903,
+                "Subscription to topics, partitions and pattern are mutually exclusive.",
+            ));
+        };
+        if i.subscribed_at.is_some_and(|s| s.elapsed() < join_after) {
+            return Ok(false);
+        }
+        (i.group.clone(), topic)
+    };
+    // The join: auto.offset.reset=latest resolved now, not at subscription.
+    let positions = starting_positions(inner, &group, &topic).await?;
+    if let Some(i) = inner.instances.lock().await.get_mut(key) {
+        i.positions = positions;
+        i.assigned = true;
+    }
+    Ok(true)
 }
 
 async fn poll(
@@ -743,39 +989,39 @@ async fn poll(
         .and_then(|t| t.parse::<i64>().ok())
         .unwrap_or(64 * 1024 * 1024)
         .clamp(1, i32::MAX as i64) as i32;
-    let (expire, karapace, join) = {
-        let mut f = inner.faults.lock().unwrap();
-        let expire = std::mem::take(&mut f.expire_next_poll);
-        (expire, f.karapace, f.karapace_join)
-    };
-    if expire {
+    let karapace = inner.faults.lock().unwrap().karapace;
+    let was_reading = inner
+        .instances
+        .lock()
+        .await
+        .get(&key)
+        .is_some_and(|i| i.assigned);
+    match join(&inner, &key).await {
+        Ok(true) => {}
+        Ok(false) => {
+            inner.seen.joining_polls.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(timeout).await;
+            return ok_json(StatusCode::OK, json!([]));
+        }
+        Err(r) => return r,
+    }
+    // An expiry hits an instance that has been reading (its partitions held), mid-run.
+    if was_reading && std::mem::take(&mut inner.faults.lock().unwrap().expire_next_poll) {
         inner.instances.lock().await.remove(&key);
         return rest_error(StatusCode::NOT_FOUND, 40403, "Consumer instance not found.");
     }
-    let (format, topic, positions, subscribed_at) = {
+    let (format, topic, positions) = {
         let instances = inner.instances.lock().await;
         let Some(i) = instances.get(&key) else {
             return rest_error(StatusCode::NOT_FOUND, 40403, "Consumer instance not found.");
         };
-        let Some(topic) = i.topic.clone() else {
-            return rest_error(
-                StatusCode::CONFLICT,
-                40903,
-                "Subscription to topics, partitions and pattern are mutually exclusive.",
-            );
-        };
         (
             i.format.clone(),
-            topic,
+            i.topic.clone().unwrap_or_default(),
             i.positions.clone(),
-            i.subscribed_at,
         )
     };
     let started = Instant::now();
-    if karapace && subscribed_at.is_some_and(|s| s.elapsed() < join) {
-        tokio::time::sleep(timeout).await;
-        return ok_json(StatusCode::OK, json!([]));
-    }
     let layout = match layout(&inner, &topic).await {
         Ok(l) => l,
         Err(r) => return r,
@@ -851,6 +1097,19 @@ async fn commit(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 42200,
                 "offsets must not be empty",
+            );
+        }
+    }
+    {
+        let mut committed = inner.committed.lock().unwrap();
+        for o in &offsets {
+            committed.insert(
+                (
+                    group.clone(),
+                    o["topic"].as_str().unwrap_or_default().to_string(),
+                    o["partition"].as_i64().unwrap_or(-1) as i32,
+                ),
+                o["offset"].as_i64().unwrap_or(-1),
             );
         }
     }

@@ -1,0 +1,143 @@
+//! librdkafka (through the `rdkafka` crate, built from the source it bundles) as an independent
+//! peer client: it reads what kbench wrote and writes what kbench reads, so that kbench is never
+//! checked only against itself.
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+/// One record as librdkafka read it.
+#[derive(Debug, Clone)]
+pub struct Read {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub timestamp_ms: Option<i64>,
+}
+
+/// Read partitions `0..partitions` of `topic` from the beginning with librdkafka (assigned, no
+/// group) until `expected` records arrived, then keep polling for `settle` to catch any record
+/// too many. Panics on a consumer error or if fewer arrive within `limit`.
+pub fn read(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    expected: usize,
+    settle: Duration,
+    limit: Duration,
+) -> Vec<Read> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("librdkafka-peer-{topic}"))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("client.id", "librdkafka-peer")
+        .create()
+        .expect("librdkafka consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .expect("partition");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let mut out = Vec::with_capacity(expected);
+    let started = Instant::now();
+    let mut full_at: Option<Instant> = None;
+    loop {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => out.push(Read {
+                partition: m.partition(),
+                offset: m.offset(),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().map(<[u8]>::to_vec),
+                timestamp_ms: m.timestamp().to_millis(),
+            }),
+            Some(Err(e)) => panic!("librdkafka consumer on {topic}: {e}"),
+            None => {}
+        }
+        if out.len() >= expected {
+            let at = *full_at.get_or_insert_with(Instant::now);
+            if at.elapsed() >= settle {
+                return out;
+            }
+        }
+        assert!(
+            started.elapsed() < limit,
+            "librdkafka read {} of {expected} records of {topic} within {limit:?}",
+            out.len()
+        );
+    }
+}
+
+/// Counts delivery reports.
+#[derive(Default)]
+pub struct Deliveries {
+    pub delivered: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        match result {
+            Ok(_) => self.delivered.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.failed.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+}
+
+/// Produce `records` (partition, key, value) to `topic` with librdkafka, compressed with `codec`
+/// (librdkafka's names: none, gzip, snappy, lz4, zstd), acks=all; returns (delivered, failed) once
+/// every delivery report is in.
+pub fn produce(
+    bootstrap: &str,
+    topic: &str,
+    codec: &str,
+    records: impl IntoIterator<Item = (i32, Vec<u8>, Vec<u8>)>,
+) -> (u64, u64) {
+    let producer: BaseProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("compression.codec", codec)
+        .set("linger.ms", "5")
+        .set("acks", "all")
+        .set("client.id", "librdkafka-peer")
+        .create_with_context(Deliveries::default())
+        .expect("librdkafka producer");
+    for (partition, key, value) in records {
+        let mut record = BaseRecord::to(topic)
+            .partition(partition)
+            .key(&key)
+            .payload(&value);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    producer.poll(Duration::from_millis(10));
+                }
+                Err((e, _)) => panic!("librdkafka produce to {topic}: {e}"),
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .expect("librdkafka flush");
+    let c = producer.context();
+    (
+        c.delivered.load(Ordering::Relaxed),
+        c.failed.load(Ordering::Relaxed),
+    )
+}
