@@ -237,13 +237,47 @@ impl RestProxy {
         Err(status_error(url, status, &body))
     }
 
+    /// `GET url` expecting a v2 JSON answer.
+    async fn get_v2(&self, url: &str) -> Result<Value, RestError> {
+        let r = self
+            .request(reqwest::Method::GET, url)
+            .header("Accept", V2_JSON);
+        self.send(url, r).await
+    }
+
+    /// `POST url` with a v2 JSON body; the answer is not needed.
+    async fn post_v2(&self, url: &str, body: Value) -> Result<(), RestError> {
+        let r = self
+            .request(reqwest::Method::POST, url)
+            .header("Content-Type", V2_JSON)
+            .body(body.to_string());
+        self.send(url, r).await.map(|_| ())
+    }
+
+    /// `POST {base_uri}/{path}` with `{"offsets": [{topic, partition, offset}…]}` (commits, seeks).
+    async fn post_offsets(
+        &self,
+        c: &ConsumerInstance,
+        path: &str,
+        topic: &str,
+        offsets: &[(i32, i64)],
+    ) -> Result<(), RestError> {
+        let list: Vec<Value> = offsets
+            .iter()
+            .map(|(p, o)| json!({ "topic": topic, "partition": p, "offset": o }))
+            .collect();
+        self.post_v2(
+            &format!("{}/{path}", c.base_uri),
+            json!({ "offsets": list }),
+        )
+        .await
+    }
+
     /// Check the proxy answers before any load: `GET /topics`.
     pub async fn check(&self) -> Result<(), RestError> {
-        let url = format!("{}/topics", self.base);
-        let r = self
-            .request(reqwest::Method::GET, &url)
-            .header("Accept", V2_JSON);
-        self.send(&url, r).await.map(|_| ())
+        self.get_v2(&format!("{}/topics", self.base))
+            .await
+            .map(|_| ())
     }
 
     /// v2 produce: one request with `values`, each record's outcome in order. An HTTP error fails the
@@ -417,21 +451,17 @@ impl RestProxy {
     }
 
     pub async fn subscribe(&self, c: &ConsumerInstance, topic: &str) -> Result<(), RestError> {
-        let url = format!("{}/subscription", c.base_uri);
-        let r = self
-            .request(reqwest::Method::POST, &url)
-            .header("Content-Type", V2_JSON)
-            .body(json!({ "topics": [topic] }).to_string());
-        self.send(&url, r).await.map(|_| ())
+        self.post_v2(
+            &format!("{}/subscription", c.base_uri),
+            json!({ "topics": [topic] }),
+        )
+        .await
     }
 
     /// The topic's partitions: `GET /topics/{topic}/partitions`.
     pub async fn partitions(&self, topic: &str) -> Result<Vec<i32>, RestError> {
         let url = format!("{}/topics/{topic}/partitions", self.base);
-        let r = self
-            .request(reqwest::Method::GET, &url)
-            .header("Accept", V2_JSON);
-        let v = self.send(&url, r).await?;
+        let v = self.get_v2(&url).await?;
         let list = v.as_array().ok_or_else(|| RestError::Body {
             url: url.clone(),
             reason: "partitions: not an array".into(),
@@ -456,10 +486,7 @@ impl RestProxy {
             "{}/topics/{topic}/partitions/{partition}/offsets",
             self.base
         );
-        let r = self
-            .request(reqwest::Method::GET, &url)
-            .header("Accept", V2_JSON);
-        let v = self.send(&url, r).await?;
+        let v = self.get_v2(&url).await?;
         v["end_offset"].as_i64().ok_or_else(|| RestError::Body {
             url,
             reason: "no end_offset".into(),
@@ -473,11 +500,7 @@ impl RestProxy {
         c: &ConsumerInstance,
         topic: &str,
     ) -> Result<Vec<i32>, RestError> {
-        let url = format!("{}/assignments", c.base_uri);
-        let r = self
-            .request(reqwest::Method::GET, &url)
-            .header("Accept", V2_JSON);
-        let v = self.send(&url, r).await?;
+        let v = self.get_v2(&format!("{}/assignments", c.base_uri)).await?;
         let mut out: Vec<i32> = v["partitions"]
             .as_array()
             .map(|l| {
@@ -499,16 +522,15 @@ impl RestProxy {
         topic: &str,
         partitions: &[i32],
     ) -> Result<(), RestError> {
-        let url = format!("{}/assignments", c.base_uri);
         let list: Vec<Value> = partitions
             .iter()
             .map(|p| json!({ "topic": topic, "partition": p }))
             .collect();
-        let r = self
-            .request(reqwest::Method::POST, &url)
-            .header("Content-Type", V2_JSON)
-            .body(json!({ "partitions": list }).to_string());
-        self.send(&url, r).await.map(|_| ())
+        self.post_v2(
+            &format!("{}/assignments", c.base_uri),
+            json!({ "partitions": list }),
+        )
+        .await
     }
 
     /// Set the next offset to read of assigned partitions: `POST {base_uri}/positions`.
@@ -518,16 +540,7 @@ impl RestProxy {
         topic: &str,
         offsets: &[(i32, i64)],
     ) -> Result<(), RestError> {
-        let url = format!("{}/positions", c.base_uri);
-        let list: Vec<Value> = offsets
-            .iter()
-            .map(|(p, o)| json!({ "topic": topic, "partition": p, "offset": o }))
-            .collect();
-        let r = self
-            .request(reqwest::Method::POST, &url)
-            .header("Content-Type", V2_JSON)
-            .body(json!({ "offsets": list }).to_string());
-        self.send(&url, r).await.map(|_| ())
+        self.post_offsets(c, "positions", topic, offsets).await
     }
 
     /// One poll: `GET {base_uri}/records?timeout=…&max_bytes=…` with the format's Accept header.
@@ -571,16 +584,7 @@ impl RestProxy {
         topic: &str,
         offsets: &[(i32, i64)],
     ) -> Result<(), RestError> {
-        let url = format!("{}/offsets", c.base_uri);
-        let list: Vec<Value> = offsets
-            .iter()
-            .map(|(p, o)| json!({ "topic": topic, "partition": p, "offset": o }))
-            .collect();
-        let r = self
-            .request(reqwest::Method::POST, &url)
-            .header("Content-Type", V2_JSON)
-            .body(json!({ "offsets": list }).to_string());
-        self.send(&url, r).await.map(|_| ())
+        self.post_offsets(c, "offsets", topic, offsets).await
     }
 
     /// Delete the instance (a gone instance is not an error).
