@@ -171,6 +171,15 @@ impl CellSpec {
 }
 
 /// How a cell is measured.
+/// Timed repetitions per cell unless told otherwise (the median is reported); at least 9.
+pub const DEFAULT_REPETITIONS: usize = 9;
+/// Warm-up blocks per cell, of the cell's own shape.
+pub const DEFAULT_WARMUP_BLOCKS: usize = 2;
+/// Spread (IQR / median) above which a verdict is "inside noise floor".
+pub const DEFAULT_NOISE_THRESHOLD: f64 = 0.15;
+/// How far from the newest version a version may be and still be "within".
+pub const DEFAULT_TOLERANCE: f64 = 0.05;
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Method {
     pub warmup_blocks: usize,
@@ -534,23 +543,47 @@ pub fn shuffle(cells: &mut [CellSpec], seed: u64) {
     cells.shuffle(&mut SmallRng::seed_from_u64(seed));
 }
 
+/// A version cell's verdict against the newest version of its group.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CodecVerdict {
+    /// The spread of this cell or the newest is above the noise threshold: no verdict.
+    InsideNoise,
+    /// More than the tolerance slower: the ratio to the newest.
+    Slower(f64),
+    /// More than the tolerance faster: the ratio to the newest.
+    Faster(f64),
+    /// Within the tolerance.
+    Within { tolerance: f64 },
+}
+
+impl std::fmt::Display for CodecVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CodecVerdict::InsideNoise => f.write_str("inside noise floor"),
+            CodecVerdict::Slower(r) => write!(f, "slower ({:+.1} %)", (r - 1.0) * 100.0),
+            CodecVerdict::Faster(r) => write!(f, "faster ({:+.1} %)", (r - 1.0) * 100.0),
+            CodecVerdict::Within { tolerance } => write!(f, "within ±{:.0} %", tolerance * 100.0),
+        }
+    }
+}
+
 /// The verdict for a version cell against the newest version of its group.
 pub fn verdict(
     cell: &CellResult,
     newest: &CellResult,
     tolerance: f64,
     noise_threshold: f64,
-) -> String {
+) -> CodecVerdict {
     if cell.spread > noise_threshold || newest.spread > noise_threshold {
-        return "inside noise floor".into();
+        return CodecVerdict::InsideNoise;
     }
     let ratio = cell.ns_per_record / newest.ns_per_record;
     if ratio > 1.0 + tolerance {
-        format!("slower ({:+.1} %)", (ratio - 1.0) * 100.0)
+        CodecVerdict::Slower(ratio)
     } else if ratio < 1.0 - tolerance {
-        format!("faster ({:+.1} %)", (ratio - 1.0) * 100.0)
+        CodecVerdict::Faster(ratio)
     } else {
-        format!("within ±{:.0} %", tolerance * 100.0)
+        CodecVerdict::Within { tolerance }
     }
 }
 
@@ -652,14 +685,22 @@ mod tests {
             wire_bytes: 1,
         };
         assert_eq!(
-            verdict(&cell(103.0, 0.01), &cell(100.0, 0.01), 0.05, 0.15),
+            verdict(&cell(103.0, 0.01), &cell(100.0, 0.01), 0.05, 0.15).to_string(),
             "within ±5 %"
         );
-        assert!(verdict(&cell(120.0, 0.01), &cell(100.0, 0.01), 0.05, 0.15).starts_with("slower"));
-        assert!(verdict(&cell(80.0, 0.01), &cell(100.0, 0.01), 0.05, 0.15).starts_with("faster"));
+        assert!(
+            verdict(&cell(120.0, 0.01), &cell(100.0, 0.01), 0.05, 0.15)
+                .to_string()
+                .starts_with("slower")
+        );
+        assert!(
+            verdict(&cell(80.0, 0.01), &cell(100.0, 0.01), 0.05, 0.15)
+                .to_string()
+                .starts_with("faster")
+        );
         assert_eq!(
             verdict(&cell(120.0, 0.2), &cell(100.0, 0.01), 0.05, 0.15),
-            "inside noise floor"
+            CodecVerdict::InsideNoise
         );
     }
 }

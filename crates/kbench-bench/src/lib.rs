@@ -9,12 +9,16 @@ pub mod broker_metrics;
 pub mod codec;
 pub mod compare;
 pub mod e2e;
+pub mod error;
+pub mod iso8601;
 pub mod measure;
 pub mod produce;
-pub mod rest_e2e;
 pub mod result;
+pub mod seed_service;
+pub mod spec;
 pub mod sweep;
 
+pub use error::{BenchError, SpecError};
 pub use measure::{CpuTime, LatencySummary};
 pub use produce::{IntervalReport, Payload, ProduceRun, ProduceSpec, run_produce};
 pub use result::{Environment, ResultDocument, SCHEMA_VERSION, Target};

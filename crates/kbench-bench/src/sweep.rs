@@ -11,7 +11,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kbench_client::{Acks, Cluster, ClusterConfig, ProduceOutcome, ProducerConfig, TopicLayout};
+use kbench_client::{
+    Acks, ClientError, Cluster, ClusterConfig, ProduceOutcome, ProducerConfig, TopicLayout,
+};
 use kbench_wire::batch::{RecordBatchBuilder, now_ms};
 use kbench_wire::{ApiKey, BatchDecoder, Compression, Pins};
 use rand::SeedableRng;
@@ -20,6 +22,7 @@ use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::error::BenchError;
 use crate::measure::{CpuTime, median_and_spread, peak_rss_kib};
 use crate::produce::{Payload, ProduceSpec, run_produce};
 
@@ -155,6 +158,13 @@ pub struct SweepSettings {
     pub no_pin: bool,
 }
 
+/// Timed repetitions per cell unless told otherwise (the median is reported).
+pub const DEFAULT_REPETITIONS: usize = 5;
+/// No progress for this long stalls a repetition.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Spread (IQR / median) above which a verdict is "inside noise floor".
+pub const DEFAULT_NOISE_THRESHOLD: f64 = 0.15;
+
 /// One repetition of a cell.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepRep {
@@ -176,7 +186,53 @@ pub enum CellStatus {
     /// Could not run as specified (e.g. the negotiated version is not the pin): an error, not a number.
     Error {
         reason: String,
+        /// The guard that failed, when a guard is why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        guard: Option<Guard>,
     },
+}
+
+/// The checks a sweep makes before it reports a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Guard {
+    /// The connection used the pinned version.
+    NegotiatedEqualsPin,
+    /// A Fetch cell read exactly the records seeded, intact (count and checksum).
+    RecordsReadEqualSeeded,
+    /// Every record's timestamp is from the time the topic was seeded.
+    TimestampsFromClock,
+}
+
+/// Why a cell has no figure.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CellError {
+    /// A guard failed.
+    #[error("{reason}")]
+    Guard { guard: Guard, reason: String },
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("{0}")]
+    Run(String),
+}
+
+impl CellError {
+    fn guard(guard: Guard, reason: String) -> CellError {
+        CellError::Guard { guard, reason }
+    }
+}
+
+impl From<CellError> for CellStatus {
+    fn from(e: CellError) -> CellStatus {
+        let guard = match &e {
+            CellError::Guard { guard, .. } => Some(*guard),
+            _ => None,
+        };
+        CellStatus::Error {
+            reason: e.to_string(),
+            guard,
+        }
+    }
 }
 
 /// One cell's result.
@@ -276,14 +332,15 @@ fn value_for(i: u64, size: usize) -> Vec<u8> {
 
 /// Seed the Fetch topic: `records` distinct values in 10-record batches, so that max-bytes really
 /// decides how much one response carries.
-pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTopic, String> {
-    let cluster = Cluster::connect(config(s, Pins::default(), "kbench-sweep-seed"))
-        .await
-        .map_err(|e| e.to_string())?;
+pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTopic, BenchError> {
+    let cluster = Cluster::connect(config(s, Pins::default(), "kbench-sweep-seed")).await?;
     let layout = cluster
         .ensure_topic(topic, 1, 1)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| BenchError::Topic {
+            topic: topic.to_string(),
+            source: e,
+        })?;
     let producer = ProducerConfig {
         acks: Acks::All,
         request_timeout: Duration::from_secs(30),
@@ -305,11 +362,13 @@ pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTo
             builder.append(ts, None, Some(&v), &[]);
             i += 1;
         }
-        let batch = builder.finish().map_err(|e| e.to_string())?;
+        let batch = builder
+            .finish()
+            .map_err(|e| BenchError::Run(format!("seeding {topic}: {e}")))?;
         if let ProduceOutcome::Failed { error, .. } =
             cluster.produce_batch(&producer, &layout, 0, batch).await
         {
-            return Err(format!("seeding {topic}: {error}"));
+            return Err(BenchError::Run(format!("seeding {topic}: {error}")));
         }
     }
     cluster.close(Duration::from_secs(2)).await;
@@ -322,7 +381,7 @@ pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTo
 }
 
 /// A fresh connection pinned to the cell's version, with the pin checked against what was negotiated.
-async fn pinned_cluster(s: &SweepSettings, cell: &SweepCell) -> Result<Cluster, String> {
+async fn pinned_cluster(s: &SweepSettings, cell: &SweepCell) -> Result<Cluster, CellError> {
     let api = cell.api();
     let mut pins = Pins::default();
     pins.extend_from(&format!(
@@ -330,18 +389,19 @@ async fn pinned_cluster(s: &SweepSettings, cell: &SweepCell) -> Result<Cluster, 
         kbench_wire::api_name(api),
         cell.version()
     ))
-    .map_err(|e| e.to_string())?;
-    let cluster = Cluster::connect(config(s, pins, "kbench-sweep"))
-        .await
-        .map_err(|e| e.to_string())?;
-    cluster.check_versions(&[api]).map_err(|e| e.to_string())?;
+    .map_err(|e| CellError::Run(e.to_string()))?;
+    let cluster = Cluster::connect(config(s, pins, "kbench-sweep")).await?;
+    cluster.check_versions(&[api])?;
     match cluster.negotiated().get(api) {
         Some(v) if v == cell.version() => Ok(cluster),
-        other => Err(format!(
-            "{}: negotiated {:?} is not the pinned v{}; no figure is reported for it",
-            cell.label(),
-            other,
-            cell.version()
+        other => Err(CellError::guard(
+            Guard::NegotiatedEqualsPin,
+            format!(
+                "{}: negotiated {:?} is not the pinned v{}; no figure is reported for it",
+                cell.label(),
+                other,
+                cell.version()
+            ),
         )),
     }
 }
@@ -354,7 +414,7 @@ async fn produce_rep(
     acks: Acks,
     records: u64,
     s: &SweepSettings,
-) -> Result<Option<SweepRep>, String> {
+) -> Result<Option<SweepRep>, CellError> {
     let spec = ProduceSpec {
         num_records: records,
         duration: None,
@@ -375,6 +435,7 @@ async fn produce_rep(
         max_in_flight: 5,
         records_per_batch: Some(workload.records_per_request()),
         seed: s.seed,
+        ..ProduceSpec::default()
     };
     let cancel = CancellationToken::new();
     let reason = Arc::new(Mutex::new(None));
@@ -397,7 +458,10 @@ async fn produce_rep(
     }
     if run.records_failed > 0 {
         let first = run.errors.keys().next().cloned().unwrap_or_default();
-        return Err(format!("{} records failed: {first}", run.records_failed));
+        return Err(CellError::Run(format!(
+            "{} records failed: {first}",
+            run.records_failed
+        )));
     }
     Ok(Some(SweepRep {
         messages: run.records_sent,
@@ -424,7 +488,7 @@ async fn fetch_rep(
     max_bytes: i32,
     s: &SweepSettings,
     wait_ms: &mut i32,
-) -> Result<Option<SweepRep>, String> {
+) -> Result<Option<SweepRep>, CellError> {
     let mut decoder = BatchDecoder::new();
     let (mut offset, mut read, mut checksum) = (0i64, 0u64, 0u32);
     let mut bad_timestamp = None;
@@ -435,8 +499,7 @@ async fn fetch_rep(
     while read < seeded.records {
         let fetched = cluster
             .fetch(layout, 0, offset, max_bytes, *wait_ms)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let before = read;
         decoder
             .decode_all(&fetched.records, |_, r| {
@@ -450,13 +513,13 @@ async fn fetch_rep(
                     bad_timestamp = Some(r.timestamp);
                 }
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| CellError::Run(e.to_string()))?;
         if read > before {
             last_progress = Instant::now();
             continue;
         }
         if let Some(short) = short_read(read, seeded.records, offset, fetched.high_watermark) {
-            return Err(short);
+            return Err(CellError::guard(Guard::RecordsReadEqualSeeded, short));
         }
         *wait_ms = (*wait_ms * 2).clamp(1, FETCH_WAIT_CAP_MS);
         if last_progress.elapsed() > s.stall_timeout {
@@ -466,14 +529,18 @@ async fn fetch_rep(
     let cpu = CpuTime::now().since(cpu);
     let seconds = started.elapsed().as_secs_f64();
     if read != seeded.records || checksum != seeded.checksum {
-        return Err(format!(
-            "read {read} records (checksum {checksum:#010x}), seeded {} (checksum {:#010x})",
-            seeded.records, seeded.checksum
+        return Err(CellError::guard(
+            Guard::RecordsReadEqualSeeded,
+            format!(
+                "read {read} records (checksum {checksum:#010x}), seeded {} (checksum {:#010x})",
+                seeded.records, seeded.checksum
+            ),
         ));
     }
     if let Some(ts) = bad_timestamp {
-        return Err(format!(
-            "a record's timestamp {ts} is not from the time the topic was seeded"
+        return Err(CellError::guard(
+            Guard::TimestampsFromClock,
+            format!("a record's timestamp {ts} is not from the time the topic was seeded"),
         ));
     }
     Ok(Some(SweepRep {
@@ -506,9 +573,9 @@ pub async fn run_cell(
     let mut result = SweepResult::new(cell, CellStatus::Completed);
     let cluster = match pinned_cluster(s, &cell).await {
         Ok(c) => Arc::new(c),
-        Err(reason) => {
+        Err(e) => {
             result.negotiated = None;
-            result.status = CellStatus::Error { reason };
+            result.status = e.into();
             return result;
         }
     };
@@ -527,6 +594,7 @@ pub async fn run_cell(
         Err(e) => {
             result.status = CellStatus::Error {
                 reason: e.to_string(),
+                guard: None,
             };
             return result;
         }
@@ -571,8 +639,8 @@ pub async fn run_cell(
                     cluster.close(Duration::from_secs(1)).await;
                     return result;
                 }
-                Err(reason) => {
-                    result.status = CellStatus::Error { reason };
+                Err(e) => {
+                    result.status = e.into();
                     cluster.close(Duration::from_secs(1)).await;
                     return result;
                 }
@@ -590,6 +658,64 @@ pub async fn run_cell(
     result
 }
 
+/// Something a completed cell does worse than the newest version of its group.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SweepProblem {
+    /// Client CPU per message, as a multiple of the newest version's.
+    Cpu(f64),
+    /// acks=0 throughput, as a fraction of the best version's in the group.
+    Throughput(f64),
+    /// Peak RSS, as a multiple of the newest version's (isolated cells only).
+    Rss(f64),
+}
+
+/// A cell's verdict against the newest version of its group.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SweepVerdict {
+    Ok,
+    Problems(Vec<SweepProblem>),
+    /// The spread of this cell or the newest is above the noise threshold: no verdict.
+    InsideNoise,
+    /// No completed newest version in the group.
+    NoNewest,
+    Abandoned,
+    Error,
+}
+
+impl std::fmt::Display for SweepProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SweepProblem::Cpu(r) => write!(f, "CPU/msg {r:.2}× newest"),
+            SweepProblem::Throughput(r) => {
+                write!(f, "acks=0 throughput {:.0} % of the best", r * 100.0)
+            }
+            SweepProblem::Rss(r) => write!(f, "peak RSS {r:.2}× newest"),
+        }
+    }
+}
+
+impl std::fmt::Display for SweepVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SweepVerdict::Ok => f.write_str("ok"),
+            SweepVerdict::Problems(p) => {
+                let text: Vec<String> = p.iter().map(ToString::to_string).collect();
+                f.write_str(&text.join("; "))
+            }
+            SweepVerdict::InsideNoise => f.write_str("inside noise floor"),
+            SweepVerdict::NoNewest => f.write_str("no newest version to compare"),
+            SweepVerdict::Abandoned => f.write_str("abandoned"),
+            SweepVerdict::Error => f.write_str("error"),
+        }
+    }
+}
+
+impl Serialize for SweepVerdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// The verdict of a completed cell against the newest version of its group: client CPU/msg within
 /// 1.15× of the newest, and for acks=0 throughput within 10 % of the best version in the group.
 /// With `check_rss` (cells isolated in their own processes, so that peak RSS is the cell's own), peak
@@ -599,10 +725,10 @@ pub fn verdict(
     group: &[&SweepResult],
     noise_threshold: f64,
     check_rss: bool,
-) -> String {
+) -> SweepVerdict {
     match &cell.status {
-        CellStatus::Abandoned { .. } => return "abandoned".into(),
-        CellStatus::Error { .. } => return "error".into(),
+        CellStatus::Abandoned { .. } => return SweepVerdict::Abandoned,
+        CellStatus::Error { .. } => return SweepVerdict::Error,
         CellStatus::Completed => {}
     }
     let newest = group
@@ -610,15 +736,15 @@ pub fn verdict(
         .filter(|c| matches!(c.status, CellStatus::Completed))
         .max_by_key(|c| c.cell.version());
     let Some(newest) = newest else {
-        return "no newest version to compare".into();
+        return SweepVerdict::NoNewest;
     };
     if cell.spread > noise_threshold || newest.spread > noise_threshold {
-        return "inside noise floor".into();
+        return SweepVerdict::InsideNoise;
     }
     let mut problems = Vec::new();
     let ratio = cell.cpu_us_per_msg / newest.cpu_us_per_msg;
     if ratio > 1.15 {
-        problems.push(format!("CPU/msg {ratio:.2}× newest"));
+        problems.push(SweepProblem::Cpu(ratio));
     }
     if let SweepCell::Produce {
         acks: SweepAcks::Zero,
@@ -631,22 +757,19 @@ pub fn verdict(
             .map(|c| c.msgs_per_sec)
             .fold(0.0, f64::max);
         if cell.msgs_per_sec < 0.9 * best {
-            problems.push(format!(
-                "acks=0 throughput {:.0} % of the best",
-                cell.msgs_per_sec / best * 100.0
-            ));
+            problems.push(SweepProblem::Throughput(cell.msgs_per_sec / best));
         }
     }
     if check_rss && newest.peak_rss_kib > 0 {
         let rss = cell.peak_rss_kib as f64 / newest.peak_rss_kib as f64;
         if rss > 1.2 {
-            problems.push(format!("peak RSS {rss:.2}× newest"));
+            problems.push(SweepProblem::Rss(rss));
         }
     }
     if problems.is_empty() {
-        "ok".into()
+        SweepVerdict::Ok
     } else {
-        problems.join("; ")
+        SweepVerdict::Problems(problems)
     }
 }
 

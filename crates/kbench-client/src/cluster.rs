@@ -18,7 +18,7 @@ use crate::connection::Connection;
 use crate::error::ClientError;
 
 /// How to reach and talk to the cluster.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
     /// `host:port` addresses to bootstrap from, tried in order.
     pub bootstrap: Vec<String>,
@@ -27,6 +27,16 @@ pub struct ClusterConfig {
     pub request_timeout: Duration,
     pub max_in_flight: usize,
     pub pins: Pins,
+}
+
+impl ClusterConfig {
+    /// Kafka's client defaults (see [`ProducerSettings`](crate::ProducerSettings)) towards
+    /// `bootstrap`, as `client_id`, with `pins`.
+    pub fn new(bootstrap: Vec<String>, client_id: &str, pins: Pins) -> ClusterConfig {
+        let mut config = crate::ProducerSettings::default().cluster_config(bootstrap, pins);
+        config.client_id = client_id.to_string();
+        config
+    }
 }
 
 /// A partition and the broker that leads it.
@@ -60,7 +70,8 @@ pub struct Cluster {
     config: ClusterConfig,
     bootstrap: Arc<Connection>,
     brokers: Mutex<HashMap<i32, String>>,
-    connections: tokio::sync::Mutex<HashMap<i32, Arc<Connection>>>,
+    /// Never held across an await: one slow broker must not stall requests to the others.
+    connections: Mutex<HashMap<i32, Arc<Connection>>>,
     negotiated: Mutex<Negotiated>,
 }
 
@@ -120,7 +131,7 @@ impl Cluster {
             config,
             bootstrap: Arc::new(bootstrap),
             brokers: Mutex::new(HashMap::new()),
-            connections: tokio::sync::Mutex::new(HashMap::new()),
+            connections: Mutex::new(HashMap::new()),
             negotiated: Mutex::new(Negotiated::default()),
         };
         cluster.negotiated.lock().expect("negotiated lock").insert(
@@ -309,13 +320,12 @@ impl Cluster {
         Ok(())
     }
 
-    /// The connection to broker `node_id`, opened (or reopened, when broken) as needed.
+    /// The connection to broker `node_id`, opened (or reopened, when broken) as needed. The lock is
+    /// never held while connecting: two callers racing to open the same broker's connection both
+    /// connect, the first to finish is kept and the other closed.
     pub async fn connection(&self, node_id: i32) -> Result<Arc<Connection>, ClientError> {
-        let mut conns = self.connections.lock().await;
-        if let Some(c) = conns.get(&node_id)
-            && !c.is_broken()
-        {
-            return Ok(c.clone());
+        if let Some(c) = self.open_connection(node_id) {
+            return Ok(c);
         }
         let addr = self
             .brokers
@@ -334,8 +344,30 @@ impl Cluster {
             )
             .await?,
         );
-        conns.insert(node_id, conn.clone());
-        Ok(conn)
+        let kept = {
+            let mut conns = self.connections.lock().expect("connections lock");
+            match conns.get(&node_id) {
+                Some(c) if !c.is_broken() => c.clone(),
+                _ => {
+                    conns.insert(node_id, conn.clone());
+                    conn.clone()
+                }
+            }
+        };
+        if !Arc::ptr_eq(&kept, &conn) {
+            tokio::spawn(async move { conn.close(Duration::from_secs(1)).await });
+        }
+        Ok(kept)
+    }
+
+    /// The open, unbroken connection to `node_id`, if there is one.
+    fn open_connection(&self, node_id: i32) -> Option<Arc<Connection>> {
+        self.connections
+            .lock()
+            .expect("connections lock")
+            .get(&node_id)
+            .filter(|c| !c.is_broken())
+            .cloned()
     }
 
     /// Close every connection gracefully (see [`Connection::close`]), all within `patience`.
@@ -343,7 +375,7 @@ impl Cluster {
         let conns: Vec<Arc<Connection>> = self
             .connections
             .lock()
-            .await
+            .expect("connections lock")
             .drain()
             .map(|(_, c)| c)
             .collect();

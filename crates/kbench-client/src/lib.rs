@@ -6,14 +6,15 @@
 //! (that is `kbench-bench`'s job): it only moves requests and says what happened to them.
 
 pub mod cluster;
+pub mod config;
 pub mod connection;
 pub mod error;
 pub mod fetch;
 pub mod group;
 pub mod produce;
-pub mod rest;
 
 pub use cluster::{Cluster, ClusterConfig, PartitionLeader, TopicLayout};
+pub use config::{ProducerSettings, PropertyError, is_secret, split_property};
 pub use connection::Connection;
 pub use error::ClientError;
 pub use fetch::FetchedPartition;

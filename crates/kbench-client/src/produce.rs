@@ -55,8 +55,9 @@ impl std::str::FromStr for Acks {
     }
 }
 
-/// Delivery settings for produce requests.
-#[derive(Debug, Clone)]
+/// Delivery settings for produce requests. The default is Kafka's producer's (see
+/// [`ProducerSettings`](crate::ProducerSettings)).
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProducerConfig {
     pub acks: Acks,
     /// The broker-side timeout carried in the request (`request.timeout.ms`).
@@ -67,6 +68,12 @@ pub struct ProducerConfig {
     pub retry_backoff: Duration,
     /// Upper bound from first send to final outcome (`delivery.timeout.ms`).
     pub delivery_timeout: Duration,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        crate::ProducerSettings::default().producer_config()
+    }
 }
 
 /// What became of one batch.

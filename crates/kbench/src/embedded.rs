@@ -106,6 +106,28 @@ impl EmbeddedBroker {
     }
 }
 
+/// Where a command runs: the bootstrap list given to `--bootstrap-server` (checked), or, with none,
+/// an embedded broker started now (said on stderr) that the caller stops at the end. An unusable
+/// list is `Err` with exit code 2, a broker that does not start exit code 1.
+pub async fn bootstrap_or_embedded(
+    given: Option<&str>,
+) -> Result<(Vec<String>, Option<EmbeddedBroker>), (u8, String)> {
+    if let Some(list) = given {
+        return kbench_bench::spec::bootstrap_list(list)
+            .map(|servers| (servers, None))
+            .map_err(|e| (crate::args::EXIT_USAGE, format!("--bootstrap-server {e}")));
+    }
+    let broker = EmbeddedBroker::start()
+        .await
+        .map_err(|e| (crate::args::EXIT_FAILED, e))?;
+    eprintln!(
+        "kbench: no --bootstrap-server given; started an embedded Tansu broker (in-memory) on {} as child process {}",
+        broker.addr(),
+        broker.pid().map_or_else(|| "?".into(), |p| p.to_string())
+    );
+    Ok((vec![broker.addr().to_string()], Some(broker)))
+}
+
 /// A loopback port nobody is listening on right now.
 fn free_loopback_port() -> Result<SocketAddr, String> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))

@@ -2,17 +2,14 @@
 //! flags, starts the embedded broker when no cluster is named, runs a workload from `kbench-bench`,
 //! and prints and writes its result.
 
+mod args;
 mod cli;
-mod codec;
-mod compare;
-mod e2e;
+mod cmd;
+#[cfg(test)]
+mod defaults_agree;
 mod embedded;
-mod iso8601;
-mod produce;
-mod props;
 mod serve;
-mod suite;
-mod sweep;
+mod signals;
 #[cfg(feature = "embedded-broker")]
 mod tansu;
 
@@ -30,8 +27,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let command = match cli.command {
         // Pure computation: no runtime, no broker.
-        Command::Codec(args) => return ExitCode::from(codec::run(*args)),
-        Command::Compare(args) => return ExitCode::from(compare::run(args)),
+        Command::Codec(args) => return ExitCode::from(cmd::codec::run(*args)),
+        Command::Compare(args) => return ExitCode::from(cmd::compare::run(args)),
         other => other,
     };
     tracing_subscriber::fmt()
@@ -55,41 +52,16 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async move {
         match command {
-            Command::Produce(args) => produce::run(*args, produce::Mode::Produce).await,
-            Command::Quickstart(args) => produce::quickstart(args).await,
-            Command::Broker(args) => broker(args).await,
-            Command::Codec(args) => codec::run(*args),
-            Command::Compare(args) => compare::run(args),
-            Command::Sweep(args) => sweep::run(*args).await,
-            Command::Suite(args) => suite::run(args).await,
-            Command::E2e(args) => e2e::run(*args).await,
+            Command::Produce(args) => cmd::produce::run(*args, cmd::produce::Mode::Produce).await,
+            Command::Quickstart(args) => cmd::produce::quickstart(args).await,
+            Command::Broker(args) => cmd::broker::run(args).await,
+            Command::Codec(args) => cmd::codec::run(*args),
+            Command::Compare(args) => cmd::compare::run(args),
+            Command::Sweep(args) => cmd::sweep::run(*args).await,
+            Command::Suite(args) => cmd::suite::run(args).await,
+            Command::E2e(args) => cmd::e2e::run(*args).await,
             Command::Serve(args) => serve::run(*args).await,
         }
     });
     ExitCode::from(code)
-}
-
-#[cfg(feature = "embedded-broker")]
-async fn broker(args: cli::BrokerArgs) -> u8 {
-    if !args.quiet {
-        eprintln!(
-            "kbench broker: Tansu 0.6 with in-memory storage, listening on {} (Ctrl-C to stop)",
-            args.listen
-        );
-    }
-    match tansu::serve(args.listen, 0).await {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("kbench broker: error: {e}");
-            1
-        }
-    }
-}
-
-#[cfg(not(feature = "embedded-broker"))]
-async fn broker(_args: cli::BrokerArgs) -> u8 {
-    eprintln!(
-        "kbench broker: error: this build has no embedded broker (built without the `embedded-broker` feature); pass --bootstrap-server"
-    );
-    2
 }

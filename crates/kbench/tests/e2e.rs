@@ -376,6 +376,13 @@ fn bad_e2e_flags_name_the_flag() {
         (vec!["--commit", "often"], "--commit"),
         (vec!["--producers", "0"], "--producers"),
         (vec!["--bootstrap-server", "nohost"], "--bootstrap-server"),
+        (vec!["--topic", "a b"], "--topic"),
+        (vec!["--payload-size", "1..99999999999"], "--payload-size"),
+        // Avro through a proxy needs a schema id: said before anything is contacted.
+        (
+            vec!["--via", "rest-proxy", "--rest-url", "http://127.0.0.1:1"],
+            "--value-schema-id",
+        ),
     ] {
         let mut all = vec!["e2e"];
         all.extend(args.iter());

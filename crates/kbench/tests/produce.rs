@@ -332,10 +332,10 @@ fn batches_spread_round_robin_over_partitions_and_acks_0_and_all_work() {
         LIMIT,
     );
     assert!(!out.status.success());
+    let stderr = text(&out.stderr);
     assert!(
-        text(&out.stderr).contains("--partition 9"),
-        "{}",
-        text(&out.stderr)
+        stderr.contains("--partition: 9 is not a partition of topic spread-acks-1"),
+        "{stderr}"
     );
 }
 

@@ -376,7 +376,14 @@ fn karapace_ways_are_handled() {
     let (code, stderr, doc) = e2e(
         &double,
         "rest-k3",
-        &["--rest-api", "v3", "--duration", "1s"],
+        &[
+            "--rest-api",
+            "v3",
+            "--rest-format",
+            "json",
+            "--duration",
+            "1s",
+        ],
     );
     assert_eq!(code, Some(1));
     assert!(
@@ -475,6 +482,8 @@ fn basic_auth_is_sent_and_a_wrong_url_is_one_clear_error() {
             "rest-proxy",
             "--rest-url",
             "http://127.0.0.1:1",
+            "--rest-format",
+            "json",
             "--duration",
             "1s",
         ],

@@ -199,7 +199,7 @@ impl RestProxyDouble {
                 };
                 let mut schemas = vec![String::new(); SEED_SCHEMA_ID as usize];
                 schemas[SEED_SCHEMA_ID as usize - 1] =
-                    kbench_bench::rest_e2e::SEED_VALUE_SCHEMA.to_string();
+                    kbench_bench::e2e::rest::SEED_VALUE_SCHEMA.to_string();
                 let inner = Arc::new(Inner {
                     base: base.clone(),
                     cluster: Arc::new(cluster),

@@ -16,9 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use kbench_client::rest::{
-    ConsumerInstance, RecordOutcome, RestConfig, RestError, RestFormat, RestProxy,
-};
+use kbench_rest::{ConsumerInstance, RecordOutcome, RestError, RestFormat, RestProxy};
 use kbench_wire::Negotiated;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -26,60 +24,15 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::e2e::{
-    ConsumerDone, E2eLive, E2eMode, E2eRun, E2eSpec, Pacer, Seen, add, conclude, drive, missing,
-    started_consumer,
+use crate::e2e::live::{E2eLive, RestFigures, add, get};
+use crate::e2e::phases::{
+    CommitDue, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, Seen, missing,
 };
+use crate::e2e::spec::{E2eMode, E2eSpec, RestApi, RestSpec, clock_for};
+use crate::error::BenchError;
 
 /// The seed service's Avro value schema.
 pub const SEED_VALUE_SCHEMA: &str = r#"{"type":"record","name":"AvroRecord","fields":[{"name":"value","type":"string"},{"name":"metadata","type":{"type":"record","name":"MetaData","fields":[{"name":"eid","type":"string"},{"name":"occurred_at","type":"string"}]}}]}"#;
-
-/// Which produce API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RestApi {
-    /// `POST /topics/{topic}`, one request per batch.
-    V2,
-    /// `POST /v3/clusters/{id}/topics/{topic}/records`, one request per record.
-    V3,
-    /// The same endpoint, one chunked request per batch, one delivery report per record.
-    V3Stream,
-}
-
-impl RestApi {
-    pub fn name(self) -> &'static str {
-        match self {
-            RestApi::V2 => "v2",
-            RestApi::V3 => "v3",
-            RestApi::V3Stream => "v3-stream",
-        }
-    }
-}
-
-impl std::str::FromStr for RestApi {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "v2" => Ok(RestApi::V2),
-            "v3" => Ok(RestApi::V3),
-            "v3-stream" | "v3stream" | "stream" => Ok(RestApi::V3Stream),
-            other => Err(format!("unknown REST API {other:?} (v2, v3 or v3-stream)")),
-        }
-    }
-}
-
-/// The REST Proxy driver's settings.
-#[derive(Debug, Clone)]
-pub struct RestSpec {
-    pub proxy: RestConfig,
-    pub format: RestFormat,
-    pub api: RestApi,
-    /// The value schema id (avro): given, or registered with `schema_registry`.
-    pub value_schema_id: Option<i64>,
-    /// Register the seed schema here (`POST /subjects/{topic}-value/versions`) and use its id.
-    pub schema_registry: Option<String>,
-    /// Back-off after a 429.
-    pub throttle_backoff: Duration,
-}
 
 /// The clock statement for REST runs with both sides in this process.
 pub const REST_CLOCK: &str = "monotonic: producers and consumer share this process; send time carried in metadata.occurred_at as run start + monotonic elapsed";
@@ -103,100 +56,135 @@ impl Clock {
     }
 }
 
-fn rest_error(e: RestError) -> String {
-    e.to_string()
+/// The REST Proxy driver, with the proxy checked and the schema id known.
+pub(crate) struct Rest {
+    spec: E2eSpec,
+    rest: RestSpec,
+    proxy: RestProxy,
+    cluster_id: Option<String>,
+    clock: Arc<Clock>,
+    run_tag: u32,
 }
 
-/// Run the e2e workload through the proxy.
-pub async fn run(
-    spec: &E2eSpec,
-    rest: &RestSpec,
-    live: Arc<E2eLive>,
-    stop: CancellationToken,
-) -> Result<E2eRun, String> {
-    let proxy = RestProxy::new(rest.proxy.clone()).map_err(rest_error)?;
-    // Before any load: the proxy answers, the v3 API exists when asked for, the schema id is known.
-    proxy.check().await.map_err(rest_error)?;
-    let cluster_id = match rest.api {
-        RestApi::V2 => None,
-        RestApi::V3 | RestApi::V3Stream => Some(proxy.cluster_id().await.map_err(rest_error)?),
-    };
-    let mut rest = rest.clone();
-    if rest.format == RestFormat::Avro && spec.mode.has_producers() {
-        match (&rest.schema_registry, rest.value_schema_id) {
-            (Some(registry), _) => {
-                let id = proxy
-                    .register_schema(
-                        registry,
-                        &format!("{}-value", spec.topic),
-                        SEED_VALUE_SCHEMA,
-                    )
-                    .await
-                    .map_err(|e| format!("--schema-registry: {e}"))?;
-                rest.value_schema_id = Some(id);
-            }
-            (None, Some(_)) => {}
-            (None, None) => {
-                return Err(
-                    "avro needs a value schema id: give valueSchemaId / --value-schema-id, or --schema-registry to register the seed schema"
-                        .into(),
-                );
-            }
+impl Rest {
+    /// Before any load: the proxy answers, the v3 API exists when asked for, the schema id is known
+    /// (registered when a registry is given).
+    pub(crate) async fn new(spec: &E2eSpec, rest: &RestSpec) -> Result<Rest, BenchError> {
+        let proxy = RestProxy::new(rest.proxy.clone())?;
+        proxy.check().await?;
+        let cluster_id = match rest.api {
+            RestApi::V2 => None,
+            RestApi::V3 | RestApi::V3Stream => Some(proxy.cluster_id().await?),
+        };
+        let mut rest = rest.clone();
+        if rest.format == RestFormat::Avro
+            && spec.mode.has_producers()
+            && let Some(registry) = &rest.schema_registry
+        {
+            let id = proxy
+                .register_schema(
+                    registry,
+                    &format!("{}-value", spec.topic),
+                    SEED_VALUE_SCHEMA,
+                )
+                .await
+                .map_err(|e| BenchError::Run(format!("schema registry {registry}: {e}")))?;
+            rest.value_schema_id = Some(id);
         }
-    }
-    let clock = Arc::new(Clock {
-        epoch: Instant::now(),
-        wall_at_epoch: SystemTime::now(),
-    });
-    let run_tag: u32 = SmallRng::seed_from_u64(spec.seed ^ clock_seed()).random();
-
-    let consume_stop = CancellationToken::new();
-    let mut consumer = None;
-    if spec.mode.has_consumer() {
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(consume(
-            spec.clone(),
-            rest.clone(),
-            proxy.clone(),
-            live.clone(),
-            consume_stop.clone(),
-            ready_tx,
-            clock.clone(),
+        let mut spec = spec.clone();
+        // The figures carry the schema id actually used (registered or given).
+        spec.rest = Some(rest.clone());
+        let clock = Arc::new(Clock {
+            epoch: Instant::now(),
+            wall_at_epoch: SystemTime::now(),
+        });
+        let run_tag = SmallRng::seed_from_u64(spec.seed ^ clock_seed()).random();
+        Ok(Rest {
+            spec,
+            rest,
+            proxy,
+            cluster_id,
+            clock,
             run_tag,
-        ));
-        consumer = Some(started_consumer(ready_rx, task).await?);
+        })
     }
-    let produce_stop = CancellationToken::new();
-    let mut producers = JoinSet::new();
-    if spec.mode.has_producers() {
-        for idx in 0..spec.producers {
+}
+
+impl Driver for Rest {
+    fn spec(&self) -> &E2eSpec {
+        &self.spec
+    }
+
+    async fn start_consumer(
+        &mut self,
+        live: Arc<E2eLive>,
+        stop: CancellationToken,
+        ready: tokio::sync::oneshot::Sender<()>,
+    ) -> Result<ConsumerTask, BenchError> {
+        Ok(tokio::spawn(consume(
+            self.spec.clone(),
+            self.rest.clone(),
+            self.proxy.clone(),
+            live,
+            stop,
+            ready,
+            self.clock.clone(),
+            self.run_tag,
+        )))
+    }
+
+    async fn start_producers(
+        &mut self,
+        live: Arc<E2eLive>,
+        stop: CancellationToken,
+        producers: &mut JoinSet<()>,
+    ) -> Result<(), BenchError> {
+        for idx in 0..self.spec.producers {
             producers.spawn(produce(
-                spec.clone(),
-                rest.clone(),
-                proxy.clone(),
-                cluster_id.clone(),
+                self.spec.clone(),
+                self.rest.clone(),
+                self.proxy.clone(),
+                self.cluster_id.clone(),
                 idx as u32,
                 live.clone(),
-                produce_stop.clone(),
-                clock.clone(),
-                run_tag,
+                stop.clone(),
+                self.clock.clone(),
+                self.run_tag,
             ));
         }
+        Ok(())
     }
-    let phases = drive(
-        spec,
-        &live,
-        &stop,
-        consumer,
-        producers,
-        produce_stop,
-        consume_stop,
-    )
-    .await;
-    // The figures carry the schema id actually used (registered or given).
-    let mut used = spec.clone();
-    used.rest = Some(rest);
-    Ok(conclude(&used, &live, phases, Negotiated::default()))
+
+    fn figures(&self, live: &E2eLive) -> (&'static str, Option<RestFigures>) {
+        let h = |m: &std::sync::Mutex<hdrhistogram::Histogram<u64>>| {
+            m.lock().expect("latency lock").clone()
+        };
+        let clock = if self.spec.mode == E2eMode::ConsumerAndProducers {
+            REST_CLOCK
+        } else {
+            clock_for(self.spec.mode)
+        };
+        let figures = RestFigures {
+            format: self.rest.format.name(),
+            api: self.rest.api.name(),
+            value_schema_id: self.rest.value_schema_id,
+            throttled: get(&live.rest_throttled),
+            instances_expired: get(&live.rest_expired),
+            instances_created: get(&live.rest_instances),
+            instance_creation: h(&live.rest_instance_creation),
+            time_to_first_record_us: match get(&live.rest_first_record_us) {
+                0 => None,
+                us => Some(us),
+            },
+            records_per_get: h(&live.rest_records_per_get),
+            empty_gets: get(&live.rest_empty_gets),
+        };
+        (clock, Some(figures))
+    }
+
+    async fn finish(self) -> Negotiated {
+        Negotiated::default()
+    }
 }
 
 fn clock_seed() -> u64 {
@@ -500,29 +488,29 @@ async fn position_instance(
     start: &BTreeMap<i32, i64>,
     progress: &mut Progress,
     stop: &CancellationToken,
-) -> Result<(), String> {
+) -> Result<(), BenchError> {
     let deadline = Instant::now() + JOIN_PATIENCE;
     let timeout_ms = spec.consume_wait.as_millis() as u64;
     let assigned = loop {
         let assigned = proxy
             .assignments(instance, &spec.topic)
             .await
-            .map_err(|e| format!("consumer assignments: {e}"))?;
+            .map_err(|e| BenchError::Run(format!("consumer assignments: {e}")))?;
         if !assigned.is_empty() {
             break assigned;
         }
         if Instant::now() >= deadline || stop.is_cancelled() {
-            return Err(format!(
+            return Err(BenchError::Run(format!(
                 "the consumer instance was given no partition of {:?} within {} s (another member of group {:?} may hold them all)",
                 spec.topic,
                 JOIN_PATIENCE.as_secs(),
                 spec.group_id
-            ));
+            )));
         }
         match proxy.poll(instance, rest.format, timeout_ms, 1).await {
             Ok(_) => {}
             Err(e) if e.is_throttle() => tokio::time::sleep(rest.throttle_backoff).await,
-            Err(e) => return Err(format!("poll while joining: {e}")),
+            Err(e) => return Err(BenchError::Run(format!("poll while joining: {e}"))),
         }
     };
     let mut seeks = Vec::with_capacity(assigned.len());
@@ -538,7 +526,7 @@ async fn position_instance(
     proxy
         .seek(instance, &spec.topic, &seeks)
         .await
-        .map_err(|e| format!("consumer positions: {e}"))
+        .map_err(|e| BenchError::Run(format!("consumer positions: {e}")))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -551,15 +539,15 @@ async fn consume(
     ready: tokio::sync::oneshot::Sender<()>,
     clock: Arc<Clock>,
     run_tag: u32,
-) -> Result<ConsumerDone, String> {
+) -> Result<ConsumerDone, BenchError> {
     let created = Instant::now();
     let mut generation = 0;
     let start = start_offsets(&proxy, &spec.topic)
         .await
-        .map_err(|e| format!("the topic's end offsets before the run: {e}"))?;
+        .map_err(|e| BenchError::Run(format!("the topic's end offsets before the run: {e}")))?;
     let mut instance = open_instance(&proxy, &spec, &rest, &live, generation)
         .await
-        .map_err(|e| format!("consumer instance: {e}"))?;
+        .map_err(|e| BenchError::Run(format!("consumer instance: {e}")))?;
     let mut progress = Progress::default();
     if let Err(e) = position_instance(
         &proxy,
@@ -705,9 +693,8 @@ async fn consume_loop(
     generation: &mut u32,
     progress: &mut Progress,
     seen: &mut Seen,
-) -> Result<(), String> {
-    let mut committed = progress.positions.clone();
-    let mut last_commit = Instant::now();
+) -> Result<(), BenchError> {
+    let mut committer = Committer::new(spec.commit, &progress.positions);
     let wall_clock = spec.mode == E2eMode::Consumer;
     let timeout_ms = spec.consume_wait.as_millis() as u64;
     let max_bytes = spec.consume_max_bytes.max(1) as u64;
@@ -730,7 +717,9 @@ async fn consume_loop(
                 *generation += 1;
                 *instance = open_instance(proxy, spec, rest, live, *generation)
                     .await
-                    .map_err(|e| format!("recreating the consumer instance: {e}"))?;
+                    .map_err(|e| {
+                        BenchError::Run(format!("recreating the consumer instance: {e}"))
+                    })?;
                 position_instance(proxy, instance, spec, rest, start, progress, stop).await?;
                 continue;
             }
@@ -741,7 +730,9 @@ async fn consume_loop(
                 live.error(format!("poll: {e}"), 0);
                 consecutive_errors += 1;
                 if consecutive_errors >= 20 {
-                    return Err(format!("20 polls in a row failed, the last: {e}"));
+                    return Err(BenchError::Run(format!(
+                        "20 polls in a row failed, the last: {e}"
+                    )));
                 }
                 tokio::time::sleep(rest.throttle_backoff).await;
                 continue;
@@ -812,28 +803,20 @@ async fn consume_loop(
                 .record((in_hand.elapsed().as_micros() as u64).max(1));
         }
         let positions = &progress.positions;
-        let offsets = || -> Vec<(i32, i64)> { positions.iter().map(|(p, o)| (*p, *o)).collect() };
-        match spec.commit {
-            // Synchronous: the next poll waits for the commit's answer.
-            crate::e2e::CommitMode::Sync if *positions != committed => {
-                match proxy.commit(instance, &spec.topic, &offsets()).await {
-                    Ok(()) => {
-                        add(&live.commits, 1);
-                        committed = positions.clone();
-                    }
-                    Err(e) => {
-                        add(&live.commit_failures, 1);
-                        live.error(format!("commit: {e}"), 0);
-                    }
+        let offsets: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+        match committer.due(positions) {
+            Some(CommitDue::Awaited) => match proxy.commit(instance, &spec.topic, &offsets).await {
+                Ok(()) => {
+                    add(&live.commits, 1);
+                    committer.committed(positions);
                 }
-            }
-            // Asynchronous: sent every interval from a task of its own; polling goes on.
-            crate::e2e::CommitMode::Interval(every)
-                if last_commit.elapsed() >= every && *positions != committed =>
-            {
-                last_commit = Instant::now();
-                committed = positions.clone();
-                let offsets = offsets();
+                Err(e) => {
+                    add(&live.commit_failures, 1);
+                    live.error(format!("commit: {e}"), 0);
+                }
+            },
+            Some(CommitDue::Background) => {
+                committer.committed(positions);
                 let (proxy, instance, topic, live) = (
                     proxy.clone(),
                     instance.clone(),
@@ -851,11 +834,11 @@ async fn consume_loop(
                 });
                 while commits.try_join_next().is_some() {}
             }
-            _ => {}
+            None => {}
         }
     }
     while commits.join_next().await.is_some() {}
-    if progress.positions != committed {
+    if committer.pending(&progress.positions) {
         let offsets: Vec<(i32, i64)> = progress.positions.iter().map(|(p, o)| (*p, *o)).collect();
         match proxy.commit(instance, &spec.topic, &offsets).await {
             Ok(()) => add(&live.commits, 1),

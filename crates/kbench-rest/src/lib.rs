@@ -1,6 +1,7 @@
 //! A Kafka REST Proxy client (Confluent REST Proxy API v2 and v3; Karapace's v2), and Schema
 //! Registry registration: the HTTP conversations the REST Proxy driver needs. Like the Kafka
-//! conversations in this crate it moves requests and says what happened to them; it never measures.
+//! conversations in kbench-client it moves requests and says what happened to them; it never
+//! measures, and it knows nothing of the Kafka protocol.
 //!
 //! Real proxies differ from the reference, and both are handled: a missing `error_code` on a produce
 //! offset means success (Karapace); a per-record error may be a 5-digit REST code or a Kafka code; a
@@ -100,7 +101,7 @@ impl RestError {
 }
 
 /// How to reach the proxy.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct RestConfig {
     /// Base URL, e.g. `http://127.0.0.1:8082` (a trailing slash is fine).
     pub url: String,

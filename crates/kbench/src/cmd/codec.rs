@@ -9,14 +9,23 @@ use std::time::Instant;
 
 use clap::Args;
 use kbench_bench::codec::{
-    Api, CellResult, CellSpec, CompressionName, Matrix, Method, Shape, Subject, groups, run_cell,
+    Api, CellResult, CellSpec, CompressionName, DEFAULT_NOISE_THRESHOLD, DEFAULT_REPETITIONS,
+    DEFAULT_TOLERANCE, DEFAULT_WARMUP_BLOCKS, Matrix, Method, Shape, Subject, groups, run_cell,
     shuffle, verdict,
 };
+
+fn noise_threshold(args: &CodecArgs) -> f64 {
+    args.noise_threshold.unwrap_or(DEFAULT_NOISE_THRESHOLD)
+}
+
+fn tolerance(args: &CodecArgs) -> f64 {
+    args.tolerance.unwrap_or(DEFAULT_TOLERANCE)
+}
 use kbench_bench::result::{Environment, SCHEMA_VERSION};
 use kbench_wire::Compression;
 use serde::Serialize;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub struct CodecArgs {
     /// A short run (< 60 s): small records, 1/100/1000 records per batch, no compression.
     #[arg(long)]
@@ -25,7 +34,7 @@ pub struct CodecArgs {
     #[arg(long)]
     pub scaling: bool,
     /// Records per batch, comma-separated.
-    #[arg(long, value_delimiter = ',', value_parser = crate::cli::positive_usize)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::args::positive_usize)]
     pub records: Vec<usize>,
     /// Payload shapes, comma-separated: small (8-byte key, 64-byte value, 2 headers), 1k, 100k.
     #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
@@ -36,14 +45,14 @@ pub struct CodecArgs {
     /// APIs, comma-separated: produce (encode), fetch (decode).
     #[arg(long, value_delimiter = ',', value_parser = parse_api)]
     pub api: Vec<Api>,
-    /// Timed repetitions per cell (the median is reported); at least 9.
-    #[arg(long, default_value = "9", value_parser = crate::cli::at_least::<9>)]
-    pub repetitions: usize,
-    /// Warm-up blocks per cell, of the cell's own shape.
-    #[arg(long, default_value = "2")]
-    pub warmup: usize,
+    /// Timed repetitions per cell (the median is reported); at least 9 (the default).
+    #[arg(long, value_parser = crate::args::at_least::<9>)]
+    pub repetitions: Option<usize>,
+    /// Warm-up blocks per cell, of the cell's own shape (default 2).
+    #[arg(long)]
+    pub warmup: Option<usize>,
     /// Records per timed block (fewer for large values: at most 32 MiB of values per block).
-    #[arg(long, value_parser = crate::cli::positive_usize)]
+    #[arg(long, value_parser = crate::args::positive_usize)]
     pub block_records: Option<usize>,
     /// Seed for the cell order (default: random; printed and stored).
     #[arg(long)]
@@ -51,12 +60,12 @@ pub struct CodecArgs {
     /// Run each cell in its own child process.
     #[arg(long)]
     pub isolate: bool,
-    /// Spread (IQR / median) above which a verdict is "inside noise floor".
-    #[arg(long, default_value = "0.15")]
-    pub noise_threshold: f64,
-    /// How far from the newest version a version may be and still be "within".
-    #[arg(long, default_value = "0.05")]
-    pub tolerance: f64,
+    /// Spread (IQR / median) above which a verdict is "inside noise floor" (default 0.15).
+    #[arg(long)]
+    pub noise_threshold: Option<f64>,
+    /// How far from the newest version a version may be and still be "within" (default 0.05).
+    #[arg(long)]
+    pub tolerance: Option<f64>,
     /// Write the result document to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -139,8 +148,8 @@ pub fn run(args: CodecArgs) -> u8 {
         },
     };
     let method = Method {
-        warmup_blocks: args.warmup,
-        repetitions: args.repetitions,
+        warmup_blocks: args.warmup.unwrap_or(DEFAULT_WARMUP_BLOCKS),
+        repetitions: args.repetitions.unwrap_or(DEFAULT_REPETITIONS),
         block_records: args
             .block_records
             .unwrap_or(if quick { 20_000 } else { 200_000 }),
@@ -154,7 +163,7 @@ pub fn run(args: CodecArgs) -> u8 {
             ) || c.version == Some(newest(c.api))
         });
     }
-    let seed = args.seed.unwrap_or_else(crate::cli::random_seed);
+    let seed = args.seed.unwrap_or_else(kbench_bench::spec::random_seed);
     shuffle(&mut cells, seed);
     eprintln!(
         "kbench codec: {} cells, seed {seed} (vary it with --seed before believing a single-version result), {} repetitions after {} warm-up blocks{}",
@@ -195,7 +204,7 @@ pub fn run(args: CodecArgs) -> u8 {
     let text = if args.scaling {
         scaling_tables(&results)
     } else {
-        tables(&results, args.tolerance, args.noise_threshold)
+        tables(&results, tolerance(&args), noise_threshold(&args))
     };
     print!("{text}");
     if let Some(path) = &args.markdown
@@ -215,8 +224,8 @@ pub fn run(args: CodecArgs) -> u8 {
             method,
             matrix: &matrix,
             scaling: args.scaling,
-            noise_threshold: args.noise_threshold,
-            tolerance: args.tolerance,
+            noise_threshold: noise_threshold(&args),
+            tolerance: tolerance(&args),
             allocations_counted: counted,
             duration_s: started.elapsed().as_secs_f64(),
             cells: &results,
@@ -253,8 +262,8 @@ fn run_one(cell: &str, args: &CodecArgs) -> u8 {
         }
     };
     let method = Method {
-        warmup_blocks: args.warmup,
-        repetitions: args.repetitions,
+        warmup_blocks: args.warmup.unwrap_or(DEFAULT_WARMUP_BLOCKS),
+        repetitions: args.repetitions.unwrap_or(DEFAULT_REPETITIONS),
         block_records: args.block_records.unwrap_or(200_000),
     };
     match run_cell(spec, method).map(|r| serde_json::to_string(&r)) {
@@ -332,7 +341,7 @@ fn tables(results: &[CellResult], tolerance: f64, noise: f64) -> String {
                 Some(n) => (
                     format!("{:.2}×", c.ns_per_record / n.ns_per_record),
                     if c.spec.version.is_some() {
-                        verdict(c, n, tolerance, noise)
+                        verdict(c, n, tolerance, noise).to_string()
                     } else {
                         String::new()
                     },

@@ -1,13 +1,34 @@
-//! Client properties by the names Java and librdkafka users know (`-X key=value`, `--producer-props`),
-//! turned into kbench's producer settings. An unknown or unsupported key is an error naming it; a value
-//! that does not parse is an error naming the key and the flag it came from. Secret values are never
-//! echoed.
+//! Kafka client settings with their defaults, defined once for every front end, and client properties
+//! by the names Java and librdkafka users know (`-X key=value`, `--producer-props`, properties files).
+//! An unknown or unsupported key is an error naming it; a value that does not parse is an error
+//! naming the key and where it came from. Secret values are never echoed.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kbench_client::Acks;
-use kbench_wire::Compression;
+use kbench_wire::{Compression, Pins};
+
+use crate::cluster::ClusterConfig;
+use crate::produce::{Acks, ProducerConfig};
+
+/// A client property that could not be applied: where it came from, the key, and why. The value is
+/// shown only when it is not a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PropertyError {
+    #[error("{source_name} {given:?}: expected key=value")]
+    Syntax { source_name: String, given: String },
+    #[error("{source_name} {key}={shown}: {reason}")]
+    Value {
+        source_name: String,
+        key: String,
+        shown: String,
+        reason: String,
+    },
+    #[error("{source_name} {key}: not supported by this build of kbench yet")]
+    Unsupported { source_name: String, key: String },
+    #[error("{source_name} {key}: unknown client property {key:?}")]
+    Unknown { source_name: String, key: String },
+}
 
 /// Producer settings with their Java defaults (Kafka 4.x).
 #[derive(Debug, Clone, PartialEq)]
@@ -72,24 +93,36 @@ pub fn is_secret(key: &str) -> bool {
 }
 
 /// Split `key=value`; `flag` names where it came from, for the error.
-pub fn split_property<'a>(flag: &str, kv: &'a str) -> Result<(&'a str, &'a str), String> {
+pub fn split_property<'a>(flag: &str, kv: &'a str) -> Result<(&'a str, &'a str), PropertyError> {
     kv.split_once('=')
         .map(|(k, v)| (k.trim(), v.trim()))
         .filter(|(k, _)| !k.is_empty())
-        .ok_or_else(|| format!("{flag} {kv:?}: expected key=value"))
+        .ok_or_else(|| PropertyError::Syntax {
+            source_name: flag.to_string(),
+            given: if is_secret(kv) {
+                "***".into()
+            } else {
+                kv.to_string()
+            },
+        })
 }
 
 impl ProducerSettings {
-    /// Apply one property; `flag` is `-X` or `--producer-props`, for messages.
-    pub fn apply(&mut self, flag: &str, key: &str, value: &str) -> Result<(), String> {
+    /// Apply one property; `flag` is `-X`, `--producer-props` or a file, for messages.
+    pub fn apply(&mut self, flag: &str, key: &str, value: &str) -> Result<(), PropertyError> {
         let shown = if is_secret(key) { "***" } else { value };
-        let bad = |what: &str| format!("{flag} {key}={shown}: {what}");
-        let ms = |v: &str| -> Result<Duration, String> {
+        let bad = |what: &str| PropertyError::Value {
+            source_name: flag.to_string(),
+            key: key.to_string(),
+            shown: shown.to_string(),
+            reason: what.to_string(),
+        };
+        let ms = |v: &str| -> Result<Duration, PropertyError> {
             v.parse::<u64>()
                 .map(Duration::from_millis)
                 .map_err(|_| bad("expected a whole number of milliseconds"))
         };
-        let count = |v: &str| -> Result<u64, String> {
+        let count = |v: &str| -> Result<u64, PropertyError> {
             v.parse::<u64>().map_err(|_| bad("expected a whole number"))
         };
         match key {
@@ -130,13 +163,42 @@ impl ProducerSettings {
             }
             k if IGNORED.contains(&k) => {}
             k if UNSUPPORTED.contains(&k) => {
-                return Err(format!(
-                    "{flag} {key}: not supported by this build of kbench yet"
-                ));
+                return Err(PropertyError::Unsupported {
+                    source_name: flag.to_string(),
+                    key: key.to_string(),
+                });
             }
-            _ => return Err(format!("{flag} {key}: unknown client property {key:?}")),
+            _ => {
+                return Err(PropertyError::Unknown {
+                    source_name: flag.to_string(),
+                    key: key.to_string(),
+                });
+            }
         }
         Ok(())
+    }
+
+    /// The connection settings these properties give, towards `bootstrap`.
+    pub fn cluster_config(&self, bootstrap: Vec<String>, pins: Pins) -> ClusterConfig {
+        ClusterConfig {
+            bootstrap,
+            client_id: self.client_id.clone(),
+            connect_timeout: self.connect_timeout,
+            request_timeout: self.request_timeout,
+            max_in_flight: self.max_in_flight,
+            pins,
+        }
+    }
+
+    /// The delivery settings these properties give.
+    pub fn producer_config(&self) -> ProducerConfig {
+        ProducerConfig {
+            acks: self.acks,
+            request_timeout: self.request_timeout,
+            retries: self.retries,
+            retry_backoff: self.retry_backoff,
+            delivery_timeout: self.delivery_timeout,
+        }
     }
 
     /// Every property as given, secrets masked, for the result document.
@@ -178,7 +240,7 @@ mod tests {
         let err = ProducerSettings::default()
             .apply("-X", "nosuch", "1")
             .unwrap_err();
-        assert!(err.contains("nosuch"), "{err}");
+        assert!(err.to_string().contains("nosuch"), "{err}");
     }
 
     #[test]
@@ -186,7 +248,7 @@ mod tests {
         let err = ProducerSettings::default()
             .apply("-X", "sasl.password", "hunter2")
             .unwrap_err();
-        assert!(!err.contains("hunter2"), "{err}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
         let shown = ProducerSettings::redacted(&[("sasl.password".into(), "hunter2".into())]);
         assert_eq!(shown["sasl.password"], "***");
     }
@@ -196,6 +258,7 @@ mod tests {
         let err = ProducerSettings::default()
             .apply("--producer-props", "linger.ms", "soon")
             .unwrap_err();
+        let err = err.to_string();
         assert!(
             err.contains("linger.ms") && err.contains("--producer-props"),
             "{err}"

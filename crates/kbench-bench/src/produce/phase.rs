@@ -1,15 +1,14 @@
-//! The produce workload, in kafka-producer-perf-test's terms: N records of a given size (or lines of a
-//! payload file), optionally throttled to a rate, batched per partition by `batch.size` and
-//! `linger.ms`, spread round-robin per batch, with latency from each record's intended send time.
+//! The produce workload's measured phase: records batched per partition by `batch.size` and
+//! `linger.ms`, spread round-robin per batch, optionally throttled, with latency from each record's
+//! intended send time and every record accounted for (sent = acked + failed). Setup and teardown are
+//! the job's ([`super::job`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::Bytes;
 use hdrhistogram::Histogram;
-use kbench_client::{Cluster, ProduceOutcome, ProducerConfig, TopicLayout};
-use kbench_wire::Compression;
+use kbench_client::{Cluster, ProduceOutcome, TopicLayout};
 use kbench_wire::batch::{RecordBatchBuilder, now_ms};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -18,55 +17,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::measure::{CpuTime, latency_histogram, peak_rss_kib};
-
-/// What each record's value is.
-#[derive(Debug, Clone)]
-pub enum Payload {
-    /// One random payload of this many bytes (uppercase letters, as kafka-producer-perf-test makes it),
-    /// reused for every record.
-    Random { size: usize },
-    /// Lines of a payload file; each record takes one at random.
-    Lines(Vec<Bytes>),
-}
-
-impl Payload {
-    fn values(&self, rng: &mut SmallRng) -> Vec<Bytes> {
-        match self {
-            Payload::Random { size } => {
-                let v: Vec<u8> = (0..*size).map(|_| rng.random_range(b'A'..=b'Z')).collect();
-                vec![Bytes::from(v)]
-            }
-            Payload::Lines(lines) => lines.clone(),
-        }
-    }
-}
-
-/// A produce run's settings.
-#[derive(Debug, Clone)]
-pub struct ProduceSpec {
-    pub num_records: u64,
-    /// Stop sending after this long, even if fewer than `num_records` were sent.
-    pub duration: Option<Duration>,
-    pub payload: Payload,
-    /// Records per second; `None` is unthrottled.
-    pub throughput: Option<f64>,
-    pub compression: Compression,
-    /// Upper bound of a batch's uncompressed size in bytes (`batch.size`).
-    pub batch_size: usize,
-    /// How long a batch may wait for more records (`linger.ms`).
-    pub linger: Duration,
-    /// Produce to this partition only; otherwise round-robin over all partitions, per batch.
-    pub partition: Option<i32>,
-    pub reporting_interval: Duration,
-    pub producer: ProducerConfig,
-    /// Requests in flight per broker connection (`max.in.flight.requests.per.connection`).
-    pub max_in_flight: usize,
-    /// Close every batch at exactly this many records (a fixed request shape, as the sweep uses);
-    /// `batch_size` and `linger` still apply.
-    pub records_per_batch: Option<usize>,
-    /// Seed for the payload generator and payload-file line choice.
-    pub seed: u64,
-}
+use crate::produce::ProduceSpec;
 
 /// One progress line's figures: a window of completed records.
 #[derive(Debug, Clone, PartialEq, Default)]

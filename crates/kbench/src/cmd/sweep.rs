@@ -9,23 +9,23 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use kbench_bench::result::{Environment, SCHEMA_VERSION};
 use kbench_bench::sweep::{
-    CellStatus, SweepResult, SweepSettings, cells, grouped, run_cell, seed_fetch_topic, shuffle,
-    verdict,
+    CellStatus, Guard, SweepResult, SweepSettings, cells, grouped, run_cell, seed_fetch_topic,
+    shuffle, verdict,
 };
 use kbench_client::{Cluster, ClusterConfig};
 use kbench_wire::{ApiKey, Pins, kbench_range};
 use serde::Serialize;
 
-use crate::embedded::EmbeddedBroker;
+use crate::embedded::bootstrap_or_embedded;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub struct SweepArgs {
     /// Kafka bootstrap servers; without it, kbench starts an embedded broker.
     #[arg(long)]
     pub bootstrap_server: Option<String>,
-    /// Timed repetitions per cell (the median is reported).
-    #[arg(long, default_value = "5", value_parser = crate::cli::at_least::<3>)]
-    pub repetitions: usize,
+    /// Timed repetitions per cell (the median is reported; default 5).
+    #[arg(long, value_parser = crate::args::at_least::<3>)]
+    pub repetitions: Option<usize>,
     /// Seed for the cell order (default: random; printed and stored).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -38,12 +38,13 @@ pub struct SweepArgs {
     /// Fetch versions to sweep, e.g. 4-17 (default: all the broker and kbench share).
     #[arg(long, value_parser = parse_versions)]
     pub fetch_versions: Option<VersionList>,
-    /// No progress for this long stalls a repetition (retried 3 times, then the cell is abandoned).
-    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
-    pub stall_timeout: Duration,
-    /// Spread (IQR / median) above which a verdict is "inside noise floor".
-    #[arg(long, default_value = "0.15")]
-    pub noise_threshold: f64,
+    /// No progress for this long stalls a repetition (retried 3 times, then the cell is abandoned;
+    /// default 30s).
+    #[arg(long, value_parser = crate::args::parse_duration)]
+    pub stall_timeout: Option<Duration>,
+    /// Spread (IQR / median) above which a verdict is "inside noise floor" (default 0.15).
+    #[arg(long)]
+    pub noise_threshold: Option<f64>,
     /// APIs to sweep, comma-separated: produce, fetch.
     #[arg(long, value_delimiter = ',', value_parser = parse_api)]
     pub api: Vec<ApiKey>,
@@ -134,7 +135,7 @@ struct Guards {
 struct CellDoc<'a> {
     #[serde(flatten)]
     result: &'a SweepResult,
-    verdict: String,
+    verdict: kbench_bench::sweep::SweepVerdict,
 }
 
 /// What an isolated cell's child process is given.
@@ -159,7 +160,15 @@ async fn run_isolated(
         produce_topic: produce_topic.to_string(),
         seeded: seeded.clone(),
     };
-    let failed = |reason: String| SweepResult::new(*cell, CellStatus::Error { reason });
+    let failed = |reason: String| {
+        SweepResult::new(
+            *cell,
+            CellStatus::Error {
+                reason,
+                guard: None,
+            },
+        )
+    };
     let (exe, json) = match (std::env::current_exe(), serde_json::to_string(&job)) {
         (Ok(exe), Ok(json)) => (exe, json),
         (Err(e), _) => return failed(e.to_string()),
@@ -226,21 +235,10 @@ pub async fn run(args: SweepArgs) -> u8 {
 }
 
 async fn sweep(args: SweepArgs) -> Result<u8, String> {
-    let mut embedded = None;
-    let bootstrap = match &args.bootstrap_server {
-        Some(b) => b.clone(),
-        None => {
-            let broker = EmbeddedBroker::start().await?;
-            eprintln!(
-                "kbench: no --bootstrap-server given; started an embedded Tansu broker (in-memory) on {}",
-                broker.addr()
-            );
-            let addr = broker.addr().to_string();
-            embedded = Some(broker);
-            addr
-        }
-    };
-    let result = drive(&args, &bootstrap, embedded.is_some()).await;
+    let (servers, embedded) = bootstrap_or_embedded(args.bootstrap_server.as_deref())
+        .await
+        .map_err(|(_, e)| e)?;
+    let result = drive(&args, &servers.join(","), embedded.is_some()).await;
     if let Some(b) = embedded {
         b.stop().await;
     }
@@ -271,11 +269,19 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
     };
     let settings = SweepSettings {
         bootstrap: servers,
-        repetitions: if args.quick { 3 } else { args.repetitions },
+        repetitions: match (args.repetitions, args.quick) {
+            (Some(r), _) => r,
+            (None, true) => 3,
+            (None, false) => kbench_bench::sweep::DEFAULT_REPETITIONS,
+        },
         scale_down: if args.quick { 10 } else { 1 },
-        stall_timeout: args.stall_timeout,
-        noise_threshold: args.noise_threshold,
-        seed: args.seed.unwrap_or_else(crate::cli::random_seed),
+        stall_timeout: args
+            .stall_timeout
+            .unwrap_or(kbench_bench::sweep::DEFAULT_STALL_TIMEOUT),
+        noise_threshold: args
+            .noise_threshold
+            .unwrap_or(kbench_bench::sweep::DEFAULT_NOISE_THRESHOLD),
+        seed: args.seed.unwrap_or_else(kbench_bench::spec::random_seed),
         value_size: 100,
         fetch_seed_records: if args.quick { 5_000 } else { 50_000 },
         max_bytes: vec![4 * 1024, 64 * 1024, 1024 * 1024],
@@ -311,7 +317,9 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         settings.seed
     );
     let started = Instant::now();
-    let seeded = seed_fetch_topic(&settings, &fetch_topic).await?;
+    let seeded = seed_fetch_topic(&settings, &fetch_topic)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut results = Vec::with_capacity(cells.len());
     for (i, cell) in cells.iter().enumerate() {
         let r = if args.isolate {
@@ -325,7 +333,7 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
                 r.cpu_us_per_msg, r.msgs_per_sec
             ),
             CellStatus::Abandoned { reason } => format!("abandoned: {reason}"),
-            CellStatus::Error { reason } => format!("error: {reason}"),
+            CellStatus::Error { reason, .. } => format!("error: {reason}"),
         };
         eprintln!("  [{}/{}] {}: {state}", i + 1, cells.len(), r.label);
         results.push(r);
@@ -413,19 +421,38 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
             seed: settings.seed,
             settings: &settings,
             guards: Guards {
-                negotiated_equals_pin: results
-                    .iter()
-                    .all(|r| !matches!(r.status, CellStatus::Completed) || r.negotiated == Some(r.cell.version())),
+                negotiated_equals_pin: results.iter().all(|r| {
+                    !matches!(r.status, CellStatus::Completed)
+                        || r.negotiated == Some(r.cell.version())
+                }),
                 records_read_equal_seeded: !results.iter().any(|r| {
-                    matches!(&r.status, CellStatus::Error { reason } if reason.contains("seeded"))
+                    matches!(
+                        &r.status,
+                        CellStatus::Error {
+                            guard: Some(Guard::RecordsReadEqualSeeded),
+                            ..
+                        }
+                    )
                 }),
                 timestamps_from_clock: !results.iter().any(|r| {
-                    matches!(&r.status, CellStatus::Error { reason } if reason.contains("timestamp"))
+                    matches!(
+                        &r.status,
+                        CellStatus::Error {
+                            guard: Some(Guard::TimestampsFromClock),
+                            ..
+                        }
+                    )
                 }),
                 conversions: conversions.clone(),
             },
             duration_s: started.elapsed().as_secs_f64(),
-            cells: results.iter().map(|r| CellDoc { result: r, verdict: verdict_of(r) }).collect(),
+            cells: results
+                .iter()
+                .map(|r| CellDoc {
+                    result: r,
+                    verdict: verdict_of(r),
+                })
+                .collect(),
         };
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(path, text + "\n").map_err(|e| format!("--json {}: {e}", path.display()))?;
@@ -496,7 +523,7 @@ fn tables(
                         c.peak_rss_kib / 1024
                     );
                 }
-                CellStatus::Abandoned { reason } | CellStatus::Error { reason } => {
+                CellStatus::Abandoned { reason } | CellStatus::Error { reason, .. } => {
                     let _ = writeln!(
                         out,
                         "| v{} | – | – | – | – | – | {v}: {reason} |",

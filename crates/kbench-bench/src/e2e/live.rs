@@ -1,0 +1,257 @@
+//! What an e2e run shows while it runs (live counters and histograms, read by progress lines and the
+//! HTTP API) and what it leaves behind ([`E2eRun`]).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use hdrhistogram::Histogram;
+use kbench_wire::Negotiated;
+
+use crate::measure::{CpuTime, latency_histogram};
+
+/// Counters and histograms of a run in progress, readable at any time (progress lines, the HTTP API).
+pub struct E2eLive {
+    pub produced: AtomicU64,
+    pub acked: AtomicU64,
+    pub failed: AtomicU64,
+    /// Records of this run received by the consumer, duplicates included.
+    pub consumed: AtomicU64,
+    pub duplicates: AtomicU64,
+    /// Records consumed that kbench did not produce in this run (or that carry no kbench id).
+    pub foreign: AtomicU64,
+    pub produce_requests: AtomicU64,
+    pub fetches: AtomicU64,
+    pub commits: AtomicU64,
+    pub commit_failures: AtomicU64,
+    pub heartbeats: AtomicU64,
+    pub rejoins: AtomicU64,
+    /// Fetch answers whose batches left a hole below later records: the consumer held its position
+    /// at the hole and asked again (see [`readable_until`]).
+    pub gaps_held: AtomicU64,
+    /// Holes that stayed open for the whole hold and were passed over (re-read after the drain).
+    pub gaps_skipped: AtomicU64,
+    /// Records of this run never consumed in time but found on the broker when the missing offsets
+    /// were read again after the drain.
+    pub late: AtomicU64,
+    pub producer_latency: Mutex<Histogram<u64>>,
+    pub whole_trip: Mutex<Histogram<u64>>,
+    /// Per Fetch: sent → response in hand (the broker's share of a poll, waiting included).
+    pub fetch_duration: Mutex<Histogram<u64>>,
+    /// Per poll: response in hand → its records decoded and counted (kbench's own share).
+    pub consumer_processing: Mutex<Histogram<u64>>,
+    /// REST Proxy driver: 429 / 42901 answers (each backed off and retried).
+    pub rest_throttled: AtomicU64,
+    /// REST Proxy driver: 40403 answers (instance expired; recreated).
+    pub rest_expired: AtomicU64,
+    pub rest_instances: AtomicU64,
+    /// REST Proxy driver: consumer instance creation (create + subscribe), µs.
+    pub rest_instance_creation: Mutex<Histogram<u64>>,
+    /// REST Proxy driver: µs from the first instance's creation to the first record (0: none yet).
+    pub rest_first_record_us: AtomicU64,
+    /// REST Proxy driver: records per GET that returned any.
+    pub rest_records_per_get: Mutex<Histogram<u64>>,
+    pub rest_empty_gets: AtomicU64,
+    pub errors: Mutex<BTreeMap<String, u64>>,
+    phase: Mutex<&'static str>,
+    pub(crate) started: Mutex<Option<Instant>>,
+}
+
+impl Default for E2eLive {
+    fn default() -> Self {
+        E2eLive {
+            produced: AtomicU64::new(0),
+            acked: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            consumed: AtomicU64::new(0),
+            duplicates: AtomicU64::new(0),
+            foreign: AtomicU64::new(0),
+            produce_requests: AtomicU64::new(0),
+            fetches: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            commit_failures: AtomicU64::new(0),
+            heartbeats: AtomicU64::new(0),
+            rejoins: AtomicU64::new(0),
+            gaps_held: AtomicU64::new(0),
+            gaps_skipped: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+            producer_latency: Mutex::new(latency_histogram()),
+            whole_trip: Mutex::new(latency_histogram()),
+            fetch_duration: Mutex::new(latency_histogram()),
+            consumer_processing: Mutex::new(latency_histogram()),
+            rest_throttled: AtomicU64::new(0),
+            rest_expired: AtomicU64::new(0),
+            rest_instances: AtomicU64::new(0),
+            rest_instance_creation: Mutex::new(latency_histogram()),
+            rest_first_record_us: AtomicU64::new(0),
+            rest_records_per_get: Mutex::new(latency_histogram()),
+            rest_empty_gets: AtomicU64::new(0),
+            errors: Mutex::new(BTreeMap::new()),
+            phase: Mutex::new("starting"),
+            started: Mutex::new(None),
+        }
+    }
+}
+
+pub(crate) fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+pub(crate) fn add(a: &AtomicU64, n: u64) {
+    a.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A consistent-enough copy of the live figures.
+#[derive(Debug, Clone)]
+pub struct E2eSnapshot {
+    pub phase: &'static str,
+    pub elapsed: Duration,
+    pub produced: u64,
+    pub acked: u64,
+    pub failed: u64,
+    pub consumed: u64,
+    pub duplicates: u64,
+    pub foreign: u64,
+    pub commits: u64,
+    pub producer_latency: Histogram<u64>,
+    pub whole_trip: Histogram<u64>,
+}
+
+impl E2eLive {
+    pub fn phase(&self) -> &'static str {
+        *self.phase.lock().expect("phase lock")
+    }
+
+    pub(crate) fn set_phase(&self, phase: &'static str) {
+        *self.phase.lock().expect("phase lock") = phase;
+    }
+
+    pub(crate) fn error(&self, message: String, records: u64) {
+        *self
+            .errors
+            .lock()
+            .expect("errors lock")
+            .entry(message)
+            .or_default() += records;
+    }
+
+    pub fn snapshot(&self) -> E2eSnapshot {
+        E2eSnapshot {
+            phase: self.phase(),
+            elapsed: self
+                .started
+                .lock()
+                .expect("started lock")
+                .map_or(Duration::ZERO, |s| s.elapsed()),
+            produced: get(&self.produced),
+            acked: get(&self.acked),
+            failed: get(&self.failed),
+            consumed: get(&self.consumed),
+            duplicates: get(&self.duplicates),
+            foreign: get(&self.foreign),
+            commits: get(&self.commits),
+            producer_latency: self.producer_latency.lock().expect("latency lock").clone(),
+            whole_trip: self.whole_trip.lock().expect("latency lock").clone(),
+        }
+    }
+
+    /// The e2e progress line: cumulative counts, the last interval's rate, and percentiles so far.
+    pub fn progress_line(&self, previous: Option<&E2eSnapshot>) -> (String, E2eSnapshot) {
+        let now = self.snapshot();
+        let (d_records, d_time) = match previous {
+            Some(p) => (
+                now.acked.saturating_sub(p.acked),
+                now.elapsed.saturating_sub(p.elapsed),
+            ),
+            None => (now.acked, now.elapsed),
+        };
+        let rate = d_records as f64 / d_time.as_secs_f64().max(1e-9);
+        let ms = |h: &Histogram<u64>, q: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(q) as f64 / 1000.0
+            }
+        };
+        let line = format!(
+            "{} records produced, {} acked, {} failed, {} consumed, {:.1} records/sec, produce p50 {:.2} ms p99 {:.2} ms, whole trip p50 {:.2} ms p99 {:.2} ms.",
+            now.produced,
+            now.acked,
+            now.failed,
+            now.consumed,
+            rate,
+            ms(&now.producer_latency, 0.5),
+            ms(&now.producer_latency, 0.99),
+            ms(&now.whole_trip, 0.5),
+            ms(&now.whole_trip, 0.99),
+        );
+        (line, now)
+    }
+}
+
+/// What an e2e run did.
+#[derive(Debug, Clone)]
+pub struct E2eRun {
+    pub started_at: SystemTime,
+    pub ended_at: SystemTime,
+    /// The load phase (producers running).
+    pub elapsed: Duration,
+    /// Time spent draining after the producers stopped.
+    pub drain_elapsed: Duration,
+    /// Whether the consumer caught up with every acknowledged record within the drain time.
+    pub drained: bool,
+    pub produced: u64,
+    pub acked: u64,
+    pub failed: u64,
+    pub consumed: u64,
+    pub duplicates: u64,
+    /// Acknowledged and not on the broker: never consumed, and not found when the missing offsets
+    /// were read again after the drain.
+    pub lost: u64,
+    /// Acknowledged and on the broker, but not consumed by the end of the drain (found by reading
+    /// the missing offsets again).
+    pub late: u64,
+    pub gaps_held: u64,
+    pub gaps_skipped: u64,
+    /// Consumed although their request was reported failed (e.g. acknowledged after a time-out).
+    pub unexpected: u64,
+    pub foreign: u64,
+    pub produce_requests: u64,
+    pub fetches: u64,
+    pub commits: u64,
+    pub commit_failures: u64,
+    pub heartbeats: u64,
+    pub rejoins: u64,
+    pub producer_latency: Histogram<u64>,
+    pub whole_trip: Histogram<u64>,
+    pub fetch_duration: Histogram<u64>,
+    pub consumer_processing: Histogram<u64>,
+    /// The REST Proxy driver's own figures (None for the native driver).
+    pub rest: Option<RestFigures>,
+    /// Which clock whole trip was measured on.
+    pub clock: &'static str,
+    pub group_id: String,
+    pub member_id: Option<String>,
+    pub assignment: Vec<i32>,
+    pub negotiated: Negotiated,
+    pub cpu: CpuTime,
+    pub peak_rss_kib: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub aborted: Option<String>,
+}
+
+/// What the REST Proxy driver measured beside the common figures.
+#[derive(Debug, Clone)]
+pub struct RestFigures {
+    pub format: &'static str,
+    pub api: &'static str,
+    pub value_schema_id: Option<i64>,
+    pub throttled: u64,
+    pub instances_expired: u64,
+    pub instances_created: u64,
+    pub instance_creation: Histogram<u64>,
+    pub time_to_first_record_us: Option<u64>,
+    pub records_per_get: Histogram<u64>,
+    pub empty_gets: u64,
+}

@@ -1,0 +1,56 @@
+//! The end-to-end workload: N producers and one consumer in a fresh consumer group.
+//!
+//! Each producer sends a batch of a random number of records (each of a random size) after a random
+//! interval, all drawn from a seeded PRNG within inclusive ranges. Every record carries its identity
+//! (run tag, producer, sequence) and its send time. The consumer is joined and positioned *before*
+//! any producer starts, so no record of the run can fall before its start. On stop, producers stop
+//! sending and every request in flight resolves (acknowledged or failed); then the consumer drains
+//! until it has every acknowledged record or the drain time runs out, and missing records are read
+//! again by offset: *late* when found on the broker, *lost* when not. Duplicates are counted by record
+//! id. Counts are records, not requests: produced = acknowledged + failed.
+//!
+//! Layout: [`spec`] (settings, defaults, validation), [`live`] (counters while running, the run's
+//! figures after), `phases` (the driver interface and everything both drivers share), and the two
+//! drivers, `native` (the Kafka protocol) and `rest` (a Kafka REST Proxy). Drivers import `phases`;
+//! `phases` imports no driver.
+
+pub mod live;
+pub(crate) mod native;
+pub(crate) mod phases;
+pub mod rest;
+pub mod spec;
+
+use std::sync::Arc;
+
+use kbench_client::ClusterConfig;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::BenchError;
+pub use crate::spec::Span;
+pub use live::{E2eLive, E2eRun, E2eSnapshot, RestFigures};
+pub use native::SENT_HEADER;
+pub use phases::RECORD_ID_LEN;
+pub use spec::{CommitMode, E2eMode, E2eSpec, RestApi, RestSpec, clock_for};
+
+/// Run the e2e workload until `stop` is cancelled or `spec.duration` passes, then drain. `cluster`
+/// is where the native driver connects (each producer and the consumer on connections of their own);
+/// a spec with `rest` goes through the proxy instead. `live` is updated as the run goes. Fails only
+/// when the run cannot start (invalid spec, no broker, no group, no proxy); later errors are counted.
+pub async fn run_e2e(
+    spec: &E2eSpec,
+    cluster: &ClusterConfig,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+) -> Result<E2eRun, BenchError> {
+    spec.validate()?;
+    match &spec.rest {
+        Some(rest) => {
+            let driver = rest::Rest::new(spec, rest).await?;
+            phases::run_with(driver, live, stop).await
+        }
+        None => {
+            let driver = native::Native::new(spec, cluster).await?;
+            phases::run_with(driver, live, stop).await
+        }
+    }
+}

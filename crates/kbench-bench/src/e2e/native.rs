@@ -1,0 +1,686 @@
+//! The native e2e driver: producers and the group consumer speak the Kafka protocol, each on its own
+//! connections. Every record carries its id in its key (run tag, producer, sequence: 16 bytes) and
+//! its send time in a header (`kbench-sent-us`: µs on this process's monotonic clock since the run's
+//! epoch). The consumer joins its group and learns its start offsets (latest) *before* any producer
+//! starts, so no record of the run can fall before its position; it never moves a position past
+//! records it has not read (see [`readable_until`]), heartbeats, commits by the one commit rule, and
+//! leaves the group at the end.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kbench_client::group::{GroupConfig, GroupMember, Membership, send_commit};
+use kbench_client::{ClientError, Cluster, ClusterConfig, ProduceOutcome, TopicLayout};
+use kbench_wire::batch::{RecordBatchBuilder, RecordHeader, now_ms};
+use kbench_wire::{BatchDecoder, Negotiated};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::e2e::live::{E2eLive, add};
+use crate::e2e::phases::{
+    CommitDue, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, RECORD_ID_LEN, Seen, missing,
+    record_id,
+};
+use crate::e2e::spec::{E2eMode, E2eSpec};
+use crate::error::BenchError;
+
+/// The header that carries a record's send time (8 bytes, big-endian µs since the run's epoch).
+pub const SENT_HEADER: &[u8] = b"kbench-sent-us";
+
+/// The native driver, connected and with its topic ensured.
+pub(crate) struct Native {
+    spec: E2eSpec,
+    cluster: ClusterConfig,
+    layout: TopicLayout,
+    /// Every connection set opened (admin, consumer, one per producer), closed at the end.
+    clusters: Vec<Arc<Cluster>>,
+    epoch: Instant,
+    run_tag: u32,
+}
+
+impl Native {
+    /// Connect, learn the brokers and ensure the topic. Fails when the run cannot start.
+    pub(crate) async fn new(spec: &E2eSpec, cluster: &ClusterConfig) -> Result<Native, BenchError> {
+        let mut native = Native {
+            spec: spec.clone(),
+            cluster: cluster.clone(),
+            layout: TopicLayout {
+                name: spec.topic.clone(),
+                topic_id: uuid::Uuid::nil(),
+                partitions: Vec::new(),
+            },
+            clusters: Vec::new(),
+            epoch: Instant::now(),
+            run_tag: SmallRng::seed_from_u64(spec.seed ^ now_ms() as u64).random(),
+        };
+        let admin = native.connect(cluster.client_id.clone()).await?;
+        native.layout = admin
+            .ensure_topic(&spec.topic, spec.partitions, spec.replication_factor)
+            .await
+            .map_err(|e| BenchError::Topic {
+                topic: spec.topic.clone(),
+                source: e,
+            })?;
+        Ok(native)
+    }
+
+    /// A connection set of its own, as `client_id`, that knows the brokers.
+    async fn connect(&mut self, client_id: String) -> Result<Arc<Cluster>, BenchError> {
+        let mut config = self.cluster.clone();
+        config.client_id = client_id;
+        config.max_in_flight = self.spec.max_in_flight.max(1);
+        let bootstrap = config.bootstrap.join(",");
+        let c = Cluster::connect(config)
+            .await
+            .map_err(|e| BenchError::connect(&bootstrap, e))?;
+        c.metadata(&self.spec.topic).await?;
+        let c = Arc::new(c);
+        self.clusters.push(c.clone());
+        Ok(c)
+    }
+}
+
+impl Driver for Native {
+    fn spec(&self) -> &E2eSpec {
+        &self.spec
+    }
+
+    async fn start_consumer(
+        &mut self,
+        live: Arc<E2eLive>,
+        stop: CancellationToken,
+        ready: tokio::sync::oneshot::Sender<()>,
+    ) -> Result<ConsumerTask, BenchError> {
+        let cluster = self.connect(self.spec.consumer_id.clone()).await?;
+        Ok(tokio::spawn(consume(
+            self.spec.clone(),
+            cluster,
+            self.layout.clone(),
+            live,
+            stop,
+            ready,
+            self.epoch,
+            self.run_tag,
+        )))
+    }
+
+    async fn start_producers(
+        &mut self,
+        live: Arc<E2eLive>,
+        stop: CancellationToken,
+        producers: &mut JoinSet<()>,
+    ) -> Result<(), BenchError> {
+        for idx in 0..self.spec.producers {
+            let c = self
+                .connect(format!("{}-producer-{idx}", self.cluster.client_id))
+                .await?;
+            producers.spawn(produce(
+                self.spec.clone(),
+                idx as u32,
+                c,
+                self.layout.clone(),
+                live.clone(),
+                stop.clone(),
+                self.epoch,
+                self.run_tag,
+            ));
+        }
+        Ok(())
+    }
+
+    async fn finish(self) -> Negotiated {
+        let mut negotiated = Negotiated::default();
+        for c in &self.clusters {
+            negotiated.merge(&c.negotiated());
+            c.close(Duration::from_secs(2)).await;
+        }
+        negotiated
+    }
+}
+
+/// One producer: batches at random intervals until stopped, then waits for its requests in flight.
+#[allow(clippy::too_many_arguments)]
+async fn produce(
+    spec: E2eSpec,
+    idx: u32,
+    cluster: Arc<Cluster>,
+    layout: TopicLayout,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+    epoch: Instant,
+    run_tag: u32,
+) {
+    let mut pacer = Pacer::new(&spec, idx);
+    let values = pacer.payload(spec.payload_size.max);
+    let mut builder = RecordBatchBuilder::new(spec.compression);
+    let mut requests = JoinSet::new();
+    let partitions: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
+    let layout = Arc::new(layout);
+    let mut next_partition = idx as usize;
+    let mut seq = 0u64;
+    let mut key = [0u8; RECORD_ID_LEN];
+    key[0..4].copy_from_slice(&run_tag.to_be_bytes());
+    key[4..8].copy_from_slice(&idx.to_be_bytes());
+    while let Some((permit, count)) = pacer.next_batch(&stop).await {
+        let sent_us = epoch.elapsed().as_micros() as u64;
+        let sent = sent_us.to_be_bytes();
+        let header = [RecordHeader {
+            key: SENT_HEADER,
+            value: Some(&sent),
+        }];
+        builder.start_now();
+        let timestamp = now_ms();
+        for _ in 0..count {
+            let size = pacer.size();
+            key[8..16].copy_from_slice(&seq.to_be_bytes());
+            seq += 1;
+            builder.append(timestamp, Some(&key), Some(&values[..size]), &header);
+        }
+        let records = count as u64;
+        add(&live.produced, records);
+        let batch: Bytes = match builder.finish() {
+            Ok(b) => b,
+            Err(e) => {
+                add(&live.failed, records);
+                live.error(format!("compression failed: {e}"), records);
+                continue;
+            }
+        };
+        let partition = partitions[next_partition % partitions.len()];
+        next_partition += 1;
+        let cluster = cluster.clone();
+        let layout = layout.clone();
+        let live = live.clone();
+        let config = spec.producer.clone();
+        let gather = spec.gather_latencies;
+        requests.spawn(async move {
+            let t0 = Instant::now();
+            let outcome = cluster
+                .produce_batch(&config, &layout, partition, batch)
+                .await;
+            let took = t0.elapsed().as_micros() as u64;
+            drop(permit);
+            add(&live.produce_requests, 1);
+            match outcome {
+                ProduceOutcome::Acked { .. } => {
+                    add(&live.acked, records);
+                    if gather {
+                        let _ = live
+                            .producer_latency
+                            .lock()
+                            .expect("latency lock")
+                            .record(took.max(1));
+                    }
+                }
+                ProduceOutcome::Failed { error, .. } => {
+                    add(&live.failed, records);
+                    live.error(error.to_string(), records);
+                }
+            }
+        });
+        while requests.try_join_next().is_some() {}
+    }
+    while requests.join_next().await.is_some() {}
+}
+
+/// The consumer: join, learn positions, signal ready, then poll/commit/heartbeat until stopped.
+#[allow(clippy::too_many_arguments)]
+async fn consume(
+    spec: E2eSpec,
+    cluster: Arc<Cluster>,
+    layout: TopicLayout,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+    ready: tokio::sync::oneshot::Sender<()>,
+    epoch: Instant,
+    run_tag: u32,
+) -> Result<ConsumerDone, BenchError> {
+    let config = GroupConfig {
+        group_id: spec.group_id.clone(),
+        topic: spec.topic.clone(),
+        session_timeout: spec.session_timeout,
+        rebalance_timeout: spec.session_timeout.max(Duration::from_secs(30)),
+    };
+    let setup = async {
+        let member = GroupMember::join(cluster.clone(), config).await?;
+        let positions = cluster.latest_offsets(&layout, member.assignment()).await?;
+        Ok::<_, ClientError>((member, positions))
+    };
+    let (mut member, mut positions) = setup.await?;
+    let _ = ready.send(());
+
+    let mut decoder = BatchDecoder::new();
+    let mut seen = Seen::default();
+    let mut gaps: BTreeMap<i32, Gaps> = BTreeMap::new();
+    let gap_hold = gap_hold(spec.consume_wait);
+    let mut committer = Committer::new(spec.commit, &positions);
+    let mut last_heartbeat = Instant::now();
+    let mut async_commits: JoinSet<()> = JoinSet::new();
+    let wait_ms = spec.consume_wait.as_millis().min(i32::MAX as u128) as i32;
+    let wall_clock = spec.mode == E2eMode::Consumer;
+    while !stop.is_cancelled() {
+        if last_heartbeat.elapsed() >= spec.heartbeat_interval {
+            last_heartbeat = Instant::now();
+            add(&live.heartbeats, 1);
+            match member.heartbeat().await {
+                Ok(Membership::Stable) => {}
+                Ok(Membership::RejoinNeeded) => {
+                    rejoin(&mut member, &cluster, &layout, &mut positions, &live).await?;
+                }
+                Err(e) => live.error(format!("heartbeat: {e}"), 0),
+            }
+        }
+        let asked: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+        if asked.is_empty() {
+            // Nothing assigned (another member has every partition): wait for a rebalance.
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(spec.heartbeat_interval) => continue,
+            }
+        }
+        let fetch_sent = Instant::now();
+        let fetched = tokio::select! {
+            _ = stop.cancelled() => break,
+            r = cluster.fetch_partitions(&layout, &asked, spec.consume_max_bytes, spec.consume_max_bytes, wait_ms) => r,
+        };
+        add(&live.fetches, 1);
+        let fetched = match fetched {
+            Ok(f) => f,
+            Err(e) => {
+                live.error(format!("fetch: {e}"), 0);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // Receipt time: when the response was in hand, one reading for the whole response.
+        let in_hand = Instant::now();
+        let received_us = in_hand.duration_since(epoch).as_micros() as u64;
+        let received_wall_ms = now_ms();
+        let mut got = 0u64;
+        let mut trips: Vec<u64> = Vec::new();
+        for (partition, data) in &fetched {
+            let Some(position) = positions.get(partition).copied() else {
+                continue;
+            };
+            let gaps = gaps.entry(*partition).or_default();
+            let limit = readable_until(&data.records, position, gaps, gap_hold, &live);
+            let mut next = position;
+            let result = decoder.decode_all(&data.records, |header, record| {
+                if header.base_offset >= limit {
+                    return; // at or past a hole still held: asked for again next time
+                }
+                next = next.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
+                if record.offset < position || header.is_control() {
+                    return;
+                }
+                got += 1;
+                match record_id(record.key) {
+                    Some((tag, producer, seq)) if tag == run_tag || wall_clock => {
+                        add(&live.consumed, 1);
+                        if seen.mark(tag, producer, seq) {
+                            add(&live.duplicates, 1);
+                            return;
+                        }
+                        if !spec.gather_latencies {
+                            return;
+                        }
+                        if wall_clock {
+                            let trip_ms = received_wall_ms.saturating_sub(record.timestamp);
+                            trips.push((trip_ms.max(0) as u64) * 1000);
+                        } else if let Some(sent) = record
+                            .headers()
+                            .find(|(k, _)| *k == SENT_HEADER)
+                            .and_then(|(_, v)| v)
+                            .and_then(|v| <[u8; 8]>::try_from(v).ok())
+                        {
+                            trips.push(received_us.saturating_sub(u64::from_be_bytes(sent)));
+                        }
+                    }
+                    _ => add(&live.foreign, 1),
+                }
+            });
+            if let Err(e) = result {
+                live.error(format!("decode {}-{partition}: {e}", layout.name), 0);
+            }
+            if next > position {
+                positions.insert(*partition, next);
+            }
+        }
+        if !trips.is_empty() {
+            let mut h = live.whole_trip.lock().expect("latency lock");
+            for t in trips {
+                let _ = h.record(t.max(1));
+            }
+        }
+        if spec.gather_latencies && got > 0 {
+            let fetch_us = in_hand.duration_since(fetch_sent).as_micros() as u64;
+            let _ = live
+                .fetch_duration
+                .lock()
+                .expect("latency lock")
+                .record(fetch_us.max(1));
+            let _ = live
+                .consumer_processing
+                .lock()
+                .expect("latency lock")
+                .record((in_hand.elapsed().as_micros() as u64).max(1));
+        }
+        match committer.due(&positions) {
+            Some(CommitDue::Awaited) => match member.commit(&layout, &positions).await {
+                Ok(Membership::Stable) => {
+                    add(&live.commits, 1);
+                    committer.committed(&positions);
+                }
+                Ok(Membership::RejoinNeeded) => {
+                    add(&live.commit_failures, 1);
+                    rejoin(&mut member, &cluster, &layout, &mut positions, &live).await?;
+                }
+                Err(e) => {
+                    add(&live.commit_failures, 1);
+                    live.error(format!("commit: {e}"), 0);
+                }
+            },
+            Some(CommitDue::Background) => {
+                let request = member.commit_request(&layout, &positions)?;
+                committer.committed(&positions);
+                let live = live.clone();
+                async_commits.spawn(async move {
+                    match send_commit(request).await {
+                        Ok(Membership::Stable) => add(&live.commits, 1),
+                        Ok(Membership::RejoinNeeded) => add(&live.commit_failures, 1),
+                        Err(e) => {
+                            add(&live.commit_failures, 1);
+                            live.error(format!("commit: {e}"), 0);
+                        }
+                    }
+                });
+                while async_commits.try_join_next().is_some() {}
+            }
+            None => {}
+        }
+    }
+    while async_commits.join_next().await.is_some() {}
+    // A final synchronous commit of what was read, then leave: the group does not wait out a session.
+    if committer.pending(&positions) {
+        match member.commit(&layout, &positions).await {
+            Ok(Membership::Stable) => add(&live.commits, 1),
+            Ok(Membership::RejoinNeeded) => add(&live.commit_failures, 1),
+            Err(e) => {
+                add(&live.commit_failures, 1);
+                live.error(format!("commit: {e}"), 0);
+            }
+        }
+    }
+    if let Err(e) = member.leave().await {
+        live.error(format!("leave group: {e}"), 0);
+    }
+    if spec.mode == E2eMode::ConsumerAndProducers && missing(&live) > 0 {
+        live.set_phase("verifying");
+        let ranges = gaps
+            .into_iter()
+            .flat_map(|(p, g)| g.skipped.into_iter().map(move |r| (p, r)))
+            .chain(positions.iter().map(|(p, o)| (*p, *o..i64::MAX)))
+            .collect();
+        let deadline = Instant::now() + spec.drain.max(Duration::from_secs(1));
+        let reading = Reread {
+            cluster: &cluster,
+            layout: &layout,
+            max_bytes: spec.consume_max_bytes,
+            run_tag,
+            deadline,
+        };
+        reading
+            .count_late(ranges, &mut decoder, &mut seen, &live)
+            .await;
+    }
+    Ok(ConsumerDone {
+        member_id: member.member_id().to_string(),
+        assignment: member.assignment().to_vec(),
+    })
+}
+
+/// How long the consumer holds its position at a hole in a partition's offsets before it passes
+/// over it: long enough for a broker that exposes later records before earlier ones to store the
+/// earlier ones (Tansu takes well under a millisecond), and at least two fetch waits.
+pub(crate) fn gap_hold(consume_wait: Duration) -> Duration {
+    (consume_wait * 2).max(Duration::from_millis(500))
+}
+
+/// One partition's holes: the one being held (since when), and the ones passed over.
+#[derive(Debug, Default)]
+pub(crate) struct Gaps {
+    held: Option<(std::ops::Range<i64>, Instant)>,
+    pub(crate) skipped: Vec<std::ops::Range<i64>>,
+}
+
+/// How far into a partition's fetched batches the consumer may read, from `position`: up to the
+/// first hole it is still holding at, or everything.
+///
+/// A Fetch that returns a batch beyond the position while the offsets in between are missing means
+/// the broker exposed later records before earlier ones were readable (the upstream Tansu broker
+/// raises its high watermark before it stores the batch, so a Fetch racing a Produce sees this).
+/// Moving the position past the hole would skip those records for good, and report them lost. So
+/// the consumer reads only up to the hole and asks again; a hole still open after `hold` (offsets
+/// removed by compaction, say) is passed over, counted, and read again after the drain.
+pub(crate) fn readable_until(
+    records: &[u8],
+    position: i64,
+    gaps: &mut Gaps,
+    hold: Duration,
+    live: &E2eLive,
+) -> i64 {
+    if records.is_empty() {
+        return i64::MAX;
+    }
+    let mut from = position;
+    loop {
+        let Some(gap) = kbench_wire::first_gap(records, from) else {
+            gaps.held = None;
+            return i64::MAX;
+        };
+        match &gaps.held {
+            Some((held, since)) if held.start == gap.start => {
+                if since.elapsed() < hold {
+                    return gap.start;
+                }
+                add(&live.gaps_skipped, 1);
+                gaps.held = None;
+                from = gap.end;
+                gaps.skipped.push(gap);
+            }
+            _ => {
+                add(&live.gaps_held, 1);
+                let start = gap.start;
+                gaps.held = Some((gap, Instant::now()));
+                return start;
+            }
+        }
+    }
+}
+
+/// Reading missing offsets again after the drain, to tell records that were not consumed in time
+/// from records that are not on the broker.
+struct Reread<'a> {
+    cluster: &'a Cluster,
+    layout: &'a TopicLayout,
+    max_bytes: i32,
+    run_tag: u32,
+    deadline: Instant,
+}
+
+impl Reread<'_> {
+    /// Read each `(partition, offsets)` range (an open end means: to the high watermark) and count
+    /// this run's records found there that were never consumed into `live.late`. Bounded by the
+    /// deadline; what it could not read stays lost, and an error says so.
+    async fn count_late(
+        &self,
+        ranges: Vec<(i32, std::ops::Range<i64>)>,
+        decoder: &mut BatchDecoder,
+        seen: &mut Seen,
+        live: &E2eLive,
+    ) {
+        for (partition, range) in ranges {
+            let mut offset = range.start;
+            let mut end = range.end;
+            while offset < end {
+                if Instant::now() >= self.deadline {
+                    live.error(
+                        format!(
+                            "re-reading {}-{partition} from offset {offset}: out of time",
+                            self.layout.name
+                        ),
+                        0,
+                    );
+                    return;
+                }
+                let fetched = match self
+                    .cluster
+                    .fetch(self.layout, partition, offset, self.max_bytes, 100)
+                    .await
+                {
+                    Ok(f) => f,
+                    Err(e) => {
+                        live.error(
+                            format!("re-reading {}-{partition}: {e}", self.layout.name),
+                            0,
+                        );
+                        return;
+                    }
+                };
+                if fetched.high_watermark >= 0 {
+                    end = end.min(fetched.high_watermark);
+                }
+                let from = offset;
+                let decoded = decoder.decode_all(&fetched.records, |header, record| {
+                    offset =
+                        offset.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
+                    if record.offset < from || record.offset >= end || header.is_control() {
+                        return;
+                    }
+                    if let Some((tag, producer, seq)) = record_id(record.key)
+                        && tag == self.run_tag
+                        && !seen.mark(tag, producer, seq)
+                    {
+                        add(&live.late, 1);
+                    }
+                });
+                if let Err(e) = decoded {
+                    live.error(
+                        format!("re-reading {}-{partition}: {e}", self.layout.name),
+                        0,
+                    );
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Rejoin after the coordinator asked for it; keep positions of partitions still ours, start new
+/// ones at latest.
+async fn rejoin(
+    member: &mut GroupMember,
+    cluster: &Cluster,
+    layout: &TopicLayout,
+    positions: &mut BTreeMap<i32, i64>,
+    live: &E2eLive,
+) -> Result<(), ClientError> {
+    add(&live.rejoins, 1);
+    member.rejoin().await?;
+    let assigned = member.assignment().to_vec();
+    positions.retain(|p, _| assigned.contains(p));
+    let new: Vec<i32> = assigned
+        .into_iter()
+        .filter(|p| !positions.contains_key(p))
+        .collect();
+    if !new.is_empty() {
+        positions.extend(cluster.latest_offsets(layout, &new).await?);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::e2e::live::get;
+    use kbench_wire::Compression;
+
+    /// Batches of `n` records at each base offset, one after the other, as a Fetch carries them.
+    fn batches_at(offsets: &[(i64, usize)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut b = RecordBatchBuilder::new(Compression::None);
+        for &(base, n) in offsets {
+            b.start_now();
+            for _ in 0..n {
+                b.append(now_ms(), None, Some(b"v"), &[]);
+            }
+            let mut batch = b.finish().unwrap().to_vec();
+            batch[0..8].copy_from_slice(&base.to_be_bytes());
+            out.extend_from_slice(&batch);
+        }
+        out
+    }
+
+    #[test]
+    fn the_position_is_held_at_a_hole_until_it_fills() {
+        let live = E2eLive::default();
+        let mut gaps = Gaps::default();
+        let hold = Duration::from_secs(3600);
+        // 10..14 read, 14..18 not there yet, 18..22 already returned: read up to 14 only.
+        let holed = batches_at(&[(10, 4), (18, 4)]);
+        assert_eq!(readable_until(&holed, 10, &mut gaps, hold, &live), 14);
+        assert_eq!(get(&live.gaps_held), 1);
+        // Asked again from 14, the same hole: still held, counted once.
+        let later = batches_at(&[(18, 4)]);
+        assert_eq!(readable_until(&later, 14, &mut gaps, hold, &live), 14);
+        assert_eq!(get(&live.gaps_held), 1);
+        // An empty answer changes nothing.
+        assert_eq!(readable_until(&[], 14, &mut gaps, hold, &live), i64::MAX);
+        assert!(gaps.held.is_some());
+        // Filled: everything is readable, and nothing was passed over.
+        let filled = batches_at(&[(14, 4), (18, 4)]);
+        assert_eq!(
+            readable_until(&filled, 14, &mut gaps, hold, &live),
+            i64::MAX
+        );
+        assert!(gaps.held.is_none() && gaps.skipped.is_empty());
+        assert_eq!(get(&live.gaps_skipped), 0);
+    }
+
+    #[test]
+    fn a_hole_that_outlives_the_hold_is_passed_over_and_remembered() {
+        let live = E2eLive::default();
+        let mut gaps = Gaps::default();
+        let holed = batches_at(&[(18, 4), (30, 2)]);
+        // Held first; with a zero hold, the next answer passes it over, then holds at the next one.
+        assert_eq!(
+            readable_until(&holed, 14, &mut gaps, Duration::ZERO, &live),
+            14
+        );
+        assert_eq!(
+            readable_until(&holed, 14, &mut gaps, Duration::ZERO, &live),
+            22
+        );
+        assert_eq!(gaps.skipped, vec![14..18]);
+        assert_eq!((get(&live.gaps_held), get(&live.gaps_skipped)), (2, 1));
+        // The position moved to 22; asked again, the second hole is passed over too.
+        assert_eq!(
+            readable_until(&holed, 22, &mut gaps, Duration::ZERO, &live),
+            i64::MAX
+        );
+        assert_eq!(gaps.skipped, vec![14..18, 22..30]);
+    }
+
+    #[test]
+    fn the_gap_hold_covers_two_fetch_waits() {
+        assert_eq!(
+            gap_hold(Duration::from_millis(10)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(gap_hold(Duration::from_secs(1)), Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,477 @@
+//! The phases every e2e run goes through, whatever the driver (native Kafka or a REST Proxy): the
+//! driver interface, the run from start to result ([`run_with`]), the producers' pacing, record
+//! identity and duplicate counting, the one commit rule, the drain and the accounting. Drivers import
+//! this module; it imports no driver.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use hdrhistogram::Histogram;
+use kbench_wire::Negotiated;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::e2e::live::{E2eLive, E2eRun, RestFigures, get};
+use crate::e2e::spec::{CommitMode, E2eMode, E2eSpec, clock_for};
+use crate::error::BenchError;
+use crate::measure::{CpuTime, peak_rss_kib};
+use crate::spec::Span;
+
+/// Length of the record id in a key: run tag (u32), producer (u32), sequence (u64), big-endian.
+pub const RECORD_ID_LEN: usize = 16;
+
+/// What differs between the ways an e2e run reaches Kafka. A driver is built (connected, topic
+/// ensured, proxy checked) before [`run_with`] takes it; then it starts the consumer and the
+/// producers, and at the end says which API versions it used.
+pub(crate) trait Driver {
+    /// The spec as the driver runs it (e.g. with the schema id it registered).
+    fn spec(&self) -> &E2eSpec;
+
+    /// Start the consumer task. It sends on `ready` once joined and positioned, before any record
+    /// of the run is sent; it stops when `stop` is cancelled.
+    async fn start_consumer(
+        &mut self,
+        live: Arc<E2eLive>,
+        stop: CancellationToken,
+        ready: tokio::sync::oneshot::Sender<()>,
+    ) -> Result<ConsumerTask, BenchError>;
+
+    /// Start every producer into `producers`; each stops when `stop` is cancelled, after its requests
+    /// in flight resolved.
+    async fn start_producers(
+        &mut self,
+        live: Arc<E2eLive>,
+        stop: CancellationToken,
+        producers: &mut JoinSet<()>,
+    ) -> Result<(), BenchError>;
+
+    /// The clock whole trip is measured on, and the driver's own figures.
+    fn figures(&self, live: &E2eLive) -> (&'static str, Option<RestFigures>) {
+        let _ = live;
+        (clock_for(self.spec().mode), None)
+    }
+
+    /// Close every connection; the API versions used.
+    async fn finish(self) -> Negotiated;
+}
+
+/// A run from start to result with `driver`: the consumer first (ready before the first record),
+/// then the producers, the load, the drain, the accounting.
+pub(crate) async fn run_with<D: Driver>(
+    mut driver: D,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+) -> Result<E2eRun, BenchError> {
+    let mode = driver.spec().mode;
+    let consume_stop = CancellationToken::new();
+    let mut consumer = None;
+    if mode.has_consumer() {
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let task = driver
+            .start_consumer(live.clone(), consume_stop.clone(), ready_tx)
+            .await?;
+        consumer = Some(started_consumer(ready_rx, task).await?);
+    }
+    let produce_stop = CancellationToken::new();
+    let mut producers = JoinSet::new();
+    if mode.has_producers() {
+        driver
+            .start_producers(live.clone(), produce_stop.clone(), &mut producers)
+            .await?;
+    }
+    let spec = driver.spec().clone();
+    let phases = drive(
+        &spec,
+        &live,
+        &stop,
+        consumer,
+        producers,
+        produce_stop,
+        consume_stop,
+    )
+    .await;
+    let figures = driver.figures(&live);
+    let negotiated = driver.finish().await;
+    Ok(conclude(&spec, &live, phases, negotiated, figures))
+}
+
+/// A producer's rhythm: a wait drawn from the batch-interval range before each batch, a record count
+/// and record sizes from theirs, all from one seeded PRNG per producer, and a cap on requests in
+/// flight. Falling behind by more than an interval (a slow broker) resets the schedule instead of
+/// bursting to catch up.
+pub(crate) struct Pacer {
+    rng: SmallRng,
+    next: tokio::time::Instant,
+    interval: Span<u64>,
+    count: Span<usize>,
+    size: Span<usize>,
+    in_flight: Arc<Semaphore>,
+}
+
+impl Pacer {
+    pub(crate) fn new(spec: &E2eSpec, producer: u32) -> Pacer {
+        Pacer {
+            rng: SmallRng::seed_from_u64(spec.seed.wrapping_add(u64::from(producer) * 0x9E37_79B9)),
+            next: tokio::time::Instant::now(),
+            interval: spec.batch_interval_ms,
+            count: spec.messages_per_batch,
+            size: spec.payload_size,
+            in_flight: Arc::new(Semaphore::new(spec.max_in_flight.max(1))),
+        }
+    }
+
+    /// `len` random uppercase letters (values are slices of it), as kafka-producer-perf-test makes them.
+    pub(crate) fn payload(&mut self, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|_| self.rng.random_range(b'A'..=b'Z'))
+            .collect()
+    }
+
+    /// Wait for the next batch's turn and a free in-flight slot; the slot and the record count, or
+    /// `None` once stopped.
+    pub(crate) async fn next_batch(
+        &mut self,
+        stop: &CancellationToken,
+    ) -> Option<(tokio::sync::OwnedSemaphorePermit, usize)> {
+        self.next += Duration::from_millis(self.interval.draw(&mut self.rng));
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            _ = tokio::time::sleep_until(self.next) => {}
+        }
+        let now = tokio::time::Instant::now();
+        if now > self.next + Duration::from_millis(self.interval.max.max(1)) {
+            self.next = now;
+        }
+        let permit = self.in_flight.clone().acquire_owned().await.ok()?;
+        Some((permit, self.count.draw(&mut self.rng).max(1)))
+    }
+
+    /// The next record's value size.
+    pub(crate) fn size(&mut self) -> usize {
+        self.size.draw(&mut self.rng)
+    }
+}
+
+/// Which records of which producers were seen: duplicates are counted by record id.
+#[derive(Default)]
+pub(crate) struct Seen {
+    by_producer: HashMap<(u32, u32), Vec<u64>>,
+}
+
+impl Seen {
+    /// Mark a record id; true when it was already marked.
+    pub(crate) fn mark(&mut self, tag: u32, producer: u32, seq: u64) -> bool {
+        let bits = self.by_producer.entry((tag, producer)).or_default();
+        let (word, bit) = ((seq / 64) as usize, seq % 64);
+        if word >= bits.len() {
+            bits.resize(word + 1, 0);
+        }
+        let seen = bits[word] & (1 << bit) != 0;
+        bits[word] |= 1 << bit;
+        seen
+    }
+}
+
+pub(crate) fn record_id(key: Option<&[u8]>) -> Option<(u32, u32, u64)> {
+    let k = key?;
+    if k.len() != RECORD_ID_LEN {
+        return None;
+    }
+    Some((
+        u32::from_be_bytes(k[0..4].try_into().ok()?),
+        u32::from_be_bytes(k[4..8].try_into().ok()?),
+        u64::from_be_bytes(k[8..16].try_into().ok()?),
+    ))
+}
+
+/// A consumer task: what it hands back at the end, or why it failed.
+pub(crate) type ConsumerTask = tokio::task::JoinHandle<Result<ConsumerDone, BenchError>>;
+
+/// Wait until a consumer task says it is ready (joined and positioned, before any record is sent);
+/// its error when it ended first.
+pub(crate) async fn started_consumer(
+    ready: tokio::sync::oneshot::Receiver<()>,
+    task: ConsumerTask,
+) -> Result<ConsumerTask, BenchError> {
+    if ready.await.is_ok() {
+        return Ok(task);
+    }
+    Err(match task.await {
+        Ok(Err(e)) => e,
+        Ok(Ok(_)) => BenchError::Run("the consumer stopped before it was ready".into()),
+        Err(e) => BenchError::Run(format!("the consumer task failed: {e}")),
+    })
+}
+
+/// What the load, drain and stop phases of a run left behind.
+pub(crate) struct Phases {
+    started_at: SystemTime,
+    elapsed: Duration,
+    drain_elapsed: Duration,
+    drained: bool,
+    member_id: Option<String>,
+    assignment: Vec<i32>,
+    aborted: Option<String>,
+    cpu: CpuTime,
+}
+
+/// The shared middle of every e2e run, whatever the driver: run the load until the duration or a
+/// stop, stop the producers and let every request resolve, drain, stop the consumer.
+pub(crate) async fn drive(
+    spec: &E2eSpec,
+    live: &E2eLive,
+    stop: &CancellationToken,
+    mut consumer: Option<ConsumerTask>,
+    mut producers: JoinSet<()>,
+    produce_stop: CancellationToken,
+    consume_stop: CancellationToken,
+) -> Phases {
+    let cpu_before = CpuTime::now();
+    let started_at = SystemTime::now();
+    let started = Instant::now();
+    *live.started.lock().expect("started lock") = Some(started);
+    live.set_phase("running");
+
+    let mut aborted = None;
+    let until_end = async {
+        match spec.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(until_end);
+    loop {
+        tokio::select! {
+            _ = &mut until_end => break,
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if consumer.as_ref().is_some_and(|t| t.is_finished()) {
+                    aborted = Some("the consumer stopped during the run".to_string());
+                    break;
+                }
+            }
+        }
+    }
+    produce_stop.cancel();
+    while producers.join_next().await.is_some() {}
+    let elapsed = started.elapsed();
+
+    // Drain: until every acknowledged record was consumed, or the drain time is up.
+    live.set_phase("draining");
+    let drain_started = Instant::now();
+    let mut drained = !spec.mode.has_producers() || !spec.mode.has_consumer();
+    if consumer.is_some() && spec.mode.has_producers() {
+        loop {
+            if missing(live) == 0 {
+                drained = true;
+                break;
+            }
+            if drain_started.elapsed() >= spec.drain
+                || consumer.as_ref().is_some_and(|t| t.is_finished())
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let drain_elapsed = drain_started.elapsed();
+    consume_stop.cancel();
+    let mut member_id = None;
+    let mut assignment = Vec::new();
+    if let Some(task) = consumer.take() {
+        match task.await {
+            Ok(Ok(done)) => {
+                member_id = Some(done.member_id);
+                assignment = done.assignment;
+            }
+            Ok(Err(e)) => aborted = Some(format!("the consumer failed: {e}")),
+            Err(e) => aborted = aborted.or(Some(format!("the consumer task failed: {e}"))),
+        }
+    }
+    Phases {
+        started_at,
+        elapsed,
+        drain_elapsed,
+        drained,
+        member_id,
+        assignment,
+        aborted,
+        cpu: CpuTime::now().since(cpu_before),
+    }
+}
+
+/// The run's figures, from the live counters and the phases.
+pub(crate) fn conclude(
+    spec: &E2eSpec,
+    live: &E2eLive,
+    phases: Phases,
+    negotiated: Negotiated,
+    (clock, rest): (&'static str, Option<RestFigures>),
+) -> E2eRun {
+    live.set_phase("finished");
+    let acked = get(&live.acked);
+    let consumed = get(&live.consumed);
+    let duplicates = get(&live.duplicates);
+    let unique = consumed.saturating_sub(duplicates);
+    let late = get(&live.late);
+    let (lost, unexpected) = if spec.mode == E2eMode::ConsumerAndProducers {
+        (
+            acked.saturating_sub(unique).saturating_sub(late),
+            unique.saturating_sub(acked),
+        )
+    } else {
+        (0, 0)
+    };
+    let h = |m: &Mutex<Histogram<u64>>| m.lock().expect("latency lock").clone();
+    E2eRun {
+        started_at: phases.started_at,
+        ended_at: SystemTime::now(),
+        elapsed: phases.elapsed,
+        drain_elapsed: phases.drain_elapsed,
+        drained: phases.drained,
+        produced: get(&live.produced),
+        acked,
+        failed: get(&live.failed),
+        consumed,
+        duplicates,
+        lost,
+        late,
+        gaps_held: get(&live.gaps_held),
+        gaps_skipped: get(&live.gaps_skipped),
+        unexpected,
+        foreign: get(&live.foreign),
+        produce_requests: get(&live.produce_requests),
+        fetches: get(&live.fetches),
+        commits: get(&live.commits),
+        commit_failures: get(&live.commit_failures),
+        heartbeats: get(&live.heartbeats),
+        rejoins: get(&live.rejoins),
+        producer_latency: h(&live.producer_latency),
+        whole_trip: h(&live.whole_trip),
+        fetch_duration: h(&live.fetch_duration),
+        consumer_processing: h(&live.consumer_processing),
+        rest,
+        clock,
+        group_id: spec.group_id.clone(),
+        member_id: phases.member_id,
+        assignment: phases.assignment,
+        negotiated,
+        cpu: phases.cpu,
+        peak_rss_kib: peak_rss_kib(),
+        errors: live.errors.lock().expect("errors lock").clone(),
+        aborted: phases.aborted,
+    }
+}
+
+/// What the consumer hands back at the end.
+pub(crate) struct ConsumerDone {
+    pub(crate) member_id: String,
+    pub(crate) assignment: Vec<i32>,
+}
+
+/// Acknowledged records of this run not (yet) consumed.
+pub(crate) fn missing(live: &E2eLive) -> u64 {
+    let unique = get(&live.consumed).saturating_sub(get(&live.duplicates));
+    get(&live.acked)
+        .saturating_sub(unique)
+        .saturating_sub(get(&live.late))
+}
+
+/// The one commit rule of both drivers: commit only what moved since the last commit; with
+/// [`CommitMode::Sync`] after every poll, awaited; with [`CommitMode::Interval`] at most once per
+/// interval, sent from a task of its own.
+pub(crate) struct Committer {
+    mode: CommitMode,
+    committed: BTreeMap<i32, i64>,
+    last: Instant,
+}
+
+/// What a commit due now looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CommitDue {
+    /// Send it and await the answer before polling again.
+    Awaited,
+    /// Send it from a task of its own; polling goes on.
+    Background,
+}
+
+impl Committer {
+    /// Starting from `positions` (nothing to commit yet).
+    pub(crate) fn new(mode: CommitMode, positions: &BTreeMap<i32, i64>) -> Committer {
+        Committer {
+            mode,
+            committed: positions.clone(),
+            last: Instant::now(),
+        }
+    }
+
+    /// Whether a commit of `positions` is due after this poll, and how.
+    pub(crate) fn due(&self, positions: &BTreeMap<i32, i64>) -> Option<CommitDue> {
+        if *positions == self.committed {
+            return None;
+        }
+        match self.mode {
+            CommitMode::Sync => Some(CommitDue::Awaited),
+            CommitMode::Interval(every) if self.last.elapsed() >= every => {
+                Some(CommitDue::Background)
+            }
+            CommitMode::Interval(_) => None,
+        }
+    }
+
+    /// A commit of `positions` was sent (background) or answered (awaited).
+    pub(crate) fn committed(&mut self, positions: &BTreeMap<i32, i64>) {
+        self.committed = positions.clone();
+        self.last = Instant::now();
+    }
+
+    /// Whether the final commit, at the end, has anything to say.
+    pub(crate) fn pending(&self, positions: &BTreeMap<i32, i64>) -> bool {
+        *positions != self.committed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_counts_repeats_only() {
+        let mut s = Seen::default();
+        assert!(!s.mark(1, 0, 0));
+        assert!(!s.mark(1, 0, 1000));
+        assert!(s.mark(1, 0, 0));
+        assert!(!s.mark(1, 1, 0));
+        assert!(!s.mark(2, 0, 0));
+        assert!(s.mark(1, 0, 1000));
+    }
+
+    #[test]
+    fn record_ids_need_sixteen_bytes() {
+        let mut k = [0u8; 16];
+        k[3] = 7;
+        k[7] = 2;
+        k[15] = 9;
+        assert_eq!(record_id(Some(&k)), Some((7, 2, 9)));
+        assert_eq!(record_id(Some(&k[..15])), None);
+        assert_eq!(record_id(None), None);
+    }
+
+    #[test]
+    fn spans_stay_inside_their_bounds() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let s = Span {
+            min: 3usize,
+            max: 5,
+        };
+        for _ in 0..1000 {
+            let v = s.draw(&mut rng);
+            assert!((3..=5).contains(&v));
+        }
+        assert_eq!(Span::fixed(4u64).draw(&mut rng), 4);
+    }
+}

@@ -1,0 +1,378 @@
+//! An e2e run's spec: every setting with its default (defined here once: the CLI, `/v1` and
+//! `/pub-sub-demo` all start from [`E2eSpec::default`]), the one `validate()`, and the settings block
+//! of the result document.
+
+use std::time::Duration;
+
+use kbench_client::ProducerConfig;
+use kbench_rest::{RestConfig, RestFormat};
+use kbench_wire::Compression;
+
+use crate::error::SpecError;
+use crate::spec::{Span, check_range, check_span, check_topic, fresh_id, random_seed};
+
+/// When the consumer commits. Either way it commits only what moved since the last commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitMode {
+    /// After every poll that moved a position, awaited before the next poll.
+    Sync,
+    /// Every interval, without waiting for the answer before polling again.
+    Interval(Duration),
+}
+
+impl CommitMode {
+    pub fn describe(&self) -> String {
+        match self {
+            CommitMode::Sync => "sync".into(),
+            CommitMode::Interval(d) => format!("async every {} ms", d.as_millis()),
+        }
+    }
+}
+
+impl std::str::FromStr for CommitMode {
+    type Err = String;
+    /// `sync`, or an interval for asynchronous commits (`10s`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("sync") {
+            return Ok(CommitMode::Sync);
+        }
+        let d = crate::spec::parse_duration(s)
+            .map_err(|_| format!("{s:?}: expected `sync` or an interval such as 10s"))?;
+        if d.is_zero() {
+            return Err("the commit interval must be above zero (or `sync`)".into());
+        }
+        Ok(CommitMode::Interval(d))
+    }
+}
+
+/// Which sides of the pipe run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum E2eMode {
+    ConsumerAndProducers,
+    Producers,
+    Consumer,
+}
+
+impl E2eMode {
+    pub fn has_consumer(self) -> bool {
+        self != E2eMode::Producers
+    }
+    pub fn has_producers(self) -> bool {
+        self != E2eMode::Consumer
+    }
+}
+
+impl std::str::FromStr for E2eMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "consumer-and-producers" | "both" => Ok(E2eMode::ConsumerAndProducers),
+            "producers" => Ok(E2eMode::Producers),
+            "consumer" => Ok(E2eMode::Consumer),
+            other => Err(format!(
+                "unknown mode {other:?} (expected consumer-and-producers, producers or consumer)"
+            )),
+        }
+    }
+}
+
+/// Which produce API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestApi {
+    /// `POST /topics/{topic}`, one request per batch.
+    V2,
+    /// `POST /v3/clusters/{id}/topics/{topic}/records`, one request per record.
+    V3,
+    /// The same endpoint, one chunked request per batch, one delivery report per record.
+    V3Stream,
+}
+
+impl RestApi {
+    pub fn name(self) -> &'static str {
+        match self {
+            RestApi::V2 => "v2",
+            RestApi::V3 => "v3",
+            RestApi::V3Stream => "v3-stream",
+        }
+    }
+}
+
+impl std::str::FromStr for RestApi {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "v2" => Ok(RestApi::V2),
+            "v3" => Ok(RestApi::V3),
+            "v3-stream" | "v3stream" | "stream" => Ok(RestApi::V3Stream),
+            other => Err(format!("unknown REST API {other:?} (v2, v3 or v3-stream)")),
+        }
+    }
+}
+
+/// The REST Proxy driver's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestSpec {
+    pub proxy: RestConfig,
+    pub format: RestFormat,
+    pub api: RestApi,
+    /// The value schema id (avro): given, or registered with `schema_registry`.
+    pub value_schema_id: Option<i64>,
+    /// Register the seed schema here (`POST /subjects/{topic}-value/versions`) and use its id.
+    pub schema_registry: Option<String>,
+    /// Back-off after a 429.
+    pub throttle_backoff: Duration,
+}
+
+impl RestSpec {
+    /// The proxy at `url` with the driver's defaults: avro (the seed's format) through the v2 produce
+    /// API, a 60 s HTTP timeout, 100 ms back-off after a 429.
+    pub fn new(url: &str) -> RestSpec {
+        RestSpec {
+            proxy: RestConfig {
+                url: url.to_string(),
+                basic_auth: None,
+                timeout: Duration::from_secs(60),
+                ca_cert_pem: None,
+            },
+            format: RestFormat::Avro,
+            api: RestApi::V2,
+            value_schema_id: None,
+            schema_registry: None,
+            throttle_backoff: Duration::from_millis(100),
+        }
+    }
+}
+
+/// The largest record value an e2e run sends.
+pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024 * 1024;
+/// The most records one produce request of an e2e run carries.
+pub const MAX_RECORDS_PER_REQUEST: usize = 1_000_000;
+/// The most producers one run starts.
+pub const MAX_PRODUCERS: usize = 10_000;
+
+/// An e2e run's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct E2eSpec {
+    pub topic: String,
+    /// Partitions and replication factor, used when kbench has to create the topic.
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub mode: E2eMode,
+    pub producers: usize,
+    /// Wait before each batch, ms.
+    pub batch_interval_ms: Span<u64>,
+    /// Each record's value size, bytes.
+    pub payload_size: Span<usize>,
+    /// Records per produce request.
+    pub messages_per_batch: Span<usize>,
+    pub compression: Compression,
+    pub producer: ProducerConfig,
+    /// Produce requests in flight per producer.
+    pub max_in_flight: usize,
+    pub group_id: String,
+    /// The consumer's client id (the member id is the coordinator's to give).
+    pub consumer_id: String,
+    pub commit: CommitMode,
+    /// Fetch max wait (how long a poll may wait for data).
+    pub consume_wait: Duration,
+    /// Fetch max bytes.
+    pub consume_max_bytes: i32,
+    pub session_timeout: Duration,
+    pub heartbeat_interval: Duration,
+    /// Load phase length; `None` runs until stopped.
+    pub duration: Option<Duration>,
+    /// Longest wait, after the producers stop, for the consumer to catch up.
+    pub drain: Duration,
+    /// Record latency histograms (counts are always kept).
+    pub gather_latencies: bool,
+    pub seed: u64,
+    /// Through a Kafka REST Proxy instead of the Kafka protocol.
+    pub rest: Option<RestSpec>,
+}
+
+impl Default for E2eSpec {
+    /// One producer sending one 1 KiB record every 100 ms with acks=all to topic `kbench-e2e`, one
+    /// consumer in a fresh group committing synchronously, a 10 ms fetch wait and a 10 s drain; a
+    /// fresh group id, consumer id and seed.
+    fn default() -> Self {
+        E2eSpec {
+            topic: "kbench-e2e".into(),
+            partitions: 1,
+            replication_factor: 1,
+            mode: E2eMode::ConsumerAndProducers,
+            producers: 1,
+            batch_interval_ms: Span::fixed(100),
+            payload_size: Span::fixed(1024),
+            messages_per_batch: Span::fixed(1),
+            compression: Compression::None,
+            producer: ProducerConfig::default(),
+            max_in_flight: 5,
+            group_id: fresh_id("kbench-e2e"),
+            consumer_id: fresh_id("kbench-consumer"),
+            commit: CommitMode::Sync,
+            consume_wait: Duration::from_millis(10),
+            consume_max_bytes: 52_428_800,
+            session_timeout: Duration::from_secs(45),
+            heartbeat_interval: Duration::from_secs(3),
+            duration: None,
+            drain: Duration::from_secs(10),
+            gather_latencies: true,
+            seed: random_seed(),
+            rest: None,
+        }
+    }
+}
+
+impl E2eSpec {
+    /// Every check a run needs before it starts; the error names the spec field.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        check_topic("topic", &self.topic)?;
+        check_range("partitions", self.partitions, 1..=i32::MAX)?;
+        if self.mode.has_producers() {
+            check_range("producers", self.producers, 1..=MAX_PRODUCERS)?;
+        }
+        check_span("batch_interval", self.batch_interval_ms)?;
+        check_span("payload_size", self.payload_size)?;
+        check_range("payload_size", self.payload_size.min, 1..=MAX_PAYLOAD_BYTES)?;
+        check_range("payload_size", self.payload_size.max, 1..=MAX_PAYLOAD_BYTES)?;
+        check_span("messages_per_batch", self.messages_per_batch)?;
+        check_range(
+            "messages_per_batch",
+            self.messages_per_batch.min,
+            1..=MAX_RECORDS_PER_REQUEST,
+        )?;
+        check_range(
+            "messages_per_batch",
+            self.messages_per_batch.max,
+            1..=MAX_RECORDS_PER_REQUEST,
+        )?;
+        check_range("max_in_flight", self.max_in_flight, 1..=1_000)?;
+        check_range("consume_max_bytes", self.consume_max_bytes, 1..=i32::MAX)?;
+        if let CommitMode::Interval(d) = self.commit
+            && d.is_zero()
+        {
+            return Err(SpecError::new("commit", "the interval must be above zero"));
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return Err(SpecError::new("duration", "must be above zero"));
+        }
+        if self.group_id.is_empty() {
+            return Err(SpecError::new("group", "must not be empty"));
+        }
+        if let Some(rest) = &self.rest
+            && rest.format == RestFormat::Avro
+            && self.mode.has_producers()
+            && rest.value_schema_id.is_none()
+            && rest.schema_registry.is_none()
+        {
+            return Err(SpecError::new(
+                "value_schema_id",
+                "avro needs a value schema id: give one, or a schema registry to register the seed schema in",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The settings block of the result document: the spec as the user would write it (never a
+    /// password).
+    pub fn settings_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "topic": self.topic,
+            "partitions": self.partitions,
+            "mode": self.mode,
+            "producers": self.producers,
+            "batch_interval_ms": self.batch_interval_ms,
+            "payload_size": self.payload_size,
+            "messages_per_batch": self.messages_per_batch,
+            "acks": self.producer.acks.name(),
+            "compression": self.compression.name(),
+            "max_in_flight": self.max_in_flight,
+            "group_id": self.group_id,
+            "consumer_id": self.consumer_id,
+            "commit": self.commit.describe(),
+            "consume_wait_ms": self.consume_wait.as_millis() as u64,
+            "consume_max_bytes": self.consume_max_bytes,
+            "session_timeout_ms": self.session_timeout.as_millis() as u64,
+            "heartbeat_interval_ms": self.heartbeat_interval.as_millis() as u64,
+            "duration_s": self.duration.map(|d| d.as_secs_f64()),
+            "drain_s": self.drain.as_secs_f64(),
+            "gather_latencies": self.gather_latencies,
+            "via": if self.rest.is_some() { "rest-proxy" } else { "kafka" },
+            "rest_proxy": self.rest.as_ref().map(|r| serde_json::json!({
+                "url": r.proxy.url,
+                "user": r.proxy.basic_auth.as_ref().map(|(u, _)| u),
+                "format": r.format.name(),
+                "api": r.api.name(),
+                "value_schema_id": r.value_schema_id,
+                "schema_registry": r.schema_registry,
+            })),
+        })
+    }
+}
+
+/// The clock statement for a run.
+pub fn clock_for(mode: E2eMode) -> &'static str {
+    match mode {
+        E2eMode::ConsumerAndProducers => {
+            "monotonic: producers and consumer share this process; send time carried in the kbench-sent-us header"
+        }
+        E2eMode::Producers => "none: no consumer, no whole trip",
+        E2eMode::Consumer => {
+            "wall: record CreateTime (ms) to receipt on this host's clock; skew between hosts is not corrected"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_spec_is_valid_and_each_bad_field_is_named() {
+        assert_eq!(E2eSpec::default().validate(), Ok(()));
+        let cases: [(&str, fn(&mut E2eSpec)); 9] = [
+            ("topic", |s| s.topic = "a b".into()),
+            ("partitions", |s| s.partitions = 0),
+            ("producers", |s| s.producers = 0),
+            ("producers", |s| s.producers = MAX_PRODUCERS + 1),
+            ("batch_interval", |s| {
+                s.batch_interval_ms = Span { min: 5, max: 1 }
+            }),
+            ("payload_size", |s| s.payload_size = Span::fixed(0)),
+            ("payload_size", |s| {
+                s.payload_size = Span::fixed(MAX_PAYLOAD_BYTES + 1)
+            }),
+            ("messages_per_batch", |s| {
+                s.messages_per_batch = Span::fixed(MAX_RECORDS_PER_REQUEST + 1)
+            }),
+            ("duration", |s| s.duration = Some(Duration::ZERO)),
+        ];
+        for (field, break_it) in cases {
+            let mut s = E2eSpec::default();
+            break_it(&mut s);
+            assert_eq!(s.validate().unwrap_err().field, field);
+        }
+        // A consumer-only run needs no producer.
+        let s = E2eSpec {
+            mode: E2eMode::Consumer,
+            producers: 0,
+            ..E2eSpec::default()
+        };
+        assert_eq!(s.validate(), Ok(()));
+    }
+
+    #[test]
+    fn commit_and_mode_parse() {
+        assert_eq!("sync".parse::<CommitMode>(), Ok(CommitMode::Sync));
+        assert_eq!(
+            "10s".parse::<CommitMode>(),
+            Ok(CommitMode::Interval(Duration::from_secs(10)))
+        );
+        assert!("0s".parse::<CommitMode>().is_err());
+        assert!("often".parse::<CommitMode>().is_err());
+        assert_eq!("both".parse::<E2eMode>(), Ok(E2eMode::ConsumerAndProducers));
+        assert_eq!("Consumer".parse::<E2eMode>(), Ok(E2eMode::Consumer));
+        assert!("all".parse::<E2eMode>().is_err());
+    }
+}

@@ -1,0 +1,147 @@
+//! A produce run from start to result, for every front end: connect (bounded), check the versions
+//! the run needs (and the compression's Produce floor, KIP-110), ensure the topic, run the measured
+//! phase `repetitions` times, close gracefully (acks=0 requests have no other confirmation), pool the
+//! repetitions and build the result document. Progress goes to a [`ProduceObserver`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kbench_client::{Cluster, ClusterConfig};
+use kbench_wire::{ApiKey, api_name};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{BenchError, SpecError};
+use crate::produce::{IntervalReport, ProduceRun, ProduceSpec, run_produce};
+use crate::result::{ResultDocument, Target};
+
+/// Told what a produce job does as it goes. Every method has a default that does nothing.
+pub trait ProduceObserver: Send + Sync + 'static {
+    /// A progress window (kafka-producer-perf-test's periodic line).
+    fn interval(&self, window: &IntervalReport) {
+        let _ = window;
+    }
+    /// Repetition `index` (from 0) of `of` starts.
+    fn repetition(&self, index: usize, of: usize) {
+        let _ = (index, of);
+    }
+    /// A repetition ended.
+    fn finished(&self, run: &ProduceRun) {
+        let _ = run;
+    }
+}
+
+impl ProduceObserver for () {}
+
+/// What a produce job leaves: each repetition, their pool, and the result document.
+#[derive(Debug)]
+pub struct ProduceOutcome {
+    pub runs: Vec<ProduceRun>,
+    pub run: ProduceRun,
+    pub document: ResultDocument,
+}
+
+/// Run `spec` against `cluster`. `cancel` stops the measured phase at once (records in flight count
+/// failed with `reason`'s text); `embedded` says, in the result, whether kbench started the broker.
+pub async fn run_job<O: ProduceObserver>(
+    spec: &ProduceSpec,
+    cluster: ClusterConfig,
+    embedded: bool,
+    cancel: CancellationToken,
+    reason: Arc<Mutex<Option<String>>>,
+    observer: Arc<O>,
+) -> Result<ProduceOutcome, BenchError> {
+    spec.validate()?;
+    let bootstrap = cluster.bootstrap.join(",");
+    let pins = cluster.pins.clone();
+    let settings = spec.settings_json(&cluster);
+    let budget = cluster.connect_timeout + Duration::from_secs(2);
+    let connected = tokio::select! {
+        c = tokio::time::timeout(budget, Cluster::connect(cluster)) => c,
+        _ = cancel.cancelled() => return Err(BenchError::Run("stopped before the run began".into())),
+    };
+    let cluster = connected
+        .map_err(|_| BenchError::Connect {
+            bootstrap: bootstrap.clone(),
+            reason: format!("no answer within {} s", budget.as_secs()),
+        })?
+        .map_err(|e| BenchError::connect(&bootstrap, e))?;
+    cluster.check_versions(&[ApiKey::Metadata, ApiKey::Produce])?;
+    if let Some(v) = cluster.negotiated().get(ApiKey::Produce)
+        && v < spec.compression.min_produce_version()
+    {
+        return Err(SpecError::new(
+            "compression",
+            format!(
+                "{} needs Produce v{} or later (KIP-110), but Produce v{v} is in use",
+                spec.compression.name(),
+                spec.compression.min_produce_version()
+            ),
+        )
+        .into());
+    }
+    let topic = cluster
+        .ensure_topic(&spec.topic, spec.partitions, spec.replication_factor)
+        .await
+        .map_err(|e| BenchError::Topic {
+            topic: spec.topic.clone(),
+            source: e,
+        })?;
+    if let Some(p) = spec.partition
+        && !topic.partitions.iter().any(|l| l.partition == p)
+    {
+        return Err(SpecError::new(
+            "partition",
+            format!(
+                "{p} is not a partition of topic {} (it has 0..{})",
+                spec.topic,
+                topic.partitions.len().saturating_sub(1)
+            ),
+        )
+        .into());
+    }
+    let cluster = Arc::new(cluster);
+    let mut runs = Vec::with_capacity(spec.repetitions);
+    for i in 0..spec.repetitions {
+        observer.repetition(i, spec.repetitions);
+        let watching = observer.clone();
+        let run = run_produce(
+            cluster.clone(),
+            topic.clone(),
+            spec,
+            cancel.clone(),
+            reason.clone(),
+            move |w| watching.interval(w),
+        )
+        .await;
+        observer.finished(&run);
+        let stop = run.aborted.is_some();
+        runs.push(run);
+        if stop {
+            break;
+        }
+    }
+    // Let the broker read everything written (acks=0 requests have no other confirmation).
+    cluster.close(Duration::from_secs(5)).await;
+    let run =
+        ProduceRun::pooled(&runs).ok_or_else(|| BenchError::Run("no repetition ran".into()))?;
+    let negotiated: BTreeMap<String, i16> = cluster.negotiated().named().collect();
+    let pinned: BTreeMap<String, i16> = pins.iter().map(|(a, v)| (api_name(a), v)).collect();
+    let document = ResultDocument::produce(
+        &run,
+        &runs,
+        Target {
+            bootstrap_servers: bootstrap,
+            embedded_broker: embedded,
+        },
+        settings,
+        negotiated,
+        pinned,
+        spec.seed,
+    );
+    Ok(ProduceOutcome {
+        runs,
+        run,
+        document,
+    })
+}

@@ -1,0 +1,244 @@
+//! The produce workload, in kafka-producer-perf-test's terms: N records of a given size (or lines of a
+//! payload file), optionally throttled to a rate, batched per partition by `batch.size` and
+//! `linger.ms`, spread round-robin per batch, with latency from each record's intended send time.
+//!
+//! [`ProduceSpec`] holds every setting with its default (defined here, from Kafka's client defaults in
+//! [`ProducerSettings`]); [`job::run_job`] runs it end to end (connect, topic, repetitions, close,
+//! result document); [`phase::run_produce`] is the measured phase alone (the sweep uses it too).
+
+pub mod job;
+pub mod phase;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kbench_client::{ClusterConfig, ProducerConfig, ProducerSettings, is_secret};
+use kbench_wire::Compression;
+use rand::Rng;
+use rand::rngs::SmallRng;
+
+use crate::error::SpecError;
+use crate::spec::{check_range, check_topic, random_seed};
+
+pub use job::{ProduceObserver, ProduceOutcome, run_job};
+pub use phase::{IntervalReport, ProduceRun, run_produce};
+
+/// The largest record value a produce run sends.
+pub const MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
+
+/// What each record's value is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    /// One random payload of this many bytes (uppercase letters, as kafka-producer-perf-test makes it),
+    /// reused for every record.
+    Random { size: usize },
+    /// Lines of a payload file; each record takes one at random.
+    Lines(Vec<Bytes>),
+}
+
+impl Payload {
+    pub(crate) fn values(&self, rng: &mut SmallRng) -> Vec<Bytes> {
+        match self {
+            Payload::Random { size } => {
+                let v: Vec<u8> = (0..*size).map(|_| rng.random_range(b'A'..=b'Z')).collect();
+                vec![Bytes::from(v)]
+            }
+            Payload::Lines(lines) => lines.clone(),
+        }
+    }
+}
+
+/// A produce run's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProduceSpec {
+    /// The topic; created when missing, with `partitions` and `replication_factor`.
+    pub topic: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub num_records: u64,
+    /// Stop sending after this long, even if fewer than `num_records` were sent.
+    pub duration: Option<Duration>,
+    pub payload: Payload,
+    /// Where `Payload::Lines` came from, for the result document.
+    pub payload_file: Option<String>,
+    /// Records per second; `None` is unthrottled.
+    pub throughput: Option<f64>,
+    pub compression: Compression,
+    /// Upper bound of a batch's uncompressed size in bytes (`batch.size`).
+    pub batch_size: usize,
+    /// How long a batch may wait for more records (`linger.ms`).
+    pub linger: Duration,
+    /// Produce to this partition only; otherwise round-robin over all partitions, per batch.
+    pub partition: Option<i32>,
+    pub reporting_interval: Duration,
+    pub producer: ProducerConfig,
+    /// Requests in flight per broker connection (`max.in.flight.requests.per.connection`).
+    pub max_in_flight: usize,
+    /// Close every batch at exactly this many records (a fixed request shape, as the sweep uses);
+    /// `batch_size` and `linger` still apply.
+    pub records_per_batch: Option<usize>,
+    /// Seed for the payload generator and payload-file line choice.
+    pub seed: u64,
+    /// Run the measured phase this many times (same topic, same connections).
+    pub repetitions: usize,
+    /// Client properties as given (`-X`, `--producer-props`), for the result document.
+    pub properties: Vec<(String, String)>,
+}
+
+impl Default for ProduceSpec {
+    /// kafka-producer-perf-test's shape: 1 000 000 records of 100 bytes, unthrottled, to topic
+    /// `kbench-perf`, with Kafka's producer defaults (acks=all, 16 KiB batches, linger 5 ms, 5 in
+    /// flight, no compression); progress every 5 s; a fresh seed.
+    fn default() -> Self {
+        let mut spec = ProduceSpec {
+            topic: "kbench-perf".into(),
+            partitions: 1,
+            replication_factor: 1,
+            num_records: 1_000_000,
+            duration: None,
+            payload: Payload::Random { size: 100 },
+            payload_file: None,
+            throughput: None,
+            compression: Compression::None,
+            batch_size: 0,
+            linger: Duration::ZERO,
+            partition: None,
+            reporting_interval: Duration::from_secs(5),
+            producer: ProducerConfig::default(),
+            max_in_flight: 0,
+            records_per_batch: None,
+            seed: random_seed(),
+            repetitions: 1,
+            properties: Vec::new(),
+        };
+        spec.apply_settings(&ProducerSettings::default());
+        spec
+    }
+}
+
+impl ProduceSpec {
+    /// Take the producer's settings (properties and their Kafka defaults): compression, batch size,
+    /// linger, requests in flight and delivery.
+    pub fn apply_settings(&mut self, s: &ProducerSettings) {
+        self.compression = s.compression;
+        self.batch_size = s.batch_size;
+        self.linger = s.linger;
+        self.max_in_flight = s.max_in_flight;
+        self.producer = s.producer_config();
+    }
+
+    /// Every check a run needs before it starts; the error names the spec field.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        check_topic("topic", &self.topic)?;
+        check_range("partitions", self.partitions, 1..=i32::MAX)?;
+        check_range("replication_factor", self.replication_factor, 1..=i16::MAX)?;
+        check_range("num_records", self.num_records, 1..=u64::MAX)?;
+        if let Payload::Random { size } = self.payload {
+            check_range("record_size", size, 1..=MAX_RECORD_BYTES)?;
+        }
+        if let Some(t) = self.throughput
+            && !(t.is_finite() && t > 0.0)
+        {
+            return Err(SpecError::new(
+                "throughput",
+                "must be a positive number of records/s, or -1 for unthrottled",
+            ));
+        }
+        check_range("batch_size", self.batch_size, 1..=i32::MAX as usize)?;
+        check_range("max_in_flight", self.max_in_flight, 1..=1_000)?;
+        check_range("repetitions", self.repetitions, 1..=10_000)?;
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return Err(SpecError::new("duration", "must be above zero"));
+        }
+        if self.reporting_interval.is_zero() {
+            return Err(SpecError::new("reporting_interval", "must be above zero"));
+        }
+        if let Some(p) = self.partition
+            && p < 0
+        {
+            return Err(SpecError::new("partition", "must not be negative"));
+        }
+        Ok(())
+    }
+
+    /// The settings block of the result document (secret property values masked).
+    pub fn settings_json(&self, cluster: &ClusterConfig) -> serde_json::Value {
+        let properties: std::collections::BTreeMap<&str, &str> = self
+            .properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), if is_secret(k) { "***" } else { v.as_str() }))
+            .collect();
+        serde_json::json!({
+            "topic": self.topic,
+            "num_records": self.num_records,
+            "duration_s": self.duration.map(|d| d.as_secs_f64()),
+            "record_size": match &self.payload { Payload::Random { size } => Some(*size), Payload::Lines(_) => None },
+            "payload_file": self.payload_file,
+            "throughput": self.throughput.unwrap_or(-1.0),
+            "acks": self.producer.acks.name(),
+            "compression": self.compression.name(),
+            "batch_size": self.batch_size,
+            "linger_ms": self.linger.as_millis() as u64,
+            "max_in_flight": self.max_in_flight,
+            "partitions": self.partitions,
+            "replication_factor": self.replication_factor,
+            "partition": self.partition,
+            "client_id": cluster.client_id,
+            "request_timeout_ms": self.producer.request_timeout.as_millis() as u64,
+            "retries": self.producer.retries,
+            "retry_backoff_ms": self.producer.retry_backoff.as_millis() as u64,
+            "delivery_timeout_ms": self.producer.delivery_timeout.as_millis() as u64,
+            "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
+            "repetitions": self.repetitions,
+            "properties": properties,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_spec_is_valid_and_takes_kafkas_producer_defaults() {
+        let spec = ProduceSpec::default();
+        assert_eq!(spec.validate(), Ok(()));
+        let kafka = ProducerSettings::default();
+        assert_eq!(spec.batch_size, kafka.batch_size);
+        assert_eq!(spec.linger, kafka.linger);
+        assert_eq!(spec.producer, kafka.producer_config());
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let cases: [(&str, fn(&mut ProduceSpec)); 7] = [
+            ("topic", |s| s.topic.clear()),
+            ("num_records", |s| s.num_records = 0),
+            ("record_size", |s| s.payload = Payload::Random { size: 0 }),
+            ("record_size", |s| {
+                s.payload = Payload::Random {
+                    size: MAX_RECORD_BYTES + 1,
+                }
+            }),
+            ("throughput", |s| s.throughput = Some(f64::NAN)),
+            ("batch_size", |s| s.batch_size = 0),
+            ("partitions", |s| s.partitions = 0),
+        ];
+        for (field, break_it) in cases {
+            let mut s = ProduceSpec::default();
+            break_it(&mut s);
+            assert_eq!(s.validate().unwrap_err().field, field);
+        }
+    }
+
+    #[test]
+    fn secret_properties_are_masked_in_the_settings() {
+        let spec = ProduceSpec {
+            properties: vec![("sasl.password".into(), "hunter2".into())],
+            ..ProduceSpec::default()
+        };
+        let cluster = ClusterConfig::new(vec!["h:1".into()], "c", Default::default());
+        let text = spec.settings_json(&cluster).to_string();
+        assert!(!text.contains("hunter2") && text.contains("***"), "{text}");
+    }
+}

@@ -1,0 +1,230 @@
+//! What every workload spec shares: the value syntax front ends accept (durations `10s`, inclusive
+//! ranges `5..50ms`, bootstrap lists), fresh ids and seeds, and the checks every spec's `validate()`
+//! makes the same way (Kafka's topic-name rules). Parsers return the reason as text; the caller names
+//! the flag or field.
+
+use std::time::Duration;
+
+use crate::error::SpecError;
+
+/// An inclusive range drawn from uniformly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Span<T> {
+    pub min: T,
+    pub max: T,
+}
+
+impl<T: Copy> Span<T> {
+    pub fn fixed(v: T) -> Span<T> {
+        Span { min: v, max: v }
+    }
+}
+
+impl<T: Copy + PartialOrd + rand::distr::uniform::SampleUniform> Span<T> {
+    /// A value drawn uniformly from the range.
+    pub(crate) fn draw(&self, rng: &mut rand::rngs::SmallRng) -> T {
+        use rand::Rng as _;
+        if self.min >= self.max {
+            self.min
+        } else {
+            rng.random_range(self.min..=self.max)
+        }
+    }
+}
+
+/// A seed for a run when none was given: the clock and the process id. It is printed and stored.
+pub fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(std::process::id()) << 32)
+}
+
+/// A fresh id with a prefix, e.g. `kbench-e2e-1f0c…`.
+pub fn fresh_id(prefix: &str) -> String {
+    format!("{prefix}-{:016x}", random_seed())
+}
+
+/// A duration such as `10s`, `500ms` or `2m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("expected a duration such as 10s, 500ms or 2m ({e})"))
+}
+
+fn split_span(s: &str) -> (&str, &str) {
+    match s.split_once("..") {
+        Some((a, b)) => (a.trim(), b.trim()),
+        None => (s.trim(), s.trim()),
+    }
+}
+
+fn ordered<T: PartialOrd + std::fmt::Display + Copy>(min: T, max: T) -> Result<Span<T>, String> {
+    if min > max {
+        return Err(format!("minimum {min} is larger than maximum {max}"));
+    }
+    Ok(Span { min, max })
+}
+
+/// Milliseconds, as a range: `100..200ms`, `1..2s`, `100ms`, `100` (ms).
+pub fn parse_interval_span(s: &str) -> Result<Span<u64>, String> {
+    let s = s.trim();
+    let (unit, body) = if let Some(b) = s.strip_suffix("ms") {
+        (1, b)
+    } else if let Some(b) = s.strip_suffix('s') {
+        (1000, b)
+    } else {
+        (1, s)
+    };
+    let (a, b) = split_span(body);
+    let num = |x: &str| {
+        x.parse::<u64>()
+            .map_err(|_| format!("{x:?} is not a whole, non-negative number"))
+            .and_then(|v| {
+                v.checked_mul(unit)
+                    .ok_or_else(|| format!("{x:?} is too large"))
+            })
+    };
+    ordered(num(a)?, num(b)?)
+}
+
+/// A range of whole numbers of at least 1: `4`, `1..10`.
+pub fn parse_positive_span(s: &str) -> Result<Span<usize>, String> {
+    let (a, b) = split_span(s);
+    let num = |x: &str| match x.parse::<usize>() {
+        Ok(0) | Err(_) => Err(format!("{x:?} is not a whole number of at least 1")),
+        Ok(v) => Ok(v),
+    };
+    ordered(num(a)?, num(b)?)
+}
+
+/// Split a bootstrap list and check each entry is `host:port`.
+pub fn bootstrap_list(s: &str) -> Result<Vec<String>, String> {
+    let servers: Vec<String> = s
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if servers.is_empty() {
+        return Err("no address given".into());
+    }
+    for s in &servers {
+        match s.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
+            _ => return Err(format!("{s:?}: expected host:port")),
+        }
+    }
+    Ok(servers)
+}
+
+/// Kafka's rules for a topic name: 1 to 249 characters of ASCII letters, digits, `.`, `_` and `-`,
+/// and not `.` or `..`.
+pub fn check_topic(field: &'static str, topic: &str) -> Result<(), SpecError> {
+    let fail = |why: String| Err(SpecError::new(field, why));
+    if topic.is_empty() {
+        return fail("must not be empty".into());
+    }
+    if topic.len() > 249 {
+        return fail(format!(
+            "{} characters; Kafka allows at most 249",
+            topic.len()
+        ));
+    }
+    if topic == "." || topic == ".." {
+        return fail(format!("{topic:?} is not a legal topic name"));
+    }
+    if let Some(c) = topic
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return fail(format!(
+            "{topic:?}: {c:?} is not allowed (letters, digits, '.', '_' and '-' only)"
+        ));
+    }
+    Ok(())
+}
+
+/// `Err` naming `field` unless `value` lies in `range`.
+pub fn check_range<T: PartialOrd + std::fmt::Display>(
+    field: &'static str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<(), SpecError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(SpecError::new(
+        field,
+        format!("{value} is outside {}..={}", range.start(), range.end()),
+    ))
+}
+
+/// `Err` naming `field` unless `span.min <= span.max`.
+pub fn check_span<T: PartialOrd + std::fmt::Display + Copy>(
+    field: &'static str,
+    span: Span<T>,
+) -> Result<(), SpecError> {
+    if span.min > span.max {
+        return Err(SpecError::new(
+            field,
+            format!("minimum {} is larger than maximum {}", span.min, span.max),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_spans_parse_with_units() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(
+            parse_interval_span("100..100ms").unwrap(),
+            Span { min: 100, max: 100 }
+        );
+        assert_eq!(
+            parse_interval_span("1..2s").unwrap(),
+            Span {
+                min: 1000,
+                max: 2000
+            }
+        );
+        assert_eq!(parse_interval_span("5").unwrap(), Span::fixed(5));
+        assert!(
+            parse_interval_span("200..100ms")
+                .unwrap_err()
+                .contains("larger")
+        );
+        assert!(parse_interval_span("-1..5ms").is_err());
+        assert_eq!(
+            parse_positive_span("1..10").unwrap(),
+            Span { min: 1, max: 10 }
+        );
+        assert!(parse_positive_span("0").is_err());
+        assert!(parse_positive_span("x..3").is_err());
+    }
+
+    #[test]
+    fn bootstrap_lists_need_host_and_port() {
+        assert_eq!(
+            bootstrap_list("a:1, b:2").unwrap(),
+            vec!["a:1".to_string(), "b:2".to_string()]
+        );
+        assert!(bootstrap_list("nohost").is_err());
+        assert!(bootstrap_list("h:99999").is_err());
+        assert!(bootstrap_list(" , ").is_err());
+    }
+
+    #[test]
+    fn topic_names_follow_kafkas_rules() {
+        assert!(check_topic("topic", "kbench-perf_1.x").is_ok());
+        for bad in ["", ".", "..", "a b", "ü", &"x".repeat(250)] {
+            let e = check_topic("topic", bad).unwrap_err();
+            assert_eq!(e.field, "topic", "{bad:?}");
+        }
+        assert!(check_topic("topic", &"x".repeat(249)).is_ok());
+    }
+}

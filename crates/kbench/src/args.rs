@@ -1,0 +1,136 @@
+//! Value parsers for clap and the small helpers every subcommand shares (flag names for spec fields,
+//! writing a result file). A leaf: it imports nothing else from this crate.
+
+use std::path::Path;
+use std::time::Duration;
+
+use kbench_bench::SpecError;
+use kbench_bench::spec::Span;
+use kbench_wire::Compression;
+
+/// Exit codes shared by every subcommand.
+pub const EXIT_FAILED: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// The command-line flag for a spec field: `payload_size` → `--payload-size`.
+pub fn flag(field: &str) -> String {
+    format!("--{}", field.replace('_', "-"))
+}
+
+/// A spec error said with the flag's name.
+pub fn spec_error(e: &SpecError) -> String {
+    format!("{}: {}", flag(e.field), e.reason)
+}
+
+/// A whole number of at least `MIN` (e.g. repetitions, where medians need enough samples).
+pub fn at_least<const MIN: usize>(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= MIN as i64 => Ok(n as usize),
+        _ => Err(format!("must be a whole number of at least {MIN}")),
+    }
+}
+
+pub fn positive_u64(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if n > 0 && n <= u64::MAX as i128 => Ok(n as u64),
+        Ok(_) => Err("must be a positive whole number".into()),
+        Err(_) => Err("expected a whole number".into()),
+    }
+}
+
+pub fn positive_usize(s: &str) -> Result<usize, String> {
+    positive_u64(s).map(|n| n as usize)
+}
+
+pub fn non_negative_u64(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if (0..=u64::MAX as i128).contains(&n) => Ok(n as u64),
+        Ok(_) => Err("must not be negative".into()),
+        Err(_) => Err("expected a whole number".into()),
+    }
+}
+
+pub fn positive_i32(s: &str) -> Result<i32, String> {
+    positive_u64(s).and_then(|n| i32::try_from(n).map_err(|_| "too large".to_string()))
+}
+
+pub fn positive_i16(s: &str) -> Result<i16, String> {
+    positive_u64(s).and_then(|n| i16::try_from(n).map_err(|_| "too large".to_string()))
+}
+
+pub fn non_negative_i32(s: &str) -> Result<i32, String> {
+    non_negative_u64(s).and_then(|n| i32::try_from(n).map_err(|_| "too large".to_string()))
+}
+
+/// Records per second, or -1 (any negative) for unthrottled, as kafka-producer-perf-test.
+pub fn parse_throughput(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected a number of records/s, or -1".to_string())?;
+    if !v.is_finite() || v == 0.0 {
+        return Err("must be a positive number of records/s, or -1 for unthrottled".into());
+    }
+    Ok(v)
+}
+
+pub fn parse_acks(s: &str) -> Result<kbench_client::Acks, String> {
+    s.parse()
+}
+
+pub fn parse_compression(s: &str) -> Result<Compression, String> {
+    s.parse()
+}
+
+/// A duration such as `10s`, `500ms` or `2m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    kbench_bench::spec::parse_duration(s)
+}
+
+/// A positive interval: whole milliseconds (`5000`) or a duration (`5s`).
+pub fn parse_interval_ms(s: &str) -> Result<Duration, String> {
+    let d = match s.trim().parse::<u64>() {
+        Ok(ms) => Duration::from_millis(ms),
+        Err(_) => parse_duration(s)?,
+    };
+    if d.is_zero() {
+        return Err("must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+/// `100..200ms`, `1..2s`, `100ms`, `100` (ms).
+pub fn parse_interval_span(s: &str) -> Result<Span<u64>, String> {
+    kbench_bench::spec::parse_interval_span(s)
+}
+
+/// A range of whole numbers of at least 1: `4`, `1..10`.
+pub fn parse_count_span(s: &str) -> Result<Span<usize>, String> {
+    kbench_bench::spec::parse_positive_span(s)
+}
+
+/// Write a result document as pretty JSON, creating its folder.
+pub fn write_json<T: serde::Serialize>(path: &Path, doc: &T) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(doc).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_and_counts_parse() {
+        assert_eq!(parse_interval_ms("5000").unwrap(), Duration::from_secs(5));
+        assert!(parse_interval_ms("0").is_err());
+        assert!(positive_u64("-5").unwrap_err().contains("positive"));
+        assert!(parse_throughput("0").is_err());
+        assert_eq!(parse_throughput("-1").unwrap(), -1.0);
+        assert_eq!(flag("payload_size"), "--payload-size");
+    }
+}

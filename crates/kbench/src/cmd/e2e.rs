@@ -1,0 +1,476 @@
+//! `kbench e2e`: flags → an [`E2eSpec`] (every default is the spec's), the target (a cluster, the
+//! embedded broker, or a REST Proxy), the library's e2e run, progress lines, the summary and the
+//! result file.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use kbench_bench::e2e::{
+    CommitMode, E2eLive, E2eMode, E2eRun, E2eSpec, RestApi, RestSpec, Span, run_e2e,
+};
+use kbench_bench::result::{E2eResultDocument, Target};
+use kbench_bench::{BenchError, spec::parse_positive_span};
+use kbench_client::{Acks, ClusterConfig};
+use kbench_wire::{Compression, Pins};
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{
+    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, parse_count_span, parse_duration,
+    parse_interval_span, positive_i32, positive_usize, spec_error, write_json,
+};
+use crate::embedded::{EmbeddedBroker, bootstrap_or_embedded};
+
+#[derive(Debug, Args, Default)]
+pub struct E2eArgs {
+    /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
+    #[arg(long, visible_alias = "broker-list")]
+    pub bootstrap_server: Option<String>,
+
+    /// Topic; created when missing (default kbench-e2e).
+    #[arg(long)]
+    pub topic: Option<String>,
+
+    /// Partitions when the topic is created (default 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_i32)]
+    pub partitions: Option<i32>,
+
+    /// Parallel producers, each with its own connection (default 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_usize)]
+    pub producers: Option<usize>,
+
+    /// Wait before each producer's next batch, a range inclusive at both ends: 100..100ms (the
+    /// default), 5..50ms, 1s.
+    #[arg(long, value_parser = parse_interval_span)]
+    pub batch_interval: Option<Span<u64>>,
+
+    /// Each record's value size in bytes, a range: 1024 (the default), 100..2000.
+    #[arg(long, value_parser = parse_positive_span)]
+    pub payload_size: Option<Span<usize>>,
+
+    /// Records per produce request, a range: 1 (the default), 4, 1..10.
+    #[arg(long, value_parser = parse_count_span)]
+    pub messages_per_batch: Option<Span<usize>>,
+
+    /// Consumer commits: `sync` (the default: after every poll, awaited) or an interval for
+    /// asynchronous commits (10s).
+    #[arg(long)]
+    pub commit: Option<CommitMode>,
+
+    /// How long a poll (Fetch) may wait for data (fetch.max.wait.ms; default 10ms).
+    #[arg(long, value_parser = parse_duration)]
+    pub consume_wait: Option<Duration>,
+
+    /// Fetch max bytes per poll (default 52428800).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_i32)]
+    pub consume_max_bytes: Option<i32>,
+
+    /// Load phase length (e.g. 30s); without it, runs until Ctrl-C.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// After the producers stop, wait at most this long for the consumer to catch up (default 10s).
+    #[arg(long, value_parser = parse_duration)]
+    pub drain: Option<Duration>,
+
+    /// acks: 0, 1 or all (-1; the default).
+    #[arg(long, allow_negative_numbers = true)]
+    pub acks: Option<Acks>,
+
+    /// Compression: none (the default), gzip, snappy, lz4 or zstd.
+    #[arg(long)]
+    pub compression: Option<Compression>,
+
+    /// Consumer group id (default: a fresh kbench-e2e-<id> per run).
+    #[arg(long)]
+    pub group: Option<String>,
+
+    /// Consumer client id (default: a fresh kbench-consumer-<id> per run).
+    #[arg(long)]
+    pub consumer_id: Option<String>,
+
+    /// Run only part of the pipe: consumer-and-producers (the default), producers, consumer.
+    #[arg(long)]
+    pub mode: Option<E2eMode>,
+
+    /// Pin API versions, e.g. produce=9,fetch=12.
+    #[arg(long, value_name = "API=VERSION[,…]")]
+    pub pin: Vec<String>,
+
+    /// Progress line interval, e.g. 5s (the default; 0 for none).
+    #[arg(long, value_parser = parse_duration)]
+    pub reporting_interval: Option<Duration>,
+
+    /// Write the result document (docs/results.md, kind "e2e") to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Seed for intervals, sizes and counts (default: random; printed and stored in the result).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// How to reach Kafka: `kafka` (the Kafka protocol; the default) or `rest-proxy` (a Kafka REST
+    /// Proxy, --rest-url).
+    #[arg(long, value_parser = ["kafka", "rest-proxy"])]
+    pub via: Option<String>,
+
+    /// REST Proxy base URL (http:// or https://), with --via rest-proxy.
+    #[arg(long)]
+    pub rest_url: Option<String>,
+
+    /// Embedded format through the REST Proxy: avro (the seed's schema; the default), json or binary.
+    #[arg(long)]
+    pub rest_format: Option<kbench_rest::RestFormat>,
+
+    /// REST produce API: v2 (the default), v3 (one request per record) or v3-stream (one chunked
+    /// request per batch).
+    #[arg(long)]
+    pub rest_api: Option<RestApi>,
+
+    /// Value schema id for avro (otherwise --schema-registry registers the seed schema).
+    #[arg(long)]
+    pub value_schema_id: Option<i64>,
+
+    /// Schema Registry URL: register the seed's Avro schema as <topic>-value and use its id.
+    #[arg(long)]
+    pub schema_registry: Option<String>,
+
+    /// Trust this CA certificate (PEM) for an https REST Proxy / Schema Registry.
+    #[arg(long)]
+    pub rest_ca_cert: Option<PathBuf>,
+
+    /// HTTP basic user for the REST Proxy (the password comes from KBENCH_REST_PASSWORD).
+    #[arg(long)]
+    pub rest_user: Option<String>,
+
+    /// HTTP basic password for the REST Proxy; from the environment only, never echoed.
+    #[arg(
+        long = "rest-password-from-env",
+        env = "KBENCH_REST_PASSWORD",
+        hide_env_values = true,
+        hide = true
+    )]
+    pub rest_password: Option<String>,
+}
+
+/// Overwrite `field` when the flag was given.
+fn set<T>(field: &mut T, given: Option<T>) {
+    if let Some(v) = given {
+        *field = v;
+    }
+}
+
+/// Flags → the spec: every flag not given keeps [`E2eSpec::default`]'s value. An error names the flag.
+pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
+    let mut spec = E2eSpec::default();
+    set(&mut spec.topic, args.topic.clone());
+    set(&mut spec.partitions, args.partitions);
+    set(&mut spec.producers, args.producers);
+    set(&mut spec.batch_interval_ms, args.batch_interval);
+    set(&mut spec.payload_size, args.payload_size);
+    set(&mut spec.messages_per_batch, args.messages_per_batch);
+    set(&mut spec.commit, args.commit);
+    set(&mut spec.consume_wait, args.consume_wait);
+    set(&mut spec.consume_max_bytes, args.consume_max_bytes);
+    set(&mut spec.drain, args.drain);
+    set(&mut spec.producer.acks, args.acks);
+    set(&mut spec.compression, args.compression);
+    set(&mut spec.group_id, args.group.clone());
+    set(&mut spec.consumer_id, args.consumer_id.clone());
+    set(&mut spec.mode, args.mode);
+    set(&mut spec.seed, args.seed);
+    spec.duration = args.duration;
+    spec.rest = rest_from(args)?;
+    spec.validate().map_err(|e| spec_error(&e))?;
+    Ok(spec)
+}
+
+/// The REST Proxy driver's settings from the flags; an error names the flag.
+fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
+    if args.via.as_deref() != Some("rest-proxy") {
+        if args.rest_url.is_some() {
+            return Err("--rest-url: only with --via rest-proxy".into());
+        }
+        return Ok(None);
+    }
+    let url = args
+        .rest_url
+        .clone()
+        .ok_or("--via rest-proxy needs --rest-url URL")?;
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!(
+            "--rest-url {url:?}: must start with http:// or https://"
+        ));
+    }
+    if args.bootstrap_server.is_some() {
+        return Err(
+            "--bootstrap-server: not used with --via rest-proxy (the proxy reaches Kafka)".into(),
+        );
+    }
+    let basic_auth = match (&args.rest_user, &args.rest_password) {
+        (Some(u), Some(p)) => Some((u.clone(), p.clone())),
+        (Some(u), None) => Some((u.clone(), String::new())),
+        (None, Some(_)) => return Err("KBENCH_REST_PASSWORD is set but --rest-user is not".into()),
+        (None, None) => None,
+    };
+    let ca_cert_pem = match &args.rest_ca_cert {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| format!("--rest-ca-cert {}: cannot read it: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    let mut rest = RestSpec::new(&url);
+    rest.proxy.basic_auth = basic_auth;
+    rest.proxy.ca_cert_pem = ca_cert_pem;
+    set(&mut rest.format, args.rest_format);
+    set(&mut rest.api, args.rest_api);
+    rest.value_schema_id = args.value_schema_id;
+    rest.schema_registry = args.schema_registry.clone();
+    Ok(Some(rest))
+}
+
+/// `kbench e2e`.
+pub async fn run(args: E2eArgs) -> u8 {
+    let mut pins = Pins::default();
+    for p in &args.pin {
+        if let Err(e) = pins.extend_from(p) {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    }
+    let spec = match spec_from(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(rest) = &spec.rest {
+        let url = rest.proxy.url.clone();
+        return drive(&args, spec, vec![url], Pins::default(), None).await;
+    }
+    let (servers, mut embedded) =
+        match bootstrap_or_embedded(args.bootstrap_server.as_deref()).await {
+            Ok(t) => t,
+            Err((code, e)) => {
+                eprintln!("kbench: error: {e}");
+                return code;
+            }
+        };
+    let code = drive(&args, spec, servers, pins, embedded.as_mut()).await;
+    if let Some(b) = embedded {
+        b.stop().await;
+    }
+    code
+}
+
+async fn drive(
+    args: &E2eArgs,
+    spec: E2eSpec,
+    servers: Vec<String>,
+    pins: Pins,
+    mut embedded: Option<&mut EmbeddedBroker>,
+) -> u8 {
+    let bootstrap = servers.join(",");
+    let embedded_broker = embedded.is_some();
+    let config = ClusterConfig::new(servers, "kbench-e2e", pins);
+    println!(
+        "kbench e2e: {} producer(s), batch interval {}..{} ms, payload {}..{} B, {}..{} records per request, acks={}, commit {}, group {}, seed {}",
+        spec.producers,
+        spec.batch_interval_ms.min,
+        spec.batch_interval_ms.max,
+        spec.payload_size.min,
+        spec.payload_size.max,
+        spec.messages_per_batch.min,
+        spec.messages_per_batch.max,
+        spec.producer.acks.name(),
+        spec.commit.describe(),
+        spec.group_id,
+        spec.seed
+    );
+    let live = Arc::new(E2eLive::default());
+    let stop = CancellationToken::new();
+    let why = Arc::new(std::sync::Mutex::new(None::<(String, bool)>));
+    let watcher = {
+        let stop = stop.clone();
+        let why = why.clone();
+        async move {
+            let reason = tokio::select! {
+                w = crate::signals::stop_requested() => (w.to_string(), true),
+                w = async { match embedded.as_mut() { Some(b) => b.exited().await, None => std::future::pending().await } } => (w, false),
+            };
+            *why.lock().expect("why lock") = Some(reason);
+            stop.cancel();
+            std::future::pending::<std::convert::Infallible>().await
+        }
+    };
+    let progress = {
+        let live = live.clone();
+        let every = args.reporting_interval.unwrap_or(Duration::from_secs(5));
+        async move {
+            if every.is_zero() {
+                return std::future::pending().await;
+            }
+            let mut last = None;
+            loop {
+                tokio::time::sleep(every).await;
+                if live.phase() != "running" {
+                    continue;
+                }
+                let (line, snap) = live.progress_line(last.as_ref());
+                println!("{line}");
+                last = Some(snap);
+            }
+        }
+    };
+    let result = tokio::select! {
+        r = run_e2e(&spec, &config, live.clone(), stop.clone()) => r,
+        never = watcher => match never {},
+        never = progress => match never {},
+    };
+    let mut run = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kbench: error: {}", describe(&e, &spec, &bootstrap));
+            return if matches!(e, BenchError::Spec(_)) {
+                EXIT_USAGE
+            } else {
+                EXIT_FAILED
+            };
+        }
+    };
+    let mut interrupted = false;
+    if let Some((reason, by_user)) = why.lock().expect("why lock").clone() {
+        interrupted = by_user;
+        // Ctrl-C is how an open-ended run ends; anything else stops a run early.
+        if !by_user || args.duration.is_some() {
+            run.aborted = Some(reason);
+        }
+    }
+    let doc = E2eResultDocument::of(
+        &run,
+        Target {
+            bootstrap_servers: bootstrap.clone(),
+            embedded_broker,
+        },
+        spec.settings_json(),
+        spec.seed,
+    );
+    print_summary(&run, &doc);
+    if let Some(path) = &args.json {
+        if let Err(e) = write_json(path, &doc) {
+            eprintln!("kbench: error: {e}");
+            return EXIT_FAILED;
+        }
+        eprintln!("kbench: wrote {}", path.display());
+    }
+    if run.failed > 0 || run.lost > 0 || run.late > 0 || (run.aborted.is_some() && !interrupted) {
+        EXIT_FAILED
+    } else if interrupted && args.duration.is_some() {
+        EXIT_INTERRUPTED
+    } else {
+        0
+    }
+}
+
+/// A run's start error, said with the flag a user would change.
+fn describe(e: &BenchError, spec: &E2eSpec, bootstrap: &str) -> String {
+    let field = if spec.rest.is_some() {
+        "--rest-url"
+    } else {
+        "--bootstrap-server"
+    };
+    match e {
+        BenchError::Spec(s) => spec_error(s),
+        BenchError::Connect { reason, .. } => {
+            format!("{field} {bootstrap}: cannot connect: {reason}")
+        }
+        other => other.to_string(),
+    }
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
+    println!();
+    println!(
+        "{} records produced, {} acknowledged, {} failed, {} consumed in {:.1} s ({:.1} records/sec); drain {:.2} s{}",
+        run.produced,
+        run.acked,
+        run.failed,
+        run.consumed,
+        doc.duration_s,
+        doc.records_per_sec,
+        doc.drain_s,
+        if run.drained {
+            ""
+        } else {
+            " (not drained: the consumer did not catch up)"
+        }
+    );
+    println!(
+        "{} lost, {} duplicated, {} unexpected, {} foreign; {} commits ({} failed), {} heartbeats, {} rejoins",
+        run.lost,
+        run.duplicates,
+        run.unexpected,
+        run.foreign,
+        run.commits,
+        run.commit_failures,
+        run.heartbeats,
+        run.rejoins
+    );
+    if run.late > 0 {
+        println!(
+            "{} late: acknowledged and on the broker (read again by offset after the drain), but not consumed in time; their whole trip is not in the percentiles",
+            run.late
+        );
+    }
+    if run.lost > 0 {
+        println!(
+            "{} lost: acknowledged, and not on the broker when the missing offsets were read again",
+            run.lost
+        );
+    }
+    if run.gaps_held > 0 {
+        println!(
+            "the broker returned later records before earlier ones {} times; the consumer held its position until they were readable ({} holes passed over)",
+            run.gaps_held, run.gaps_skipped
+        );
+    }
+    for (name, l) in [
+        ("producer request duration", &doc.producer_request_duration),
+        ("whole trip", &doc.whole_trip),
+        ("fetch duration", &doc.fetch_duration),
+        ("consumer processing per poll", &doc.consumer_processing),
+    ] {
+        if l.count == 0 {
+            println!("{name}: no samples");
+            continue;
+        }
+        println!(
+            "{name} (ms, {} samples): min {:.3}, mean {:.3}, max {:.3}; p50 {:.3}, p80 {:.3}, p90 {:.3}, p95 {:.3}, p98 {:.3}, p99 {:.3}, p99.9 {:.3}",
+            l.count,
+            ms(l.min),
+            l.mean / 1000.0,
+            ms(l.max),
+            ms(l.p50),
+            ms(l.p80),
+            ms(l.p90),
+            ms(l.p95),
+            ms(l.p98),
+            ms(l.p99),
+            ms(l.p99_9)
+        );
+    }
+    println!("clock: {}", run.clock);
+    for (error, n) in &run.errors {
+        println!("  {n} × {error}");
+    }
+    if let Some(why) = &run.aborted {
+        eprintln!("kbench: the run stopped early: {why}");
+    }
+}

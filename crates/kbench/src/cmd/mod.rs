@@ -1,0 +1,11 @@
+//! One module per subcommand: its flags, flags → spec, the library call, and the printing. Each
+//! imports the leaf helpers (`args`, `signals`, `embedded`) and the library, never `cli` or each
+//! other (but `suite`, which runs `codec` and `sweep` as steps).
+
+pub mod broker;
+pub mod codec;
+pub mod compare;
+pub mod e2e;
+pub mod produce;
+pub mod suite;
+pub mod sweep;

@@ -1,0 +1,442 @@
+//! `kbench produce` and `kbench quickstart`: flags and client properties → a [`ProduceSpec`], the
+//! target (a cluster, or the embedded broker), the library's produce job, and kafka-producer-perf-
+//! test's lines, the final line and the result file.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use clap::Args;
+use kbench_bench::produce::{IntervalReport, ProduceObserver, ProduceRun, run_job};
+use kbench_bench::result::{ResultDocument, rfc3339};
+use kbench_bench::{BenchError, Payload, ProduceSpec};
+use kbench_client::{ProducerSettings, split_property};
+use kbench_wire::{ApiKey, Compression, Pins};
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{
+    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, non_negative_i32, non_negative_u64, parse_acks,
+    parse_compression, parse_duration, parse_interval_ms, parse_throughput, positive_i16,
+    positive_i32, positive_u64, positive_usize, spec_error, write_json,
+};
+use crate::embedded::bootstrap_or_embedded;
+
+#[derive(Debug, Args, Default)]
+pub struct ProduceArgs {
+    /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
+    #[arg(long, visible_alias = "broker-list")]
+    pub bootstrap_server: Option<String>,
+
+    /// Topic to produce to; created when missing (default kbench-perf).
+    #[arg(long)]
+    pub topic: Option<String>,
+
+    /// Number of records to produce (default 1000000).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_u64)]
+    pub num_records: Option<u64>,
+
+    /// Size of each record's value in bytes (default 100).
+    #[arg(long, conflicts_with = "payload_file", allow_negative_numbers = true, value_parser = positive_usize)]
+    pub record_size: Option<usize>,
+
+    /// File whose lines (split by --payload-delimiter) are the record values, chosen at random.
+    #[arg(long)]
+    pub payload_file: Option<PathBuf>,
+
+    /// Delimiter between payloads in --payload-file (default: a newline).
+    #[arg(long)]
+    pub payload_delimiter: Option<String>,
+
+    /// Throttle to about this many records/s; -1 (the default) means unthrottled.
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_throughput)]
+    pub throughput: Option<f64>,
+
+    /// Stop after this long even if --num-records were not all sent (e.g. 30s, 2m).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// acks: 0, 1 or all (-1). Default: all, as Kafka's producer.
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_acks)]
+    pub acks: Option<kbench_client::Acks>,
+
+    /// Compression: none, gzip, snappy, lz4 or zstd.
+    #[arg(long, value_parser = parse_compression)]
+    pub compression: Option<Compression>,
+
+    /// Upper bound of a record batch in bytes (batch.size). Default 16384.
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_usize)]
+    pub batch_size: Option<usize>,
+
+    /// How long a batch may wait for more records, in ms (linger.ms). Default 5.
+    #[arg(long, allow_negative_numbers = true, value_parser = non_negative_u64)]
+    pub linger_ms: Option<u64>,
+
+    /// Requests in flight per broker connection. Default 5.
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_usize)]
+    pub max_in_flight: Option<usize>,
+
+    /// Partitions when the topic is created (default 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_i32)]
+    pub partitions: Option<i32>,
+
+    /// Replication factor when the topic is created (default 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_i16)]
+    pub replication_factor: Option<i16>,
+
+    /// Produce to this partition only (default: round-robin per batch over all partitions).
+    #[arg(long, allow_negative_numbers = true, value_parser = non_negative_i32)]
+    pub partition: Option<i32>,
+
+    /// Pin API versions, e.g. produce=7,fetch=12 (Kafka API names, case-insensitive).
+    #[arg(long, value_name = "API=VERSION[,…]")]
+    pub pin: Vec<String>,
+
+    /// Client property, Java or librdkafka name (repeatable): -X linger.ms=10
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    pub property: Vec<String>,
+
+    /// Producer properties, as kafka-producer-perf-test takes them: --producer-props acks=1 linger.ms=5
+    #[arg(long, num_args = 1.., value_name = "KEY=VALUE")]
+    pub producer_props: Vec<String>,
+
+    /// Progress line interval in ms (kafka-producer-perf-test's unit, default 5000); "5s" also works.
+    #[arg(long, value_parser = parse_interval_ms)]
+    pub reporting_interval: Option<Duration>,
+
+    /// Write the result document (docs/results.md) to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Seed for the payload generator (default: random; printed and stored in the result).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Run the measured phase this many times (same topic, same connections); the result keeps each
+    /// repetition's figures for `kbench compare` (default 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_usize)]
+    pub repetitions: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct QuickstartArgs {
+    /// How long to produce.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Where to write the result document (default: kbench-results/quickstart-<time>.json).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Everything resolved from the command line, before any connection is made.
+pub(crate) struct Plan {
+    pub(crate) settings: ProducerSettings,
+    pub(crate) pins: Pins,
+    pub(crate) spec: ProduceSpec,
+}
+
+/// Flags and properties → the spec: properties first (`-X`, then `--producer-props`), explicit flags
+/// over them, everything else the spec's default. An error names the flag or property.
+pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
+    let mut settings = ProducerSettings::default();
+    let mut properties = Vec::new();
+    for (flag, kvs) in [
+        ("-X", &args.property),
+        ("--producer-props", &args.producer_props),
+    ] {
+        for kv in kvs {
+            let (k, v) = split_property(flag, kv).map_err(|e| e.to_string())?;
+            settings.apply(flag, k, v).map_err(|e| e.to_string())?;
+            properties.push((k.to_string(), v.to_string()));
+        }
+    }
+    if let Some(bs) = &args.bootstrap_server {
+        settings.bootstrap_servers = Some(bs.clone());
+    }
+    if let Some(a) = args.acks {
+        settings.acks = a;
+    }
+    if let Some(c) = args.compression {
+        settings.compression = c;
+    }
+    if let Some(b) = args.batch_size {
+        settings.batch_size = b;
+    }
+    if let Some(l) = args.linger_ms {
+        settings.linger = Duration::from_millis(l);
+    }
+    if let Some(m) = args.max_in_flight {
+        settings.max_in_flight = m;
+    }
+    let mut pins = Pins::default();
+    for p in &args.pin {
+        pins.extend_from(p).map_err(|e| e.to_string())?;
+    }
+    if let Some(v) = pins.get(ApiKey::Produce)
+        && v < settings.compression.min_produce_version()
+    {
+        return Err(format!(
+            "--pin produce={v} with --compression {}: {} needs Produce v{} or later (KIP-110)",
+            settings.compression.name(),
+            settings.compression.name(),
+            settings.compression.min_produce_version()
+        ));
+    }
+    let mut spec = ProduceSpec {
+        properties,
+        ..ProduceSpec::default()
+    };
+    spec.apply_settings(&settings);
+    if let Some(path) = &args.payload_file {
+        let delimiter = args.payload_delimiter.as_deref().unwrap_or("\\n");
+        spec.payload = Payload::Lines(read_payloads(path, delimiter)?);
+        spec.payload_file = Some(path.display().to_string());
+    } else if let Some(size) = args.record_size {
+        spec.payload = Payload::Random { size };
+    }
+    set(&mut spec.topic, args.topic.clone());
+    set(&mut spec.num_records, args.num_records);
+    set(&mut spec.partitions, args.partitions);
+    set(&mut spec.replication_factor, args.replication_factor);
+    set(&mut spec.reporting_interval, args.reporting_interval);
+    set(&mut spec.repetitions, args.repetitions);
+    set(&mut spec.seed, args.seed);
+    spec.duration = args.duration;
+    spec.partition = args.partition;
+    spec.throughput = args.throughput.filter(|t| *t > 0.0);
+    spec.validate().map_err(|e| spec_error(&e))?;
+    Ok(Plan {
+        settings,
+        pins,
+        spec,
+    })
+}
+
+/// Overwrite `field` when the flag was given.
+fn set<T>(field: &mut T, given: Option<T>) {
+    if let Some(v) = given {
+        *field = v;
+    }
+}
+
+fn read_payloads(path: &Path, delimiter: &str) -> Result<Vec<Bytes>, String> {
+    let text = std::fs::read(path)
+        .map_err(|e| format!("--payload-file {}: cannot read it: {e}", path.display()))?;
+    let delimiter = delimiter.replace("\\n", "\n").replace("\\t", "\t");
+    if delimiter.is_empty() {
+        return Err("--payload-delimiter: must not be empty".into());
+    }
+    let text = String::from_utf8(text)
+        .map_err(|_| format!("--payload-file {}: not UTF-8 text", path.display()))?;
+    let lines: Vec<Bytes> = text
+        .split(delimiter.as_str())
+        .filter(|l| !l.is_empty())
+        .map(|l| Bytes::copy_from_slice(l.as_bytes()))
+        .collect();
+    if lines.is_empty() {
+        return Err(format!(
+            "--payload-file {}: no payloads in it",
+            path.display()
+        ));
+    }
+    Ok(lines)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Produce,
+    Quickstart,
+}
+
+/// `kbench produce`.
+pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
+    let plan = match plan(&args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let (servers, mut embedded) =
+        match bootstrap_or_embedded(plan.settings.bootstrap_servers.as_deref()).await {
+            Ok(t) => t,
+            Err((code, e)) => {
+                eprintln!("kbench: error: {e}");
+                return code;
+            }
+        };
+    let code = execute(
+        &plan,
+        servers,
+        embedded.as_mut(),
+        mode,
+        args.json.as_deref(),
+    )
+    .await;
+    if let Some(b) = embedded {
+        b.stop().await;
+    }
+    code
+}
+
+/// kafka-producer-perf-test's lines, as the job goes.
+struct Lines;
+
+impl ProduceObserver for Lines {
+    fn interval(&self, w: &IntervalReport) {
+        println!("{}", w.line());
+        if w.failed > 0 {
+            println!("{} records failed.", w.failed);
+        }
+    }
+    fn repetition(&self, index: usize, of: usize) {
+        if of > 1 {
+            println!("Repetition {} of {of}", index + 1);
+        }
+    }
+    fn finished(&self, run: &ProduceRun) {
+        println!("{}", run.final_line());
+    }
+}
+
+async fn execute(
+    plan: &Plan,
+    servers: Vec<String>,
+    mut embedded: Option<&mut crate::embedded::EmbeddedBroker>,
+    mode: Mode,
+    json: Option<&Path>,
+) -> u8 {
+    let embedded_broker = embedded.is_some();
+    let bootstrap = servers.join(",");
+    let cluster = plan.settings.cluster_config(servers, plan.pins.clone());
+    let cancel = CancellationToken::new();
+    let reason = Arc::new(Mutex::new(None::<String>));
+    let mut interrupted = false;
+    let job = run_job(
+        &plan.spec,
+        cluster,
+        embedded_broker,
+        cancel.clone(),
+        reason.clone(),
+        Arc::new(Lines),
+    );
+    tokio::pin!(job);
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut job => break outcome,
+            why = crate::signals::stop_requested(), if !cancel.is_cancelled() => {
+                interrupted = true;
+                *reason.lock().expect("reason lock") = Some(why.to_string());
+                cancel.cancel();
+            }
+            why = async { match embedded.as_mut() { Some(b) => b.exited().await, None => std::future::pending().await } }, if !cancel.is_cancelled() => {
+                *reason.lock().expect("reason lock") = Some(why);
+                cancel.cancel();
+            }
+        }
+    };
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("kbench: error: {}", describe(&e, &bootstrap));
+            return if interrupted {
+                EXIT_INTERRUPTED
+            } else {
+                EXIT_FAILED
+            };
+        }
+    };
+    let run = &outcome.run;
+    let mut code = 0;
+    if run.records_failed > 0 {
+        println!("{} records failed:", run.records_failed);
+        for (error, n) in &run.errors {
+            println!("  {n} × {error}");
+        }
+        code = EXIT_FAILED;
+    }
+    if let Some(why) = &run.aborted {
+        eprintln!("kbench: the run stopped early: {why}");
+        code = if interrupted {
+            EXIT_INTERRUPTED
+        } else {
+            EXIT_FAILED
+        };
+    }
+    if mode == Mode::Quickstart {
+        print_summary(&outcome.document);
+    }
+    if let Some(path) = json {
+        if let Err(e) = write_json(path, &outcome.document) {
+            eprintln!("kbench: error: --json {e}");
+            return EXIT_FAILED;
+        }
+        if mode == Mode::Quickstart {
+            println!("Result document: {}", path.display());
+        } else {
+            eprintln!("kbench: wrote {}", path.display());
+        }
+    }
+    code
+}
+
+/// A job's error, said with the flag a user would change.
+pub(crate) fn describe(e: &BenchError, bootstrap: &str) -> String {
+    match e {
+        BenchError::Spec(s) => spec_error(s),
+        BenchError::Connect { reason, .. } => {
+            format!("--bootstrap-server {bootstrap}: cannot connect: {reason}")
+        }
+        BenchError::Topic { topic, source } => format!("--topic {topic}: {source}"),
+        other => other.to_string(),
+    }
+}
+
+/// `kbench quickstart`: 100-byte records, unthrottled, acks=1, for `--duration`, to an embedded
+/// broker, then a summary and a result file.
+pub async fn quickstart(args: QuickstartArgs) -> u8 {
+    let json = args.json.clone().unwrap_or_else(|| {
+        let stamp = rfc3339(SystemTime::now()).replace([':', '.'], "-");
+        PathBuf::from("kbench-results").join(format!("quickstart-{stamp}.json"))
+    });
+    let produce = ProduceArgs {
+        topic: Some("kbench-quickstart".into()),
+        num_records: Some(u64::MAX),
+        duration: Some(args.duration),
+        acks: Some(kbench_client::Acks::Leader),
+        json: Some(json),
+        ..ProduceArgs::default()
+    };
+    println!(
+        "kbench quickstart: producing 100-byte records for {} s, unthrottled, acks=1, to an embedded broker.",
+        args.duration.as_secs_f64()
+    );
+    run(produce, Mode::Quickstart).await
+}
+
+fn print_summary(doc: &ResultDocument) {
+    let cpu = doc
+        .client_cpu_us_per_record
+        .map_or_else(|| "n/a".into(), |c| format!("{c:.3} µs"));
+    println!();
+    println!("Summary");
+    println!(
+        "  {} records acknowledged ({} failed) in {:.1} s: {:.0} records/s, {:.2} MB/s",
+        doc.records_acked, doc.records_failed, doc.duration_s, doc.records_per_sec, doc.mb_per_sec
+    );
+    println!(
+        "  latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (record appended -> acknowledged)",
+        doc.latency.p50 as f64 / 1000.0,
+        doc.latency.p99 as f64 / 1000.0,
+        doc.latency.max as f64 / 1000.0
+    );
+    println!(
+        "  client CPU per record: {cpu} (kbench process only; the broker runs in its own process)"
+    );
+    let versions: Vec<String> = doc
+        .negotiated_versions
+        .iter()
+        .map(|(k, v)| format!("{k} v{v}"))
+        .collect();
+    println!("  negotiated: {}", versions.join(", "));
+}

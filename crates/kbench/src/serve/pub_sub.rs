@@ -1,0 +1,425 @@
+//! `/pub-sub-demo`: the seed REST perf service's API, unchanged. Its payload becomes an [`E2eSpec`]
+//! (every field it does not carry keeps the spec's default); its answers are the seed's stats shape
+//! (`kbench_bench::seed_service`). Unknown payload fields are ignored, as the seed service did.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use kbench_bench::SpecError;
+use kbench_bench::e2e::{CommitMode, E2eMode, E2eSpec, RestApi, RestSpec, Span};
+use kbench_bench::iso8601;
+use kbench_bench::seed_service::pub_sub_stats_live;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::serve::App;
+use crate::serve::http::{ApiError, ApiResult, from_value, json_object, json_response, named};
+use crate::serve::registry::{Api, Live, RunEntry};
+use crate::serve::runs::start_e2e;
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+enum PubSubType {
+    KafkaNative,
+    KafkaRestProxy,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+enum PubSubMode {
+    Consumer,
+    Producers,
+    ConsumerAndProducers,
+}
+
+/// The seed payload.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PubSubConfig {
+    #[serde(rename = "type")]
+    kind: PubSubType,
+    min_batch_interval_ms: u64,
+    max_batch_interval_ms: u64,
+    min_message_payload_size_bytes: usize,
+    max_message_payload_size_bytes: usize,
+    parallel_producers: usize,
+    #[serde(default)]
+    gather_latencies: Option<bool>,
+    // kafkaRestUri, kafkaUserName, kafkaUserPassword and valueSchemaId belong to KAFKA_REST_PROXY:
+    // for KAFKA_NATIVE they are accepted and unused. The password is removed from the stored config
+    // (see `public_config`) and never formatted.
+    #[serde(default)]
+    kafka_rest_uri: Option<String>,
+    #[serde(default)]
+    kafka_user_name: Option<String>,
+    #[serde(default)]
+    kafka_user_password: Option<String>,
+    #[serde(default)]
+    value_schema_id: Option<Value>,
+    /// kbench's additions for KAFKA_REST_PROXY: embedded format (default avro, as the seed), produce
+    /// API (v2, v3, v3-stream; default v2), and a Schema Registry to register the seed schema in.
+    #[serde(default)]
+    rest_format: Option<String>,
+    #[serde(default)]
+    rest_api: Option<String>,
+    #[serde(default)]
+    schema_registry_url: Option<String>,
+    kafka_topic: String,
+    #[serde(default)]
+    kafka_consumer_group: Option<String>,
+    #[serde(default)]
+    kafka_consumer_id: Option<String>,
+    min_messages_per_batch: usize,
+    max_messages_per_batch: usize,
+    #[serde(default)]
+    consume_timeout_ms: Option<u64>,
+    #[serde(default)]
+    consume_max_bytes_ms: Option<u64>,
+    #[serde(default)]
+    commit_interval: Option<String>,
+    #[serde(default)]
+    mode: Option<PubSubMode>,
+    #[serde(default)]
+    run_duration: Option<String>,
+    #[serde(default)]
+    kafka_bootstrap_servers: Option<String>,
+}
+
+/// The payload as GET shows it: the password removed (not masked: removed).
+fn public_config(raw: &Value) -> Value {
+    let mut v = raw.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.retain(|k, _| !kbench_client::is_secret(k));
+    }
+    v
+}
+
+/// The payload field a spec field comes from.
+fn payload_field(e: &SpecError) -> &'static str {
+    match e.field {
+        "topic" => "kafkaTopic",
+        "producers" => "parallelProducers",
+        "batch_interval" => "minBatchIntervalMs",
+        "payload_size" => "maxMessagePayloadSizeBytes",
+        "messages_per_batch" => "maxMessagesPerBatch",
+        "consume_max_bytes" => "consumeMaxBytesMs",
+        "commit" => "commitInterval",
+        "duration" => "runDuration",
+        "group" => "kafkaConsumerGroup",
+        "value_schema_id" => "valueSchemaId",
+        other => other,
+    }
+}
+
+fn ordered(min_name: &str, min: u64, max_name: &str, max: u64) -> Result<(), ApiError> {
+    if min > max {
+        return Err(ApiError::field(
+            min_name,
+            format!("{min} is larger than {max_name} ({max})"),
+        ));
+    }
+    Ok(())
+}
+
+fn iso_duration(field: &str, s: Option<&str>) -> Result<Option<Duration>, ApiError> {
+    let Some(s) = s else { return Ok(None) };
+    let d = iso8601::parse_duration(s).map_err(|e| ApiError::field(field, e))?;
+    if d.is_zero() {
+        return Err(ApiError::field(field, "must be above zero"));
+    }
+    Ok(Some(d))
+}
+
+/// The payload → the spec, and the bootstrap list it names (if any).
+fn spec_of(c: &PubSubConfig) -> Result<(E2eSpec, Option<Vec<String>>), ApiError> {
+    ordered(
+        "minBatchIntervalMs",
+        c.min_batch_interval_ms,
+        "maxBatchIntervalMs",
+        c.max_batch_interval_ms,
+    )?;
+    ordered(
+        "minMessagePayloadSizeBytes",
+        c.min_message_payload_size_bytes as u64,
+        "maxMessagePayloadSizeBytes",
+        c.max_message_payload_size_bytes as u64,
+    )?;
+    ordered(
+        "minMessagesPerBatch",
+        c.min_messages_per_batch as u64,
+        "maxMessagesPerBatch",
+        c.max_messages_per_batch as u64,
+    )?;
+    for (field, v) in [
+        (
+            "minMessagePayloadSizeBytes",
+            c.min_message_payload_size_bytes,
+        ),
+        ("minMessagesPerBatch", c.min_messages_per_batch),
+    ] {
+        if v == 0 {
+            return Err(ApiError::field(field, "must be at least 1"));
+        }
+    }
+    let mut spec = E2eSpec {
+        mode: match c.mode {
+            None | Some(PubSubMode::ConsumerAndProducers) => E2eMode::ConsumerAndProducers,
+            Some(PubSubMode::Producers) => E2eMode::Producers,
+            Some(PubSubMode::Consumer) => E2eMode::Consumer,
+        },
+        topic: c.kafka_topic.clone(),
+        producers: c.parallel_producers,
+        batch_interval_ms: Span {
+            min: c.min_batch_interval_ms,
+            max: c.max_batch_interval_ms,
+        },
+        payload_size: Span {
+            min: c.min_message_payload_size_bytes,
+            max: c.max_message_payload_size_bytes,
+        },
+        messages_per_batch: Span {
+            min: c.min_messages_per_batch,
+            max: c.max_messages_per_batch,
+        },
+        ..E2eSpec::default()
+    };
+    if let Some(g) = c.kafka_consumer_group.clone().filter(|s| !s.is_empty()) {
+        spec.group_id = g;
+    }
+    if let Some(id) = c.kafka_consumer_id.clone().filter(|s| !s.is_empty()) {
+        spec.consumer_id = id;
+    }
+    // A missing commitInterval (the seed's null) means synchronous commits.
+    spec.commit = match iso_duration("commitInterval", c.commit_interval.as_deref())? {
+        None => CommitMode::Sync,
+        Some(d) => CommitMode::Interval(d),
+    };
+    if let Some(ms) = c.consume_timeout_ms {
+        spec.consume_wait = Duration::from_millis(ms.min(i32::MAX as u64));
+    }
+    if let Some(b) = c.consume_max_bytes_ms {
+        spec.consume_max_bytes = i32::try_from(b).unwrap_or(i32::MAX);
+        if b == 0 || b > i32::MAX as u64 {
+            return Err(ApiError::field(
+                "consumeMaxBytesMs",
+                "must be between 1 and 2147483647",
+            ));
+        }
+    }
+    spec.duration = iso_duration("runDuration", c.run_duration.as_deref())?;
+    if let Some(g) = c.gather_latencies {
+        spec.gather_latencies = g;
+    }
+    let bootstrap = c
+        .kafka_bootstrap_servers
+        .as_deref()
+        .map(|s| {
+            named(
+                "kafkaBootstrapServers",
+                kbench_bench::spec::bootstrap_list(s),
+            )
+        })
+        .transpose()?;
+    if c.kind == PubSubType::KafkaRestProxy {
+        spec.rest = Some(rest_of(c)?);
+    }
+    spec.validate()
+        .map_err(|e| ApiError::field(payload_field(&e), e.reason))?;
+    Ok((spec, bootstrap))
+}
+
+/// The REST Proxy driver's settings from a KAFKA_REST_PROXY payload; an error names the field.
+fn rest_of(c: &PubSubConfig) -> Result<RestSpec, ApiError> {
+    let url = c
+        .kafka_rest_uri
+        .clone()
+        .filter(|u| !u.trim().is_empty())
+        .ok_or_else(|| {
+            ApiError::field(
+                "kafkaRestUri",
+                "missing: KAFKA_REST_PROXY needs the proxy's URL",
+            )
+        })?;
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(ApiError::field(
+            "kafkaRestUri",
+            "must start with http:// or https://",
+        ));
+    }
+    let mut rest = RestSpec::new(&url);
+    rest.value_schema_id =
+        match &c.value_schema_id {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => Some(
+                n.as_i64()
+                    .ok_or_else(|| ApiError::field("valueSchemaId", "not a whole number"))?,
+            ),
+            Some(Value::String(s)) => Some(s.trim().parse::<i64>().map_err(|_| {
+                ApiError::field("valueSchemaId", format!("{s:?} is not a schema id"))
+            })?),
+            Some(_) => {
+                return Err(ApiError::field(
+                    "valueSchemaId",
+                    "must be a number or a string of digits",
+                ));
+            }
+        };
+    if let Some(f) = &c.rest_format {
+        rest.format = named("restFormat", f.parse())?;
+    }
+    if let Some(a) = &c.rest_api {
+        rest.api = named("restApi", a.parse::<RestApi>())?;
+    }
+    rest.proxy.basic_auth = c
+        .kafka_user_name
+        .clone()
+        .filter(|u| !u.is_empty())
+        .map(|u| (u, c.kafka_user_password.clone().unwrap_or_default()));
+    rest.schema_registry = c.schema_registry_url.clone();
+    Ok(rest)
+}
+
+pub async fn post(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
+    let raw = json_object(&body)?;
+    let config: PubSubConfig = from_value(raw.clone())?;
+    let (spec, bootstrap) = spec_of(&config)?;
+    let id = start_e2e(&app, Api::PubSub, public_config(&raw), spec, bootstrap).await?;
+    let body = json!({ "id": id, "status": "running", "config": public_config(&raw) });
+    Ok(json_response(StatusCode::OK, body))
+}
+
+/// The most recent /pub-sub-demo run's id.
+fn latest(runs: &[RunEntry]) -> Result<String, ApiError> {
+    runs.iter()
+        .rev()
+        .find(|r| r.api == Api::PubSub)
+        .map(|r| r.id.clone())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "no pub-sub-demo run has been started",
+            )
+        })
+}
+
+pub async fn get(State(app): State<Arc<App>>) -> ApiResult {
+    let id = app.runs.read(latest)?;
+    let body = app.runs.read_run(&id, |r| {
+        let stats = match (&r.pub_sub_stats, &r.live) {
+            (Some(s), _) => s.clone(),
+            (None, Live::E2e(live)) => pub_sub_stats_live(live, r.start_time),
+            _ => Value::Null,
+        };
+        json!({ "id": r.id, "status": r.status.name(), "config": r.config, "stats": stats, "error": r.error })
+    })?;
+    Ok(json_response(StatusCode::OK, body))
+}
+
+pub async fn delete(State(app): State<Arc<App>>) -> ApiResult {
+    let id = app.runs.read(latest)?;
+    app.runs.stop_and_wait(&id).await?;
+    app.runs
+        .read_run(&id, |r| match (&r.pub_sub_stats, &r.error) {
+            (Some(stats), _) => Ok(json_response(StatusCode::OK, stats.clone())),
+            (None, Some(e)) => Err(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                format!("run {id} failed: {e}"),
+            )),
+            (None, None) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("run {id} has no result"),
+            )),
+        })?
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn seed_payload() -> Value {
+        json!({
+            "type": "KAFKA_NATIVE",
+            "minBatchIntervalMs": 100, "maxBatchIntervalMs": 100,
+            "minMessagePayloadSizeBytes": 180000, "maxMessagePayloadSizeBytes": 180000,
+            "parallelProducers": 4, "gatherLatencies": true,
+            "kafkaRestUri": "XXX", "kafkaUserName": "XXX", "kafkaUserPassword": "XXX",
+            "kafkaTopic": "latency-test-topic-1", "valueSchemaId": "7",
+            "kafkaConsumerGroup": "g", "kafkaConsumerId": "c",
+            "minMessagesPerBatch": 4, "maxMessagesPerBatch": 4,
+            "consumeTimeoutMs": 10, "consumeMaxBytesMs": 5000000, "commitInterval": "PT10S",
+            "someFieldFromTheFuture": 1
+        })
+    }
+
+    /// The smallest payload the seed service accepted: its required fields.
+    pub(crate) fn minimal_payload() -> Value {
+        json!({
+            "type": "KAFKA_NATIVE",
+            "minBatchIntervalMs": 100, "maxBatchIntervalMs": 100,
+            "minMessagePayloadSizeBytes": 1024, "maxMessagePayloadSizeBytes": 1024,
+            "parallelProducers": 1, "kafkaTopic": "kbench-e2e",
+            "minMessagesPerBatch": 1, "maxMessagesPerBatch": 1
+        })
+    }
+
+    pub(crate) fn spec_of_payload(p: Value) -> E2eSpec {
+        spec_of(&from_value::<PubSubConfig>(p).unwrap()).unwrap().0
+    }
+
+    #[test]
+    fn the_seed_payload_parses_and_maps() {
+        let c: PubSubConfig = from_value(seed_payload()).unwrap();
+        let (spec, bootstrap) = spec_of(&c).unwrap();
+        assert!(bootstrap.is_none());
+        assert_eq!(spec.producers, 4);
+        assert_eq!(spec.payload_size, Span::fixed(180_000));
+        assert_eq!(spec.commit, CommitMode::Interval(Duration::from_secs(10)));
+        assert_eq!(spec.group_id, "g");
+        assert_eq!(spec.consume_wait, Duration::from_millis(10));
+        assert!(
+            public_config(&seed_payload())
+                .get("kafkaUserPassword")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let mut p = seed_payload();
+        p.as_object_mut().unwrap().remove("kafkaTopic");
+        let e = from_value::<PubSubConfig>(p).err().unwrap();
+        assert_eq!(e.field.as_deref(), Some("kafkaTopic"));
+        let mut p = seed_payload();
+        p["parallelProducers"] = json!(-1);
+        assert_eq!(
+            from_value::<PubSubConfig>(p)
+                .err()
+                .unwrap()
+                .field
+                .as_deref(),
+            Some("parallelProducers")
+        );
+        for (field, value, named) in [
+            ("minBatchIntervalMs", json!(500), "minBatchIntervalMs"),
+            ("parallelProducers", json!(0), "parallelProducers"),
+            ("kafkaTopic", json!("a b"), "kafkaTopic"),
+            (
+                "maxMessagesPerBatch",
+                json!(2_000_000),
+                "maxMessagesPerBatch",
+            ),
+        ] {
+            let mut p = seed_payload();
+            p[field] = value;
+            let c: PubSubConfig = from_value(p).unwrap();
+            assert_eq!(
+                spec_of(&c).err().unwrap().field.as_deref(),
+                Some(named),
+                "{field}"
+            );
+        }
+    }
+}

@@ -1,0 +1,503 @@
+//! The run registry of `kbench serve`: every run started (one active at a time) and every finished
+//! run found in the results directory. A run's task is supervised: whatever it ends with — a
+//! result, an error, a panic — is recorded, its result file written (off the runtime thread) before
+//! any answer calls it finished, and the next start is accepted. A stop has a bound: a run that does
+//! not end within [`STOP_GRACE`] of being asked is aborted and recorded as such.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use axum::http::StatusCode;
+use hdrhistogram::Histogram;
+use kbench_bench::e2e::E2eLive;
+use kbench_bench::produce::{IntervalReport, ProduceObserver};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::serve::http::ApiError;
+
+/// How long a stopped run may take to end (drain, re-read, close, write) before it is aborted.
+pub const STOP_GRACE: Duration = Duration::from_secs(60);
+
+/// Which API started a run (and so which shape its answers take).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    PubSub,
+    V1,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Running,
+    Stopping,
+    Finished,
+    Failed,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Stopping => "stopping",
+            Status::Finished => "finished",
+            Status::Failed => "failed",
+        }
+    }
+    pub fn active(self) -> bool {
+        matches!(self, Status::Running | Status::Stopping)
+    }
+}
+
+/// Live counters of a produce run, fed by the job's progress windows.
+#[derive(Default)]
+pub struct ProduceLive {
+    acked: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl ProduceObserver for ProduceLive {
+    fn interval(&self, w: &IntervalReport) {
+        self.acked.fetch_add(w.records, Ordering::Relaxed);
+        self.failed.fetch_add(w.failed, Ordering::Relaxed);
+    }
+}
+
+pub enum Live {
+    E2e(Arc<E2eLive>),
+    Produce(Arc<ProduceLive>),
+    None,
+}
+
+pub struct RunEntry {
+    pub id: String,
+    pub kind: &'static str,
+    pub api: Api,
+    /// The request as accepted, secrets removed.
+    pub config: Value,
+    pub status: Status,
+    stop: CancellationToken,
+    abort: Option<tokio::task::AbortHandle>,
+    pub live: Live,
+    pub start_time: SystemTime,
+    pub kill_time: Option<SystemTime>,
+    /// The result document once finished.
+    pub result: Option<Value>,
+    /// The seed-shaped stats, for /pub-sub-demo runs once finished.
+    pub pub_sub_stats: Option<Value>,
+    pub error: Option<String>,
+    done: watch::Receiver<bool>,
+}
+
+/// How a run ended: its result document (and seed stats), or why there is none.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub result: Option<Value>,
+    pub stats: Option<Value>,
+    pub error: Option<String>,
+}
+
+impl Outcome {
+    pub fn failed(error: impl Into<String>) -> Outcome {
+        Outcome {
+            error: Some(error.into()),
+            ..Outcome::default()
+        }
+    }
+}
+
+/// A run entered, not yet started: what its task needs.
+pub struct Registered {
+    pub id: String,
+    pub stop: CancellationToken,
+    done: watch::Sender<bool>,
+}
+
+pub struct Registry {
+    runs: Mutex<Vec<RunEntry>>,
+    results_dir: PathBuf,
+}
+
+impl Registry {
+    /// A registry holding the finished runs found in `results_dir`.
+    pub fn load(results_dir: &Path) -> Registry {
+        Registry {
+            runs: Mutex::new(load_finished(results_dir)),
+            results_dir: results_dir.to_path_buf(),
+        }
+    }
+
+    /// Read the runs under the lock.
+    pub fn read<R>(&self, f: impl FnOnce(&[RunEntry]) -> R) -> R {
+        f(&self.runs.lock().expect("runs lock"))
+    }
+
+    /// The run with `id`, read under the lock; 404 when unknown.
+    pub fn read_run<R>(&self, id: &str, f: impl FnOnce(&RunEntry) -> R) -> Result<R, ApiError> {
+        self.read(|runs| runs.iter().find(|r| r.id == id).map(f))
+            .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no run with id {id:?}")))
+    }
+
+    /// Refuse to start when a run is active (409).
+    pub fn ensure_idle(&self) -> Result<(), ApiError> {
+        self.read(|runs| match runs.iter().find(|r| r.status.active()) {
+            Some(r) => Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "run {} ({}) is still {}: stop it first (DELETE)",
+                    r.id,
+                    r.kind,
+                    r.status.name()
+                ),
+            )),
+            None => Ok(()),
+        })
+    }
+
+    /// Enter a new running run, unless one is active (409).
+    pub fn register(
+        &self,
+        kind: &'static str,
+        api: Api,
+        config: Value,
+        live: Live,
+    ) -> Result<Registered, ApiError> {
+        let stop = CancellationToken::new();
+        let (done_tx, done) = watch::channel(false);
+        let id = new_run_id();
+        let mut runs = self.runs.lock().expect("runs lock");
+        if let Some(r) = runs.iter().find(|r| r.status.active()) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("run {} is still {}", r.id, r.status.name()),
+            ));
+        }
+        runs.push(RunEntry {
+            id: id.clone(),
+            kind,
+            api,
+            config,
+            status: Status::Running,
+            stop: stop.clone(),
+            abort: None,
+            live,
+            start_time: SystemTime::now(),
+            kill_time: None,
+            result: None,
+            pub_sub_stats: None,
+            error: None,
+            done,
+        });
+        Ok(Registered {
+            id,
+            stop,
+            done: done_tx,
+        })
+    }
+
+    /// Run a registered run's task under supervision: its outcome, error or panic is recorded (the
+    /// result file written first) and waiters are woken.
+    pub fn spawn(
+        self: &Arc<Self>,
+        run: Registered,
+        task: impl std::future::Future<Output = Outcome> + Send + 'static,
+    ) {
+        let handle = tokio::spawn(task);
+        if let Some(r) = self
+            .runs
+            .lock()
+            .expect("runs lock")
+            .iter_mut()
+            .find(|r| r.id == run.id)
+        {
+            r.abort = Some(handle.abort_handle());
+        }
+        let registry = self.clone();
+        tokio::spawn(async move {
+            let outcome = match handle.await {
+                Ok(o) => o,
+                Err(e) if e.is_panic() => Outcome::failed(format!(
+                    "the run panicked: {}",
+                    panic_message(e.into_panic())
+                )),
+                Err(_) => Outcome::failed(format!(
+                    "the run did not stop within {} s of being asked and was aborted",
+                    STOP_GRACE.as_secs()
+                )),
+            };
+            registry.finish(&run.id, outcome).await;
+            let _ = run.done.send(true);
+        });
+    }
+
+    /// Record a run's end: write its result document first (off the runtime thread), then mark it.
+    async fn finish(&self, id: &str, mut outcome: Outcome) {
+        if let Some(doc) = &outcome.result {
+            let path = self.results_dir.join(format!("{id}.json"));
+            let doc = doc.clone();
+            let written =
+                tokio::task::spawn_blocking(move || crate::args::write_json(&path, &doc)).await;
+            let failure = match written {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(e) = failure {
+                tracing::error!(%id, "result not written: {e}");
+                outcome.error = Some(format!("the result could not be written: {e}"));
+            }
+        }
+        let mut runs = self.runs.lock().expect("runs lock");
+        if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
+            r.status = if outcome.error.is_some() && outcome.result.is_none() {
+                Status::Failed
+            } else {
+                Status::Finished
+            };
+            r.kill_time.get_or_insert_with(SystemTime::now);
+            r.result = outcome.result;
+            r.pub_sub_stats = outcome.stats;
+            r.error = outcome.error;
+            r.abort = None;
+        }
+    }
+
+    /// The run's kill time so far (when a stop was asked).
+    pub fn kill_time(&self, id: &str) -> Option<SystemTime> {
+        self.read(|runs| runs.iter().find(|r| r.id == id).and_then(|r| r.kill_time))
+    }
+
+    /// Wait until the run is done (its result recorded).
+    pub async fn wait_done(&self, id: &str) {
+        let done = self.read(|runs| runs.iter().find(|r| r.id == id).map(|r| r.done.clone()));
+        if let Some(mut done) = done {
+            let _ = done.wait_for(|d| *d).await;
+        }
+    }
+
+    /// Ask a run to stop and wait until its result is recorded; past [`STOP_GRACE`] it is aborted.
+    pub async fn stop_and_wait(&self, id: &str) -> Result<(), ApiError> {
+        let (mut done, abort) = {
+            let mut runs = self.runs.lock().expect("runs lock");
+            let r = runs.iter_mut().find(|r| r.id == id).ok_or_else(|| {
+                ApiError::new(StatusCode::NOT_FOUND, format!("no run with id {id:?}"))
+            })?;
+            if r.status == Status::Running {
+                r.status = Status::Stopping;
+                r.kill_time = Some(SystemTime::now());
+                r.stop.cancel();
+            }
+            (r.done.clone(), r.abort.clone())
+        };
+        if tokio::time::timeout(STOP_GRACE, done.wait_for(|d| *d))
+            .await
+            .is_err()
+        {
+            if let Some(a) = abort {
+                a.abort();
+            }
+            let _ = done.wait_for(|d| *d).await;
+        }
+        Ok(())
+    }
+
+    /// Ask every active run to stop; what to wait on for each.
+    pub fn stop_all(&self) -> Vec<String> {
+        self.read(|runs| {
+            runs.iter()
+                .filter(|r| r.status.active())
+                .map(|r| {
+                    r.stop.cancel();
+                    r.id.clone()
+                })
+                .collect()
+        })
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+fn new_run_id() -> String {
+    let stamp = kbench_bench::iso8601::format_instant(SystemTime::now())
+        .replace([':', '.'], "-")
+        .trim_end_matches('Z')
+        .to_string();
+    format!("{stamp}-{:04x}", kbench_bench::spec::random_seed() & 0xffff)
+}
+
+/// Previously finished runs, from the results directory.
+fn load_finished(dir: &Path) -> Vec<RunEntry> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for path in files {
+        let Some(id) = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let Some(doc) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        else {
+            continue;
+        };
+        let kind = match doc.get("kind").and_then(Value::as_str) {
+            Some("e2e") => "e2e",
+            Some("produce") => "produce",
+            _ => continue,
+        };
+        let (_tx, done) = watch::channel(true);
+        out.push(RunEntry {
+            id,
+            kind,
+            api: if doc.get("pub_sub_demo").is_some() {
+                Api::PubSub
+            } else {
+                Api::V1
+            },
+            config: doc.get("settings").cloned().unwrap_or(Value::Null),
+            status: Status::Finished,
+            stop: CancellationToken::new(),
+            abort: None,
+            live: Live::None,
+            start_time: SystemTime::UNIX_EPOCH,
+            kill_time: None,
+            pub_sub_stats: doc.get("pub_sub_demo").cloned(),
+            result: Some(doc),
+            error: None,
+            done,
+        });
+    }
+    out
+}
+
+/// A run's live figures, as GET shows them.
+pub fn live_json(r: &RunEntry) -> Value {
+    match &r.live {
+        Live::E2e(live) => {
+            let s = live.snapshot();
+            let q = |h: &Histogram<u64>, p: f64| (!h.is_empty()).then(|| h.value_at_quantile(p));
+            json!({
+                "phase": s.phase,
+                "elapsed_s": s.elapsed.as_secs_f64(),
+                "records_produced": s.produced,
+                "records_acked": s.acked,
+                "records_failed": s.failed,
+                "records_consumed": s.consumed,
+                "records_duplicated": s.duplicates,
+                "records_foreign": s.foreign,
+                "commits": s.commits,
+                "producer_request_duration_p50_us": q(&s.producer_latency, 0.5),
+                "producer_request_duration_p99_us": q(&s.producer_latency, 0.99),
+                "whole_trip_p50_us": q(&s.whole_trip, 0.5),
+                "whole_trip_p99_us": q(&s.whole_trip, 0.99),
+            })
+        }
+        Live::Produce(live) => json!({
+            "records_acked": live.acked.load(Ordering::Relaxed),
+            "records_failed": live.failed.load(Ordering::Relaxed),
+        }),
+        Live::None => Value::Null,
+    }
+}
+
+/// A run as `/v1/runs` shows it.
+pub fn run_json(r: &RunEntry, with_result: bool) -> Value {
+    let mut v = json!({
+        "id": r.id,
+        "workload": r.kind,
+        "api": match r.api { Api::PubSub => "pub-sub-demo", Api::V1 => "v1" },
+        "status": r.status.name(),
+        "config": r.config,
+        "live": live_json(r),
+        "error": r.error,
+    });
+    if with_result {
+        v["result"] = r.result.clone().unwrap_or(Value::Null);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry() -> (Arc<Registry>, PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "kbench-registry-{}-{:x}",
+            std::process::id(),
+            kbench_bench::spec::random_seed()
+        ));
+        (Arc::new(Registry::load(&dir)), dir)
+    }
+
+    #[tokio::test]
+    async fn a_run_that_panics_ends_failed_and_the_next_start_is_accepted() {
+        let (reg, dir) = registry();
+        let run = reg
+            .register("e2e", Api::V1, Value::Null, Live::None)
+            .unwrap();
+        let id = run.id.clone();
+        reg.spawn(run, async { panic!("boom in the run") });
+        reg.wait_done(&id).await;
+        let (status, error) = reg.read_run(&id, |r| (r.status, r.error.clone())).unwrap();
+        assert_eq!(status, Status::Failed);
+        assert!(error.unwrap().contains("boom in the run"));
+        assert!(
+            reg.register("e2e", Api::V1, Value::Null, Live::None)
+                .is_ok()
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_that_ignores_its_stop_is_aborted_after_the_grace() {
+        let (reg, dir) = registry();
+        let run = reg
+            .register("e2e", Api::V1, Value::Null, Live::None)
+            .unwrap();
+        let id = run.id.clone();
+        reg.spawn(run, std::future::pending());
+        reg.stop_and_wait(&id).await.unwrap();
+        let (status, error) = reg.read_run(&id, |r| (r.status, r.error.clone())).unwrap();
+        assert_eq!(status, Status::Failed);
+        assert!(error.unwrap().contains("aborted"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn a_result_is_on_disk_before_the_run_is_finished() {
+        let (reg, dir) = registry();
+        std::fs::create_dir_all(&dir).unwrap();
+        let run = reg
+            .register("produce", Api::V1, Value::Null, Live::None)
+            .unwrap();
+        let id = run.id.clone();
+        reg.spawn(run, async {
+            Outcome {
+                result: Some(json!({ "kind": "produce" })),
+                ..Outcome::default()
+            }
+        });
+        reg.wait_done(&id).await;
+        assert!(dir.join(format!("{id}.json")).is_file());
+        assert_eq!(reg.read_run(&id, |r| r.status).unwrap(), Status::Finished);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

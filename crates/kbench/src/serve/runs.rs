@@ -1,0 +1,188 @@
+//! Starting runs from the HTTP API: the library's e2e run and produce job, each under the registry's
+//! supervision, against the request's cluster, the server's, or the embedded broker the server owns.
+
+use std::sync::{Arc, Mutex};
+
+use axum::http::StatusCode;
+use kbench_bench::e2e::{E2eLive, E2eSpec, run_e2e};
+use kbench_bench::result::{E2eResultDocument, Target};
+use kbench_bench::seed_service::{PubSubFigures, pub_sub_stats};
+use kbench_bench::{BenchError, ProduceSpec};
+use kbench_client::ClusterConfig;
+use kbench_wire::Pins;
+use serde_json::Value;
+
+use crate::serve::App;
+use crate::serve::http::ApiError;
+use crate::serve::registry::{Api, Live, Outcome, ProduceLive};
+
+const CLIENT_ID: &str = "kbench-serve";
+
+/// The bootstrap list for a run: the request's, the server's, or the embedded broker (started once,
+/// kept for the server's life). Also whether it is the embedded one.
+async fn resolve_bootstrap(
+    app: &App,
+    requested: Option<Vec<String>>,
+) -> Result<(Vec<String>, bool), ApiError> {
+    if let Some(b) = requested.or_else(|| app.default_bootstrap.clone()) {
+        return Ok((b, false));
+    }
+    let mut embedded = app.embedded.lock().await;
+    if embedded.is_none() {
+        let broker = crate::embedded::EmbeddedBroker::start()
+            .await
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
+        eprintln!(
+            "kbench serve: started an embedded Tansu broker (in-memory) on {}",
+            broker.addr()
+        );
+        *embedded = Some(broker);
+    }
+    let addr = embedded
+        .as_ref()
+        .map(|b| b.addr().to_string())
+        .unwrap_or_default();
+    Ok((vec![addr], true))
+}
+
+/// A start error as the API says it: `field` names where the cluster came from.
+fn start_error(e: BenchError, field: &str, bootstrap: &str) -> String {
+    match e {
+        BenchError::Connect { reason, .. } => {
+            format!("{field} {bootstrap}: cannot connect: {reason}")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Start an e2e run; answer once it is under way (group joined, producers started) or has failed to
+/// start, so that an unreachable broker is an error to this request (502), not a failed run found
+/// later.
+pub async fn start_e2e(
+    app: &Arc<App>,
+    api: Api,
+    config: Value,
+    spec: E2eSpec,
+    bootstrap: Option<Vec<String>>,
+) -> Result<String, ApiError> {
+    app.runs.ensure_idle()?;
+    let (servers, embedded) = match &spec.rest {
+        // The proxy reaches Kafka; kbench needs no broker of its own.
+        Some(rest) => (vec![rest.proxy.url.clone()], false),
+        None => resolve_bootstrap(app, bootstrap).await?,
+    };
+    let bootstrap = servers.join(",");
+    let cluster = ClusterConfig::new(servers, CLIENT_ID, Pins::default());
+    let live = Arc::new(E2eLive::default());
+    let run = app
+        .runs
+        .register("e2e", api, config, Live::E2e(live.clone()))?;
+    let id = run.id.clone();
+    let stop = run.stop.clone();
+    let registry = app.runs.clone();
+    let start_time = registry.read_run(&id, |r| r.start_time)?;
+    let task_live = live.clone();
+    let run_id = id.clone();
+    app.runs.spawn(run, async move {
+        match run_e2e(&spec, &cluster, task_live, stop).await {
+            Ok(run) => {
+                let kill = registry.kill_time(&run_id).unwrap_or(run.ended_at);
+                let stats = pub_sub_stats(
+                    PubSubFigures {
+                        produced: run.produced,
+                        consumed: run.consumed,
+                        failed: run.failed,
+                        producer: &run.producer_latency,
+                        whole_trip: &run.whole_trip,
+                    },
+                    start_time,
+                    Some(kill),
+                );
+                let doc = E2eResultDocument::of(
+                    &run,
+                    Target {
+                        bootstrap_servers: bootstrap.clone(),
+                        embedded_broker: embedded,
+                    },
+                    spec.settings_json(),
+                    spec.seed,
+                );
+                let mut doc = serde_json::to_value(&doc).unwrap_or(Value::Null);
+                if api == Api::PubSub {
+                    doc["pub_sub_demo"] = stats.clone();
+                }
+                Outcome {
+                    result: Some(doc),
+                    stats: (api == Api::PubSub).then_some(stats),
+                    error: None,
+                }
+            }
+            Err(e) => Outcome::failed(start_error(e, "bootstrap", &bootstrap)),
+        }
+    });
+    // Wait until the run leaves its start-up phase, or ends.
+    {
+        let ended = app.runs.wait_done(&id);
+        tokio::pin!(ended);
+        loop {
+            if live.phase() != "starting" {
+                break;
+            }
+            tokio::select! {
+                _ = &mut ended => break,
+                _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+            }
+        }
+    }
+    let failed = app.runs.read_run(&id, |r| {
+        (r.status == crate::serve::registry::Status::Failed).then(|| r.error.clone())
+    })?;
+    if let Some(error) = failed {
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            format!(
+                "run {id} could not start: {}",
+                error.as_deref().unwrap_or("unknown error")
+            ),
+        ));
+    }
+    Ok(id)
+}
+
+/// Start a produce run: the same job as `kbench produce`.
+pub async fn start_produce(
+    app: &Arc<App>,
+    config: Value,
+    spec: ProduceSpec,
+    bootstrap: Option<Vec<String>>,
+) -> Result<String, ApiError> {
+    app.runs.ensure_idle()?;
+    let (servers, embedded) = resolve_bootstrap(app, bootstrap).await?;
+    let bootstrap = servers.join(",");
+    let cluster = ClusterConfig::new(servers, CLIENT_ID, Pins::default());
+    let live = Arc::new(ProduceLive::default());
+    let run = app
+        .runs
+        .register("produce", Api::V1, config, Live::Produce(live.clone()))?;
+    let id = run.id.clone();
+    let stop = run.stop.clone();
+    app.runs.spawn(run, async move {
+        let job = kbench_bench::produce::run_job(
+            &spec,
+            cluster,
+            embedded,
+            stop,
+            Arc::new(Mutex::new(None)),
+            live,
+        )
+        .await;
+        match job {
+            Ok(outcome) => Outcome {
+                result: Some(serde_json::to_value(&outcome.document).unwrap_or(Value::Null)),
+                ..Outcome::default()
+            },
+            Err(e) => Outcome::failed(start_error(e, "bootstrap_servers", &bootstrap)),
+        }
+    });
+    Ok(id)
+}

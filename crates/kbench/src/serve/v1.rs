@@ -1,0 +1,273 @@
+//! `/v1/runs`: kbench's own API. Bodies use the CLI's flag names in snake_case and its value syntax
+//! (`"5..50ms"`), plus `"workload"`; every field is optional and an absent one keeps the spec's
+//! default, exactly as an absent flag does. Unknown fields are an error naming them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use kbench_bench::e2e::{CommitMode, E2eMode, E2eSpec};
+use kbench_bench::spec::{
+    bootstrap_list, parse_duration, parse_interval_span, parse_positive_span,
+};
+use kbench_bench::{Payload, ProduceSpec};
+use kbench_client::Acks;
+use kbench_wire::Compression;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::serve::App;
+use crate::serve::http::{ApiError, ApiResult, from_value, json_object, json_response, optional};
+use crate::serve::registry::{Api, run_json};
+use crate::serve::runs::{start_e2e, start_produce};
+
+/// An e2e run through /v1.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct V1E2e {
+    bootstrap_servers: Option<String>,
+    topic: Option<String>,
+    partitions: Option<i32>,
+    producers: Option<usize>,
+    batch_interval: Option<String>,
+    payload_size: Option<String>,
+    messages_per_batch: Option<String>,
+    commit: Option<String>,
+    consume_wait: Option<String>,
+    consume_max_bytes: Option<i32>,
+    duration: Option<String>,
+    drain: Option<String>,
+    acks: Option<String>,
+    compression: Option<String>,
+    group: Option<String>,
+    consumer_id: Option<String>,
+    mode: Option<String>,
+    seed: Option<u64>,
+    gather_latencies: Option<bool>,
+}
+
+/// Overwrite `field` when the body gave it.
+fn set<T>(field: &mut T, given: Option<T>) {
+    if let Some(v) = given {
+        *field = v;
+    }
+}
+
+fn spec_field(e: kbench_bench::SpecError) -> ApiError {
+    ApiError::field(e.field, e.reason)
+}
+
+/// The body → the spec, and the bootstrap list it names (if any).
+pub(crate) fn e2e_spec(c: &V1E2e) -> Result<(E2eSpec, Option<Vec<String>>), ApiError> {
+    let mut spec = E2eSpec::default();
+    set(&mut spec.topic, c.topic.clone());
+    set(&mut spec.partitions, c.partitions);
+    set(&mut spec.producers, c.producers);
+    set(
+        &mut spec.batch_interval_ms,
+        optional(
+            "batch_interval",
+            c.batch_interval.as_deref(),
+            parse_interval_span,
+        )?,
+    );
+    set(
+        &mut spec.payload_size,
+        optional(
+            "payload_size",
+            c.payload_size.as_deref(),
+            parse_positive_span,
+        )?,
+    );
+    set(
+        &mut spec.messages_per_batch,
+        optional(
+            "messages_per_batch",
+            c.messages_per_batch.as_deref(),
+            parse_positive_span,
+        )?,
+    );
+    set(
+        &mut spec.commit,
+        optional("commit", c.commit.as_deref(), str::parse::<CommitMode>)?,
+    );
+    set(
+        &mut spec.consume_wait,
+        optional("consume_wait", c.consume_wait.as_deref(), parse_duration)?,
+    );
+    set(&mut spec.consume_max_bytes, c.consume_max_bytes);
+    spec.duration = optional("duration", c.duration.as_deref(), parse_duration)?;
+    set(
+        &mut spec.drain,
+        optional("drain", c.drain.as_deref(), parse_duration)?,
+    );
+    set(
+        &mut spec.producer.acks,
+        optional("acks", c.acks.as_deref(), str::parse::<Acks>)?,
+    );
+    set(
+        &mut spec.compression,
+        optional(
+            "compression",
+            c.compression.as_deref(),
+            str::parse::<Compression>,
+        )?,
+    );
+    set(&mut spec.group_id, c.group.clone());
+    set(&mut spec.consumer_id, c.consumer_id.clone());
+    set(
+        &mut spec.mode,
+        optional("mode", c.mode.as_deref(), str::parse::<E2eMode>)?,
+    );
+    set(&mut spec.seed, c.seed);
+    set(&mut spec.gather_latencies, c.gather_latencies);
+    let bootstrap = optional(
+        "bootstrap_servers",
+        c.bootstrap_servers.as_deref(),
+        bootstrap_list,
+    )?;
+    spec.validate().map_err(spec_field)?;
+    Ok((spec, bootstrap))
+}
+
+/// A produce run through /v1, in kafka-producer-perf-test's terms.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct V1Produce {
+    bootstrap_servers: Option<String>,
+    topic: Option<String>,
+    num_records: Option<u64>,
+    record_size: Option<usize>,
+    throughput: Option<f64>,
+    duration: Option<String>,
+    acks: Option<String>,
+    compression: Option<String>,
+    batch_size: Option<usize>,
+    linger_ms: Option<u64>,
+    partitions: Option<i32>,
+    seed: Option<u64>,
+}
+
+/// The body → the spec, and the bootstrap list it names (if any).
+pub(crate) fn produce_spec(c: &V1Produce) -> Result<(ProduceSpec, Option<Vec<String>>), ApiError> {
+    let mut spec = ProduceSpec {
+        // Live counters for GET, every second.
+        reporting_interval: Duration::from_secs(1),
+        ..ProduceSpec::default()
+    };
+    set(&mut spec.topic, c.topic.clone());
+    set(&mut spec.num_records, c.num_records);
+    if let Some(size) = c.record_size {
+        spec.payload = Payload::Random { size };
+    }
+    // Any negative throughput is unthrottled, as kafka-producer-perf-test takes it.
+    spec.throughput = c.throughput.filter(|t| t.is_nan() || *t >= 0.0);
+    spec.duration = optional("duration", c.duration.as_deref(), parse_duration)?;
+    set(
+        &mut spec.producer.acks,
+        optional("acks", c.acks.as_deref(), str::parse::<Acks>)?,
+    );
+    set(
+        &mut spec.compression,
+        optional(
+            "compression",
+            c.compression.as_deref(),
+            str::parse::<Compression>,
+        )?,
+    );
+    set(&mut spec.batch_size, c.batch_size);
+    set(&mut spec.linger, c.linger_ms.map(Duration::from_millis));
+    set(&mut spec.partitions, c.partitions);
+    set(&mut spec.seed, c.seed);
+    let bootstrap = optional(
+        "bootstrap_servers",
+        c.bootstrap_servers.as_deref(),
+        bootstrap_list,
+    )?;
+    spec.validate().map_err(spec_field)?;
+    Ok((spec, bootstrap))
+}
+
+pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
+    let mut raw = json_object(&body)?;
+    let obj = raw.as_object_mut().expect("an object");
+    let kind = match obj.remove("workload") {
+        None => {
+            return Err(ApiError::field(
+                "workload",
+                "missing field `workload` (e2e or produce)",
+            ));
+        }
+        Some(Value::String(s)) => s,
+        Some(_) => {
+            return Err(ApiError::field(
+                "workload",
+                "must be a string: e2e or produce",
+            ));
+        }
+    };
+    let config = raw.clone();
+    let id = match kind.as_str() {
+        "e2e" => {
+            let (spec, bootstrap) = e2e_spec(&from_value(raw)?)?;
+            start_e2e(&app, Api::V1, config, spec, bootstrap).await?
+        }
+        "produce" => {
+            let (spec, bootstrap) = produce_spec(&from_value(raw)?)?;
+            start_produce(&app, config, spec, bootstrap).await?
+        }
+        other => {
+            return Err(ApiError::field(
+                "workload",
+                format!("unknown workload {other:?} (e2e or produce)"),
+            ));
+        }
+    };
+    Ok(json_response(
+        StatusCode::CREATED,
+        json!({ "id": id, "workload": kind, "status": "running" }),
+    ))
+}
+
+pub async fn list(State(app): State<Arc<App>>) -> ApiResult {
+    let list: Vec<Value> = app
+        .runs
+        .read(|runs| runs.iter().map(|r| run_json(r, false)).collect());
+    Ok(json_response(StatusCode::OK, json!({ "runs": list })))
+}
+
+pub async fn get(State(app): State<Arc<App>>, UrlPath(id): UrlPath<String>) -> ApiResult {
+    let body = app.runs.read_run(&id, |r| run_json(r, true))?;
+    Ok(json_response(StatusCode::OK, body))
+}
+
+pub async fn delete(State(app): State<Arc<App>>, UrlPath(id): UrlPath<String>) -> ApiResult {
+    app.runs.stop_and_wait(&id).await?;
+    let body = app.runs.read_run(&id, |r| run_json(r, true))?;
+    Ok(json_response(StatusCode::OK, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_bad_fields_are_named() {
+        let e = from_value::<V1E2e>(json!({"producerz": 1})).err().unwrap();
+        assert_eq!(e.field.as_deref(), Some("producerz"));
+        let c: V1E2e = from_value(json!({"batch_interval": "9..1ms"})).unwrap();
+        assert_eq!(
+            e2e_spec(&c).err().unwrap().field.as_deref(),
+            Some("batch_interval")
+        );
+        let c: V1Produce = from_value(json!({"throughput": -5})).unwrap();
+        assert_eq!(produce_spec(&c).unwrap().0.throughput, None, "unthrottled");
+        let c: V1Produce = from_value(json!({"record_size": 0})).unwrap();
+        assert_eq!(
+            produce_spec(&c).err().unwrap().field.as_deref(),
+            Some("record_size")
+        );
+    }
+}
