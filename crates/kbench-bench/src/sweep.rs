@@ -251,6 +251,9 @@ pub struct SweepResult {
     /// Peak RSS of this process when the cell ended (a process-wide high-water mark).
     pub peak_rss_kib: u64,
     pub stall_retries: u32,
+    /// The process that measured the cell (a child of its own with `--isolate`).
+    #[serde(default)]
+    pub pid: u32,
     /// Fetch cells: the Fetch max wait the cell read with (0 unless the broker answered a Fetch
     /// with `max_wait_ms` 0 with nothing while records remained; see [`fetch_rep`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -271,6 +274,7 @@ impl SweepResult {
             spread: 0.0,
             peak_rss_kib: 0,
             stall_retries: 0,
+            pid: std::process::id(),
             fetch_max_wait_ms: None,
         }
     }

@@ -7,7 +7,9 @@ mod librdkafka;
 use std::io::BufRead;
 use std::time::{Duration, Instant};
 
-use common::{BROKERS, BrokerKind, TestBroker, kbench, result_json, run, runtime, text};
+use common::{
+    BROKERS, BrokerKind, Cmd, TempDir, TestBroker, kbench, result_json, run, runtime, text,
+};
 
 fn count(doc: &serde_json::Value, field: &str) -> u64 {
     doc[field]
@@ -27,15 +29,10 @@ fn four_producers_for_five_seconds_lose_and_duplicate_nothing() {
 
 fn four_producers_lose_and_duplicate_nothing_on(kind: BrokerKind) {
     let broker = TestBroker::of(kind);
-    let dir = std::env::temp_dir().join(format!("kbench-e2e-{kind:?}-{}", std::process::id()));
-    let json = dir.join("e2e.json");
-    let out = run(
-        &[
-            "e2e",
-            "--bootstrap-server",
-            &broker.addr,
-            "--topic",
-            "e2e-four",
+    let dir = TempDir::new("e2e");
+    let json = dir.path().join("e2e.json");
+    let out = Cmd::on("e2e", &broker)
+        .args(&[
             "--partitions",
             "3",
             "--producers",
@@ -52,11 +49,10 @@ fn four_producers_lose_and_duplicate_nothing_on(kind: BrokerKind) {
             "1s",
             "--seed",
             "42",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(90),
-    );
+        ])
+        .topic("e2e-four")
+        .json(&json)
+        .run(Duration::from_secs(90));
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -126,7 +122,6 @@ fn four_producers_lose_and_duplicate_nothing_on(kind: BrokerKind) {
         n
     });
     assert_eq!(held as u64, acked);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Records not consumed by the end of the drain are read again by offset: found on the broker, they
@@ -134,17 +129,12 @@ fn four_producers_lose_and_duplicate_nothing_on(kind: BrokerKind) {
 #[test]
 fn records_missing_after_the_drain_are_late_when_the_broker_has_them() {
     let broker = TestBroker::start();
-    let dir = std::env::temp_dir().join(format!("kbench-e2e-late-{}", std::process::id()));
-    let json = dir.join("e2e.json");
+    let dir = TempDir::new("e2e-late");
+    let json = dir.path().join("e2e.json");
     // No drain, and long fetch waits (Tansu 0.6 holds every Fetch for its full wait): the records of
     // the last second are still unread when the consumer stops.
-    let out = run(
-        &[
-            "e2e",
-            "--bootstrap-server",
-            &broker.addr,
-            "--topic",
-            "e2e-late",
+    let out = Cmd::on("e2e", &broker)
+        .args(&[
             "--duration",
             "2s",
             "--batch-interval",
@@ -153,11 +143,10 @@ fn records_missing_after_the_drain_are_late_when_the_broker_has_them() {
             "1500ms",
             "--drain",
             "0s",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(90),
-    );
+        ])
+        .topic("e2e-late")
+        .json(&json)
+        .run(Duration::from_secs(90));
     let stdout = text(&out.stdout);
     let doc = result_json(&json);
     let acked = count(&doc, "records_acked");
@@ -178,7 +167,6 @@ fn records_missing_after_the_drain_are_late_when_the_broker_has_them() {
     );
     // Late is not a clean run.
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Records librdkafka produces, compressed with every codec it has, are consumed by kbench's group
@@ -200,8 +188,8 @@ fn kbench_consumes_what_librdkafka_produced_on(kind: BrokerKind) {
         let cluster = broker.connect_with(Default::default()).await.unwrap();
         cluster.ensure_topic(topic, 2, 1).await.unwrap();
     });
-    let dir = std::env::temp_dir().join(format!("kbench-e2e-rdk-{kind:?}-{}", std::process::id()));
-    let json = dir.join("e2e.json");
+    let dir = TempDir::new("e2e-rdk");
+    let json = dir.path().join("e2e.json");
     let mut child = kbench()
         .args([
             "e2e",
@@ -300,16 +288,14 @@ fn kbench_consumes_what_librdkafka_produced_on(kind: BrokerKind) {
         doc["errors"].as_object().unwrap().is_empty(),
         "{kind:?}: {doc}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn asynchronous_commits_against_the_embedded_broker() {
-    let dir = std::env::temp_dir().join(format!("kbench-e2e-async-{}", std::process::id()));
-    let json = dir.join("e2e.json");
-    let out = run(
-        &[
-            "e2e",
+    let dir = TempDir::new("e2e-async");
+    let json = dir.path().join("e2e.json");
+    let out = Cmd::new("e2e")
+        .args(&[
             "--producers",
             "2",
             "--duration",
@@ -320,11 +306,9 @@ fn asynchronous_commits_against_the_embedded_broker() {
             "500ms",
             "--group",
             "kbench-test-group",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(90),
-    );
+        ])
+        .json(&json)
+        .run(Duration::from_secs(90));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = result_json(&json);
     assert_eq!(doc["group_id"], "kbench-test-group");
@@ -333,30 +317,24 @@ fn asynchronous_commits_against_the_embedded_broker() {
     assert_eq!(count(&doc, "commit_failures"), 0);
     assert_eq!(count(&doc, "records_lost"), 0);
     assert_eq!(doc["target"]["embedded_broker"], true);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn producers_only_mode_has_no_consumer_and_no_whole_trip() {
     let broker = TestBroker::start();
-    let dir = std::env::temp_dir().join(format!("kbench-e2e-prod-{}", std::process::id()));
-    let json = dir.join("e2e.json");
-    let out = run(
-        &[
-            "e2e",
-            "--bootstrap-server",
-            &broker.addr,
+    let dir = TempDir::new("e2e-prod");
+    let json = dir.path().join("e2e.json");
+    let out = Cmd::on("e2e", &broker)
+        .args(&[
             "--mode",
             "producers",
             "--duration",
             "1s",
             "--batch-interval",
             "10ms",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
+        ])
+        .json(&json)
+        .run(Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = result_json(&json);
     assert!(count(&doc, "records_acked") > 0);
@@ -364,7 +342,6 @@ fn producers_only_mode_has_no_consumer_and_no_whole_trip() {
     assert_eq!(count(&doc, "records_lost"), 0);
     assert_eq!(doc["whole_trip"]["count"], 0);
     assert!(doc["member_id"].is_null());
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -396,16 +373,9 @@ fn bad_e2e_flags_name_the_flag() {
 
 #[test]
 fn an_unreachable_broker_is_one_clear_error() {
-    let out = run(
-        &[
-            "e2e",
-            "--bootstrap-server",
-            "127.0.0.1:1",
-            "--duration",
-            "1s",
-        ],
-        Duration::from_secs(60),
-    );
+    let out = Cmd::new("e2e")
+        .args(&["--bootstrap-server", "127.0.0.1:1", "--duration", "1s"])
+        .run(Duration::from_secs(60));
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("127.0.0.1:1"), "{stderr}");

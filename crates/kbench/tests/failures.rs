@@ -21,23 +21,10 @@ fn assert_clean_failure(out: &std::process::Output, names: &str) {
 }
 
 #[test]
-fn unreachable_bootstrap_server_fails_fast_naming_the_address() {
-    let started = Instant::now();
-    let out = run(
-        &[
-            "produce",
-            "--bootstrap-server",
-            "127.0.0.1:1",
-            "--num-records",
-            "10",
-        ],
-        Duration::from_secs(30),
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "took {:?}",
-        started.elapsed()
-    );
+fn unreachable_bootstrap_server_fails_naming_the_address() {
+    let out = Cmd::new("produce")
+        .args(&["--bootstrap-server", "127.0.0.1:1", "--num-records", "10"])
+        .run(Duration::from_secs(60));
     assert_clean_failure(&out, "127.0.0.1:1");
 }
 
@@ -72,8 +59,9 @@ fn secrets_given_as_properties_never_appear_in_output() {
     assert!(!text(&out.stdout).contains("hunter2"));
 }
 
-/// Start a long throttled produce against the embedded broker and return the child and the broker's
-/// pid, read from kbench's own announcement on stderr.
+/// Start a long throttled produce (1 000 000 records at 20 000/s: about 50 s) against the embedded
+/// broker and return once records flow (the first progress line): the child, the broker's pid (from
+/// kbench's own announcement on stderr) and the rest of stderr.
 fn start_long_run(
     json: &std::path::Path,
 ) -> (
@@ -107,7 +95,17 @@ fn start_long_run(
         .next()
         .and_then(|p| p.trim().parse().ok())
         .unwrap_or_else(|| panic!("no broker pid in {line:?}"));
-    std::thread::sleep(Duration::from_millis(1500));
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut progress = String::new();
+    while !progress.contains("records sent") {
+        progress.clear();
+        assert!(
+            stdout.read_line(&mut progress).unwrap() > 0,
+            "kbench ended before its first progress line"
+        );
+    }
+    // Keep draining stdout so that kbench never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     (child, pid, stderr)
 }
 
@@ -125,16 +123,13 @@ fn wait_with_limit(child: &mut std::process::Child, limit: Duration) -> std::pro
     }
 }
 
-/// The process ends within 10 s (no orphaned broker).
+/// The broker process ends (no orphan): a generous limit, only a hang fails.
 fn assert_gone_soon(pid: i32) {
-    let started = Instant::now();
-    while alive(pid) {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "orphaned broker {pid}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        &format!("broker {pid} ending"),
+        Duration::from_secs(30),
+        || !alive(pid),
+    );
 }
 
 fn alive(pid: i32) -> bool {
@@ -146,9 +141,8 @@ fn alive(pid: i32) -> bool {
 
 #[test]
 fn killed_embedded_broker_ends_the_run_with_every_record_accounted_for() {
-    let dir = std::env::temp_dir().join(format!("kbench-kill-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("killed.json");
+    let dir = TempDir::new("kill");
+    let json = dir.path().join("killed.json");
     let (mut child, broker_pid, mut stderr) = start_long_run(&json);
     unsafe { libc::kill(broker_pid, libc::SIGKILL) };
     let status = wait_with_limit(&mut child, Duration::from_secs(30));
@@ -168,9 +162,8 @@ fn killed_embedded_broker_ends_the_run_with_every_record_accounted_for() {
 
 #[test]
 fn interrupt_stops_the_run_and_the_embedded_broker() {
-    let dir = std::env::temp_dir().join(format!("kbench-int-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("interrupted.json");
+    let dir = TempDir::new("int");
+    let json = dir.path().join("interrupted.json");
     let (mut child, broker_pid, _stderr) = start_long_run(&json);
     assert!(alive(broker_pid));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -186,9 +179,8 @@ fn interrupt_stops_the_run_and_the_embedded_broker() {
 
 #[test]
 fn killed_kbench_takes_its_embedded_broker_with_it() {
-    let dir = std::env::temp_dir().join(format!("kbench-sigkill-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (mut child, broker_pid, _stderr) = start_long_run(&dir.join("x.json"));
+    let dir = TempDir::new("sigkill");
+    let (mut child, broker_pid, _stderr) = start_long_run(&dir.path().join("x.json"));
     child.kill().unwrap();
     let _ = child.wait();
     assert_gone_soon(broker_pid);

@@ -38,13 +38,8 @@ fn every_compression_round_trips_on(kind: BrokerKind) {
     for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
         let topic = format!("roundtrip-{codec}");
         let json = dir.join(format!("{codec}.json"));
-        let out = run(
-            &[
-                "produce",
-                "--bootstrap-server",
-                &broker.addr,
-                "--topic",
-                &topic,
+        let out = Cmd::on("produce", &broker)
+            .args(&[
                 "--num-records",
                 "100000",
                 "--payload-file",
@@ -53,11 +48,10 @@ fn every_compression_round_trips_on(kind: BrokerKind) {
                 codec,
                 "--acks",
                 "1",
-                "--json",
-                json.to_str().unwrap(),
-            ],
-            LIMIT,
-        );
+            ])
+            .topic(&topic)
+            .json(&json)
+            .run(LIMIT);
         assert!(
             out.status.success(),
             "{kind:?} {codec}: {}",
@@ -111,30 +105,25 @@ fn every_compression_round_trips_on(kind: BrokerKind) {
 }
 
 #[test]
-fn each_produce_version_3_to_11_pinned_is_the_version_used() {
+fn each_shared_produce_version_pinned_is_the_version_used() {
     let broker = TestBroker::start();
+    let versions = broker.shared_versions(kbench_wire::ApiKey::Produce);
     let dir = tempdir();
-    for v in 3..=11 {
+    for v in versions.clone() {
         let json = dir.join(format!("v{v}.json"));
         let pin = format!("produce={v}");
-        let out = run(
-            &[
-                "produce",
-                "--bootstrap-server",
-                &broker.addr,
-                "--topic",
-                "pinned",
+        let out = Cmd::on("produce", &broker)
+            .args(&[
                 "--num-records",
                 "2000",
                 "--record-size",
                 "64",
                 "--pin",
                 &pin,
-                "--json",
-                json.to_str().unwrap(),
-            ],
-            LIMIT,
-        );
+            ])
+            .topic("pinned")
+            .json(&json)
+            .run(LIMIT);
         assert!(out.status.success(), "v{v}: {}", text(&out.stderr));
         let doc = result_json(&json);
         assert_eq!(doc["negotiated_versions"]["Produce"], v, "v{v}");
@@ -145,30 +134,49 @@ fn each_produce_version_3_to_11_pinned_is_the_version_used() {
     let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
     assert_eq!(
         rt.block_on(fetch_all(&cluster, "pinned", 0)).len(),
-        9 * 2000
+        versions.len() * 2000
     );
 }
 
 #[test]
 fn pin_outside_the_brokers_range_fails_before_any_load() {
     let broker = TestBroker::start();
-    let out = run(
-        &[
-            "produce",
-            "--bootstrap-server",
-            &broker.addr,
-            "--topic",
-            "never",
-            "--pin",
-            "produce=12",
-        ],
-        LIMIT,
+    let api = kbench_wire::ApiKey::Produce;
+    let beyond = broker.shared_versions(api).end() + 1;
+    let (ours, theirs) = {
+        let cluster = runtime()
+            .block_on(broker.connect_with(Pins::default()))
+            .unwrap();
+        (
+            kbench_wire::kbench_range(api),
+            cluster.bootstrap_ranges().get(api).unwrap(),
+        )
+    };
+    assert!(
+        beyond <= ours.max,
+        "kbench speaks a version the broker does not"
     );
+    let pin = format!("produce={beyond}");
+    let out = Cmd::on("produce", &broker)
+        .args(&["--topic", "never", "--pin", &pin])
+        .run(LIMIT);
     assert!(!out.status.success());
     let err = text(&out.stderr);
-    assert!(err.contains("--pin produce=12"), "{err}");
-    assert!(err.contains("broker supports Produce v0..11"), "{err}");
-    assert!(err.contains("kbench supports Produce v3..13"), "{err}");
+    assert!(err.contains(&format!("--pin {pin}")), "{err}");
+    assert!(
+        err.contains(&format!(
+            "broker supports Produce v{}..{}",
+            theirs.min, theirs.max
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "kbench supports Produce v{}..{}",
+            ours.min, ours.max
+        )),
+        "{err}"
+    );
     assert!(
         !text(&out.stdout).contains("records sent"),
         "no load was run"
@@ -188,11 +196,8 @@ fn result_document_carries_the_method() {
     let broker = TestBroker::start();
     let dir = tempdir();
     let json = dir.join("r.json");
-    let out = run(
-        &[
-            "produce",
-            "--bootstrap-server",
-            &broker.addr,
+    let out = Cmd::on("produce", &broker)
+        .args(&[
             "--num-records",
             "20000",
             "--throughput",
@@ -206,11 +211,9 @@ fn result_document_carries_the_method() {
             "--producer-props",
             "acks=1",
             "client.id=rt",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        LIMIT,
-    );
+        ])
+        .json(&json)
+        .run(LIMIT);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let progress = regex_like_progress(&stdout);
@@ -243,7 +246,15 @@ fn result_document_carries_the_method() {
         assert!(doc["service_time"][key].is_u64(), "service_time.{key}");
     }
     assert!(doc["latency"]["p50"].as_u64() <= doc["latency"]["p99"].as_u64());
-    assert!(doc["client_cpu_us_per_record"].as_f64().unwrap() > 0.0);
+    // Client CPU per record is the measured user + sys time over the records sent, not a constant.
+    let cpu_s =
+        doc["client_cpu_user_s"].as_f64().unwrap() + doc["client_cpu_sys_s"].as_f64().unwrap();
+    let per_record = cpu_s * 1e6 / doc["records_sent"].as_f64().unwrap();
+    let reported = doc["client_cpu_us_per_record"].as_f64().unwrap();
+    assert!(
+        (reported - per_record).abs() <= 1e-6 * per_record.max(1.0),
+        "{reported} vs {per_record}"
+    );
     assert!(doc["negotiated_versions"]["Produce"].as_i64().unwrap() >= 3);
     assert!(doc["negotiated_versions"]["ApiVersions"].is_i64());
     assert!(doc["environment"]["cores"].as_u64().unwrap() >= 1);
@@ -259,13 +270,8 @@ fn batches_spread_round_robin_over_partitions_and_acks_0_and_all_work() {
     let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
     for acks in ["0", "1", "all"] {
         let topic = format!("spread-acks-{acks}");
-        let out = run(
-            &[
-                "produce",
-                "--bootstrap-server",
-                &broker.addr,
-                "--topic",
-                &topic,
+        let out = Cmd::on("produce", &broker)
+            .args(&[
                 "--partitions",
                 "4",
                 "--num-records",
@@ -276,9 +282,9 @@ fn batches_spread_round_robin_over_partitions_and_acks_0_and_all_work() {
                 "4096",
                 "--acks",
                 acks,
-            ],
-            LIMIT,
-        );
+            ])
+            .topic(&topic)
+            .run(LIMIT);
         assert!(out.status.success(), "acks={acks}: {}", text(&out.stderr));
         let per_partition: Vec<usize> = (0..4)
             .map(|p| rt.block_on(fetch_all(&cluster, &topic, p)).len())
@@ -296,20 +302,10 @@ fn batches_spread_round_robin_over_partitions_and_acks_0_and_all_work() {
     let before: Vec<usize> = (0..4)
         .map(|p| rt.block_on(fetch_all(&cluster, "spread-acks-1", p)).len())
         .collect();
-    let out = run(
-        &[
-            "produce",
-            "--bootstrap-server",
-            &broker.addr,
-            "--topic",
-            "spread-acks-1",
-            "--num-records",
-            "1000",
-            "--partition",
-            "2",
-        ],
-        LIMIT,
-    );
+    let out = Cmd::on("produce", &broker)
+        .args(&["--num-records", "1000", "--partition", "2"])
+        .topic("spread-acks-1")
+        .run(LIMIT);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let after: Vec<usize> = (0..4)
         .map(|p| rt.block_on(fetch_all(&cluster, "spread-acks-1", p)).len())
@@ -319,18 +315,10 @@ fn batches_spread_round_robin_over_partitions_and_acks_0_and_all_work() {
         (after[0], after[1], after[3]),
         (before[0], before[1], before[3])
     );
-    let out = run(
-        &[
-            "produce",
-            "--bootstrap-server",
-            &broker.addr,
-            "--topic",
-            "spread-acks-1",
-            "--partition",
-            "9",
-        ],
-        LIMIT,
-    );
+    let out = Cmd::on("produce", &broker)
+        .args(&["--partition", "9"])
+        .topic("spread-acks-1")
+        .run(LIMIT);
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
     assert!(

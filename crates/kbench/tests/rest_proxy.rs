@@ -8,7 +8,7 @@ mod rest_proxy_double;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{TestBroker, result_json, run, text};
+use common::{Cmd, TestBroker, result_json, run, text};
 use rest_proxy_double::{Faults, RestProxyDouble};
 use serde_json::Value;
 
@@ -475,9 +475,8 @@ fn basic_auth_is_sent_and_a_wrong_url_is_one_clear_error() {
     let _ = std::fs::remove_dir_all(dir);
 
     // Nothing listening.
-    let out = run(
-        &[
-            "e2e",
+    let out = Cmd::new("e2e")
+        .args(&[
             "--via",
             "rest-proxy",
             "--rest-url",
@@ -486,9 +485,8 @@ fn basic_auth_is_sent_and_a_wrong_url_is_one_clear_error() {
             "json",
             "--duration",
             "1s",
-        ],
-        Duration::from_secs(60),
-    );
+        ])
+        .run(Duration::from_secs(60));
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("127.0.0.1:1"), "{stderr}");

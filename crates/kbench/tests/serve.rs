@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TestBroker, kbench, runtime};
+use common::{TestBroker, kbench, runtime, wait_until};
 use serde_json::{Value, json};
 
 const PASSWORD: &str = "pw-never-shown-7f3a9c";
@@ -244,7 +244,14 @@ fn seed_payload_runs_on(kind: common::BrokerKind) {
     assert_eq!(status, 409, "{raw}");
     seen.push(raw);
 
-    std::thread::sleep(Duration::from_secs(3));
+    // Running until at least 100 records (25 batches of 4) were produced.
+    let produced_so_far = |http: &Http| {
+        let (_, live, _) = http.json("GET", &url, None);
+        live["stats"]["totalProducedMessages"].as_u64().unwrap_or(0)
+    };
+    wait_until("100 records produced", Duration::from_secs(60), || {
+        produced_so_far(&http) >= 100
+    });
     let (status, live, raw) = http.json("GET", &url, None);
     assert_eq!(status, 200, "{raw}");
     assert_eq!(live["status"], "running");
@@ -588,7 +595,10 @@ fn the_seed_payload_unchanged_through_the_rest_proxy_double() {
     assert_eq!(status, 200, "{raw}");
     seen.push(raw);
     let id = body["id"].as_str().unwrap().to_string();
-    std::thread::sleep(Duration::from_secs(3));
+    wait_until("40 records produced", Duration::from_secs(60), || {
+        let (_, live, _) = http.json("GET", &url, None);
+        live["stats"]["totalProducedMessages"].as_u64().unwrap_or(0) >= 40
+    });
     let (status, stats, raw) = http.json("DELETE", &url, None);
     assert_eq!(status, 200, "{raw}");
     seen.push(raw.clone());
@@ -648,18 +658,19 @@ fn stopping_the_server_writes_the_active_run_first() {
     );
     assert_eq!(status, 201, "{raw}");
     let id = created["id"].as_str().unwrap().to_string();
-    std::thread::sleep(Duration::from_secs(1));
+    let run = format!("{}/v1/runs/{id}", server.base);
+    wait_until("records acknowledged", Duration::from_secs(60), || {
+        let (_, r, _) = http.json("GET", &run, None);
+        r["live"]["records_acked"].as_u64().unwrap_or(0) > 0
+    });
     // SAFETY: signalling our own child.
     unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = server.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the server did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(0));
+    let mut status = None;
+    wait_until("the server stopping", Duration::from_secs(90), || {
+        status = server.child.try_wait().unwrap();
+        status.is_some()
+    });
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{id}.json"))).unwrap())
             .unwrap();

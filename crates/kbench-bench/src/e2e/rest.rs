@@ -878,10 +878,18 @@ mod tests {
             epoch: Instant::now(),
             wall_at_epoch: SystemTime::now(),
         };
+        // Never more than really passed (the stamp keeps µs: at most 1 µs of truncation).
+        let before = Instant::now();
         let s = c.stamp();
-        std::thread::sleep(Duration::from_millis(5));
         let us = c.since(&s).unwrap();
-        assert!((5_000..1_000_000).contains(&us), "{us}");
+        let passed = before.elapsed().as_micros() as u64;
+        assert!(us <= passed + 1, "{us} µs measured, {passed} µs passed");
+        // A stamp 2 s back on the same clock measures at least 2 s.
+        let earlier = humantime::format_rfc3339_micros(
+            c.wall_at_epoch + c.epoch.elapsed() - Duration::from_secs(2),
+        )
+        .to_string();
+        assert!(c.since(&earlier).unwrap() >= 2_000_000);
     }
 
     #[test]

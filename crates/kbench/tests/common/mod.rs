@@ -166,6 +166,22 @@ impl TestBroker {
     }
 }
 
+impl TestBroker {
+    /// The versions of `api` this broker and kbench share (from the broker's ApiVersions), so that
+    /// a test does not pin the broker's own ranges and break on its upgrade.
+    pub fn shared_versions(&self, api: kbench_wire::ApiKey) -> std::ops::RangeInclusive<i16> {
+        let cluster = runtime()
+            .block_on(self.connect_with(Pins::default()))
+            .expect("connect");
+        let broker = cluster
+            .bootstrap_ranges()
+            .get(api)
+            .expect("the broker speaks it");
+        let shared = broker.intersect(&kbench_wire::kbench_range(api));
+        shared.min..=shared.max
+    }
+}
+
 impl Drop for TestBroker {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -216,4 +232,109 @@ pub async fn fetch_all(cluster: &Cluster, topic: &str, partition: i32) -> Vec<Re
 /// Parse a result document written with --json.
 pub fn result_json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("result file")).expect("result JSON")
+}
+
+/// A temporary folder of one test, removed when dropped: also when the test fails.
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// A fresh, empty folder named after the test.
+    pub fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "kbench-{name}-{}-{:x}",
+            std::process::id(),
+            kbench_bench::spec::random_seed() & 0xffff_ffff
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
+    /// A file in the folder, as a string for a command line.
+    pub fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Poll `condition` until it holds. Only a hang fails: after `timeout` the test panics naming `what`.
+pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(
+            started.elapsed() < timeout,
+            "hung: {what} did not happen within {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A kbench command line, built from the flags most tests share.
+pub struct Cmd {
+    args: Vec<String>,
+}
+
+impl Cmd {
+    /// `kbench SUBCOMMAND`.
+    pub fn new(subcommand: &str) -> Cmd {
+        Cmd {
+            args: vec![subcommand.to_string()],
+        }
+    }
+
+    /// `kbench SUBCOMMAND --bootstrap-server BROKER`.
+    pub fn on(subcommand: &str, broker: &TestBroker) -> Cmd {
+        Cmd::new(subcommand)
+            .arg("--bootstrap-server")
+            .arg(&broker.addr)
+    }
+
+    pub fn arg(mut self, a: impl AsRef<str>) -> Cmd {
+        self.args.push(a.as_ref().to_string());
+        self
+    }
+
+    pub fn args(mut self, a: &[&str]) -> Cmd {
+        self.args.extend(a.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// `--topic TOPIC`.
+    pub fn topic(self, topic: &str) -> Cmd {
+        self.args(&["--topic", topic])
+    }
+
+    /// `--json PATH`: where the result document goes.
+    pub fn json(self, path: &std::path::Path) -> Cmd {
+        self.args(&["--json", path.to_str().expect("UTF-8 path")])
+    }
+
+    /// Run it, killed (and the test failed) if it hangs past `limit`.
+    pub fn run(&self, limit: Duration) -> Output {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        run(&args, limit)
+    }
+
+    /// Run it and require exit 0; the output.
+    pub fn ok(&self, limit: Duration) -> Output {
+        let out = self.run(limit);
+        assert!(
+            out.status.success(),
+            "kbench {:?} failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+            self.args,
+            out.status.code(),
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        out
+    }
 }
