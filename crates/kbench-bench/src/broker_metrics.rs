@@ -58,23 +58,36 @@ pub fn parse(page: &str) -> Option<Conversions> {
     })
 }
 
+/// Why a metrics page gave no counters.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("{url}: {reason}")]
+    Fetch { url: String, reason: String },
+    #[error("{url}: no BrokerTopicMetrics produce/fetch message-conversion counters on the page")]
+    NoCounters { url: String },
+}
+
 /// Fetch and parse the page at `url`.
-pub async fn scrape(url: &str) -> Result<Conversions, String> {
+pub async fn scrape(url: &str) -> Result<Conversions, MetricsError> {
+    let failed = |e: reqwest::Error| MetricsError::Fetch {
+        url: url.to_string(),
+        reason: e.to_string(),
+    };
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
-        .map_err(|e| format!("--broker-metrics: {e}"))?;
+        .map_err(failed)?;
     let page = client
         .get(url)
         .send()
         .await
         .and_then(|r| r.error_for_status())
-        .map_err(|e| format!("--broker-metrics {url}: {e}"))?
+        .map_err(failed)?
         .text()
         .await
-        .map_err(|e| format!("--broker-metrics {url}: {e}"))?;
-    parse(&page).ok_or_else(|| {
-        format!("--broker-metrics {url}: no BrokerTopicMetrics produce/fetch message-conversion counters on the page")
+        .map_err(failed)?;
+    parse(&page).ok_or_else(|| MetricsError::NoCounters {
+        url: url.to_string(),
     })
 }
 

@@ -237,7 +237,25 @@ fn headers() -> [RecordHeader<'static>; 2] {
     ]
 }
 
-fn prepare(spec: &CellSpec) -> Result<Input, String> {
+/// Why a codec cell could not be measured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodecError {
+    /// An encoder or decoder under test failed.
+    #[error("{0}")]
+    Codec(String),
+    /// A decoder found a different number of records than were written.
+    #[error("decoded {got} records, expected {want}")]
+    Count { got: u64, want: usize },
+    #[error("{api:?} has no {subject:?} cell")]
+    NoSuchCell { api: Api, subject: Subject },
+}
+
+/// Any encoder's or decoder's error, as a codec failure.
+fn codec(e: impl std::fmt::Display) -> CodecError {
+    CodecError::Codec(e.to_string())
+}
+
+fn prepare(spec: &CellSpec) -> Result<Input, CodecError> {
     let key = 0x6b62_656e_6368_0001u64.to_be_bytes();
     let value: Vec<u8> = (0..spec.shape.value_len())
         .map(|i| b'a' + (i % 26) as u8)
@@ -248,7 +266,7 @@ fn prepare(spec: &CellSpec) -> Result<Input, String> {
     for _ in 0..spec.records {
         builder.append(base, Some(&key), Some(&value), &headers());
     }
-    let batch = builder.finish().map_err(|e| e.to_string())?;
+    let batch = builder.finish().map_err(codec)?;
     let key_b = Bytes::copy_from_slice(&key);
     let value_b = Bytes::from(value.clone());
     let kp_records = (0..spec.records)
@@ -290,7 +308,7 @@ fn prepare(spec: &CellSpec) -> Result<Input, String> {
                     records: batch.clone(),
                 }],
             )
-            .map_err(|e| e.to_string())?,
+            .map_err(codec)?,
         ),
         _ => None,
     };
@@ -339,7 +357,7 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn encode_batch(&mut self) -> Result<Bytes, String> {
+    fn encode_batch(&mut self) -> Result<Bytes, CodecError> {
         let ts = now_ms();
         self.builder.start(ts);
         let hs = headers();
@@ -347,14 +365,14 @@ impl<'a> Worker<'a> {
             self.builder
                 .append(ts, Some(&self.input.key), Some(&self.input.value), &hs);
         }
-        self.builder.finish().map_err(|e| e.to_string())
+        self.builder.finish().map_err(codec)
     }
 
     /// One operation; returns the bytes it produced or consumed.
-    fn op(&mut self) -> Result<usize, String> {
+    fn op(&mut self) -> Result<usize, CodecError> {
         match (self.spec.api, self.spec.subject) {
             (Api::Produce, Subject::ProduceRequest) => {
-                let version = self.spec.version.ok_or("no version")?;
+                let version = self.spec.version.ok_or_else(|| codec("no version"))?;
                 let batch = self.encode_batch()?;
                 let mut data = TopicProduceData::default().with_partition_data(vec![
                     PartitionProduceData::default()
@@ -379,7 +397,7 @@ impl<'a> Worker<'a> {
                     &self.client_id,
                     &request,
                 )
-                .map_err(|e| e.to_string())?;
+                .map_err(codec)?;
                 Ok(self.out.len())
             }
             (Api::Produce, Subject::KbenchBatch) => Ok(self.encode_batch()?.len()),
@@ -390,18 +408,22 @@ impl<'a> Worker<'a> {
                     compression: kp_compression(self.spec.compression.0),
                 };
                 RecordBatchEncoder::encode(&mut self.out, self.input.kp_records.iter(), &options)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(codec)?;
                 Ok(self.out.len())
             }
             (Api::Fetch, Subject::FetchResponse) => {
-                let version = self.spec.version.ok_or("no version")?;
-                let frame = self.input.fetch_frame.clone().ok_or("no response")?;
+                let version = self.spec.version.ok_or_else(|| codec("no version"))?;
+                let frame = self
+                    .input
+                    .fetch_frame
+                    .clone()
+                    .ok_or_else(|| codec("no response"))?;
                 let len = frame.len();
                 let mut sink = 0usize;
                 let n = decode_fetch_response(version, 1, frame, &mut self.decoder, |_, r| {
                     sink += r.value.map_or(0, <[u8]>::len) + r.header_count();
                 })
-                .map_err(|e| e.to_string())?;
+                .map_err(codec)?;
                 std::hint::black_box(sink);
                 check_count(n, self.spec.records)?;
                 Ok(len)
@@ -413,33 +435,33 @@ impl<'a> Worker<'a> {
                     .decode_all(&self.input.batch, |_, r| {
                         sink += r.value.map_or(0, <[u8]>::len) + r.header_count();
                     })
-                    .map_err(|e| e.to_string())?;
+                    .map_err(codec)?;
                 std::hint::black_box(sink);
                 check_count(summary.records, self.spec.records)?;
                 Ok(self.input.batch.len())
             }
             (Api::Fetch, Subject::KafkaProtocolBatch) => {
                 let mut bytes = self.input.batch.clone();
-                let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| e.to_string())?;
+                let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(codec)?;
                 let n: usize = sets.iter().map(|s| s.records.len()).sum();
                 std::hint::black_box(&sets);
                 check_count(n as u64, self.spec.records)?;
                 Ok(self.input.batch.len())
             }
-            (api, subject) => Err(format!("{api:?} has no {subject:?} cell")),
+            (api, subject) => Err(CodecError::NoSuchCell { api, subject }),
         }
     }
 }
 
-fn check_count(got: u64, want: usize) -> Result<(), String> {
+fn check_count(got: u64, want: usize) -> Result<(), CodecError> {
     if got as usize != want {
-        return Err(format!("decoded {got} records, expected {want}"));
+        return Err(CodecError::Count { got, want });
     }
     Ok(())
 }
 
 /// Measure one cell in this process.
-pub fn run_cell(spec: CellSpec, method: Method) -> Result<CellResult, String> {
+pub fn run_cell(spec: CellSpec, method: Method) -> Result<CellResult, CodecError> {
     let label = spec.label();
     if let Some(why) = spec.not_applicable() {
         return Ok(CellResult {
@@ -461,7 +483,7 @@ pub fn run_cell(spec: CellSpec, method: Method) -> Result<CellResult, String> {
     let per_block = method.block_records.min(value_cap).max(1);
     let ops_per_block = (per_block / spec.records.max(1)).max(1);
     let wire_bytes = worker.op()?;
-    let block = |w: &mut Worker<'_>| -> Result<f64, String> {
+    let block = |w: &mut Worker<'_>| -> Result<f64, CodecError> {
         let started = Instant::now();
         for _ in 0..ops_per_block {
             std::hint::black_box(w.op()?);

@@ -146,11 +146,27 @@ pub fn compare(s: &Samples, threshold: f64, seed: u64) -> Comparison {
 /// The cells and metrics of one result document: cell key → metric → (direction, samples).
 pub type Cells = BTreeMap<String, BTreeMap<String, (Better, Vec<f64>)>>;
 
-/// Read the comparable samples out of a result document (`produce` or `codec`).
-pub fn cells_of(doc: &serde_json::Value) -> Result<(String, Cells), String> {
+/// A result document that cannot be compared: what is missing from it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocumentError {
+    #[error("not a kbench result document (no \"kind\")")]
+    NoKind,
+    #[error("{kind} document without {field:?}")]
+    Missing {
+        kind: &'static str,
+        field: &'static str,
+    },
+    #[error("{kind} cell without a label")]
+    NoLabel { kind: &'static str },
+    #[error("kbench compare does not know result kind {0:?} yet")]
+    Unsupported(String),
+}
+
+/// Read the comparable samples out of a result document (`produce`, `codec` or `sweep`).
+pub fn cells_of(doc: &serde_json::Value) -> Result<(String, Cells), DocumentError> {
     let kind = doc["kind"]
         .as_str()
-        .ok_or("not a kbench result document (no \"kind\")")?
+        .ok_or(DocumentError::NoKind)?
         .to_string();
     let mut cells = Cells::new();
     match kind.as_str() {
@@ -168,7 +184,10 @@ pub fn cells_of(doc: &serde_json::Value) -> Result<(String, Cells), String> {
             );
             let reps = doc["repetitions"]
                 .as_array()
-                .ok_or("produce document without \"repetitions\"")?;
+                .ok_or(DocumentError::Missing {
+                    kind: "produce",
+                    field: "repetitions",
+                })?;
             let series = |field: &str| -> Vec<f64> {
                 reps.iter().filter_map(|r| r[field].as_f64()).collect()
             };
@@ -187,14 +206,16 @@ pub fn cells_of(doc: &serde_json::Value) -> Result<(String, Cells), String> {
             );
         }
         "codec" => {
-            for c in doc["cells"]
-                .as_array()
-                .ok_or("codec document without \"cells\"")?
-            {
+            for c in doc["cells"].as_array().ok_or(DocumentError::Missing {
+                kind: "codec",
+                field: "cells",
+            })? {
                 if !c["skipped"].is_null() {
                     continue;
                 }
-                let label = c["label"].as_str().ok_or("codec cell without a label")?;
+                let label = c["label"]
+                    .as_str()
+                    .ok_or(DocumentError::NoLabel { kind: "codec" })?;
                 let reps: Vec<f64> = c["ns_per_record_reps"]
                     .as_array()
                     .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
@@ -206,11 +227,13 @@ pub fn cells_of(doc: &serde_json::Value) -> Result<(String, Cells), String> {
             }
         }
         "sweep" => {
-            for c in doc["cells"]
-                .as_array()
-                .ok_or("sweep document without \"cells\"")?
-            {
-                let label = c["label"].as_str().ok_or("sweep cell without a label")?;
+            for c in doc["cells"].as_array().ok_or(DocumentError::Missing {
+                kind: "sweep",
+                field: "cells",
+            })? {
+                let label = c["label"]
+                    .as_str()
+                    .ok_or(DocumentError::NoLabel { kind: "sweep" })?;
                 let reps = c["reps"].as_array().cloned().unwrap_or_default();
                 let series = |field: &str| -> Vec<f64> {
                     reps.iter().filter_map(|r| r[field].as_f64()).collect()
@@ -226,11 +249,7 @@ pub fn cells_of(doc: &serde_json::Value) -> Result<(String, Cells), String> {
                 );
             }
         }
-        other => {
-            return Err(format!(
-                "kbench compare does not know result kind {other:?} yet"
-            ));
-        }
+        other => return Err(DocumentError::Unsupported(other.to_string())),
     }
     Ok((kind, cells))
 }

@@ -60,6 +60,14 @@ impl From<ClientError> for BenchError {
 }
 
 impl BenchError {
+    /// The topic could not be found, created or used.
+    pub fn topic(topic: &str, e: ClientError) -> BenchError {
+        BenchError::Topic {
+            topic: topic.to_string(),
+            source: e,
+        }
+    }
+
     /// A connect failure towards `bootstrap`, said the way a user can act on it.
     pub fn connect(bootstrap: &str, e: ClientError) -> BenchError {
         match e {

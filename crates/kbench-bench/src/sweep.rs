@@ -341,10 +341,7 @@ pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTo
     let layout = cluster
         .ensure_topic(topic, 1, 1)
         .await
-        .map_err(|e| BenchError::Topic {
-            topic: topic.to_string(),
-            source: e,
-        })?;
+        .map_err(|e| BenchError::topic(topic, e))?;
     let producer = ProducerConfig {
         acks: Acks::All,
         request_timeout: Duration::from_secs(30),

@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::e2e::live::{E2eLive, add};
 use crate::e2e::phases::{
-    CommitDue, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, RECORD_ID_LEN, Seen, missing,
-    record_id,
+    CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, RECORD_ID_LEN,
+    Seen, missing, record_id,
 };
 use crate::e2e::spec::{E2eMode, E2eSpec};
 use crate::error::BenchError;
@@ -61,10 +61,7 @@ impl Native {
         native.layout = admin
             .ensure_topic(&spec.topic, spec.partitions, spec.replication_factor)
             .await
-            .map_err(|e| BenchError::Topic {
-                topic: spec.topic.clone(),
-                source: e,
-            })?;
+            .map_err(|e| BenchError::topic(&spec.topic, e))?;
         Ok(native)
     }
 
@@ -370,33 +367,21 @@ async fn consume(
                 .record((in_hand.elapsed().as_micros() as u64).max(1));
         }
         match committer.due(&positions) {
-            Some(CommitDue::Awaited) => match member.commit(&layout, &positions).await {
-                Ok(Membership::Stable) => {
-                    add(&live.commits, 1);
-                    committer.committed(&positions);
+            Some(CommitDue::Awaited) => {
+                match committed(member.commit(&layout, &positions).await).count(&live) {
+                    Committed::Yes => committer.committed(&positions),
+                    Committed::RejoinNeeded => {
+                        rejoin(&mut member, &cluster, &layout, &mut positions, &live).await?;
+                    }
+                    Committed::Failed(_) => {}
                 }
-                Ok(Membership::RejoinNeeded) => {
-                    add(&live.commit_failures, 1);
-                    rejoin(&mut member, &cluster, &layout, &mut positions, &live).await?;
-                }
-                Err(e) => {
-                    add(&live.commit_failures, 1);
-                    live.error(format!("commit: {e}"), 0);
-                }
-            },
+            }
             Some(CommitDue::Background) => {
                 let request = member.commit_request(&layout, &positions)?;
                 committer.committed(&positions);
                 let live = live.clone();
                 async_commits.spawn(async move {
-                    match send_commit(request).await {
-                        Ok(Membership::Stable) => add(&live.commits, 1),
-                        Ok(Membership::RejoinNeeded) => add(&live.commit_failures, 1),
-                        Err(e) => {
-                            add(&live.commit_failures, 1);
-                            live.error(format!("commit: {e}"), 0);
-                        }
-                    }
+                    committed(send_commit(request).await).count(&live);
                 });
                 while async_commits.try_join_next().is_some() {}
             }
@@ -406,14 +391,7 @@ async fn consume(
     while async_commits.join_next().await.is_some() {}
     // A final synchronous commit of what was read, then leave: the group does not wait out a session.
     if committer.pending(&positions) {
-        match member.commit(&layout, &positions).await {
-            Ok(Membership::Stable) => add(&live.commits, 1),
-            Ok(Membership::RejoinNeeded) => add(&live.commit_failures, 1),
-            Err(e) => {
-                add(&live.commit_failures, 1);
-                live.error(format!("commit: {e}"), 0);
-            }
-        }
+        committed(member.commit(&layout, &positions).await).count(&live);
     }
     if let Err(e) = member.leave().await {
         live.error(format!("leave group: {e}"), 0);
@@ -441,6 +419,15 @@ async fn consume(
         member_id: member.member_id().to_string(),
         assignment: member.assignment().to_vec(),
     })
+}
+
+/// A group commit's answer as the commit rule counts it.
+fn committed(answer: Result<Membership, ClientError>) -> Committed {
+    match answer {
+        Ok(Membership::Stable) => Committed::Yes,
+        Ok(Membership::RejoinNeeded) => Committed::RejoinNeeded,
+        Err(e) => Committed::Failed(e.to_string()),
+    }
 }
 
 /// How long the consumer holds its position at a hole in a partition's offsets before it passes

@@ -15,7 +15,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::e2e::live::{E2eLive, E2eRun, RestFigures, get};
+use crate::e2e::live::{E2eLive, E2eRun, RestFigures, add, get};
 use crate::e2e::spec::{CommitMode, E2eMode, E2eSpec, clock_for};
 use crate::error::BenchError;
 use crate::measure::{CpuTime, peak_rss_kib};
@@ -388,6 +388,29 @@ pub(crate) struct Committer {
     mode: CommitMode,
     committed: BTreeMap<i32, i64>,
     last: Instant,
+}
+
+/// How a commit ended.
+pub(crate) enum Committed {
+    Yes,
+    /// Refused: the group rebalanced or forgot this member; a rejoin is needed.
+    RejoinNeeded,
+    Failed(String),
+}
+
+impl Committed {
+    /// Count this commit's end in `live`: a commit, or a failed commit (with its error).
+    pub(crate) fn count(self, live: &E2eLive) -> Committed {
+        match &self {
+            Committed::Yes => add(&live.commits, 1),
+            Committed::RejoinNeeded => add(&live.commit_failures, 1),
+            Committed::Failed(e) => {
+                add(&live.commit_failures, 1);
+                live.error(format!("commit: {e}"), 0);
+            }
+        }
+        self
+    }
 }
 
 /// What a commit due now looks like.

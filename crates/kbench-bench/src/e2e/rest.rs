@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::e2e::live::{E2eLive, RestFigures, add, get};
 use crate::e2e::phases::{
-    CommitDue, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, Seen, missing,
+    CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, Seen, missing,
 };
 use crate::e2e::spec::{E2eMode, E2eSpec, RestApi, RestSpec, clock_for};
 use crate::error::BenchError;
@@ -678,6 +678,14 @@ async fn count_late(
     result
 }
 
+/// A proxy commit's answer as the commit rule counts it.
+fn committed(answer: Result<(), RestError>) -> Committed {
+    match answer {
+        Ok(()) => Committed::Yes,
+        Err(e) => Committed::Failed(e.to_string()),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn consume_loop(
     spec: &E2eSpec,
@@ -805,16 +813,12 @@ async fn consume_loop(
         let positions = &progress.positions;
         let offsets: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
         match committer.due(positions) {
-            Some(CommitDue::Awaited) => match proxy.commit(instance, &spec.topic, &offsets).await {
-                Ok(()) => {
-                    add(&live.commits, 1);
+            Some(CommitDue::Awaited) => {
+                let answer = proxy.commit(instance, &spec.topic, &offsets).await;
+                if let Committed::Yes = committed(answer).count(live) {
                     committer.committed(positions);
                 }
-                Err(e) => {
-                    add(&live.commit_failures, 1);
-                    live.error(format!("commit: {e}"), 0);
-                }
-            },
+            }
             Some(CommitDue::Background) => {
                 committer.committed(positions);
                 let (proxy, instance, topic, live) = (
@@ -824,13 +828,7 @@ async fn consume_loop(
                     live.clone(),
                 );
                 commits.spawn(async move {
-                    match proxy.commit(&instance, &topic, &offsets).await {
-                        Ok(()) => add(&live.commits, 1),
-                        Err(e) => {
-                            add(&live.commit_failures, 1);
-                            live.error(format!("commit: {e}"), 0);
-                        }
-                    }
+                    committed(proxy.commit(&instance, &topic, &offsets).await).count(&live);
                 });
                 while commits.try_join_next().is_some() {}
             }
@@ -840,13 +838,7 @@ async fn consume_loop(
     while commits.join_next().await.is_some() {}
     if committer.pending(&progress.positions) {
         let offsets: Vec<(i32, i64)> = progress.positions.iter().map(|(p, o)| (*p, *o)).collect();
-        match proxy.commit(instance, &spec.topic, &offsets).await {
-            Ok(()) => add(&live.commits, 1),
-            Err(e) => {
-                add(&live.commit_failures, 1);
-                live.error(format!("commit: {e}"), 0);
-            }
-        }
+        committed(proxy.commit(instance, &spec.topic, &offsets).await).count(live);
     }
     Ok(())
 }

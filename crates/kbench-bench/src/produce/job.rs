@@ -83,10 +83,7 @@ pub async fn run_job<O: ProduceObserver>(
     let topic = cluster
         .ensure_topic(&spec.topic, spec.partitions, spec.replication_factor)
         .await
-        .map_err(|e| BenchError::Topic {
-            topic: spec.topic.clone(),
-            source: e,
-        })?;
+        .map_err(|e| BenchError::topic(&spec.topic, e))?;
     if let Some(p) = spec.partition
         && !topic.partitions.iter().any(|l| l.partition == p)
     {

@@ -182,7 +182,7 @@ pub fn run(args: CodecArgs) -> u8 {
         let result = if args.isolate {
             run_isolated(spec, method)
         } else {
-            run_cell(*spec, method)
+            run_cell(*spec, method).map_err(|e| e.to_string())
         };
         match result {
             Ok(r) => results.push(r),

@@ -300,7 +300,11 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         no_pin: args.no_pin,
     };
     let conversions_before = match &args.broker_metrics {
-        Some(url) => Some(kbench_bench::broker_metrics::scrape(url).await?),
+        Some(url) => Some(
+            kbench_bench::broker_metrics::scrape(url)
+                .await
+                .map_err(|e| format!("--broker-metrics {e}"))?,
+        ),
         None => None,
     };
     probe.close(Duration::from_secs(1)).await;
@@ -340,7 +344,9 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
     }
     let conversions = match (&args.broker_metrics, conversions_before) {
         (Some(url), Some(before)) => {
-            let after = kbench_bench::broker_metrics::scrape(url).await?;
+            let after = kbench_bench::broker_metrics::scrape(url)
+                .await
+                .map_err(|e| format!("--broker-metrics {e}"))?;
             let (p, f) = (after.produce - before.produce, after.fetch - before.fetch);
             if p == 0.0 && f == 0.0 {
                 "0 (produce and fetch message conversions unchanged during the sweep)".to_string()

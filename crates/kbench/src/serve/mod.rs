@@ -1,7 +1,10 @@
-//! `kbench serve`: the HTTP control API. `http` (routes, auth, errors, OpenAPI), `registry` (the runs,
-//! supervised), `runs` (starting the library's workloads), `pub_sub` (the seed's `/pub-sub-demo`)
-//! and `v1` (kbench's own `/v1/runs`). Every request body becomes the same spec types the CLI builds.
+//! `kbench serve`: the HTTP control API. `error` (the error answer, body parsing), `registry` (the
+//! runs, supervised), `app` (what handlers share), `runs` (starting the library's workloads),
+//! `pub_sub` (the seed's `/pub-sub-demo`), `v1` (kbench's own `/v1/runs`) and `http` (routes, auth,
+//! OpenAPI). Every request body becomes the same spec types the CLI builds.
 
+mod app;
+mod error;
 mod http;
 pub(crate) mod pub_sub;
 mod registry;
@@ -14,7 +17,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::embedded::EmbeddedBroker;
+use crate::serve::app::App;
 use crate::serve::registry::{Registry, STOP_GRACE};
 
 #[derive(Debug, Args)]
@@ -35,14 +38,6 @@ pub struct ServeArgs {
     /// Where every finished run's result document is written (and read back at start).
     #[arg(long, default_value = "kbench-results")]
     pub results_dir: PathBuf,
-}
-
-/// What every handler shares.
-pub struct App {
-    runs: Arc<Registry>,
-    token: Option<String>,
-    default_bootstrap: Option<Vec<String>>,
-    embedded: tokio::sync::Mutex<Option<EmbeddedBroker>>,
 }
 
 /// `kbench serve`.

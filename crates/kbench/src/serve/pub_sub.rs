@@ -15,8 +15,8 @@ use kbench_bench::seed_service::pub_sub_stats_live;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::serve::App;
-use crate::serve::http::{ApiError, ApiResult, from_value, json_object, json_response, named};
+use crate::serve::app::App;
+use crate::serve::error::{ApiError, ApiResult, from_value, json_object, json_response, named};
 use crate::serve::registry::{Api, Live, RunEntry};
 use crate::serve::runs::start_e2e;
 

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::http::ApiError;
+use crate::serve::error::ApiError;
 
 /// How long a stopped run may take to end (drain, re-read, close, write) before it is aborted.
 pub const STOP_GRACE: Duration = Duration::from_secs(60);

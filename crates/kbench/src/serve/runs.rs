@@ -12,38 +12,11 @@ use kbench_client::ClusterConfig;
 use kbench_wire::Pins;
 use serde_json::Value;
 
-use crate::serve::App;
-use crate::serve::http::ApiError;
+use crate::serve::app::App;
+use crate::serve::error::ApiError;
 use crate::serve::registry::{Api, Live, Outcome, ProduceLive};
 
 const CLIENT_ID: &str = "kbench-serve";
-
-/// The bootstrap list for a run: the request's, the server's, or the embedded broker (started once,
-/// kept for the server's life). Also whether it is the embedded one.
-async fn resolve_bootstrap(
-    app: &App,
-    requested: Option<Vec<String>>,
-) -> Result<(Vec<String>, bool), ApiError> {
-    if let Some(b) = requested.or_else(|| app.default_bootstrap.clone()) {
-        return Ok((b, false));
-    }
-    let mut embedded = app.embedded.lock().await;
-    if embedded.is_none() {
-        let broker = crate::embedded::EmbeddedBroker::start()
-            .await
-            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
-        eprintln!(
-            "kbench serve: started an embedded Tansu broker (in-memory) on {}",
-            broker.addr()
-        );
-        *embedded = Some(broker);
-    }
-    let addr = embedded
-        .as_ref()
-        .map(|b| b.addr().to_string())
-        .unwrap_or_default();
-    Ok((vec![addr], true))
-}
 
 /// A start error as the API says it: `field` names where the cluster came from.
 fn start_error(e: BenchError, field: &str, bootstrap: &str) -> String {
@@ -69,7 +42,7 @@ pub async fn start_e2e(
     let (servers, embedded) = match &spec.rest {
         // The proxy reaches Kafka; kbench needs no broker of its own.
         Some(rest) => (vec![rest.proxy.url.clone()], false),
-        None => resolve_bootstrap(app, bootstrap).await?,
+        None => app.bootstrap(bootstrap).await?,
     };
     let bootstrap = servers.join(",");
     let cluster = ClusterConfig::new(servers, CLIENT_ID, Pins::default());
@@ -157,7 +130,7 @@ pub async fn start_produce(
     bootstrap: Option<Vec<String>>,
 ) -> Result<String, ApiError> {
     app.runs.ensure_idle()?;
-    let (servers, embedded) = resolve_bootstrap(app, bootstrap).await?;
+    let (servers, embedded) = app.bootstrap(bootstrap).await?;
     let bootstrap = servers.join(",");
     let cluster = ClusterConfig::new(servers, CLIENT_ID, Pins::default());
     let live = Arc::new(ProduceLive::default());

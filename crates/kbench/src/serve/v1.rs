@@ -18,8 +18,8 @@ use kbench_wire::Compression;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::serve::App;
-use crate::serve::http::{ApiError, ApiResult, from_value, json_object, json_response, optional};
+use crate::serve::app::App;
+use crate::serve::error::{ApiError, ApiResult, from_value, json_object, json_response, optional};
 use crate::serve::registry::{Api, run_json};
 use crate::serve::runs::{start_e2e, start_produce};
 
