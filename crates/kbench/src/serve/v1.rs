@@ -55,6 +55,21 @@ fn set<T>(field: &mut T, given: Option<T>) {
     }
 }
 
+/// The `acks` and `compression` fields, which both workloads take.
+fn delivery(
+    acks: Option<&str>,
+    compression: Option<&str>,
+    to_acks: &mut Acks,
+    to_compression: &mut Compression,
+) -> Result<(), ApiError> {
+    set(to_acks, optional("acks", acks, str::parse::<Acks>)?);
+    set(
+        to_compression,
+        optional("compression", compression, str::parse::<Compression>)?,
+    );
+    Ok(())
+}
+
 fn spec_field(e: kbench_bench::SpecError) -> ApiError {
     ApiError::field(e.field, e.reason)
 }
@@ -103,18 +118,12 @@ pub(crate) fn e2e_spec(c: &V1E2e) -> Result<(E2eSpec, Option<Vec<String>>), ApiE
         &mut spec.drain,
         optional("drain", c.drain.as_deref(), parse_duration)?,
     );
-    set(
+    delivery(
+        c.acks.as_deref(),
+        c.compression.as_deref(),
         &mut spec.producer.acks,
-        optional("acks", c.acks.as_deref(), str::parse::<Acks>)?,
-    );
-    set(
         &mut spec.compression,
-        optional(
-            "compression",
-            c.compression.as_deref(),
-            str::parse::<Compression>,
-        )?,
-    );
+    )?;
     set(&mut spec.group_id, c.group.clone());
     set(&mut spec.consumer_id, c.consumer_id.clone());
     set(
@@ -165,18 +174,12 @@ pub(crate) fn produce_spec(c: &V1Produce) -> Result<(ProduceSpec, Option<Vec<Str
     // Any negative throughput is unthrottled, as kafka-producer-perf-test takes it.
     spec.throughput = c.throughput.filter(|t| t.is_nan() || *t >= 0.0);
     spec.duration = optional("duration", c.duration.as_deref(), parse_duration)?;
-    set(
+    delivery(
+        c.acks.as_deref(),
+        c.compression.as_deref(),
         &mut spec.producer.acks,
-        optional("acks", c.acks.as_deref(), str::parse::<Acks>)?,
-    );
-    set(
         &mut spec.compression,
-        optional(
-            "compression",
-            c.compression.as_deref(),
-            str::parse::<Compression>,
-        )?,
-    );
+    )?;
     set(&mut spec.batch_size, c.batch_size);
     set(&mut spec.linger, c.linger_ms.map(Duration::from_millis));
     set(&mut spec.partitions, c.partitions);
