@@ -397,6 +397,10 @@ async fn consume(
         live.error(format!("leave group: {e}"), 0);
     }
     if spec.mode == E2eMode::ConsumerAndProducers && missing(&live) > 0 {
+        tracing::info!(
+            missing = missing(&live),
+            "re-reading missing offsets after the drain"
+        );
         live.set_phase("verifying");
         let ranges = gaps
             .into_iter()
@@ -475,12 +479,14 @@ pub(crate) fn readable_until(
                     return gap.start;
                 }
                 add(&live.gaps_skipped, 1);
+                tracing::debug!(?gap, "fetch gap still open after the hold: passed over");
                 gaps.held = None;
                 from = gap.end;
                 gaps.skipped.push(gap);
             }
             _ => {
                 add(&live.gaps_held, 1);
+                tracing::debug!(?gap, "fetch returned records beyond a gap: position held");
                 let start = gap.start;
                 gaps.held = Some((gap, Instant::now()));
                 return start;

@@ -513,6 +513,10 @@ async fn position_instance(
             Err(e) => return Err(BenchError::Run(format!("poll while joining: {e}"))),
         }
     };
+    tracing::debug!(
+        ?assigned,
+        "consumer instance joined; seeking its partitions"
+    );
     let mut seeks = Vec::with_capacity(assigned.len());
     for p in assigned {
         let offset = match progress.positions.get(&p).or(start.get(&p)) {
@@ -586,6 +590,10 @@ async fn consume(
         live.error(format!("delete consumer instance: {e}"), 0);
     }
     if result.is_ok() && spec.mode == E2eMode::ConsumerAndProducers && missing(&live) > 0 {
+        tracing::info!(
+            missing = missing(&live),
+            "re-reading missing offsets through the proxy after the drain"
+        );
         live.set_phase("verifying");
         let deadline = Instant::now() + spec.drain.max(Duration::from_secs(1));
         if let Err(e) = count_late(

@@ -97,6 +97,7 @@ pub async fn run_job<O: ProduceObserver>(
         )
         .into());
     }
+    tracing::debug!(topic = %spec.topic, partitions = topic.partitions.len(), "produce job ready");
     let cluster = Arc::new(cluster);
     let mut runs = Vec::with_capacity(spec.repetitions);
     for i in 0..spec.repetitions {
