@@ -32,6 +32,79 @@ impl<T: Copy + PartialOrd + rand::distr::uniform::SampleUniform> Span<T> {
     }
 }
 
+/// The largest record value a run sends unless told otherwise: far above what brokers accept by
+/// default (Kafka's `message.max.bytes` is 1 MiB), far below what exhausts a machine.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
+/// The most partitions kbench creates a topic with.
+pub const MAX_PARTITIONS: i32 = 10_000;
+/// The longest duration any setting may have (a month): longer is a typo, and overflows clocks.
+pub const MAX_DURATION: Duration = Duration::from_secs(31 * 24 * 3600);
+/// The longest a single wait (a Fetch wait, a batch interval, a drain) may be.
+pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+
+/// What a run may use: the largest record, and the memory its buffers may hold at once. Checked by
+/// every spec's `validate()`, so that the CLI, `/v1`, `/pub-sub-demo` (and workload files and agents
+/// later) refuse the same runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    pub max_record_bytes: usize,
+    pub memory_budget_bytes: u64,
+}
+
+impl Default for Limits {
+    /// 16 MiB records; half of this machine's memory.
+    fn default() -> Self {
+        Limits {
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            memory_budget_bytes: machine_memory_bytes() / 2,
+        }
+    }
+}
+
+impl Limits {
+    /// `Err` naming `fields` when `needed` bytes exceed the memory budget.
+    pub fn check_memory(&self, fields: &'static str, needed: u128) -> Result<(), SpecError> {
+        if needed > u128::from(self.memory_budget_bytes) {
+            return Err(SpecError::new(
+                fields,
+                format!(
+                    "would hold about {} MiB at once, above the memory budget of {} MiB (half this machine's memory unless set)",
+                    needed / (1024 * 1024),
+                    self.memory_budget_bytes / (1024 * 1024)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// This machine's memory (`MemTotal` in /proc/meminfo); 8 GiB where it cannot be read.
+pub fn machine_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(8 << 30, |kib| kib * 1024)
+}
+
+/// `Err` naming `field` unless `d` is at most `max`.
+pub fn check_duration(field: &'static str, d: Duration, max: Duration) -> Result<(), SpecError> {
+    if d > max {
+        return Err(SpecError::new(
+            field,
+            format!(
+                "{} s is longer than the {} s allowed",
+                d.as_secs(),
+                max.as_secs()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A seed for a run when none was given: the clock and the process id. It is printed and stored.
 pub fn random_seed() -> u64 {
     let t = std::time::SystemTime::now()
@@ -143,6 +216,14 @@ pub fn check_topic(field: &'static str, topic: &str) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// `Err` naming `field` unless `v` is a finite number (no NaN, no infinity).
+pub fn check_finite(field: &'static str, v: f64) -> Result<(), SpecError> {
+    if !v.is_finite() {
+        return Err(SpecError::new(field, format!("{v} is not a finite number")));
+    }
+    Ok(())
+}
+
 /// `Err` naming `field` unless `value` lies in `range`.
 pub fn check_range<T: PartialOrd + std::fmt::Display>(
     field: &'static str,
@@ -216,6 +297,26 @@ mod tests {
         assert!(bootstrap_list("nohost").is_err());
         assert!(bootstrap_list("h:99999").is_err());
         assert!(bootstrap_list(" , ").is_err());
+    }
+
+    #[test]
+    fn budgets_durations_and_numbers_are_checked() {
+        let limits = Limits {
+            max_record_bytes: 1024,
+            memory_budget_bytes: 1 << 20,
+        };
+        assert!(limits.check_memory("x", 1 << 20).is_ok());
+        let e = limits
+            .check_memory("producers, payload_size", (1 << 20) + 1)
+            .unwrap_err();
+        assert_eq!(e.field, "producers, payload_size");
+        assert!(e.reason.contains("memory budget of 1 MiB"), "{}", e.reason);
+        assert!(check_duration("d", MAX_WAIT, MAX_WAIT).is_ok());
+        assert!(check_duration("d", MAX_WAIT + Duration::from_secs(1), MAX_WAIT).is_err());
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert!(check_finite("t", bad).is_err());
+        }
+        assert!(machine_memory_bytes() > 0);
     }
 
     #[test]

@@ -56,11 +56,13 @@ pub struct TopicLayout {
 }
 
 impl TopicLayout {
+    /// The leader of `partition`; `partitions` is sorted by partition, so this is a binary search
+    /// (per-partition work stays O(n log n) over a topic, whatever its size).
     pub fn leader(&self, partition: i32) -> Option<i32> {
         self.partitions
-            .iter()
-            .find(|p| p.partition == partition)
-            .map(|p| p.leader)
+            .binary_search_by_key(&partition, |p| p.partition)
+            .ok()
+            .map(|i| self.partitions[i].leader)
             .filter(|l| *l >= 0)
     }
 }

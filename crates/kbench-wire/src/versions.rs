@@ -86,7 +86,9 @@ impl Pins {
         Ok(pins)
     }
 
-    /// Add the pins of one more `--pin` value; a later pin of the same API replaces an earlier one.
+    /// Add the pins of one more `--pin` value. Pinning an API twice is an error (which one would
+    /// hold?), and so is pinning ApiVersions: kbench asks it before anything is negotiated, so a pin
+    /// of it could not hold and would be recorded while another version was used.
     pub fn extend_from(&mut self, spec: &str) -> Result<(), PinError> {
         let fail = |reason: String| PinError {
             spec: spec.to_string(),
@@ -105,7 +107,14 @@ impl Pins {
                     api_name(api)
                 ))
             })?;
-            self.0.insert(api as i16, version);
+            if api == ApiKey::ApiVersions {
+                return Err(fail(
+                    "ApiVersions cannot be pinned: it is asked before any version is chosen".into(),
+                ));
+            }
+            if self.0.insert(api as i16, version).is_some() {
+                return Err(fail(format!("{} is pinned twice", api_name(api))));
+            }
         }
         if self.0.is_empty() {
             return Err(fail("no API=VERSION given".into()));
@@ -119,6 +128,25 @@ impl Pins {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// `Err` naming the first pinned API that is not among `used`: a pin of an API the command never
+    /// sends would be recorded while nothing held it.
+    pub fn only(&self, used: &[ApiKey]) -> Result<(), PinError> {
+        match self.iter().find(|(api, _)| !used.contains(api)) {
+            None => Ok(()),
+            Some((api, v)) => Err(PinError {
+                spec: format!("{}={v}", api_name(api).to_lowercase()),
+                reason: format!(
+                    "this command does not use {} (it uses {})",
+                    api_name(api),
+                    used.iter()
+                        .map(|a| api_name(*a))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+        }
     }
 
     /// The pinned APIs, in API-key order.
@@ -313,5 +341,28 @@ mod tests {
             choose(ApiKey::Produce, &b, &Pins::default()),
             Err(VersionError::NotOffered { .. })
         ));
+    }
+
+    #[test]
+    fn api_versions_duplicates_and_unused_apis_cannot_be_pinned() {
+        let e = Pins::parse("apiversions=0").unwrap_err().to_string();
+        assert!(e.contains("ApiVersions cannot be pinned"), "{e}");
+        let e = Pins::parse("produce=7,produce=8").unwrap_err().to_string();
+        assert!(e.contains("pinned twice"), "{e}");
+        let mut pins = Pins::parse("produce=7").unwrap();
+        assert!(
+            pins.extend_from("produce=9").is_err(),
+            "twice across --pin flags too"
+        );
+        let pins = Pins::parse("fetch=4").unwrap();
+        let e = pins
+            .only(&[ApiKey::Produce, ApiKey::Metadata])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--pin \"fetch=4\"") && e.contains("does not use Fetch"),
+            "{e}"
+        );
+        assert!(pins.only(&[ApiKey::Fetch]).is_ok());
     }
 }

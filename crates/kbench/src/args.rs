@@ -13,9 +13,14 @@ pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_INTERRUPTED: u8 = 130;
 
-/// The command-line flag for a spec field: `payload_size` → `--payload-size`.
+/// The command-line flag for a spec field: `payload_size` → `--payload-size` (each of a list of
+/// fields, `a, b` → `--a, --b`).
 pub fn flag(field: &str) -> String {
-    format!("--{}", field.replace('_', "-"))
+    field
+        .split(", ")
+        .map(|f| format!("--{}", f.replace('_', "-")))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A spec error said with the flag's name.
@@ -75,6 +80,16 @@ pub fn parse_throughput(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// A finite, non-negative fraction (a noise threshold, a tolerance): NaN and infinities are refused,
+/// since a verdict compared against them would mean nothing.
+pub fn fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a finite, non-negative number")),
+        Err(_) => Err("expected a number such as 0.15".into()),
+    }
+}
+
 pub fn parse_acks(s: &str) -> Result<kbench_client::Acks, String> {
     s.parse()
 }
@@ -132,5 +147,13 @@ mod tests {
         assert!(parse_throughput("0").is_err());
         assert_eq!(parse_throughput("-1").unwrap(), -1.0);
         assert_eq!(flag("payload_size"), "--payload-size");
+        assert_eq!(
+            flag("record_size, batch_size"),
+            "--record-size, --batch-size"
+        );
+        assert_eq!(fraction("0.15"), Ok(0.15));
+        for bad in ["NaN", "inf", "-0.1", "x"] {
+            assert!(fraction(bad).is_err(), "{bad}");
+        }
     }
 }

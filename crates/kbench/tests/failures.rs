@@ -30,7 +30,44 @@ fn unreachable_bootstrap_server_fails_naming_the_address() {
 
 #[test]
 fn bad_flags_each_get_one_error_naming_the_flag() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 18] = [
+        // Hostile values: each one clear error (exit 2) naming the flag, before any broker starts.
+        (
+            &["produce", "--record-size", "99999999999"],
+            "--record-size",
+        ),
+        (&["produce", "--throughput", "1e-20"], "--throughput"),
+        (
+            &["produce", "--duration", "18446744073709551615s"],
+            "--duration",
+        ),
+        (&["produce", "--partitions", "1000000"], "--partitions"),
+        (&["produce", "--topic", "a b"], "--topic"),
+        (
+            &[
+                "produce",
+                "--batch-size",
+                "1073741824",
+                "--max-in-flight",
+                "1000",
+            ],
+            "--record-size, --batch-size, --max-in-flight",
+        ),
+        (
+            &["produce", "--pin", "apiversions=0"],
+            "ApiVersions cannot be pinned",
+        ),
+        (&["produce", "--pin", "fetch=4"], "does not use Fetch"),
+        (
+            &["produce", "--pin", "produce=7", "--pin", "produce=8"],
+            "pinned twice",
+        ),
+        (
+            &["e2e", "--consume-wait", "99999999999999999s"],
+            "--consume-wait",
+        ),
+        (&["e2e", "--producers", "100000"], "--producers"),
+        (&["codec", "--noise-threshold", "NaN"], "--noise-threshold"),
         (&["produce", "--num-records", "-5"], "--num-records"),
         (&["produce", "--compression", "brotli"], "--compression"),
         (&["produce", "-X", "nosuch=1"], "nosuch"),
@@ -40,12 +77,44 @@ fn bad_flags_each_get_one_error_naming_the_flag() {
     ];
     for (args, names) in cases {
         let out = run(args, Duration::from_secs(30));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
         assert_clean_failure(&out, names);
         assert!(
             !text(&out.stderr).contains("embedded"),
             "no broker is started for bad input"
         );
     }
+}
+
+/// `--duration` ends a throttled run whatever the rate: 3 records at one per 100 s would take 200 s;
+/// the run ends at its 2 s duration (the limit below only says "hung").
+#[test]
+fn duration_ends_a_slow_throttled_run() {
+    let dir = TempDir::new("slow");
+    let json = dir.path().join("slow.json");
+    let out = Cmd::new("produce")
+        .args(&[
+            "--throughput",
+            "0.01",
+            "--num-records",
+            "3",
+            "--duration",
+            "2s",
+        ])
+        .json(&json)
+        .ok(Duration::from_secs(60));
+    assert!(text(&out.stdout).contains("records sent"));
+    let doc = result_json(&json);
+    assert_eq!(
+        doc["records_sent"], 1,
+        "only the first record was due within 2 s"
+    );
+    assert_eq!(doc["records_acked"], 1);
 }
 
 #[test]

@@ -471,6 +471,51 @@ fn bad_input_gets_its_status_and_names_its_field() {
     );
     assert_eq!(status, 400, "{raw}");
     assert_eq!(body["field"], "batch_interval", "{raw}");
+    // Hostile values: each a 400 naming its field; nothing starts.
+    for (body, field) in [
+        (
+            json!({"workload": "produce", "num_records": 1, "record_size": 99_999_999_999u64}),
+            "record_size",
+        ),
+        (
+            json!({"workload": "produce", "record_size": 2_000_000_000u64}),
+            "record_size",
+        ),
+        (
+            json!({"workload": "produce", "throughput": 1e-20}),
+            "throughput",
+        ),
+        (
+            json!({"workload": "produce", "throughput": 5e-324}),
+            "throughput",
+        ),
+        (
+            json!({"workload": "produce", "partitions": 1_000_000}),
+            "partitions",
+        ),
+        (
+            json!({"workload": "e2e", "duration": "18446744073709551615s"}),
+            "duration",
+        ),
+        (json!({"workload": "e2e", "producers": 10_001}), "producers"),
+        (
+            json!({"workload": "e2e", "consume_wait": "99999999999999999s"}),
+            "consume_wait",
+        ),
+        (json!({"workload": "e2e", "topic": "a b"}), "topic"),
+    ] {
+        let (status, answer, raw) = http.json("POST", &runs, Some(&body));
+        assert_eq!(status, 400, "{body}: {raw}");
+        assert_eq!(answer["field"], field, "{body}: {raw}");
+    }
+    let mut huge = seed_payload();
+    huge["minMessagePayloadSizeBytes"] = json!(60_000_000);
+    huge["maxMessagePayloadSizeBytes"] = json!(60_000_000);
+    huge["minMessagesPerBatch"] = json!(1_000_000);
+    huge["maxMessagesPerBatch"] = json!(1_000_000);
+    let (status, answer, raw) = http.json("POST", &url, Some(&huge));
+    assert_eq!(status, 400, "{raw}");
+    assert_eq!(answer["field"], "maxMessagePayloadSizeBytes", "{raw}");
     let (status, body, raw) = http.json("POST", &runs, Some(&json!({"producers": 2})));
     assert_eq!(status, 400, "{raw}");
     assert_eq!(body["field"], "workload", "{raw}");

@@ -109,12 +109,15 @@ impl Driver for Native {
         &mut self,
         live: Arc<E2eLive>,
         stop: CancellationToken,
+        run_stop: &CancellationToken,
         producers: &mut JoinSet<()>,
     ) -> Result<(), BenchError> {
         for idx in 0..self.spec.producers {
-            let c = self
-                .connect(format!("{}-producer-{idx}", self.cluster.client_id))
-                .await?;
+            let client_id = format!("{}-producer-{idx}", self.cluster.client_id);
+            let c = tokio::select! {
+                c = self.connect(client_id) => c?,
+                _ = run_stop.cancelled() => break,
+            };
             producers.spawn(produce(
                 self.spec.clone(),
                 idx as u32,

@@ -41,11 +41,13 @@ pub(crate) trait Driver {
     ) -> Result<ConsumerTask, BenchError>;
 
     /// Start every producer into `producers`; each stops when `stop` is cancelled, after its requests
-    /// in flight resolved.
+    /// in flight resolved. Starting ends early (with the producers started so far) once `run_stop` is
+    /// cancelled: a run stopped while it starts thousands of producers stops now.
     async fn start_producers(
         &mut self,
         live: Arc<E2eLive>,
         stop: CancellationToken,
+        run_stop: &CancellationToken,
         producers: &mut JoinSet<()>,
     ) -> Result<(), BenchError>;
 
@@ -74,13 +76,22 @@ pub(crate) async fn run_with<D: Driver>(
         let task = driver
             .start_consumer(live.clone(), consume_stop.clone(), ready_tx)
             .await?;
-        consumer = Some(started_consumer(ready_rx, task).await?);
+        let abort = task.abort_handle();
+        consumer = Some(tokio::select! {
+            started = started_consumer(ready_rx, task) => started?,
+            _ = stop.cancelled() => {
+                abort.abort();
+                return Err(BenchError::Run(
+                    "stopped before the consumer had joined its group".into(),
+                ));
+            }
+        });
     }
     let produce_stop = CancellationToken::new();
     let mut producers = JoinSet::new();
     if mode.has_producers() {
         driver
-            .start_producers(live.clone(), produce_stop.clone(), &mut producers)
+            .start_producers(live.clone(), produce_stop.clone(), &stop, &mut producers)
             .await?;
     }
     let spec = driver.spec().clone();

@@ -137,9 +137,13 @@ impl Driver for Rest {
         &mut self,
         live: Arc<E2eLive>,
         stop: CancellationToken,
+        run_stop: &CancellationToken,
         producers: &mut JoinSet<()>,
     ) -> Result<(), BenchError> {
         for idx in 0..self.spec.producers {
+            if run_stop.is_cancelled() {
+                break;
+            }
             producers.spawn(produce(
                 self.spec.clone(),
                 self.rest.clone(),

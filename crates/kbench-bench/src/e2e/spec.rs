@@ -9,7 +9,10 @@ use kbench_rest::{RestConfig, RestFormat};
 use kbench_wire::Compression;
 
 use crate::error::SpecError;
-use crate::spec::{Span, check_range, check_span, check_topic, fresh_id, random_seed};
+use crate::spec::{
+    Limits, MAX_DURATION, MAX_PARTITIONS, MAX_WAIT, Span, check_duration, check_range, check_span,
+    check_topic, fresh_id, random_seed,
+};
 
 /// When the consumer commits. Either way it commits only what moved since the last commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,8 +147,6 @@ impl RestSpec {
     }
 }
 
-/// The largest record value an e2e run sends.
-pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024 * 1024;
 /// The most records one produce request of an e2e run carries.
 pub const MAX_RECORDS_PER_REQUEST: usize = 1_000_000;
 /// The most producers one run starts.
@@ -189,6 +190,8 @@ pub struct E2eSpec {
     pub seed: u64,
     /// Through a Kafka REST Proxy instead of the Kafka protocol.
     pub rest: Option<RestSpec>,
+    /// The largest record and the memory the run may hold.
+    pub limits: Limits,
 }
 
 impl Default for E2eSpec {
@@ -220,22 +223,47 @@ impl Default for E2eSpec {
             gather_latencies: true,
             seed: random_seed(),
             rest: None,
+            limits: Limits::default(),
         }
     }
 }
 
 impl E2eSpec {
+    /// The Kafka APIs a native e2e run sends (what may be pinned).
+    pub const APIS: &[kbench_wire::ApiKey] = {
+        use kbench_wire::ApiKey::*;
+        &[
+            Produce,
+            Fetch,
+            Metadata,
+            CreateTopics,
+            ListOffsets,
+            FindCoordinator,
+            JoinGroup,
+            SyncGroup,
+            Heartbeat,
+            OffsetCommit,
+            LeaveGroup,
+        ]
+    };
+
     /// Every check a run needs before it starts; the error names the spec field.
     pub fn validate(&self) -> Result<(), SpecError> {
         check_topic("topic", &self.topic)?;
-        check_range("partitions", self.partitions, 1..=i32::MAX)?;
+        check_range("partitions", self.partitions, 1..=MAX_PARTITIONS)?;
         if self.mode.has_producers() {
             check_range("producers", self.producers, 1..=MAX_PRODUCERS)?;
         }
         check_span("batch_interval", self.batch_interval_ms)?;
+        check_range(
+            "batch_interval",
+            self.batch_interval_ms.max,
+            0..=MAX_WAIT.as_millis() as u64,
+        )?;
+        let max_record = self.limits.max_record_bytes;
         check_span("payload_size", self.payload_size)?;
-        check_range("payload_size", self.payload_size.min, 1..=MAX_PAYLOAD_BYTES)?;
-        check_range("payload_size", self.payload_size.max, 1..=MAX_PAYLOAD_BYTES)?;
+        check_range("payload_size", self.payload_size.min, 1..=max_record)?;
+        check_range("payload_size", self.payload_size.max, 1..=max_record)?;
         check_span("messages_per_batch", self.messages_per_batch)?;
         check_range(
             "messages_per_batch",
@@ -249,14 +277,26 @@ impl E2eSpec {
         )?;
         check_range("max_in_flight", self.max_in_flight, 1..=1_000)?;
         check_range("consume_max_bytes", self.consume_max_bytes, 1..=i32::MAX)?;
-        if let CommitMode::Interval(d) = self.commit
-            && d.is_zero()
-        {
-            return Err(SpecError::new("commit", "the interval must be above zero"));
+        if let CommitMode::Interval(d) = self.commit {
+            if d.is_zero() {
+                return Err(SpecError::new("commit", "the interval must be above zero"));
+            }
+            check_duration("commit", d, MAX_WAIT)?;
         }
-        if self.duration.is_some_and(|d| d.is_zero()) {
-            return Err(SpecError::new("duration", "must be above zero"));
+        check_duration("consume_wait", self.consume_wait, MAX_WAIT)?;
+        check_duration("drain", self.drain, MAX_WAIT)?;
+        check_duration("session_timeout", self.session_timeout, MAX_WAIT)?;
+        check_duration("heartbeat_interval", self.heartbeat_interval, MAX_WAIT)?;
+        if let Some(d) = self.duration {
+            if d.is_zero() {
+                return Err(SpecError::new("duration", "must be above zero"));
+            }
+            check_duration("duration", d, MAX_DURATION)?;
         }
+        self.limits.check_memory(
+            "producers, payload_size, messages_per_batch",
+            self.memory_needed(),
+        )?;
         if self.group_id.is_empty() {
             return Err(SpecError::new("group", "must not be empty"));
         }
@@ -272,6 +312,26 @@ impl E2eSpec {
             ));
         }
         Ok(())
+    }
+
+    /// About the most memory the run's buffers hold at once: each producer's requests in flight
+    /// (records of the largest size, with their framing) and its value pool, and the consumer's
+    /// Fetch response and decompression buffer.
+    pub fn memory_needed(&self) -> u128 {
+        let record = self.payload_size.max as u128 + 64;
+        let producers = if self.mode.has_producers() {
+            self.producers as u128
+                * (self.max_in_flight as u128 * self.messages_per_batch.max as u128 * record
+                    + record)
+        } else {
+            0
+        };
+        let consumer = if self.mode.has_consumer() {
+            2 * self.consume_max_bytes as u128
+        } else {
+            0
+        };
+        producers + consumer
     }
 
     /// The settings block of the result document: the spec as the user would write it (never a
@@ -331,7 +391,15 @@ mod tests {
     #[test]
     fn the_default_spec_is_valid_and_each_bad_field_is_named() {
         assert_eq!(E2eSpec::default().validate(), Ok(()));
-        let cases: [(&str, fn(&mut E2eSpec)); 9] = [
+        let cases: [(&str, fn(&mut E2eSpec)); 13] = [
+            ("consume_wait", |s| s.consume_wait = MAX_WAIT * 2),
+            ("duration", |s| s.duration = Some(Duration::MAX)),
+            ("partitions", |s| s.partitions = MAX_PARTITIONS + 1),
+            ("producers, payload_size, messages_per_batch", |s| {
+                s.producers = 2_000;
+                s.payload_size = Span::fixed(1_000_000);
+                s.messages_per_batch = Span::fixed(1_000);
+            }),
             ("topic", |s| s.topic = "a b".into()),
             ("partitions", |s| s.partitions = 0),
             ("producers", |s| s.producers = 0),
@@ -341,7 +409,7 @@ mod tests {
             }),
             ("payload_size", |s| s.payload_size = Span::fixed(0)),
             ("payload_size", |s| {
-                s.payload_size = Span::fixed(MAX_PAYLOAD_BYTES + 1)
+                s.payload_size = Span::fixed(s.limits.max_record_bytes + 1)
             }),
             ("messages_per_batch", |s| {
                 s.messages_per_batch = Span::fixed(MAX_RECORDS_PER_REQUEST + 1)

@@ -18,13 +18,18 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 
 use crate::error::SpecError;
-use crate::spec::{check_range, check_topic, random_seed};
+use crate::spec::{
+    Limits, MAX_DURATION, MAX_PARTITIONS, MAX_WAIT, check_duration, check_finite, check_range,
+    check_topic, random_seed,
+};
 
 pub use job::{ProduceObserver, ProduceOutcome, run_job};
 pub use phase::{IntervalReport, ProduceRun, run_produce};
 
-/// The largest record value a produce run sends.
-pub const MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
+/// The lowest throttle: a record every 1 000 s (slower is a typo, and overflows the schedule).
+pub const MIN_RATE: f64 = 0.001;
+/// The highest throttle: far above what any client sends.
+pub const MAX_RATE: f64 = 1e9;
 
 /// What each record's value is.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +88,8 @@ pub struct ProduceSpec {
     pub repetitions: usize,
     /// Client properties as given (`-X`, `--producer-props`), for the result document.
     pub properties: Vec<(String, String)>,
+    /// The largest record and the memory the run may hold.
+    pub limits: Limits,
 }
 
 impl Default for ProduceSpec {
@@ -110,6 +117,7 @@ impl Default for ProduceSpec {
             seed: random_seed(),
             repetitions: 1,
             properties: Vec::new(),
+            limits: Limits::default(),
         };
         spec.apply_settings(&ProducerSettings::default());
         spec
@@ -117,6 +125,13 @@ impl Default for ProduceSpec {
 }
 
 impl ProduceSpec {
+    /// The Kafka APIs a produce run sends (what may be pinned).
+    pub const APIS: &[kbench_wire::ApiKey] = &[
+        kbench_wire::ApiKey::Produce,
+        kbench_wire::ApiKey::Metadata,
+        kbench_wire::ApiKey::CreateTopics,
+    ];
+
     /// Take the producer's settings (properties and their Kafka defaults): compression, batch size,
     /// linger, requests in flight and delivery.
     pub fn apply_settings(&mut self, s: &ProducerSettings) {
@@ -130,35 +145,66 @@ impl ProduceSpec {
     /// Every check a run needs before it starts; the error names the spec field.
     pub fn validate(&self) -> Result<(), SpecError> {
         check_topic("topic", &self.topic)?;
-        check_range("partitions", self.partitions, 1..=i32::MAX)?;
+        check_range("partitions", self.partitions, 1..=MAX_PARTITIONS)?;
         check_range("replication_factor", self.replication_factor, 1..=i16::MAX)?;
         check_range("num_records", self.num_records, 1..=u64::MAX)?;
-        if let Payload::Random { size } = self.payload {
-            check_range("record_size", size, 1..=MAX_RECORD_BYTES)?;
+        let max_record = self.limits.max_record_bytes;
+        match &self.payload {
+            Payload::Random { size } => check_range("record_size", *size, 1..=max_record)?,
+            Payload::Lines(lines) => {
+                let longest = lines.iter().map(Bytes::len).max().unwrap_or(0);
+                check_range("payload_file", longest, 1..=max_record)?;
+            }
         }
-        if let Some(t) = self.throughput
-            && !(t.is_finite() && t > 0.0)
-        {
-            return Err(SpecError::new(
-                "throughput",
-                "must be a positive number of records/s, or -1 for unthrottled",
-            ));
+        if let Some(t) = self.throughput {
+            check_finite("throughput", t)?;
+            if !(MIN_RATE..=MAX_RATE).contains(&t) {
+                return Err(SpecError::new(
+                    "throughput",
+                    format!(
+                        "{t} records/s is outside {MIN_RATE}..={MAX_RATE} (or -1 for unthrottled)"
+                    ),
+                ));
+            }
         }
         check_range("batch_size", self.batch_size, 1..=i32::MAX as usize)?;
         check_range("max_in_flight", self.max_in_flight, 1..=1_000)?;
         check_range("repetitions", self.repetitions, 1..=10_000)?;
-        if self.duration.is_some_and(|d| d.is_zero()) {
-            return Err(SpecError::new("duration", "must be above zero"));
+        check_duration("linger", self.linger, MAX_WAIT)?;
+        if let Some(d) = self.duration {
+            if d.is_zero() {
+                return Err(SpecError::new("duration", "must be above zero"));
+            }
+            check_duration("duration", d, MAX_DURATION)?;
         }
         if self.reporting_interval.is_zero() {
             return Err(SpecError::new("reporting_interval", "must be above zero"));
         }
+        check_duration("reporting_interval", self.reporting_interval, MAX_WAIT)?;
         if let Some(p) = self.partition
             && p < 0
         {
             return Err(SpecError::new("partition", "must not be negative"));
         }
-        Ok(())
+        self.limits.check_memory(
+            "record_size, batch_size, max_in_flight",
+            self.memory_needed(),
+        )
+    }
+
+    /// About the most memory the run's buffers hold at once: the open batch and the requests in
+    /// flight (a batch may pass `batch_size` by one record), and the payload pool.
+    pub fn memory_needed(&self) -> u128 {
+        let pool = match &self.payload {
+            Payload::Random { size } => *size as u128,
+            Payload::Lines(lines) => lines.iter().map(|l| l.len() as u128).sum(),
+        };
+        let record = match &self.payload {
+            Payload::Random { size } => *size as u128,
+            Payload::Lines(lines) => lines.iter().map(Bytes::len).max().unwrap_or(0) as u128,
+        } + 64;
+        let batch = self.batch_size as u128 + record;
+        (1 + self.max_in_flight as u128) * batch + pool
     }
 
     /// The settings block of the result document (secret property values masked).
@@ -211,13 +257,20 @@ mod tests {
 
     #[test]
     fn each_bad_field_is_named() {
-        let cases: [(&str, fn(&mut ProduceSpec)); 7] = [
+        let cases: [(&str, fn(&mut ProduceSpec)); 11] = [
+            ("throughput", |s| s.throughput = Some(1e-20)),
+            ("throughput", |s| s.throughput = Some(f64::INFINITY)),
+            ("duration", |s| s.duration = Some(Duration::MAX)),
+            ("record_size, batch_size, max_in_flight", |s| {
+                s.batch_size = 1 << 30;
+                s.max_in_flight = 1_000;
+            }),
             ("topic", |s| s.topic.clear()),
             ("num_records", |s| s.num_records = 0),
             ("record_size", |s| s.payload = Payload::Random { size: 0 }),
             ("record_size", |s| {
                 s.payload = Payload::Random {
-                    size: MAX_RECORD_BYTES + 1,
+                    size: s.limits.max_record_bytes + 1,
                 }
             }),
             ("throughput", |s| s.throughput = Some(f64::NAN)),

@@ -340,19 +340,26 @@ pub async fn run_produce(
             Some(rate) => start + Duration::from_secs_f64(i as f64 / rate),
             None => now,
         };
-        // Throttled: wait for the record's intended time, closing a lingering batch on the way.
+        // Throttled: wait for the record's intended time, closing a lingering batch on the way; the
+        // run's duration ends the wait (a slow rate must not run past it).
         while now < intended {
             let linger_due = open.opened + linger;
-            let wake = if open.builder.is_empty() {
+            let mut wake = if open.builder.is_empty() {
                 intended
             } else {
                 intended.min(linger_due)
             };
+            if let Some(d) = deadline {
+                wake = wake.min(d);
+            }
             tokio::select! {
                 _ = cancel.cancelled() => break 'records,
                 _ = tokio::time::sleep_until(wake.into()) => {}
             }
             now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                break 'records;
+            }
             if !open.builder.is_empty() && now >= linger_due {
                 let Some((permit, partition)) = slots.next(&cancel).await else {
                     break 'records;

@@ -61,10 +61,10 @@ pub struct CodecArgs {
     #[arg(long)]
     pub isolate: bool,
     /// Spread (IQR / median) above which a verdict is "inside noise floor" (default 0.15).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::fraction)]
     pub noise_threshold: Option<f64>,
     /// How far from the newest version a version may be and still be "within" (default 0.05).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::fraction)]
     pub tolerance: Option<f64>,
     /// Write the result document to this file.
     #[arg(long)]

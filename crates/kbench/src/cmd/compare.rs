@@ -126,20 +126,32 @@ pub fn run(args: CompareArgs) -> u8 {
         args.threshold * 100.0
     ));
     table.push_str("| cell | metric | A (median) | B (median) | B/A | 95 % CI | verdict |\n|---|---|---|---|---|---|---|\n");
+    // A figure with no samples (or a zero baseline) has no value to print: a dash, never "NaN".
+    let num = |v: f64, digits: usize| {
+        if v.is_finite() {
+            format!("{v:.digits$}")
+        } else {
+            "–".to_string()
+        }
+    };
     for r in &rows {
+        let ci = if r.ci_low.is_finite() && r.ci_high.is_finite() {
+            format!("{:.3}–{:.3}", r.ci_low, r.ci_high)
+        } else {
+            "–".to_string()
+        };
         table.push_str(&format!(
-            "| {} | {} ({} is better) | {:.4} | {:.4} | {:.3} | {:.3}–{:.3} | {} |\n",
+            "| {} | {} ({} is better) | {} | {} | {} | {} | {} |\n",
             r.cell,
             r.metric,
             match r.better {
                 kbench_bench::compare::Better::Higher => "higher",
                 kbench_bench::compare::Better::Lower => "lower",
             },
-            r.a_median,
-            r.b_median,
-            r.ratio,
-            r.ci_low,
-            r.ci_high,
+            num(r.a_median, 4),
+            num(r.b_median, 4),
+            num(r.ratio, 3),
+            ci,
             r.verdict.label()
         ));
     }

@@ -234,11 +234,14 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
 /// `kbench e2e`.
 pub async fn run(args: E2eArgs) -> u8 {
     let mut pins = Pins::default();
-    for p in &args.pin {
-        if let Err(e) = pins.extend_from(p) {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
+    let pinned = args
+        .pin
+        .iter()
+        .try_for_each(|p| pins.extend_from(p))
+        .and_then(|()| pins.only(E2eSpec::APIS));
+    if let Err(e) = pinned {
+        eprintln!("kbench: error: {e}");
+        return EXIT_USAGE;
     }
     let spec = match spec_from(&args) {
         Ok(s) => s,

@@ -172,6 +172,7 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     for p in &args.pin {
         pins.extend_from(p).map_err(|e| e.to_string())?;
     }
+    pins.only(ProduceSpec::APIS).map_err(|e| e.to_string())?;
     if let Some(v) = pins.get(ApiKey::Produce)
         && v < settings.compression.min_produce_version()
     {

@@ -43,7 +43,7 @@ pub struct SweepArgs {
     #[arg(long, value_parser = crate::args::parse_duration)]
     pub stall_timeout: Option<Duration>,
     /// Spread (IQR / median) above which a verdict is "inside noise floor" (default 0.15).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::fraction)]
     pub noise_threshold: Option<f64>,
     /// APIs to sweep, comma-separated: produce, fetch.
     #[arg(long, value_delimiter = ',', value_parser = parse_api)]
