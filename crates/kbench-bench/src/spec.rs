@@ -180,6 +180,13 @@ pub fn bootstrap_list(s: &str) -> Result<Vec<String>, String> {
     if servers.is_empty() {
         return Err("no address given".into());
     }
+    if servers.iter().any(|s| s.contains('@')) {
+        // Not echoed: the part before `@` is a credential.
+        return Err(
+            "an address with credentials (user:password@) is refused: a Kafka address is host:port, and credentials are never part of it"
+                .into(),
+        );
+    }
     for s in &servers {
         match s.rsplit_once(':') {
             Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
@@ -297,6 +304,8 @@ mod tests {
         assert!(bootstrap_list("nohost").is_err());
         assert!(bootstrap_list("h:99999").is_err());
         assert!(bootstrap_list(" , ").is_err());
+        let e = bootstrap_list("user:hunter2@host:9092").unwrap_err();
+        assert!(!e.contains("hunter2"), "{e}");
     }
 
     #[test]

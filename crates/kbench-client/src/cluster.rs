@@ -322,6 +322,40 @@ impl Cluster {
         Ok(())
     }
 
+    /// DeleteTopics for one topic; a topic already gone is not an error.
+    pub async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
+        use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+        use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
+        let version = self.version_on(&self.bootstrap, ApiKey::DeleteTopics)?;
+        let mut request = DeleteTopicsRequest::default().with_timeout_ms(
+            self.config
+                .request_timeout
+                .as_millis()
+                .min(i32::MAX as u128) as i32,
+        );
+        request = if version >= 6 {
+            request.with_topics(vec![
+                DeleteTopicState::default().with_name(Some(topic_name(topic))),
+            ])
+        } else {
+            request.with_topic_names(vec![topic_name(topic)])
+        };
+        let response: DeleteTopicsResponse = self
+            .bootstrap
+            .request_at(ApiKey::DeleteTopics, version, &request)
+            .await?;
+        for r in response.responses {
+            if r.error_code != 0 && r.error_code != UNKNOWN_TOPIC_OR_PARTITION {
+                return Err(ClientError::kafka(
+                    "DeleteTopics",
+                    format!("topic {topic:?}"),
+                    r.error_code,
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The connection to broker `node_id`, opened (or reopened, when broken) as needed. The lock is
     /// never held while connecting: two callers racing to open the same broker's connection both
     /// connect, the first to finish is kept and the other closed.

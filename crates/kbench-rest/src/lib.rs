@@ -7,9 +7,13 @@
 //! offset means success (Karapace); a per-record error may be a 5-digit REST code or a Kafka code; a
 //! 404 on `/v3/...` means the proxy has no v3 API; a commit always carries explicit offsets.
 
+mod redact;
+
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+pub use redact::{redact_text, redact_url, userinfo};
 
 /// The embedded format of record values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +165,12 @@ pub struct RestProxy {
 }
 
 impl RestProxy {
-    pub fn new(config: RestConfig) -> Result<RestProxy, RestError> {
+    pub fn new(mut config: RestConfig) -> Result<RestProxy, RestError> {
+        // Credentials in the URL become basic auth; the URL kept (and ever shown) has none.
+        if let Some((user, password)) = userinfo(&config.url) {
+            config.basic_auth.get_or_insert((user, password));
+            config.url = redact_url(&config.url);
+        }
         let base = config.url.trim_end_matches('/').to_string();
         let parsed = reqwest::Url::parse(&base).map_err(|e| RestError::Transport {
             url: base.clone(),
@@ -604,15 +613,16 @@ impl RestProxy {
 
 fn status_error(url: &str, status: u16, body: &Value) -> RestError {
     RestError::Status {
-        url: url.to_string(),
+        url: redact_url(url),
         status,
         code: body.get("error_code").and_then(Value::as_i64),
-        message: body
-            .get("message")
-            .and_then(Value::as_str)
-            .or_else(|| body.as_str())
-            .unwrap_or_default()
-            .to_string(),
+        // An upstream answer may echo what it was sent (an Authorization header, say).
+        message: redact_text(
+            body.get("message")
+                .and_then(Value::as_str)
+                .or_else(|| body.as_str())
+                .unwrap_or_default(),
+        ),
     }
 }
 
@@ -684,8 +694,8 @@ fn truncate(s: &str) -> String {
 /// A reqwest error on `url` as a [`RestError::Transport`].
 fn transport(url: &str) -> impl Fn(reqwest::Error) -> RestError + '_ {
     move |e| RestError::Transport {
-        url: url.to_string(),
-        reason: transport_reason(&e),
+        url: redact_url(url),
+        reason: redact_text(&transport_reason(&e)),
     }
 }
 

@@ -508,6 +508,30 @@ fn bad_input_gets_its_status_and_names_its_field() {
         assert_eq!(status, 400, "{body}: {raw}");
         assert_eq!(answer["field"], field, "{body}: {raw}");
     }
+    // Secrets in every form stay out of every answer: URL userinfo, a numeric password quoted by a
+    // parse error, credentials in a bootstrap address.
+    const SECRET: &str = "sekrit-31337";
+    let mut with_url_secret = seed_payload();
+    with_url_secret["type"] = json!("KAFKA_REST_PROXY");
+    with_url_secret["kafkaRestUri"] = json!(format!("http://me:{SECRET}@127.0.0.1:1"));
+    with_url_secret["restFormat"] = json!("json");
+    let (status, _, raw) = http.json("POST", &url, Some(&with_url_secret));
+    assert_eq!(status, 502, "{raw}");
+    assert!(!raw.contains(SECRET), "{raw}");
+    let (_, _, raw) = http.json("GET", &url, None);
+    assert!(!raw.contains(SECRET), "{raw}");
+    let mut numeric = seed_payload();
+    numeric["kafkaUserPassword"] = json!(31337_31337u64);
+    let (status, answer, raw) = http.json("POST", &url, Some(&numeric));
+    assert_eq!(status, 400, "{raw}");
+    assert_eq!(answer["field"], "kafkaUserPassword", "{raw}");
+    assert!(!raw.contains("3133731337"), "{raw}");
+    let mut creds = seed_payload();
+    creds["kafkaBootstrapServers"] = json!(format!("me:{SECRET}@127.0.0.1:9092"));
+    let (status, answer, raw) = http.json("POST", &url, Some(&creds));
+    assert_eq!(status, 400, "{raw}");
+    assert_eq!(answer["field"], "kafkaBootstrapServers", "{raw}");
+    assert!(!raw.contains(SECRET), "{raw}");
     let mut huge = seed_payload();
     huge["minMessagePayloadSizeBytes"] = json!(60_000_000);
     huge["maxMessagePayloadSizeBytes"] = json!(60_000_000);
@@ -546,6 +570,142 @@ fn a_token_is_required_when_set() {
     assert_eq!(status, 200);
     assert_eq!(doc["openapi"], "3.0.3");
     assert!(doc["paths"]["/v1/runs/{id}"]["delete"].is_object());
+    assert!(doc["security"].is_array(), "a token: security declared");
+    // The scheme's name is case-insensitive (RFC 7235).
+    let (status, _) = raw_request(
+        &server.base,
+        &format!(
+            "GET /v1/runs HTTP/1.1\r\nHost: {}\r\nAuthorization: bearer {TOKEN}\r\nConnection: close\r\n\r\n",
+            host_of(&server.base)
+        ),
+    );
+    assert_eq!(status, 200);
+    let _ = std::fs::remove_dir_all(dir);
+
+    // The token from a file (a flag is visible in `ps`).
+    let dir = results_dir("token-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    let server = Server::start(
+        &[
+            "--results-dir",
+            dir.to_str().unwrap(),
+            "--token-file",
+            file.to_str().unwrap(),
+        ],
+        None,
+    );
+    let mut http = Http::new();
+    let url = format!("{}/v1/runs", server.base);
+    assert_eq!(http.send("GET", &url, None).0, 401);
+    http.token = Some(TOKEN.into());
+    assert_eq!(http.send("GET", &url, None).0, 200);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `host:port` of a base URL.
+fn host_of(base: &str) -> String {
+    base.trim_start_matches("http://").to_string()
+}
+
+/// Send raw bytes and read the answer's status (0 when the connection was closed unanswered) and
+/// text.
+fn raw_request(base: &str, request: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(host_of(base)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, answer)
+}
+
+/// No web page can start a run: a form or text/plain POST (which a browser sends cross-site without
+/// asking) is refused, any request with an Origin not allowed is refused, and a Host that is not this
+/// server's (DNS rebinding) is refused. OpenAPI declares no security without a token.
+#[test]
+fn web_pages_cannot_reach_the_api() {
+    let dir = results_dir("guard");
+    let server = Server::start(&["--results-dir", dir.to_str().unwrap()], None);
+    let host = host_of(&server.base);
+    let body = seed_payload().to_string();
+    let post = |headers: &str| {
+        raw_request(
+            &server.base,
+            &format!(
+                "POST /pub-sub-demo HTTP/1.1\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    };
+    let (status, answer) = post(&format!(
+        "Host: {host}\r\nContent-Type: text/plain\r\nOrigin: http://evil.example\r\n"
+    ));
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("cross-origin"), "{answer}");
+    let (status, answer) = post(&format!("Host: {host}\r\nContent-Type: text/plain\r\n"));
+    assert_eq!(status, 415, "{answer}");
+    let (status, answer) = post("Host: evil.example\r\nContent-Type: application/json\r\n");
+    assert_eq!(status, 421, "{answer}");
+    assert!(answer.contains("evil.example"), "{answer}");
+    // Nothing started.
+    assert_eq!(
+        Http::new()
+            .send("GET", &format!("{}/pub-sub-demo", server.base), None)
+            .0,
+        404
+    );
+    let (_, doc, _) = Http::new().json("GET", &format!("{}/v1/openapi.json", server.base), None);
+    assert!(
+        doc.get("security").is_none(),
+        "no token: no security declared"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// 1 000 idle connections and a client that sends its headers a byte at a time do not keep a normal
+/// request from being served; the slow client is cut off (loopback only, bounded in time).
+#[test]
+fn idle_and_slow_clients_do_not_deny_service() {
+    use std::io::{Read, Write};
+    let dir = results_dir("slowloris");
+    let server = Server::start(&["--results-dir", dir.to_str().unwrap()], None);
+    let host = host_of(&server.base);
+    let idle: Vec<std::net::TcpStream> = (0..1000)
+        .filter_map(|_| std::net::TcpStream::connect(&host).ok())
+        .collect();
+    assert!(
+        idle.len() >= 900,
+        "only {} idle connections opened",
+        idle.len()
+    );
+    let mut slow = std::net::TcpStream::connect(&host).unwrap();
+    slow.write_all(b"GET /v1/runs HTTP/1.1\r\nHo").unwrap();
+    // A normal request is served meanwhile.
+    let (status, _) = Http::new().send("GET", &format!("{}/v1/runs", server.base), None);
+    assert_eq!(status, 200);
+    // A body shorter than its Content-Length is given up on, with an answer.
+    let (status, answer) = raw_request(
+        &server.base,
+        &format!(
+            "POST /v1/runs HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"work"
+        ),
+    );
+    assert!(status == 408 || status == 400 || status == 0, "{answer}");
+    // The slow client is closed, not served, and not kept.
+    slow.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    let text = String::from_utf8_lossy(&rest);
+    assert!(!text.contains("200 OK"), "{text}");
+    drop(idle);
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -560,6 +720,43 @@ fn wait_finished(http: &Http, url: &str) -> Value {
         assert!(Instant::now() < deadline, "run did not finish: {raw}");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The embedded broker a server starts does not keep every run's records for its life: a finished
+/// run's topic is deleted from it.
+#[test]
+fn finished_runs_leave_nothing_on_the_servers_embedded_broker() {
+    let dir = results_dir("forget");
+    let server = Server::start(&["--results-dir", dir.to_str().unwrap()], None);
+    let http = Http::new();
+    let runs = format!("{}/v1/runs", server.base);
+    let (status, created, raw) = http.json(
+        "POST",
+        &runs,
+        Some(&json!({"workload": "produce", "num_records": 5000, "topic": "forget-me"})),
+    );
+    assert_eq!(status, 201, "{raw}");
+    let id = created["id"].as_str().unwrap();
+    let run = wait_finished(&http, &format!("{runs}/{id}"));
+    assert_eq!(run["status"], "finished", "{run}");
+    assert_eq!(run["result"]["target"]["embedded_broker"], true);
+    let addr = run["result"]["target"]["bootstrap_servers"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rt = runtime();
+    let code = rt.block_on(async {
+        let c = kbench_client::Cluster::connect(kbench_client::ClusterConfig::new(
+            vec![addr],
+            "kbench-test",
+            Default::default(),
+        ))
+        .await
+        .unwrap();
+        c.metadata("forget-me").await.unwrap().0
+    });
+    assert_eq!(code, 3, "UNKNOWN_TOPIC_OR_PARTITION: the topic was deleted");
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

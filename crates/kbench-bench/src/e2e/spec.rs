@@ -133,8 +133,9 @@ impl RestSpec {
     pub fn new(url: &str) -> RestSpec {
         RestSpec {
             proxy: RestConfig {
-                url: url.to_string(),
-                basic_auth: None,
+                // Credentials in the URL become basic auth: the URL kept (and shown) has none.
+                url: kbench_rest::redact_url(url),
+                basic_auth: kbench_rest::userinfo(url),
                 timeout: Duration::from_secs(60),
                 ca_cert_pem: None,
             },
@@ -365,7 +366,7 @@ impl E2eSpec {
                 "format": r.format.name(),
                 "api": r.api.name(),
                 "value_schema_id": r.value_schema_id,
-                "schema_registry": r.schema_registry,
+                "schema_registry": r.schema_registry.as_deref().map(kbench_rest::redact_url),
             })),
         })
     }

@@ -200,7 +200,8 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
         .ok_or("--via rest-proxy needs --rest-url URL")?;
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(format!(
-            "--rest-url {url:?}: must start with http:// or https://"
+            "--rest-url {:?}: must start with http:// or https://",
+            kbench_rest::redact_url(&url)
         ));
     }
     if args.bootstrap_server.is_some() {
@@ -222,7 +223,9 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
         None => None,
     };
     let mut rest = RestSpec::new(&url);
-    rest.proxy.basic_auth = basic_auth;
+    if basic_auth.is_some() {
+        rest.proxy.basic_auth = basic_auth;
+    }
     rest.proxy.ca_cert_pem = ca_cert_pem;
     set(&mut rest.format, args.rest_format);
     set(&mut rest.api, args.rest_api);

@@ -14,9 +14,33 @@ pub struct App {
     pub token: Option<String>,
     pub default_bootstrap: Option<Vec<String>>,
     pub embedded: tokio::sync::Mutex<Option<EmbeddedBroker>>,
+    /// `Host` values this server answers to: its own address, `localhost`, and `--allowed-host`.
+    pub allowed_hosts: Vec<String>,
+    /// Origins whose browser requests are allowed (`--cors-origin`); none by default.
+    pub cors_origins: Vec<String>,
+    pub request_ids: std::sync::atomic::AtomicU64,
 }
 
 impl App {
+    /// A fresh request id.
+    pub fn next_request_id(&self) -> u64 {
+        self.request_ids
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+    }
+
+    /// Whether `host` (a `Host` header) names this server: one of the allowed `name:port` values,
+    /// or an allowed name given without a port.
+    pub fn host_allowed(&self, host: &str) -> bool {
+        let host = host.trim().to_ascii_lowercase();
+        let name = match host.rsplit_once(':') {
+            Some((n, p)) if p.chars().all(|c| c.is_ascii_digit()) && !n.ends_with(':') => n,
+            _ => host.as_str(),
+        };
+        self.allowed_hosts
+            .iter()
+            .any(|a| *a == host || (!a.contains(':') && a == name) || a == "*")
+    }
     /// The bootstrap list for a run: the request's, the server's, or the embedded broker (started
     /// once, kept for the server's life). Also whether it is the embedded one.
     pub async fn bootstrap(

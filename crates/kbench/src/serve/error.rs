@@ -81,6 +81,12 @@ pub fn from_value<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Api
         } else {
             path
         };
+        // serde quotes the value it could not read: never a secret field's.
+        let inner = if kbench_client::is_secret(&field) {
+            "invalid value (not shown: the field holds a secret)".to_string()
+        } else {
+            inner
+        };
         ApiError::field(&field, inner)
     })
 }

@@ -9,6 +9,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use crate::serve::app::App;
 use crate::serve::error::{ApiError, json_response};
@@ -26,44 +27,148 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/runs/{id}", get(v1::get).delete(v1::delete))
         .route("/v1/openapi.json", get(openapi))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
-        .layer(middleware::from_fn_with_state(app.clone(), auth))
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            crate::serve::listen::BODY_TIMEOUT,
+        ))
         .with_state(app)
 }
 
-async fn auth(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+/// Every request passes here first: the Host must be this server's (no DNS rebinding), a browser's
+/// cross-origin request is refused unless its origin was allowed (`--cors-origin`), a body must be
+/// JSON (a form or `text/plain` POST, which any web page can send, is refused), and with a token the
+/// `Authorization: Bearer` header must carry it. Each request gets an id, in its log lines and in
+/// the `X-Request-Id` answer header.
+async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let id = app.next_request_id();
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let span = tracing::info_span!("request", id, %method, %path);
+    // Read what the checks need now: the request itself is not held across the await below.
+    let (host, origin, authorization, content_type) = {
+        let header = |name: header::HeaderName| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        (
+            header(header::HOST).unwrap_or_default(),
+            header(header::ORIGIN),
+            header(header::AUTHORIZATION),
+            header(header::CONTENT_TYPE),
+        )
+    };
+    if !app.host_allowed(&host) {
+        tracing::warn!(id, %host, "refused: Host not allowed");
+        return refuse(
+            id,
+            StatusCode::MISDIRECTED_REQUEST,
+            format!("Host {host:?} is not this server's (add it with --allowed-host)"),
+        );
+    }
+    if let Some(o) = &origin
+        && !app.cors_origins.iter().any(|a| a == o)
+    {
+        tracing::warn!(id, origin = %o, "refused: cross-origin");
+        return refuse(
+            id,
+            StatusCode::FORBIDDEN,
+            format!("cross-origin requests from {o} are refused (allow one with --cors-origin)"),
+        );
+    }
+    if method == axum::http::Method::OPTIONS && origin.is_some() {
+        let mut r = StatusCode::NO_CONTENT.into_response();
+        cors_headers(&mut r, origin.as_deref());
+        r.headers_mut().insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, POST, DELETE"),
+        );
+        r.headers_mut().insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("authorization, content-type"),
+        );
+        return with_id(r, id);
+    }
     if let Some(token) = &app.token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
-            let mut r = ApiError::new(
+        let bearer = authorization.as_deref().and_then(|v| {
+            let (scheme, rest) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        });
+        if !bearer.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+            let mut r = refuse(
+                id,
                 StatusCode::UNAUTHORIZED,
-                "Authorization: Bearer <token> required",
-            )
-            .into_response();
+                "Authorization: Bearer <token> required".into(),
+            );
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return r;
         }
     }
-    next.run(request).await
+    if method == axum::http::Method::POST {
+        let json = content_type.is_some_and(|t| {
+            t.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        });
+        if !json {
+            return refuse(
+                id,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "the body must be JSON: Content-Type: application/json".into(),
+            );
+        }
+    }
+    let mut r = next.run(request).instrument(span).await;
+    if r.status().is_server_error() {
+        tracing::warn!(id, %method, %path, status = %r.status(), "answered");
+    }
+    cors_headers(&mut r, origin.as_deref());
+    with_id(r, id)
+}
+
+fn refuse(id: u64, status: StatusCode, message: String) -> Response {
+    with_id(ApiError::new(status, message).into_response(), id)
+}
+
+fn with_id(mut r: Response, id: u64) -> Response {
+    r.headers_mut()
+        .insert("x-request-id", HeaderValue::from(id));
+    r
+}
+
+/// An allowed origin (the guard refused any other) is told so.
+fn cors_headers(r: &mut Response, origin: Option<&str>) {
+    if let Some(v) = origin.and_then(|o| HeaderValue::from_str(o).ok()) {
+        r.headers_mut()
+            .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+        r.headers_mut()
+            .insert(header::VARY, HeaderValue::from_static("Origin"));
+    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn openapi() -> Response {
-    json_response(StatusCode::OK, openapi_document())
+async fn openapi(State(app): State<Arc<App>>) -> Response {
+    json_response(StatusCode::OK, openapi_document(app.token.is_some()))
 }
 
-/// The OpenAPI 3.0 description of this server (serve/openapi.json), with this build's version.
-pub fn openapi_document() -> Value {
+/// The OpenAPI 3.0 description of this server (serve/openapi.json), with this build's version; it
+/// declares bearer security only when the server requires a token.
+pub fn openapi_document(with_token: bool) -> Value {
     let mut doc: Value = serde_json::from_str(include_str!("openapi.json"))
         .unwrap_or_else(|e| json!({ "error": e.to_string() }));
     doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
+    if !with_token && let Some(o) = doc.as_object_mut() {
+        o.remove("security");
+        if let Some(c) = o.get_mut("components").and_then(Value::as_object_mut) {
+            c.remove("securitySchemes");
+        }
+    }
     doc
 }
 
@@ -73,7 +178,9 @@ mod tests {
 
     #[test]
     fn the_openapi_document_parses_and_names_every_route() {
-        let doc = openapi_document();
+        assert!(openapi_document(false).get("security").is_none());
+        assert!(openapi_document(true)["security"].is_array());
+        let doc = openapi_document(true);
         assert_eq!(doc["openapi"], "3.0.3");
         for path in [
             "/v1/runs",

@@ -6,6 +6,7 @@
 mod app;
 mod error;
 mod http;
+mod listen;
 pub(crate) mod pub_sub;
 mod registry;
 mod runs;
@@ -31,9 +32,24 @@ pub struct ServeArgs {
     #[arg(long, visible_alias = "broker-list")]
     pub bootstrap_server: Option<String>,
 
-    /// Require `Authorization: Bearer TOKEN` on every request.
+    /// Require `Authorization: Bearer TOKEN` on every request. A flag is visible to anyone who can
+    /// list processes: prefer KBENCH_TOKEN or --token-file.
     #[arg(long, env = "KBENCH_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+
+    /// Read the token from this file (its first line).
+    #[arg(long, conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
+
+    /// Another `Host` this server answers to (repeatable): a name (any port) or name:port. Its own
+    /// address and localhost are always allowed; `*` allows any (behind a proxy that checks).
+    #[arg(long, value_name = "HOST")]
+    pub allowed_host: Vec<String>,
+
+    /// An origin whose browser requests are allowed (repeatable), e.g. http://localhost:3000. Without
+    /// one, every request that carries an Origin header is refused.
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors_origin: Vec<String>,
 
     /// Where every finished run's result document is written (and read back at start).
     #[arg(long, default_value = "kbench-results")]
@@ -52,7 +68,17 @@ pub async fn run(args: ServeArgs) -> u8 {
         },
         None => None,
     };
-    if args.token.as_deref().is_some_and(str::is_empty) {
+    let token = match &args.token_file {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(t) => Some(t.lines().next().unwrap_or_default().trim().to_string()),
+            Err(e) => {
+                eprintln!("kbench: error: --token-file {}: {e}", path.display());
+                return crate::args::EXIT_USAGE;
+            }
+        },
+        None => args.token.clone(),
+    };
+    if token.as_deref().is_some_and(str::is_empty) {
         eprintln!("kbench: error: --token: must not be empty");
         return crate::args::EXIT_USAGE;
     }
@@ -71,26 +97,42 @@ pub async fn run(args: ServeArgs) -> u8 {
         }
     };
     let addr = listener.local_addr().unwrap_or(args.listen);
-    if !addr.ip().is_loopback() && args.token.is_none() {
+    if !addr.ip().is_loopback() && token.is_none() {
         eprintln!(
             "kbench serve: warning: listening on {addr}, beyond loopback, without --token: anyone who can reach it can start load"
         );
     }
+    let port = addr.port();
+    let mut allowed_hosts: Vec<String> = [
+        addr.to_string(),
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+    ]
+    .into_iter()
+    .chain(args.allowed_host.iter().map(|h| h.to_ascii_lowercase()))
+    .collect();
+    if port == 80 {
+        allowed_hosts.extend(["localhost".to_string(), "127.0.0.1".to_string()]);
+    }
     let app = Arc::new(App {
         runs: Arc::new(Registry::load(&args.results_dir)),
-        token: args.token.clone(),
+        token,
         default_bootstrap,
         embedded: tokio::sync::Mutex::new(None),
+        allowed_hosts,
+        cors_origins: args.cors_origin.clone(),
+        request_ids: std::sync::atomic::AtomicU64::new(0),
     });
     let router = http::router(app.clone());
+    let max_connections = listen::connection_limit(listen::raise_fd_limit());
     println!("kbench serve: listening on http://{addr}");
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(async {
-            crate::signals::stop_requested().await;
-        })
-        .await;
+    listen::serve(listener, router, max_connections, async {
+        crate::signals::stop_requested().await;
+    })
+    .await;
     // Stop whatever runs and let it write its result (bounded), then stop the embedded broker.
     for id in app.runs.stop_all() {
         let _ = tokio::time::timeout(STOP_GRACE, app.runs.wait_done(&id)).await;
@@ -98,11 +140,5 @@ pub async fn run(args: ServeArgs) -> u8 {
     if let Some(b) = app.embedded.lock().await.take() {
         b.stop().await;
     }
-    match served {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("kbench serve: error: {e}");
-            crate::args::EXIT_FAILED
-        }
-    }
+    0
 }

@@ -88,11 +88,19 @@ struct PubSubConfig {
     kafka_bootstrap_servers: Option<String>,
 }
 
-/// The payload as GET shows it: the password removed (not masked: removed).
+/// The payload as GET shows it: the password removed (not masked: removed), and credentials in any
+/// URL (`user:password@`) stripped.
 fn public_config(raw: &Value) -> Value {
     let mut v = raw.clone();
     if let Some(o) = v.as_object_mut() {
         o.retain(|k, _| !kbench_client::is_secret(k));
+        for value in o.values_mut() {
+            if let Some(s) = value.as_str()
+                && s.contains('@')
+            {
+                *value = Value::String(kbench_rest::redact_url(s));
+            }
+        }
     }
     v
 }
@@ -273,11 +281,9 @@ fn rest_of(c: &PubSubConfig) -> Result<RestSpec, ApiError> {
     if let Some(a) = &c.rest_api {
         rest.api = named("restApi", a.parse::<RestApi>())?;
     }
-    rest.proxy.basic_auth = c
-        .kafka_user_name
-        .clone()
-        .filter(|u| !u.is_empty())
-        .map(|u| (u, c.kafka_user_password.clone().unwrap_or_default()));
+    if let Some(user) = c.kafka_user_name.clone().filter(|u| !u.is_empty()) {
+        rest.proxy.basic_auth = Some((user, c.kafka_user_password.clone().unwrap_or_default()));
+    }
     rest.schema_registry = c.schema_registry_url.clone();
     Ok(rest)
 }

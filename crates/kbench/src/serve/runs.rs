@@ -18,6 +18,22 @@ use crate::serve::registry::{Api, Live, Outcome, ProduceLive};
 
 const CLIENT_ID: &str = "kbench-serve";
 
+/// Delete a finished run's topic from the embedded broker the server keeps: its in-memory storage
+/// would otherwise hold every run's records for the server's life. A failure is logged, not fatal.
+async fn forget_topic(cluster: &ClusterConfig, topic: &str) {
+    let deleted = async {
+        let c = kbench_client::Cluster::connect(cluster.clone()).await?;
+        let r = c.delete_topic(topic).await;
+        c.close(std::time::Duration::from_secs(1)).await;
+        r
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(30), deleted).await {
+        Ok(Ok(())) => tracing::debug!(%topic, "deleted from the embedded broker"),
+        Ok(Err(e)) => tracing::warn!(%topic, "not deleted from the embedded broker: {e}"),
+        Err(_) => tracing::warn!(%topic, "not deleted from the embedded broker: no answer"),
+    }
+}
+
 /// A start error as the API says it: `field` names where the cluster came from.
 fn start_error(e: BenchError, field: &str, bootstrap: &str) -> String {
     match e {
@@ -57,7 +73,11 @@ pub async fn start_e2e(
     let task_live = live.clone();
     let run_id = id.clone();
     app.runs.spawn(run, async move {
-        match run_e2e(&spec, &cluster, task_live, stop).await {
+        let outcome = run_e2e(&spec, &cluster, task_live, stop).await;
+        if embedded {
+            forget_topic(&cluster, &spec.topic).await;
+        }
+        match outcome {
             Ok(run) => {
                 let kill = registry.kill_time(&run_id).unwrap_or(run.ended_at);
                 let stats = pub_sub_stats(
@@ -142,13 +162,16 @@ pub async fn start_produce(
     app.runs.spawn(run, async move {
         let job = kbench_bench::produce::run_job(
             &spec,
-            cluster,
+            cluster.clone(),
             embedded,
             stop,
             Arc::new(Mutex::new(None)),
             live,
         )
         .await;
+        if embedded {
+            forget_topic(&cluster, &spec.topic).await;
+        }
         match job {
             Ok(outcome) => Outcome {
                 result: Some(serde_json::to_value(&outcome.document).unwrap_or(Value::Null)),
