@@ -117,6 +117,49 @@ fn duration_ends_a_slow_throttled_run() {
     assert_eq!(doc["records_acked"], 1);
 }
 
+/// A broker that dies for good does not hold a run with a `--duration` past it: what is in flight
+/// gets a bounded grace (not the 120 s delivery timeout), and is then counted failed with the reason.
+#[test]
+fn duration_holds_when_the_broker_dies() {
+    let mut broker = TestBroker::start();
+    let dir = TempDir::new("dead-broker");
+    let json = dir.path().join("dead.json");
+    let mut child = kbench()
+        .args([
+            "produce",
+            "--bootstrap-server",
+            &broker.addr,
+            "--throughput",
+            "2000",
+            "--duration",
+            "4s",
+            "--reporting-interval",
+            "500",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("records sent") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "no progress line");
+    }
+    broker.kill();
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    // Well under the 120 s delivery timeout: only a hang fails.
+    let status = wait_with_limit(&mut child, Duration::from_secs(60));
+    assert!(!status.success(), "records failed");
+    let doc = result_json(&json);
+    let sent = doc["records_sent"].as_u64().unwrap();
+    let failed = doc["records_failed"].as_u64().unwrap();
+    assert_eq!(sent, doc["records_acked"].as_u64().unwrap() + failed);
+    assert!(failed > 0, "{doc}");
+}
+
 #[test]
 fn secrets_given_as_properties_never_appear_in_output() {
     let out = run(

@@ -186,10 +186,21 @@ struct Slots {
 }
 
 impl Slots {
-    /// Wait for a free slot; `None` when the run is cancelled first.
-    async fn next(&mut self, cancel: &CancellationToken) -> Option<(OwnedSemaphorePermit, i32)> {
+    /// Wait for a free slot; `None` when the run is cancelled, or its `deadline` passes, first.
+    async fn next(
+        &mut self,
+        cancel: &CancellationToken,
+        deadline: Option<Instant>,
+    ) -> Option<(OwnedSemaphorePermit, i32)> {
+        let until_deadline = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         let permit = tokio::select! {
             _ = cancel.cancelled() => return None,
+            _ = until_deadline => return None,
             p = self.in_flight.clone().acquire_owned() => p.ok()?,
         };
         let partition = self.partitions[self.next % self.partitions.len()];
@@ -197,6 +208,9 @@ impl Slots {
         Some((permit, partition))
     }
 }
+
+/// How long requests still in flight when a run's duration ends may take to be answered.
+pub const DURATION_GRACE: Duration = Duration::from_secs(10);
 
 /// Run the produce workload. Setup (connections, topic) is the caller's; this is the measured phase.
 /// `on_interval` receives each progress window. Cancelling `cancel` stops the run at once; records
@@ -361,7 +375,7 @@ pub async fn run_produce(
                 break 'records;
             }
             if !open.builder.is_empty() && now >= linger_due {
-                let Some((permit, partition)) = slots.next(&cancel).await else {
+                let Some((permit, partition)) = slots.next(&cancel, deadline).await else {
                     break 'records;
                 };
                 requests.spawn(send_batch(&mut open, partition, permit));
@@ -379,7 +393,7 @@ pub async fn run_produce(
                     .is_some_and(|n| open.builder.record_count() as usize >= n));
         let lingered = !open.builder.is_empty() && now >= open.opened + linger;
         if full || lingered {
-            let Some((permit, partition)) = slots.next(&cancel).await else {
+            let Some((permit, partition)) = slots.next(&cancel, deadline).await else {
                 break 'records;
             };
             requests.spawn(send_batch(&mut open, partition, permit));
@@ -397,14 +411,32 @@ pub async fn run_produce(
         open.value_bytes += value.len() as u64;
         i += 1;
     }
-    if !open.builder.is_empty()
-        && let Some((permit, partition)) = slots.next(&cancel).await
-    {
-        requests.spawn(send_batch(&mut open, partition, permit));
+    // With a duration, what is still in flight gets a bounded grace, whatever the broker's state
+    // (a dead broker would otherwise hold the run until the delivery timeout).
+    let grace_end = deadline.map(|d| d.max(Instant::now()) + DURATION_GRACE);
+    let until_grace_end = async {
+        match grace_end {
+            Some(g) => tokio::time::sleep_until(g.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(until_grace_end);
+    let mut grace_expired = false;
+    if !open.builder.is_empty() {
+        tokio::select! {
+            slot = slots.next(&cancel, grace_end) => if let Some((permit, partition)) = slot {
+                requests.spawn(send_batch(&mut open, partition, permit));
+            },
+            _ = &mut until_grace_end => grace_expired = true,
+        }
     }
     tokio::select! {
         _ = cancel.cancelled() => requests.abort_all(),
         _ = async { while requests.join_next().await.is_some() {} } => {}
+        _ = &mut until_grace_end => {
+            grace_expired = true;
+            requests.abort_all();
+        }
     }
     while requests.join_next().await.is_some() {}
     reporter.abort();
@@ -423,7 +455,14 @@ pub async fn run_produce(
         let n = t.outstanding;
         t.failed += n;
         t.outstanding = 0;
-        let reason = aborted.clone().unwrap_or_else(|| "stopped".into());
+        let reason = match (&aborted, grace_expired) {
+            (Some(why), _) => why.clone(),
+            (None, true) => format!(
+                "still unanswered {} s after the run's duration ended",
+                DURATION_GRACE.as_secs()
+            ),
+            (None, false) => "stopped".into(),
+        };
         *t.errors
             .entry(format!("in flight when the run stopped: {reason}"))
             .or_default() += n;

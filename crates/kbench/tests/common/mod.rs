@@ -167,6 +167,12 @@ impl TestBroker {
 }
 
 impl TestBroker {
+    /// Kill the broker now (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// The versions of `api` this broker and kbench share (from the broker's ApiVersions), so that
     /// a test does not pin the broker's own ranges and break on its upgrade.
     pub fn shared_versions(&self, api: kbench_wire::ApiKey) -> std::ops::RangeInclusive<i16> {
