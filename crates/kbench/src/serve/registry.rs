@@ -79,7 +79,8 @@ pub struct RunEntry {
     pub config: Value,
     pub status: Status,
     stop: CancellationToken,
-    abort: Option<tokio::task::AbortHandle>,
+    /// Wakes the run's thread to abort its task (a permit is kept if it is not waiting yet).
+    abort: Option<Arc<tokio::sync::Notify>>,
     pub live: Live,
     pub start_time: SystemTime,
     pub kill_time: Option<SystemTime>,
@@ -198,13 +199,14 @@ impl Registry {
     }
 
     /// Run a registered run's task under supervision: its outcome, error or panic is recorded (the
-    /// result file written first) and waiters are woken.
+    /// result file written first) and waiters are woken. The task runs on a thread and runtime of its
+    /// own, so that a run that keeps its thread busy never keeps the API from answering.
     pub fn spawn(
         self: &Arc<Self>,
         run: Registered,
         task: impl std::future::Future<Output = Outcome> + Send + 'static,
     ) {
-        let handle = tokio::spawn(task);
+        let abort = Arc::new(tokio::sync::Notify::new());
         if let Some(r) = self
             .runs
             .lock()
@@ -212,20 +214,71 @@ impl Registry {
             .iter_mut()
             .find(|r| r.id == run.id)
         {
-            r.abort = Some(handle.abort_handle());
+            r.abort = Some(abort.clone());
+        }
+        let (end_tx, end_rx) = tokio::sync::oneshot::channel();
+        let name = format!("kbench-run-{}", run.id);
+        let thread = std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(move || {
+                // As many workers as the machine has cores, like the CLI's runtime: the run's
+                // throughput is the same whichever front end started it.
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(
+                        std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+                    )
+                    .thread_name(name)
+                    .enable_all()
+                    .build();
+                let rt = match runtime {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = end_tx.send(Err(format!("no runtime for the run: {e}")));
+                        return;
+                    }
+                };
+                let ended = rt.block_on(async move {
+                    let mut handle = tokio::spawn(task);
+                    tokio::select! {
+                        ended = &mut handle => ended,
+                        () = abort.notified() => {
+                            handle.abort();
+                            handle.await
+                        }
+                    }
+                });
+                let _ = end_tx.send(ended.map_err(|e| {
+                    if e.is_panic() {
+                        format!("the run panicked: {}", panic_message(e.into_panic()))
+                    } else {
+                        format!(
+                            "the run did not stop within {} s of being asked and was aborted",
+                            STOP_GRACE.as_secs()
+                        )
+                    }
+                }));
+                // Whatever the run left spawned is not waited for.
+                rt.shutdown_background();
+            });
+        if let Err(e) = thread {
+            let registry = self.clone();
+            tokio::spawn(async move {
+                registry
+                    .finish(
+                        &run.id,
+                        Outcome::failed(format!("no thread for the run: {e}")),
+                    )
+                    .await;
+                let _ = run.done.send(true);
+            });
+            return;
         }
         let registry = self.clone();
         tokio::spawn(async move {
-            let outcome = match handle.await {
-                Ok(o) => o,
-                Err(e) if e.is_panic() => Outcome::failed(format!(
-                    "the run panicked: {}",
-                    panic_message(e.into_panic())
-                )),
-                Err(_) => Outcome::failed(format!(
-                    "the run did not stop within {} s of being asked and was aborted",
-                    STOP_GRACE.as_secs()
-                )),
+            let outcome = match end_rx.await {
+                Ok(Ok(o)) => o,
+                Ok(Err(why)) => Outcome::failed(why),
+                Err(_) => Outcome::failed("the run's thread ended without an outcome"),
             };
             registry.finish(&run.id, outcome).await;
             let _ = run.done.send(true);
@@ -296,7 +349,7 @@ impl Registry {
             .is_err()
         {
             if let Some(a) = abort {
-                a.abort();
+                a.notify_one();
             }
             let _ = done.wait_for(|d| *d).await;
         }
@@ -478,6 +531,41 @@ mod tests {
         let (status, error) = reg.read_run(&id, |r| (r.status, r.error.clone())).unwrap();
         assert_eq!(status, Status::Failed);
         assert!(error.unwrap().contains("aborted"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn a_run_that_keeps_its_thread_busy_leaves_the_server_runtime_free() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (reg, dir) = registry();
+        let run = reg
+            .register("produce", Api::V1, Value::Null, Live::None)
+            .unwrap();
+        let id = run.id.clone();
+        let started = Arc::new(AtomicBool::new(false));
+        let released = Arc::new(AtomicBool::new(false));
+        let (s, r) = (started.clone(), released.clone());
+        // A run that never yields: it blocks its thread until released, or gives up after 5 s.
+        // Were it on the server's runtime (this test's one thread), the test could not release it.
+        reg.spawn(run, async move {
+            s.store(true, Ordering::SeqCst);
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while !r.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if r.load(Ordering::SeqCst) {
+                Outcome::default()
+            } else {
+                Outcome::failed("never released: the server's runtime was blocked")
+            }
+        });
+        while !started.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        released.store(true, Ordering::SeqCst);
+        reg.wait_done(&id).await;
+        let (status, error) = reg.read_run(&id, |r| (r.status, r.error.clone())).unwrap();
+        assert_eq!(status, Status::Finished, "{error:?}");
         let _ = std::fs::remove_dir_all(dir);
     }
 
