@@ -181,6 +181,8 @@ pub struct E2eResultDocument {
     pub seed: u64,
     pub start_time: String,
     pub end_time: String,
+    /// Before the load: the consumer joined and positioned, every producer connected.
+    pub startup_s: f64,
     /// The load phase, producers running.
     pub duration_s: f64,
     pub drain_s: f64,
@@ -246,6 +248,7 @@ impl E2eResultDocument {
             seed,
             start_time: rfc3339(run.started_at),
             end_time: rfc3339(run.ended_at),
+            startup_s: run.startup.as_secs_f64(),
             duration_s: run.elapsed.as_secs_f64(),
             drain_s: run.drain_elapsed.as_secs_f64(),
             drained: run.drained,

@@ -157,3 +157,64 @@ mod tests {
         }
     }
 }
+
+/// A size in bytes: `1048576`, `16MiB`, `512KiB`, `4GiB` (binary), or `1MB`, `2GB` (decimal).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} (use B, KiB, MiB, GiB, KB, MB, GB)"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 16MiB, 1048576)"))?;
+    let bytes = value * factor as f64;
+    if !bytes.is_finite() || !(1.0..=u64::MAX as f64 / 2.0).contains(&bytes) {
+        return Err(format!("{s:?} is outside 1 B..8 EiB"));
+    }
+    Ok(bytes as u64)
+}
+
+/// The limits a run's spec is checked against (`validate()`), for every workload that sends.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Limits")]
+pub struct LimitArgs {
+    /// Largest record value kbench will build (default 16MiB): a bigger one is refused before any
+    /// load, as no broker's default `message.max.bytes` takes it. Sizes: 1048576, 16MiB, 1GB.
+    #[arg(long, value_parser = parse_size)]
+    pub max_record_size: Option<u64>,
+
+    /// Most memory a run's buffers may hold at once (producers × requests in flight × batch bytes,
+    /// plus the consumer's fetch buffers); default half this machine's memory.
+    #[arg(long, value_parser = parse_size)]
+    pub memory_budget: Option<u64>,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> kbench_bench::spec::Limits {
+        let mut limits = kbench_bench::spec::Limits::default();
+        if let Some(m) = self.max_record_size {
+            limits.max_record_bytes = usize::try_from(m).unwrap_or(usize::MAX);
+        }
+        if let Some(b) = self.memory_budget {
+            limits.memory_budget_bytes = b;
+        }
+        limits
+    }
+}

@@ -23,7 +23,7 @@ fn e2e_defaults_agree_across_the_cli_v1_and_the_seed_payload() {
         unreachable!()
     };
     let cli = crate::cmd::e2e::spec_from(&args).unwrap();
-    let (v1, _) = crate::serve::v1::e2e_spec(&Default::default()).unwrap();
+    let (v1, _) = crate::serve::v1::e2e_spec(&Default::default(), Default::default()).unwrap();
     let seed = crate::serve::pub_sub::tests::spec_of_payload(
         crate::serve::pub_sub::tests::minimal_payload(),
     );
@@ -47,7 +47,7 @@ fn produce_defaults_agree_across_the_cli_and_v1() {
         unreachable!()
     };
     let cli = crate::cmd::produce::plan(&args).unwrap().spec;
-    let (v1, _) = crate::serve::v1::produce_spec(&Default::default()).unwrap();
+    let (v1, _) = crate::serve::v1::produce_spec(&Default::default(), Default::default()).unwrap();
     let same = |mut s: ProduceSpec| {
         s.seed = default.seed;
         s

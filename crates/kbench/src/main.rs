@@ -51,6 +51,7 @@ fn main() -> ExitCode {
         }
     };
     let code = runtime.block_on(async move {
+        signals::install();
         match command {
             Command::Produce(args) => cmd::produce::run(*args, cmd::produce::Mode::Produce).await,
             Command::Quickstart(args) => cmd::produce::quickstart(args).await,

@@ -30,7 +30,7 @@ fn unreachable_bootstrap_server_fails_naming_the_address() {
 
 #[test]
 fn bad_flags_each_get_one_error_naming_the_flag() {
-    let cases: [(&[&str], &str); 18] = [
+    let cases: [(&[&str], &str); 21] = [
         // Hostile values: each one clear error (exit 2) naming the flag, before any broker starts.
         (
             &["produce", "--record-size", "99999999999"],
@@ -74,6 +74,25 @@ fn bad_flags_each_get_one_error_naming_the_flag() {
         (&["produce", "--acks", "2"], "--acks"),
         (&["produce", "--pin", "produce=x"], "--pin"),
         (&["produce", "--throughput", "0"], "--throughput"),
+        // The limits themselves can be set: lower here, so a modest run is refused by them.
+        (
+            &[
+                "produce",
+                "--max-record-size",
+                "1KiB",
+                "--record-size",
+                "2000",
+            ],
+            "--record-size",
+        ),
+        (
+            &["e2e", "--memory-budget", "1MiB", "--producers", "100"],
+            "--producers",
+        ),
+        (
+            &["produce", "--max-record-size", "12parsecs"],
+            "--max-record-size",
+        ),
     ];
     for (args, names) in cases {
         let out = run(args, Duration::from_secs(30));
@@ -296,4 +315,69 @@ fn killed_kbench_takes_its_embedded_broker_with_it() {
     child.kill().unwrap();
     let _ = child.wait();
     assert_gone_soon(broker_pid);
+}
+
+/// Thousands of producers connect together before any sends, so the duration holds for the whole
+/// fleet (connected one by one under load, 3 000 took two minutes past a 2 s duration).
+#[test]
+fn thousands_of_producers_start_together_and_the_duration_holds() {
+    let dir = TempDir::new("fleet");
+    let json = dir.path().join("fleet.json");
+    let out = Cmd::new("e2e")
+        .args(&["--producers", "3000", "--duration", "2s"])
+        .json(&json)
+        .run(Duration::from_secs(60));
+    assert_ne!(out.status.code(), Some(101), "{}", text(&out.stderr));
+    let doc = result_json(&json);
+    let n = |f: &str| doc[f].as_u64().unwrap_or_else(|| panic!("{f} in {doc}"));
+    assert_eq!(
+        n("records_produced"),
+        n("records_acked") + n("records_failed")
+    );
+    assert!(doc["startup_s"].as_f64().is_some(), "{doc}");
+    assert!(text(&out.stdout).contains("start-up"));
+}
+
+/// SIGINT ends a run of thousands of producers promptly, whether it lands while they connect or
+/// while they send, with every record accounted for.
+#[test]
+fn interrupt_ends_a_run_of_thousands_of_producers() {
+    let dir = TempDir::new("fleet-int");
+    let json = dir.path().join("fleet.json");
+    let mut child = kbench()
+        .args([
+            "e2e",
+            "--producers",
+            "3000",
+            "--duration",
+            "10m",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("kbench e2e:") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "no banner");
+    }
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // Only a hang fails: the duration is 10 minutes.
+    let status = wait_with_limit(&mut child, Duration::from_secs(60));
+    assert!(
+        matches!(status.code(), Some(130) | Some(1)),
+        "interrupted, or records failed: {status:?}"
+    );
+    if json.exists() {
+        let doc = result_json(&json);
+        let n = |f: &str| doc[f].as_u64().unwrap();
+        assert_eq!(
+            n("records_produced"),
+            n("records_acked") + n("records_failed")
+        );
+    }
 }

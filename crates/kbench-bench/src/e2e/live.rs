@@ -193,6 +193,9 @@ impl E2eLive {
 /// What an e2e run did.
 #[derive(Debug, Clone)]
 pub struct E2eRun {
+    /// Before the load: the consumer joined and positioned, every producer connected.
+    pub startup: Duration,
+    /// When the load started (every producer connected).
     pub started_at: SystemTime,
     pub ended_at: SystemTime,
     /// The load phase (producers running).

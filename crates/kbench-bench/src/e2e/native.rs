@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::e2e::live::{E2eLive, add};
 use crate::e2e::phases::{
-    CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, RECORD_ID_LEN,
-    Seen, missing, record_id,
+    CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, InFlight, Pacer,
+    RECORD_ID_LEN, Seen, missing, record_id,
 };
 use crate::e2e::spec::{E2eMode, E2eSpec};
 use crate::error::BenchError;
@@ -67,18 +67,31 @@ impl Native {
 
     /// A connection set of its own, as `client_id`, that knows the brokers.
     async fn connect(&mut self, client_id: String) -> Result<Arc<Cluster>, BenchError> {
-        let mut config = self.cluster.clone();
-        config.client_id = client_id;
-        config.max_in_flight = self.spec.max_in_flight.max(1);
-        let bootstrap = config.bootstrap.join(",");
-        let c = Cluster::connect(config)
-            .await
-            .map_err(|e| BenchError::connect(&bootstrap, e))?;
-        c.metadata(&self.spec.topic).await?;
-        let c = Arc::new(c);
+        let c = connect_as(self.cluster_config(client_id), self.spec.topic.clone()).await?;
         self.clusters.push(c.clone());
         Ok(c)
     }
+
+    fn cluster_config(&self, client_id: String) -> ClusterConfig {
+        let mut config = self.cluster.clone();
+        config.client_id = client_id;
+        config.max_in_flight = self.spec.max_in_flight.max(1);
+        config
+    }
+}
+
+/// How many producers connect at once: enough that thousands start in seconds, few enough that the
+/// broker is not flooded with connection attempts.
+const CONNECTING_AT_ONCE: usize = 32;
+
+/// Connect a connection set as `config.client_id` and learn `topic`'s leaders.
+async fn connect_as(config: ClusterConfig, topic: String) -> Result<Arc<Cluster>, BenchError> {
+    let bootstrap = config.bootstrap.join(",");
+    let c = Cluster::connect(config)
+        .await
+        .map_err(|e| BenchError::connect(&bootstrap, e))?;
+    c.metadata(&topic).await?;
+    Ok(Arc::new(c))
 }
 
 impl Driver for Native {
@@ -112,12 +125,37 @@ impl Driver for Native {
         run_stop: &CancellationToken,
         producers: &mut JoinSet<()>,
     ) -> Result<(), BenchError> {
-        for idx in 0..self.spec.producers {
-            let client_id = format!("{}-producer-{idx}", self.cluster.client_id);
-            let c = tokio::select! {
-                c = self.connect(client_id) => c?,
-                _ = run_stop.cancelled() => break,
+        // Every producer connects first, a bounded number at a time, and none sends before all are
+        // connected: the load phase (and --duration) starts with the whole fleet, and a stop while
+        // thousands connect ends the start-up now.
+        let n = self.spec.producers;
+        let mut connected: Vec<Option<Arc<Cluster>>> = vec![None; n];
+        let mut connecting = JoinSet::new();
+        let mut next = 0;
+        let mut done = 0;
+        while done < n {
+            while next < n && connecting.len() < CONNECTING_AT_ONCE {
+                let config =
+                    self.cluster_config(format!("{}-producer-{next}", self.cluster.client_id));
+                let topic = self.spec.topic.clone();
+                let idx = next;
+                connecting.spawn(async move { (idx, connect_as(config, topic).await) });
+                next += 1;
+            }
+            let joined = tokio::select! {
+                joined = connecting.join_next() => joined,
+                _ = run_stop.cancelled() => return Ok(()),
             };
+            let Some(joined) = joined else { break };
+            let (idx, c) =
+                joined.map_err(|e| BenchError::Run(format!("connecting producer failed: {e}")))?;
+            let c = c?;
+            self.clusters.push(c.clone());
+            connected[idx] = Some(c);
+            done += 1;
+        }
+        for (idx, c) in connected.into_iter().enumerate() {
+            let Some(c) = c else { continue };
             producers.spawn(produce(
                 self.spec.clone(),
                 idx as u32,
@@ -157,7 +195,7 @@ async fn produce(
     let mut pacer = Pacer::new(&spec, idx);
     let values = pacer.payload(spec.payload_size.max);
     let mut builder = RecordBatchBuilder::new(spec.compression);
-    let mut requests = JoinSet::new();
+    let mut requests = InFlight::new();
     let partitions: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
     let layout = Arc::new(layout);
     let mut next_partition = idx as usize;
@@ -197,7 +235,7 @@ async fn produce(
         let live = live.clone();
         let config = spec.producer.clone();
         let gather = spec.gather_latencies;
-        requests.spawn(async move {
+        requests.spawn(records, async move {
             let t0 = Instant::now();
             let outcome = cluster
                 .produce_batch(&config, &layout, partition, batch)
@@ -222,9 +260,8 @@ async fn produce(
                 }
             }
         });
-        while requests.try_join_next().is_some() {}
     }
-    while requests.join_next().await.is_some() {}
+    requests.settle(&live).await;
 }
 
 /// The consumer: join, learn positions, signal ready, then poll/commit/heartbeat until stopped.

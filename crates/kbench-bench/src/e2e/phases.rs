@@ -19,7 +19,7 @@ use crate::e2e::live::{E2eLive, E2eRun, RestFigures, add, get};
 use crate::e2e::spec::{CommitMode, E2eMode, E2eSpec, clock_for};
 use crate::error::BenchError;
 use crate::measure::{CpuTime, peak_rss_kib};
-use crate::spec::Span;
+use crate::spec::{DURATION_GRACE, Span};
 
 /// Length of the record id in a key: run tag (u32), producer (u32), sequence (u64), big-endian.
 pub const RECORD_ID_LEN: usize = 16;
@@ -68,6 +68,7 @@ pub(crate) async fn run_with<D: Driver>(
     live: Arc<E2eLive>,
     stop: CancellationToken,
 ) -> Result<E2eRun, BenchError> {
+    let startup = Instant::now();
     let mode = driver.spec().mode;
     let consume_stop = CancellationToken::new();
     let mut consumer = None;
@@ -95,7 +96,8 @@ pub(crate) async fn run_with<D: Driver>(
             .await?;
     }
     let spec = driver.spec().clone();
-    let phases = drive(
+    let startup = startup.elapsed();
+    let mut phases = drive(
         &spec,
         &live,
         &stop,
@@ -105,9 +107,65 @@ pub(crate) async fn run_with<D: Driver>(
         consume_stop,
     )
     .await;
+    phases.startup = startup;
     let figures = driver.figures(&live);
     let negotiated = driver.finish().await;
     Ok(conclude(&spec, &live, phases, negotiated, figures))
+}
+
+/// A producer's requests in flight, with the records each carries, so that records never answered
+/// within [`DURATION_GRACE`] of the producers' stop are counted failed, with that reason.
+pub(crate) struct InFlight {
+    requests: JoinSet<()>,
+    unanswered: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl InFlight {
+    pub(crate) fn new() -> InFlight {
+        InFlight {
+            requests: JoinSet::new(),
+            unanswered: Arc::default(),
+        }
+    }
+
+    /// Send a request carrying `records`; `request` counts its own outcome before it returns.
+    pub(crate) fn spawn(
+        &mut self,
+        records: u64,
+        request: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        use std::sync::atomic::Ordering;
+        let unanswered = self.unanswered.clone();
+        unanswered.fetch_add(records, Ordering::Relaxed);
+        self.requests.spawn(async move {
+            request.await;
+            // No await between the request's own counting and this: an abort cannot split them.
+            unanswered.fetch_sub(records, Ordering::Relaxed);
+        });
+        while self.requests.try_join_next().is_some() {}
+    }
+
+    /// Wait for every request, at most [`DURATION_GRACE`]; the records of those still unanswered
+    /// then are counted failed.
+    pub(crate) async fn settle(mut self, live: &E2eLive) {
+        let all = async { while self.requests.join_next().await.is_some() {} };
+        if tokio::time::timeout(DURATION_GRACE, all).await.is_ok() {
+            return;
+        }
+        self.requests.abort_all();
+        while self.requests.join_next().await.is_some() {}
+        let n = self.unanswered.load(std::sync::atomic::Ordering::Relaxed);
+        if n > 0 {
+            add(&live.failed, n);
+            live.error(
+                format!(
+                    "in flight when the producers stopped: still unanswered {} s later",
+                    DURATION_GRACE.as_secs()
+                ),
+                n,
+            );
+        }
+    }
 }
 
 /// A producer's rhythm: a wait drawn from the batch-interval range before each batch, a record count
@@ -220,6 +278,8 @@ pub(crate) async fn started_consumer(
 
 /// What the load, drain and stop phases of a run left behind.
 pub(crate) struct Phases {
+    /// From the run's start to the load's: the consumer joined and positioned, producers connected.
+    startup: Duration,
     started_at: SystemTime,
     elapsed: Duration,
     drain_elapsed: Duration,
@@ -304,6 +364,7 @@ pub(crate) async fn drive(
         }
     }
     Phases {
+        startup: Duration::ZERO,
         started_at,
         elapsed,
         drain_elapsed,
@@ -339,6 +400,7 @@ pub(crate) fn conclude(
     };
     let h = |m: &Mutex<Histogram<u64>>| m.lock().expect("latency lock").clone();
     E2eRun {
+        startup: phases.startup,
         started_at: phases.started_at,
         ended_at: SystemTime::now(),
         elapsed: phases.elapsed,

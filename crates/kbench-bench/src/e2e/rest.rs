@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::e2e::live::{E2eLive, RestFigures, add, get};
 use crate::e2e::phases::{
-    CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, Seen, missing,
+    CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, InFlight, Pacer, Seen,
+    missing,
 };
 use crate::e2e::spec::{E2eMode, E2eSpec, RestApi, RestSpec, clock_for};
 use crate::error::BenchError;
@@ -253,7 +254,7 @@ async fn produce(
 ) {
     let mut pacer = Pacer::new(&spec, idx);
     let payload = String::from_utf8(pacer.payload(spec.payload_size.max)).unwrap_or_default();
-    let mut requests = JoinSet::new();
+    let mut requests = InFlight::new();
     let mut seq = 0u64;
     while let Some((permit, count)) = pacer.next_batch(&stop).await {
         let stamp = clock.stamp();
@@ -270,7 +271,8 @@ async fn produce(
                 v
             })
             .collect();
-        add(&live.produced, count as u64);
+        let records = count as u64;
+        add(&live.produced, records);
         let (proxy, rest, live, topic, cluster_id) = (
             proxy.clone(),
             rest.clone(),
@@ -280,7 +282,7 @@ async fn produce(
         );
         let gather = spec.gather_latencies;
         let delivery_timeout = spec.producer.delivery_timeout;
-        requests.spawn(async move {
+        requests.spawn(records, async move {
             let outcomes = send_batch(
                 &proxy,
                 &rest,
@@ -311,9 +313,8 @@ async fn produce(
                 live.error(e, n);
             }
         });
-        while requests.try_join_next().is_some() {}
     }
-    while requests.join_next().await.is_some() {}
+    requests.settle(&live).await;
 }
 
 /// Send one batch by the chosen API; every record gets an outcome. 429s are counted, backed off and

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::measure::{CpuTime, latency_histogram, peak_rss_kib};
 use crate::produce::ProduceSpec;
+use crate::spec::DURATION_GRACE;
 
 /// One progress line's figures: a window of completed records.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -208,9 +209,6 @@ impl Slots {
         Some((permit, partition))
     }
 }
-
-/// How long requests still in flight when a run's duration ends may take to be answered.
-pub const DURATION_GRACE: Duration = Duration::from_secs(10);
 
 /// Run the produce workload. Setup (connections, topic) is the caller's; this is the measured phase.
 /// `on_interval` receives each progress window. Cancelling `cancel` stops the run at once; records
@@ -414,12 +412,13 @@ pub async fn run_produce(
     // With a duration, what is still in flight gets a bounded grace, whatever the broker's state
     // (a dead broker would otherwise hold the run until the delivery timeout).
     let grace_end = deadline.map(|d| d.max(Instant::now()) + DURATION_GRACE);
-    let until_grace_end = async {
-        match grace_end {
-            Some(g) => tokio::time::sleep_until(g.into()).await,
-            None => std::future::pending().await,
-        }
-    };
+    // A `Sleep` may be polled again after it fired (an async block may not); with no duration, it is
+    // a century away.
+    let until_grace_end = tokio::time::sleep_until(
+        grace_end
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 86_400))
+            .into(),
+    );
     tokio::pin!(until_grace_end);
     let mut grace_expired = false;
     if !open.builder.is_empty() {
@@ -430,12 +429,16 @@ pub async fn run_produce(
             _ = &mut until_grace_end => grace_expired = true,
         }
     }
-    tokio::select! {
-        _ = cancel.cancelled() => requests.abort_all(),
-        _ = async { while requests.join_next().await.is_some() {} } => {}
-        _ = &mut until_grace_end => {
-            grace_expired = true;
-            requests.abort_all();
+    if grace_expired {
+        requests.abort_all();
+    } else {
+        tokio::select! {
+            _ = cancel.cancelled() => requests.abort_all(),
+            _ = async { while requests.join_next().await.is_some() {} } => {}
+            _ = &mut until_grace_end => {
+                grace_expired = true;
+                requests.abort_all();
+            }
         }
     }
     while requests.join_next().await.is_some() {}

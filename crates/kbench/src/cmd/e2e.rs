@@ -24,6 +24,9 @@ use crate::embedded::{EmbeddedBroker, bootstrap_or_embedded};
 
 #[derive(Debug, Args, Default)]
 pub struct E2eArgs {
+    #[command(flatten)]
+    pub limits: crate::args::LimitArgs,
+
     /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
     #[arg(long, visible_alias = "broker-list")]
     pub bootstrap_server: Option<String>,
@@ -182,6 +185,7 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     set(&mut spec.seed, args.seed);
     spec.duration = args.duration;
     spec.rest = rest_from(args)?;
+    spec.limits = args.limits.limits();
     spec.validate().map_err(|e| spec_error(&e))?;
     Ok(spec)
 }
@@ -404,13 +408,14 @@ fn ms(us: u64) -> f64 {
 fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
     println!();
     println!(
-        "{} records produced, {} acknowledged, {} failed, {} consumed in {:.1} s ({:.1} records/sec); drain {:.2} s{}",
+        "{} records produced, {} acknowledged, {} failed, {} consumed in {:.1} s ({:.1} records/sec); start-up {:.2} s, drain {:.2} s{}",
         run.produced,
         run.acked,
         run.failed,
         run.consumed,
         doc.duration_s,
         doc.records_per_sec,
+        doc.startup_s,
         doc.drain_s,
         if run.drained {
             ""

@@ -24,6 +24,9 @@ use crate::embedded::bootstrap_or_embedded;
 
 #[derive(Debug, Args, Default)]
 pub struct ProduceArgs {
+    #[command(flatten)]
+    pub limits: crate::args::LimitArgs,
+
     /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
     #[arg(long, visible_alias = "broker-list")]
     pub bootstrap_server: Option<String>,
@@ -205,6 +208,7 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     spec.duration = args.duration;
     spec.partition = args.partition;
     spec.throughput = args.throughput.filter(|t| *t > 0.0);
+    spec.limits = args.limits.limits();
     spec.validate().map_err(|e| spec_error(&e))?;
     Ok(Plan {
         settings,

@@ -19,6 +19,8 @@ pub struct App {
     /// Origins whose browser requests are allowed (`--cors-origin`); none by default.
     pub cors_origins: Vec<String>,
     pub request_ids: std::sync::atomic::AtomicU64,
+    /// What every run's spec is checked against (`--max-record-size`, `--memory-budget`).
+    pub limits: kbench_bench::spec::Limits,
 }
 
 impl App {

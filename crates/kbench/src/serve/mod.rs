@@ -23,6 +23,9 @@ use crate::serve::registry::{Registry, STOP_GRACE};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    #[command(flatten)]
+    pub limits: crate::args::LimitArgs,
+
     /// Address to listen on. Loopback unless told otherwise; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -123,6 +126,7 @@ pub async fn run(args: ServeArgs) -> u8 {
         allowed_hosts,
         cors_origins: args.cors_origin.clone(),
         request_ids: std::sync::atomic::AtomicU64::new(0),
+        limits: args.limits.limits(),
     });
     let router = http::router(app.clone());
     let max_connections = listen::connection_limit(listen::raise_fd_limit());

@@ -12,6 +12,7 @@ use kbench_bench::SpecError;
 use kbench_bench::e2e::{CommitMode, E2eMode, E2eSpec, RestApi, RestSpec, Span};
 use kbench_bench::iso8601;
 use kbench_bench::seed_service::pub_sub_stats_live;
+use kbench_bench::spec::Limits;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -142,7 +143,7 @@ fn iso_duration(field: &str, s: Option<&str>) -> Result<Option<Duration>, ApiErr
 }
 
 /// The payload → the spec, and the bootstrap list it names (if any).
-fn spec_of(c: &PubSubConfig) -> Result<(E2eSpec, Option<Vec<String>>), ApiError> {
+fn spec_of(c: &PubSubConfig, limits: Limits) -> Result<(E2eSpec, Option<Vec<String>>), ApiError> {
     ordered(
         "minBatchIntervalMs",
         c.min_batch_interval_ms,
@@ -192,6 +193,7 @@ fn spec_of(c: &PubSubConfig) -> Result<(E2eSpec, Option<Vec<String>>), ApiError>
             min: c.min_messages_per_batch,
             max: c.max_messages_per_batch,
         },
+        limits,
         ..E2eSpec::default()
     };
     if let Some(g) = c.kafka_consumer_group.clone().filter(|s| !s.is_empty()) {
@@ -291,7 +293,7 @@ fn rest_of(c: &PubSubConfig) -> Result<RestSpec, ApiError> {
 pub async fn post(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
     let raw = json_object(&body)?;
     let config: PubSubConfig = from_value(raw.clone())?;
-    let (spec, bootstrap) = spec_of(&config)?;
+    let (spec, bootstrap) = spec_of(&config, app.limits)?;
     let id = start_e2e(&app, Api::PubSub, public_config(&raw), spec, bootstrap).await?;
     let body = json!({ "id": id, "status": "running", "config": public_config(&raw) });
     Ok(json_response(StatusCode::OK, body))
@@ -372,13 +374,15 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn spec_of_payload(p: Value) -> E2eSpec {
-        spec_of(&from_value::<PubSubConfig>(p).unwrap()).unwrap().0
+        spec_of(&from_value::<PubSubConfig>(p).unwrap(), Limits::default())
+            .unwrap()
+            .0
     }
 
     #[test]
     fn the_seed_payload_parses_and_maps() {
         let c: PubSubConfig = from_value(seed_payload()).unwrap();
-        let (spec, bootstrap) = spec_of(&c).unwrap();
+        let (spec, bootstrap) = spec_of(&c, Limits::default()).unwrap();
         assert!(bootstrap.is_none());
         assert_eq!(spec.producers, 4);
         assert_eq!(spec.payload_size, Span::fixed(180_000));
@@ -422,7 +426,11 @@ pub(crate) mod tests {
             p[field] = value;
             let c: PubSubConfig = from_value(p).unwrap();
             assert_eq!(
-                spec_of(&c).err().unwrap().field.as_deref(),
+                spec_of(&c, Limits::default())
+                    .err()
+                    .unwrap()
+                    .field
+                    .as_deref(),
                 Some(named),
                 "{field}"
             );

@@ -217,17 +217,12 @@ impl Registry {
             r.abort = Some(abort.clone());
         }
         let (end_tx, end_rx) = tokio::sync::oneshot::channel();
-        let name = format!("kbench-run-{}", run.id);
         let thread = std::thread::Builder::new()
-            .name(name.clone())
+            .name(format!("kbench-run-{}", run.id))
             .spawn(move || {
-                // As many workers as the machine has cores, like the CLI's runtime: the run's
-                // throughput is the same whichever front end started it.
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(
-                        std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
-                    )
-                    .thread_name(name)
+                // One thread, like the CLI's runtime: a run's figures (its CPU per record among
+                // them) are the same whichever front end started it.
+                let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build();
                 let rt = match runtime {

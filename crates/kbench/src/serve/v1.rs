@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use kbench_bench::e2e::{CommitMode, E2eMode, E2eSpec};
+use kbench_bench::spec::Limits;
 use kbench_bench::spec::{
     bootstrap_list, parse_duration, parse_interval_span, parse_positive_span,
 };
@@ -75,8 +76,14 @@ fn spec_field(e: kbench_bench::SpecError) -> ApiError {
 }
 
 /// The body → the spec, and the bootstrap list it names (if any).
-pub(crate) fn e2e_spec(c: &V1E2e) -> Result<(E2eSpec, Option<Vec<String>>), ApiError> {
-    let mut spec = E2eSpec::default();
+pub(crate) fn e2e_spec(
+    c: &V1E2e,
+    limits: Limits,
+) -> Result<(E2eSpec, Option<Vec<String>>), ApiError> {
+    let mut spec = E2eSpec {
+        limits,
+        ..E2eSpec::default()
+    };
     set(&mut spec.topic, c.topic.clone());
     set(&mut spec.partitions, c.partitions);
     set(&mut spec.producers, c.producers);
@@ -160,10 +167,14 @@ pub(crate) struct V1Produce {
 }
 
 /// The body → the spec, and the bootstrap list it names (if any).
-pub(crate) fn produce_spec(c: &V1Produce) -> Result<(ProduceSpec, Option<Vec<String>>), ApiError> {
+pub(crate) fn produce_spec(
+    c: &V1Produce,
+    limits: Limits,
+) -> Result<(ProduceSpec, Option<Vec<String>>), ApiError> {
     let mut spec = ProduceSpec {
         // Live counters for GET, every second.
         reporting_interval: Duration::from_secs(1),
+        limits,
         ..ProduceSpec::default()
     };
     set(&mut spec.topic, c.topic.clone());
@@ -214,11 +225,11 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
     let config = raw.clone();
     let id = match kind.as_str() {
         "e2e" => {
-            let (spec, bootstrap) = e2e_spec(&from_value(raw)?)?;
+            let (spec, bootstrap) = e2e_spec(&from_value(raw)?, app.limits)?;
             start_e2e(&app, Api::V1, config, spec, bootstrap).await?
         }
         "produce" => {
-            let (spec, bootstrap) = produce_spec(&from_value(raw)?)?;
+            let (spec, bootstrap) = produce_spec(&from_value(raw)?, app.limits)?;
             start_produce(&app, config, spec, bootstrap).await?
         }
         other => {
@@ -262,14 +273,26 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("producerz"));
         let c: V1E2e = from_value(json!({"batch_interval": "9..1ms"})).unwrap();
         assert_eq!(
-            e2e_spec(&c).err().unwrap().field.as_deref(),
+            e2e_spec(&c, Limits::default())
+                .err()
+                .unwrap()
+                .field
+                .as_deref(),
             Some("batch_interval")
         );
         let c: V1Produce = from_value(json!({"throughput": -5})).unwrap();
-        assert_eq!(produce_spec(&c).unwrap().0.throughput, None, "unthrottled");
+        assert_eq!(
+            produce_spec(&c, Limits::default()).unwrap().0.throughput,
+            None,
+            "unthrottled"
+        );
         let c: V1Produce = from_value(json!({"record_size": 0})).unwrap();
         assert_eq!(
-            produce_spec(&c).err().unwrap().field.as_deref(),
+            produce_spec(&c, Limits::default())
+                .err()
+                .unwrap()
+                .field
+                .as_deref(),
             Some("record_size")
         );
     }
