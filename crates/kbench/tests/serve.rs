@@ -654,6 +654,14 @@ fn web_pages_cannot_reach_the_api() {
     let (status, answer) = post("Host: evil.example\r\nContent-Type: application/json\r\n");
     assert_eq!(status, 421, "{answer}");
     assert!(answer.contains("evil.example"), "{answer}");
+    // A method a route does not take is a 405, whatever the body's type.
+    let (status, answer) = raw_request(
+        &server.base,
+        &format!(
+            "POST /v1/runs/some-id HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, 405, "{answer}");
     // Nothing started.
     assert_eq!(
         Http::new()

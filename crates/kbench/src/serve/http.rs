@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Request, State};
+use axum::handler::Handler as _;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -20,10 +21,13 @@ pub fn router(app: Arc<App>) -> Router {
         .route(
             "/pub-sub-demo",
             get(pub_sub::get)
-                .post(pub_sub::post)
+                .post(pub_sub::post.layer(middleware::from_fn(json_only)))
                 .delete(pub_sub::delete),
         )
-        .route("/v1/runs", get(v1::list).post(v1::create))
+        .route(
+            "/v1/runs",
+            get(v1::list).post(v1::create.layer(middleware::from_fn(json_only))),
+        )
         .route("/v1/runs/{id}", get(v1::get).delete(v1::delete))
         .route("/v1/openapi.json", get(openapi))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
@@ -35,8 +39,7 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 /// Every request passes here first: the Host must be this server's (no DNS rebinding), a browser's
-/// cross-origin request is refused unless its origin was allowed (`--cors-origin`), a body must be
-/// JSON (a form or `text/plain` POST, which any web page can send, is refused), and with a token the
+/// cross-origin request is refused unless its origin was allowed (`--cors-origin`), and with a token the
 /// `Authorization: Bearer` header must carry it. Each request gets an id, in its log lines and in
 /// the `X-Request-Id` answer header.
 async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
@@ -45,7 +48,7 @@ async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Res
     let path = request.uri().path().to_string();
     let span = tracing::info_span!("request", id, %method, %path);
     // Read what the checks need now: the request itself is not held across the await below.
-    let (host, origin, authorization, content_type) = {
+    let (host, origin, authorization) = {
         let header = |name: header::HeaderName| {
             request
                 .headers()
@@ -57,7 +60,6 @@ async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Res
             header(header::HOST).unwrap_or_default(),
             header(header::ORIGIN),
             header(header::AUTHORIZATION),
-            header(header::CONTENT_TYPE),
         )
     };
     if !app.host_allowed(&host) {
@@ -107,26 +109,34 @@ async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Res
             return r;
         }
     }
-    if method == axum::http::Method::POST {
-        let json = content_type.is_some_and(|t| {
-            t.split(';')
-                .next()
-                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-        });
-        if !json {
-            return refuse(
-                id,
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "the body must be JSON: Content-Type: application/json".into(),
-            );
-        }
-    }
     let mut r = next.run(request).instrument(span).await;
     if r.status().is_server_error() {
         tracing::warn!(id, %method, %path, status = %r.status(), "answered");
     }
     cors_headers(&mut r, origin.as_deref());
     with_id(r, id)
+}
+
+/// A body must be JSON: a form or `text/plain` POST, which any web page can send without asking, is
+/// refused (415). Only on the routes that take a body, so that an unknown method is still a 405.
+async fn json_only(request: Request, next: Next) -> Response {
+    let json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| {
+            t.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json {
+        return ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be JSON: Content-Type: application/json",
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 fn refuse(id: u64, status: StatusCode, message: String) -> Response {
@@ -154,15 +164,26 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn openapi(State(app): State<Arc<App>>) -> Response {
-    json_response(StatusCode::OK, openapi_document(app.token.is_some()))
+    json_response(
+        StatusCode::OK,
+        openapi_document(app.token.is_some(), app.limits.max_record_bytes),
+    )
 }
 
 /// The OpenAPI 3.0 description of this server (serve/openapi.json), with this build's version; it
-/// declares bearer security only when the server requires a token.
-pub fn openapi_document(with_token: bool) -> Value {
+/// declares bearer security only when the server requires a token, and this server's record size
+/// limit.
+pub fn openapi_document(with_token: bool, max_record_bytes: usize) -> Value {
     let mut doc: Value = serde_json::from_str(include_str!("openapi.json"))
         .unwrap_or_else(|e| json!({ "error": e.to_string() }));
     doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
+    doc["components"]["schemas"]["ProduceRun"]["properties"]["record_size"]["maximum"] =
+        json!(max_record_bytes);
+    let seed = &mut doc["paths"]["/pub-sub-demo"]["post"]["requestBody"]["content"]["application/json"]
+        ["schema"]["properties"];
+    for field in ["minMessagePayloadSizeBytes", "maxMessagePayloadSizeBytes"] {
+        seed[field]["maximum"] = json!(max_record_bytes);
+    }
     if !with_token && let Some(o) = doc.as_object_mut() {
         o.remove("security");
         if let Some(c) = o.get_mut("components").and_then(Value::as_object_mut) {
@@ -178,9 +199,13 @@ mod tests {
 
     #[test]
     fn the_openapi_document_parses_and_names_every_route() {
-        assert!(openapi_document(false).get("security").is_none());
-        assert!(openapi_document(true)["security"].is_array());
-        let doc = openapi_document(true);
+        assert!(openapi_document(false, 1).get("security").is_none());
+        assert!(openapi_document(true, 1)["security"].is_array());
+        let doc = openapi_document(true, 1234);
+        assert_eq!(
+            doc["components"]["schemas"]["ProduceRun"]["properties"]["record_size"]["maximum"],
+            1234
+        );
         assert_eq!(doc["openapi"], "3.0.3");
         for path in [
             "/v1/runs",

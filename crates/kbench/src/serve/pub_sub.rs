@@ -13,6 +13,7 @@ use kbench_bench::e2e::{CommitMode, E2eMode, E2eSpec, RestApi, RestSpec, Span};
 use kbench_bench::iso8601;
 use kbench_bench::seed_service::pub_sub_stats_live;
 use kbench_bench::spec::Limits;
+use kbench_rest::RestFormat;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -233,8 +234,43 @@ fn spec_of(c: &PubSubConfig, limits: Limits) -> Result<(E2eSpec, Option<Vec<Stri
             )
         })
         .transpose()?;
+    // Checked whatever the type: a bad value is refused even where it would not be used.
+    let format = c
+        .rest_format
+        .as_deref()
+        .map(|f| named("restFormat", f.parse::<RestFormat>()))
+        .transpose()?;
+    let api = c
+        .rest_api
+        .as_deref()
+        .map(|a| named("restApi", a.parse::<RestApi>()))
+        .transpose()?;
+    let value_schema_id =
+        match &c.value_schema_id {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => Some(
+                n.as_i64()
+                    .ok_or_else(|| ApiError::field("valueSchemaId", "not a whole number"))?,
+            ),
+            Some(Value::String(s)) => Some(s.trim().parse::<i64>().map_err(|_| {
+                ApiError::field("valueSchemaId", format!("{s:?} is not a schema id"))
+            })?),
+            Some(_) => {
+                return Err(ApiError::field(
+                    "valueSchemaId",
+                    "must be a number or a string of digits",
+                ));
+            }
+        };
     if c.kind == PubSubType::KafkaRestProxy {
-        spec.rest = Some(rest_of(c)?);
+        let mut rest = rest_of(c, value_schema_id)?;
+        if let Some(f) = format {
+            rest.format = f;
+        }
+        if let Some(a) = api {
+            rest.api = a;
+        }
+        spec.rest = Some(rest);
     }
     spec.validate()
         .map_err(|e| ApiError::field(payload_field(&e), e.reason))?;
@@ -242,7 +278,7 @@ fn spec_of(c: &PubSubConfig, limits: Limits) -> Result<(E2eSpec, Option<Vec<Stri
 }
 
 /// The REST Proxy driver's settings from a KAFKA_REST_PROXY payload; an error names the field.
-fn rest_of(c: &PubSubConfig) -> Result<RestSpec, ApiError> {
+fn rest_of(c: &PubSubConfig, value_schema_id: Option<i64>) -> Result<RestSpec, ApiError> {
     let url = c
         .kafka_rest_uri
         .clone()
@@ -260,29 +296,7 @@ fn rest_of(c: &PubSubConfig) -> Result<RestSpec, ApiError> {
         ));
     }
     let mut rest = RestSpec::new(&url);
-    rest.value_schema_id =
-        match &c.value_schema_id {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => Some(
-                n.as_i64()
-                    .ok_or_else(|| ApiError::field("valueSchemaId", "not a whole number"))?,
-            ),
-            Some(Value::String(s)) => Some(s.trim().parse::<i64>().map_err(|_| {
-                ApiError::field("valueSchemaId", format!("{s:?} is not a schema id"))
-            })?),
-            Some(_) => {
-                return Err(ApiError::field(
-                    "valueSchemaId",
-                    "must be a number or a string of digits",
-                ));
-            }
-        };
-    if let Some(f) = &c.rest_format {
-        rest.format = named("restFormat", f.parse())?;
-    }
-    if let Some(a) = &c.rest_api {
-        rest.api = named("restApi", a.parse::<RestApi>())?;
-    }
+    rest.value_schema_id = value_schema_id;
     if let Some(user) = c.kafka_user_name.clone().filter(|u| !u.is_empty()) {
         rest.proxy.basic_auth = Some((user, c.kafka_user_password.clone().unwrap_or_default()));
     }
