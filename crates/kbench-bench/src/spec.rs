@@ -172,13 +172,15 @@ pub fn parse_positive_span(s: &str) -> Result<Span<usize>, String> {
 
 /// Split a bootstrap list and check each entry is `host:port`.
 pub fn bootstrap_list(s: &str) -> Result<Vec<String>, String> {
-    let servers: Vec<String> = s
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if servers.is_empty() {
+    if s.trim().is_empty() {
         return Err("no address given".into());
+    }
+    let servers: Vec<String> = s.split(',').map(|s| s.trim().to_string()).collect();
+    if let Some(i) = servers.iter().position(String::is_empty) {
+        return Err(format!(
+            "entry {} of the list is empty (a stray comma?)",
+            i + 1
+        ));
     }
     if servers.iter().any(|s| s.contains('@')) {
         // Not echoed: the part before `@` is a credential.
@@ -189,7 +191,10 @@ pub fn bootstrap_list(s: &str) -> Result<Vec<String>, String> {
     }
     for s in &servers {
         match s.rsplit_once(':') {
-            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {}
+            Some((host, port)) if !host.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => {
+                return Err(format!("{s:?}: port {port} is outside 1..=65535"));
+            }
             _ => return Err(format!("{s:?}: expected host:port")),
         }
     }

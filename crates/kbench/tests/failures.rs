@@ -30,7 +30,7 @@ fn unreachable_bootstrap_server_fails_naming_the_address() {
 
 #[test]
 fn bad_flags_each_get_one_error_naming_the_flag() {
-    let cases: [(&[&str], &str); 21] = [
+    let cases: [(&[&str], &str); 25] = [
         // Hostile values: each one clear error (exit 2) naming the flag, before any broker starts.
         (
             &["produce", "--record-size", "99999999999"],
@@ -74,6 +74,20 @@ fn bad_flags_each_get_one_error_naming_the_flag() {
         (&["produce", "--acks", "2"], "--acks"),
         (&["produce", "--pin", "produce=x"], "--pin"),
         (&["produce", "--throughput", "0"], "--throughput"),
+        // Malformed addresses: exit 2 naming the flag, never a connection attempt.
+        (
+            &["produce", "--bootstrap-server", "::::"],
+            "--bootstrap-server",
+        ),
+        (
+            &["produce", "--bootstrap-server", "host:99999"],
+            "--bootstrap-server",
+        ),
+        (
+            &["e2e", "--bootstrap-server", "a:1,b:2,,c:3"],
+            "--bootstrap-server",
+        ),
+        (&["produce", "--bootstrap-server", ""], "--bootstrap-server"),
         // The limits themselves can be set: lower here, so a modest run is refused by them.
         (
             &[

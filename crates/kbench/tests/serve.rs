@@ -929,3 +929,49 @@ fn stopping_the_server_writes_the_active_run_first() {
     assert_eq!(doc["records_lost"], 0);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Thousands of producers through the API: the start is answered, the run produces, a DELETE stops
+/// it with every record accounted for, and the next run is accepted (2 000 producers once left the
+/// POST unanswered for minutes and the producers running after the DELETE).
+#[test]
+fn thousands_of_producers_start_stop_and_leave_the_server_free() {
+    let dir = results_dir("fleet");
+    let server = Server::start(&["--results-dir", dir.to_str().unwrap()], None);
+    let http = Http::new();
+    let runs = format!("{}/v1/runs", server.base);
+    let (status, created, raw) = http.json(
+        "POST",
+        &runs,
+        Some(&json!({"workload": "e2e", "producers": 2000, "topic": "fleet"})),
+    );
+    assert_eq!(status, 201, "{raw}");
+    let url = format!("{runs}/{}", created["id"].as_str().unwrap());
+    wait_until("records produced", Duration::from_secs(60), || {
+        let (_, run, _) = http.json("GET", &url, None);
+        run["live"]["records_produced"].as_u64().unwrap_or(0) > 0
+    });
+    // The API answers while the run is busy.
+    assert_eq!(http.send("GET", &runs, None).0, 200);
+    let (status, stopped, raw) = http.json("DELETE", &url, None);
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(stopped["status"], "finished", "{raw}");
+    let r = &stopped["result"];
+    let n = |f: &str| r[f].as_u64().unwrap_or_else(|| panic!("{f} in {r}"));
+    assert_eq!(
+        n("records_produced"),
+        n("records_acked") + n("records_failed")
+    );
+    // Nothing keeps producing: the next run starts and finishes.
+    let (status, created, raw) = http.json(
+        "POST",
+        &runs,
+        Some(&json!({"workload": "produce", "num_records": 1000, "topic": "after-fleet"})),
+    );
+    assert_eq!(status, 201, "{raw}");
+    let run = wait_finished(
+        &http,
+        &format!("{runs}/{}", created["id"].as_str().unwrap()),
+    );
+    assert_eq!(run["status"], "finished", "{run}");
+    let _ = std::fs::remove_dir_all(dir);
+}
