@@ -51,6 +51,19 @@ pub struct Target {
     pub bootstrap_servers: String,
     /// True when kbench started its own Tansu broker for the run.
     pub embedded_broker: bool,
+    /// `security.protocol` (PLAINTEXT, SSL, …); never a credential.
+    pub security_protocol: &'static str,
+}
+
+impl Target {
+    /// The target of a run over `cluster`.
+    pub fn of(cluster: &kbench_client::ClusterConfig, embedded_broker: bool) -> Target {
+        Target {
+            bootstrap_servers: cluster.bootstrap.join(","),
+            embedded_broker,
+            security_protocol: cluster.security_protocol.name(),
+        }
+    }
 }
 
 /// A produce run's result document.

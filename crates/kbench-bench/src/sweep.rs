@@ -318,14 +318,8 @@ pub fn shuffle(cells: &mut [SweepCell], seed: u64) {
 }
 
 fn config(s: &SweepSettings, pins: Pins, client: &str) -> ClusterConfig {
-    ClusterConfig {
-        bootstrap: s.bootstrap.clone(),
-        client_id: client.to_string(),
-        connect_timeout: Duration::from_secs(10),
-        request_timeout: Duration::from_secs(30),
-        max_in_flight: 5,
-        pins,
-    }
+    // Kafka's client defaults: 10 s to connect, 30 s per request, 5 in flight.
+    ClusterConfig::new(s.bootstrap.clone(), client, pins)
 }
 
 fn value_for(i: u64, size: usize) -> Vec<u8> {

@@ -27,6 +27,10 @@ pub struct ClusterConfig {
     pub request_timeout: Duration,
     pub max_in_flight: usize,
     pub pins: Pins,
+    /// TLS for every connection (`security.protocol` SSL or SASL_SSL); none for plaintext.
+    pub tls: Option<std::sync::Arc<crate::Tls>>,
+    /// `security.protocol`, for results.
+    pub security_protocol: crate::SecurityProtocol,
 }
 
 impl ClusterConfig {
@@ -105,6 +109,7 @@ impl Cluster {
                 config.connect_timeout,
                 config.request_timeout,
                 config.max_in_flight,
+                config.tls.as_deref(),
             )
             .await
             {
@@ -377,6 +382,7 @@ impl Cluster {
                 self.config.connect_timeout,
                 self.config.request_timeout,
                 self.config.max_in_flight,
+                self.config.tls.as_deref(),
             )
             .await?,
         );

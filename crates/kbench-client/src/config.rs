@@ -10,6 +10,7 @@ use kbench_wire::{Compression, Pins};
 
 use crate::cluster::ClusterConfig;
 use crate::produce::{Acks, ProducerConfig};
+use crate::security::{SecurityProtocol, SecuritySettings, Tls};
 
 /// A client property that could not be applied: where it came from, the key, and why. The value is
 /// shown only when it is not a secret.
@@ -28,6 +29,9 @@ pub enum PropertyError {
     Unsupported { source_name: String, key: String },
     #[error("{source_name} {key}: unknown client property {key:?}")]
     Unknown { source_name: String, key: String },
+    /// Settings that do not work together, or a file they name that cannot be used.
+    #[error("{key}: {reason}")]
+    Setup { key: String, reason: String },
 }
 
 /// Producer settings with their Java defaults (Kafka 4.x).
@@ -45,6 +49,10 @@ pub struct ProducerSettings {
     pub retry_backoff: Duration,
     pub delivery_timeout: Duration,
     pub connect_timeout: Duration,
+    /// `security.protocol` and the TLS files and switches, as given.
+    pub security: SecuritySettings,
+    /// The TLS built from `security` by [`ProducerSettings::finish`].
+    pub tls: Option<std::sync::Arc<Tls>>,
 }
 
 impl Default for ProducerSettings {
@@ -62,6 +70,8 @@ impl Default for ProducerSettings {
             retry_backoff: Duration::from_millis(100),
             delivery_timeout: Duration::from_millis(120_000),
             connect_timeout: Duration::from_millis(10_000),
+            security: SecuritySettings::default(),
+            tls: None,
         }
     }
 }
@@ -71,18 +81,29 @@ const IGNORED: &[&str] = &["key.serializer", "value.serializer", "enable.idempot
 
 /// Keys users may pass that kbench does not implement yet: an error, never a silent default.
 const UNSUPPORTED: &[&str] = &[
-    "security.protocol",
     "sasl.mechanism",
     "sasl.mechanisms",
     "sasl.jaas.config",
     "sasl.username",
     "sasl.password",
-    "ssl.truststore.location",
-    "ssl.keystore.location",
-    "ssl.key.password",
     "transactional.id",
     "partitioner.class",
 ];
+
+/// How to turn a Java key store into the PEM files kbench reads.
+const STORE_HINT: &str = "convert to PEM: `keytool -exportcert -rfc -keystore truststore.jks -alias <ca> -file ca.pem` for a trust store, `keytool -importkeystore -srckeystore keystore.jks -destkeystore keystore.p12 -deststoretype PKCS12` then `openssl pkcs12 -in keystore.p12 -nodes -out client.pem` for a key store";
+
+/// JKS and PKCS12 files are refused with the way to convert them.
+fn refuse_store(path: &str) -> Result<(), String> {
+    let lower = path.to_ascii_lowercase();
+    if [".jks", ".p12", ".pfx", ".keystore", ".truststore"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+    {
+        return Err(format!("JKS and PKCS12 stores are not read; {STORE_HINT}"));
+    }
+    Ok(())
+}
 
 /// Whether a property's value must never be shown.
 pub fn is_secret(key: &str) -> bool {
@@ -156,6 +177,64 @@ impl ProducerSettings {
             "socket.connection.setup.timeout.ms" | "socket.connection.setup.timeout.max.ms" => {
                 self.connect_timeout = ms(value)?
             }
+            "security.protocol" => {
+                let p: SecurityProtocol = value.parse().map_err(|e: String| bad(&e))?;
+                if matches!(
+                    p,
+                    SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+                ) {
+                    return Err(bad("SASL is not supported by this build of kbench yet"));
+                }
+                self.security.protocol = p;
+            }
+            "ssl.ca.location" | "ssl.truststore.location" => {
+                refuse_store(value).map_err(|e| bad(&e))?;
+                self.security.tls.ca_file = Some(value.into());
+            }
+            "ssl.certificate.location" => {
+                refuse_store(value).map_err(|e| bad(&e))?;
+                self.security.tls.certificate_file = Some(value.into());
+            }
+            "ssl.key.location" => self.security.tls.key_file = Some(value.into()),
+            // A PEM key store holds the certificate chain and the key in one file.
+            "ssl.keystore.location" => {
+                refuse_store(value).map_err(|e| bad(&e))?;
+                self.security.tls.certificate_file = Some(value.into());
+                self.security.tls.key_file = Some(value.into());
+            }
+            "ssl.truststore.type" | "ssl.keystore.type" => {
+                if !value.eq_ignore_ascii_case("PEM") {
+                    return Err(bad(&format!("{} stores are not read; {STORE_HINT}", value)));
+                }
+            }
+            "ssl.key.password" | "ssl.keystore.password" | "ssl.truststore.password" => {
+                if !value.is_empty() && key == "ssl.key.password" {
+                    return Err(bad(
+                        "encrypted private keys are not read; decrypt it once with `openssl pkey -in key.pem -out key-plain.pem` and give that",
+                    ));
+                }
+            }
+            "ssl.endpoint.identification.algorithm" => {
+                self.security.tls.verify_hostname = match value.to_ascii_lowercase().as_str() {
+                    "" | "none" => false,
+                    "https" => true,
+                    _ => return Err(bad("expected https, or empty to turn the check off")),
+                }
+            }
+            "enable.ssl.certificate.verification" => {
+                self.security.tls.verify_certificate = match value.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad("expected true or false")),
+                }
+            }
+            "ssl.enabled.protocols" | "ssl.protocol" => {
+                for v in value.split(',').map(str::trim) {
+                    if !matches!(v, "TLSv1.2" | "TLSv1.3" | "TLS") {
+                        return Err(bad("kbench speaks TLSv1.2 and TLSv1.3"));
+                    }
+                }
+            }
             "enable.idempotence" if value.eq_ignore_ascii_case("true") => {
                 return Err(bad(
                     "idempotent produce is not supported yet; use enable.idempotence=false",
@@ -178,6 +257,39 @@ impl ProducerSettings {
         Ok(())
     }
 
+    /// Check the settings together and build what they need (TLS: files read, certificates
+    /// parsed), so that a bad file is an error naming its property before anything is contacted.
+    pub fn finish(&mut self) -> Result<(), PropertyError> {
+        let tls = &self.security.tls;
+        if !self.security.protocol.uses_tls()
+            && (tls.ca_file.is_some() || tls.certificate_file.is_some() || tls.key_file.is_some())
+        {
+            return Err(PropertyError::Setup {
+                key: "security.protocol".into(),
+                reason: format!(
+                    "{}, but TLS files were given (ssl.*): set security.protocol=SSL",
+                    self.security.protocol.name()
+                ),
+            });
+        }
+        if self.security.protocol.uses_tls() {
+            if !tls.verify_certificate {
+                tracing::warn!(
+                    "certificate verification is off (enable.ssl.certificate.verification=false): any broker, or anyone between, is trusted"
+                );
+            } else if !tls.verify_hostname {
+                tracing::warn!(
+                    "host-name verification is off (ssl.endpoint.identification.algorithm=): a certificate the CA signed for another host is accepted"
+                );
+            }
+        }
+        self.tls = self.security.tls().map_err(|e| PropertyError::Setup {
+            key: e.key.into(),
+            reason: e.reason,
+        })?;
+        Ok(())
+    }
+
     /// The connection settings these properties give, towards `bootstrap`.
     pub fn cluster_config(&self, bootstrap: Vec<String>, pins: Pins) -> ClusterConfig {
         ClusterConfig {
@@ -187,6 +299,8 @@ impl ProducerSettings {
             request_timeout: self.request_timeout,
             max_in_flight: self.max_in_flight,
             pins,
+            tls: self.tls.clone(),
+            security_protocol: self.security.protocol,
         }
     }
 

@@ -14,9 +14,8 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kbench_wire::frame::peek_correlation_id;
 use kbench_wire::versions::choose;
 use kbench_wire::{ApiKey, ApiRanges, Pins, api_name, decode_response, encode_request};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use crate::error::ClientError;
@@ -25,6 +24,10 @@ use crate::error::ClientError;
 const MAX_FRAME: usize = 256 * 1024 * 1024;
 
 type Reply = oneshot::Sender<Result<Bytes, ClientError>>;
+
+/// A connection's two directions: a TCP socket's halves, or a TLS stream's.
+type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
 
 struct Outgoing {
     correlation_id: i32,
@@ -87,6 +90,7 @@ impl Connection {
         connect_timeout: Duration,
         request_timeout: Duration,
         max_in_flight: usize,
+        tls: Option<&crate::Tls>,
     ) -> Result<Connection, ClientError> {
         let connect_err = |reason: String| ClientError::Connect {
             addr: addr.to_string(),
@@ -104,7 +108,25 @@ impl Connection {
         stream
             .set_nodelay(true)
             .map_err(|e| connect_err(e.to_string()))?;
-        let (read, write) = stream.into_split();
+        let (read, write): (ReadHalf, WriteHalf) = match tls {
+            None => {
+                let (r, w) = stream.into_split();
+                (Box::new(r), Box::new(w))
+            }
+            Some(tls) => {
+                let stream = tokio::time::timeout(connect_timeout, tls.connect(addr, stream))
+                    .await
+                    .map_err(|_| {
+                        connect_err(format!(
+                            "TLS handshake not done within {} ms (is this a TLS port?)",
+                            connect_timeout.as_millis()
+                        ))
+                    })?
+                    .map_err(connect_err)?;
+                let (r, w) = tokio::io::split(stream);
+                (Box::new(r), Box::new(w))
+            }
+        };
         let pending = Arc::new(Mutex::new(Pending::default()));
         let broken = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel(max_in_flight.max(1) * 2);
@@ -345,7 +367,7 @@ fn close(pending: &Mutex<Pending>, broken: &AtomicBool, err: ClientError) {
 
 async fn write_loop(
     addr: String,
-    write: OwnedWriteHalf,
+    write: WriteHalf,
     mut rx: mpsc::Receiver<Outgoing>,
     closing: tokio_util::sync::CancellationToken,
     pending: Arc<Mutex<Pending>>,
@@ -409,7 +431,7 @@ async fn write_loop(
 
 async fn read_loop(
     addr: String,
-    mut read: OwnedReadHalf,
+    mut read: ReadHalf,
     pending: Arc<Mutex<Pending>>,
     broken: Arc<AtomicBool>,
 ) {

@@ -12,6 +12,7 @@ pub mod error;
 pub mod fetch;
 pub mod group;
 pub mod produce;
+pub mod security;
 
 pub use cluster::{Cluster, ClusterConfig, PartitionLeader, TopicLayout};
 pub use config::{ProducerSettings, PropertyError, is_secret, split_property};
@@ -20,3 +21,4 @@ pub use error::ClientError;
 pub use fetch::FetchedPartition;
 pub use group::{GroupConfig, GroupMember, Membership};
 pub use produce::{Acks, ProduceOutcome, ProducerConfig};
+pub use security::{SecurityProtocol, SecuritySettings, Tls, TlsSettings};

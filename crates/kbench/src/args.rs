@@ -218,3 +218,89 @@ impl LimitArgs {
         limits
     }
 }
+
+/// A properties file as the Kafka tools read them (`--producer.config`, `--command-config`):
+/// `key=value` or `key: value` lines, `#` and `!` comments, a trailing `\` continuing a line.
+pub fn read_properties_file(path: &Path) -> Result<Vec<(String, String)>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let mut out = Vec::new();
+    let mut logical = String::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_start();
+        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+        {
+            continue;
+        }
+        if let Some(head) = line.strip_suffix('\\') {
+            logical.push_str(head);
+            continue;
+        }
+        logical.push_str(line);
+        let entry = std::mem::take(&mut logical);
+        let Some(at) = entry.find(['=', ':']) else {
+            return Err(format!(
+                "{} line {}: expected key=value",
+                path.display(),
+                n + 1
+            ));
+        };
+        let (k, v) = entry.split_at(at);
+        out.push((k.trim().to_string(), v[1..].trim().to_string()));
+    }
+    Ok(out)
+}
+
+/// Client settings from properties files first, then the `(flag, key=value…)` lists in order; the
+/// pairs as given (for the result, secrets masked there), and TLS built. An error names the file or
+/// flag and the key, never a secret's value.
+pub fn client_settings(
+    files: &[std::path::PathBuf],
+    lists: &[(&str, &[String])],
+    allowed: impl Fn(&str) -> bool,
+) -> Result<(kbench_client::ProducerSettings, Vec<(String, String)>), String> {
+    let mut settings = kbench_client::ProducerSettings::default();
+    let mut given = Vec::new();
+    let mut apply = |source: &str, k: &str, v: &str| -> Result<(), String> {
+        if !allowed(k) {
+            return Err(format!(
+                "{source} {k}: not a connection or security property; use this command's own flag for it"
+            ));
+        }
+        settings.apply(source, k, v).map_err(|e| e.to_string())?;
+        given.push((k.to_string(), v.to_string()));
+        Ok(())
+    };
+    for f in files {
+        let source = f.display().to_string();
+        for (k, v) in read_properties_file(f)? {
+            apply(&source, &k, &v)?;
+        }
+    }
+    for (flag, kvs) in lists {
+        for kv in kvs.iter() {
+            let (k, v) = kbench_client::split_property(flag, kv).map_err(|e| e.to_string())?;
+            apply(flag, k, v)?;
+        }
+    }
+    settings.finish().map_err(|e| e.to_string())?;
+    Ok((settings, given))
+}
+
+/// The properties that concern the connection itself (where, how long, how secured), which every
+/// command that connects takes with `-X` or a properties file.
+pub fn is_connection_property(key: &str) -> bool {
+    key.starts_with("security.")
+        || key.starts_with("ssl.")
+        || key.starts_with("enable.ssl.")
+        || key.starts_with("sasl.")
+        || matches!(
+            key,
+            "bootstrap.servers"
+                | "metadata.broker.list"
+                | "client.id"
+                | "request.timeout.ms"
+                | "socket.connection.setup.timeout.ms"
+                | "socket.connection.setup.timeout.max.ms"
+        )
+}

@@ -68,6 +68,7 @@ impl EmbeddedBroker {
                 Duration::from_secs(1),
                 Duration::from_secs(5),
                 1,
+                None,
             )
             .await;
             if probe.is_ok() {

@@ -9,15 +9,26 @@ use tansu_broker::coordinator::group::administrator::Controller;
 use tansu_storage::StorageContainer;
 use url::Url;
 
-/// Serve a single-node Tansu broker on `listen` until the process is ended.
-pub async fn serve(listen: SocketAddr, node_id: i32) -> Result<(), String> {
+/// Serve a single-node Tansu broker on `listen` until the process is ended, advertising
+/// `advertise` (`host:port`) when given, else `listen`.
+pub async fn serve(
+    listen: SocketAddr,
+    advertise: Option<&str>,
+    node_id: i32,
+) -> Result<(), String> {
     let listener = Url::parse(&format!("tcp://{listen}")).map_err(|e| e.to_string())?;
+    let advertised = match advertise {
+        Some(a) => {
+            Url::parse(&format!("tcp://{a}")).map_err(|e| format!("--advertise {a}: {e}"))?
+        }
+        None => listener.clone(),
+    };
     let storage = Url::parse("memory://kbench/").map_err(|e| e.to_string())?;
     let mut broker = Broker::<Controller<StorageContainer>, StorageContainer>::builder()
         .node_id(node_id)
         .cluster_id("kbench-embedded")
         .incarnation_id(uuid::Uuid::new_v4())
-        .advertised_listener(listener.clone())
+        .advertised_listener(advertised)
         .storage(storage)
         .listener(listener)
         .silent(true)

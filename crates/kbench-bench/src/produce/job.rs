@@ -131,6 +131,7 @@ pub async fn run_job<O: ProduceObserver>(
         Target {
             bootstrap_servers: bootstrap,
             embedded_broker: embedded,
+            security_protocol: cluster.config().security_protocol.name(),
         },
         settings,
         negotiated,

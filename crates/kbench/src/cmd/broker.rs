@@ -9,6 +9,9 @@ pub struct BrokerArgs {
     /// Address to listen on (and advertise).
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub listen: SocketAddr,
+    /// Address to advertise to clients instead (e.g. a TLS terminator such as stunnel in front).
+    #[arg(long)]
+    pub advertise: Option<String>,
     /// Print nothing at start-up.
     #[arg(long)]
     pub quiet: bool,
@@ -22,7 +25,7 @@ pub async fn run(args: BrokerArgs) -> u8 {
             args.listen
         );
     }
-    match crate::tansu::serve(args.listen, 0).await {
+    match crate::tansu::serve(args.listen, args.advertise.as_deref(), 0).await {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("kbench broker: error: {e}");

@@ -12,7 +12,7 @@ use kbench_bench::e2e::{
 };
 use kbench_bench::result::{E2eResultDocument, Target};
 use kbench_bench::{BenchError, spec::parse_positive_span};
-use kbench_client::{Acks, ClusterConfig};
+use kbench_client::Acks;
 use kbench_wire::{Compression, Pins};
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +26,20 @@ use crate::embedded::{EmbeddedBroker, bootstrap_or_embedded};
 pub struct E2eArgs {
     #[command(flatten)]
     pub limits: crate::args::LimitArgs,
+
+    /// Connection and security property, Java or librdkafka name (repeatable):
+    /// -X security.protocol=SSL -X ssl.ca.location=ca.pem
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    pub property: Vec<String>,
+
+    /// A properties file with connection and security properties, as the Kafka tools take it;
+    /// -X overrides it. Repeatable.
+    #[arg(
+        long = "command-config",
+        visible_aliases = ["producer.config", "consumer.config"],
+        value_name = "FILE"
+    )]
+    pub command_config: Vec<std::path::PathBuf>,
 
     /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
     #[arg(long, visible_alias = "broker-list")]
@@ -257,9 +271,20 @@ pub async fn run(args: E2eArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let settings = match crate::args::client_settings(
+        &args.command_config,
+        &[("-X", &args.property)],
+        crate::args::is_connection_property,
+    ) {
+        Ok((s, _)) => s,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
     if let Some(rest) = &spec.rest {
         let url = rest.proxy.url.clone();
-        return drive(&args, spec, vec![url], Pins::default(), None).await;
+        return drive(&args, spec, &settings, vec![url], Pins::default(), None).await;
     }
     let (servers, mut embedded) =
         match bootstrap_or_embedded(args.bootstrap_server.as_deref()).await {
@@ -269,7 +294,7 @@ pub async fn run(args: E2eArgs) -> u8 {
                 return code;
             }
         };
-    let code = drive(&args, spec, servers, pins, embedded.as_mut()).await;
+    let code = drive(&args, spec, &settings, servers, pins, embedded.as_mut()).await;
     if let Some(b) = embedded {
         b.stop().await;
     }
@@ -279,13 +304,17 @@ pub async fn run(args: E2eArgs) -> u8 {
 async fn drive(
     args: &E2eArgs,
     spec: E2eSpec,
+    settings: &kbench_client::ProducerSettings,
     servers: Vec<String>,
     pins: Pins,
     mut embedded: Option<&mut EmbeddedBroker>,
 ) -> u8 {
     let bootstrap = servers.join(",");
     let embedded_broker = embedded.is_some();
-    let config = ClusterConfig::new(servers, "kbench-e2e", pins);
+    let mut config = settings.cluster_config(servers, pins);
+    if config.client_id == kbench_client::ProducerSettings::default().client_id {
+        config.client_id = "kbench-e2e".into();
+    }
     println!(
         "kbench e2e: {} producer(s), batch interval {}..{} ms, payload {}..{} B, {}..{} records per request, acks={}, commit {}, group {}, seed {}",
         spec.producers,
@@ -361,10 +390,7 @@ async fn drive(
     }
     let doc = E2eResultDocument::of(
         &run,
-        Target {
-            bootstrap_servers: bootstrap.clone(),
-            embedded_broker,
-        },
+        Target::of(&config, embedded_broker),
         spec.settings_json(),
         spec.seed,
     );

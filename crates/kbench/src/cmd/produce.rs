@@ -11,7 +11,7 @@ use clap::Args;
 use kbench_bench::produce::{IntervalReport, ProduceObserver, ProduceRun, run_job};
 use kbench_bench::result::{ResultDocument, rfc3339};
 use kbench_bench::{BenchError, Payload, ProduceSpec};
-use kbench_client::{ProducerSettings, split_property};
+use kbench_client::ProducerSettings;
 use kbench_wire::{ApiKey, Compression, Pins};
 use tokio_util::sync::CancellationToken;
 
@@ -103,6 +103,15 @@ pub struct ProduceArgs {
     #[arg(long, num_args = 1.., value_name = "KEY=VALUE")]
     pub producer_props: Vec<String>,
 
+    /// A properties file, as the Kafka tools take it (security.protocol, ssl.*, and any producer
+    /// property); -X and --producer-props override it. Repeatable.
+    #[arg(
+        long = "producer.config",
+        visible_alias = "command-config",
+        value_name = "FILE"
+    )]
+    pub producer_config: Vec<PathBuf>,
+
     /// Progress line interval in ms (kafka-producer-perf-test's unit, default 5000); "5s" also works.
     #[arg(long, value_parser = parse_interval_ms)]
     pub reporting_interval: Option<Duration>,
@@ -141,18 +150,14 @@ pub(crate) struct Plan {
 /// Flags and properties → the spec: properties first (`-X`, then `--producer-props`), explicit flags
 /// over them, everything else the spec's default. An error names the flag or property.
 pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
-    let mut settings = ProducerSettings::default();
-    let mut properties = Vec::new();
-    for (flag, kvs) in [
-        ("-X", &args.property),
-        ("--producer-props", &args.producer_props),
-    ] {
-        for kv in kvs {
-            let (k, v) = split_property(flag, kv).map_err(|e| e.to_string())?;
-            settings.apply(flag, k, v).map_err(|e| e.to_string())?;
-            properties.push((k.to_string(), v.to_string()));
-        }
-    }
+    let (mut settings, properties) = crate::args::client_settings(
+        &args.producer_config,
+        &[
+            ("-X", &args.property),
+            ("--producer-props", &args.producer_props),
+        ],
+        |_| true,
+    )?;
     if let Some(bs) = &args.bootstrap_server {
         settings.bootstrap_servers = Some(bs.clone());
     }

@@ -252,12 +252,8 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         .filter(|s| !s.is_empty())
         .collect();
     let probe = Cluster::connect(ClusterConfig {
-        bootstrap: servers.clone(),
-        client_id: "kbench-sweep-probe".into(),
-        connect_timeout: Duration::from_secs(10),
-        request_timeout: Duration::from_secs(30),
         max_in_flight: 1,
-        pins: Pins::default(),
+        ..ClusterConfig::new(servers.clone(), "kbench-sweep-probe", Pins::default())
     })
     .await
     .map_err(|e| format!("--bootstrap-server {bootstrap}: {e}"))?;

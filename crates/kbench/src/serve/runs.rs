@@ -93,10 +93,7 @@ pub async fn start_e2e(
                 );
                 let doc = E2eResultDocument::of(
                     &run,
-                    Target {
-                        bootstrap_servers: bootstrap.clone(),
-                        embedded_broker: embedded,
-                    },
+                    Target::of(&cluster, embedded),
                     spec.settings_json(),
                     spec.seed,
                 );

@@ -155,12 +155,9 @@ impl TestBroker {
 
     pub async fn connect_with(&self, pins: Pins) -> Result<Cluster, kbench_client::ClientError> {
         Cluster::connect(ClusterConfig {
-            bootstrap: vec![self.addr.clone()],
-            client_id: "kbench-test".into(),
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(10),
-            max_in_flight: 5,
-            pins,
+            ..ClusterConfig::new(vec![self.addr.clone()], "kbench-test", pins)
         })
         .await
     }

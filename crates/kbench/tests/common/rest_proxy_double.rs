@@ -182,12 +182,8 @@ impl RestProxyDouble {
                 .expect("runtime");
             rt.block_on(async move {
                 let cluster = Cluster::connect(ClusterConfig {
-                    bootstrap: vec![bootstrap],
-                    client_id: "rest-proxy-double".into(),
                     connect_timeout: Duration::from_secs(5),
-                    request_timeout: Duration::from_secs(30),
-                    max_in_flight: 5,
-                    pins: Pins::default(),
+                    ..ClusterConfig::new(vec![bootstrap], "rest-proxy-double", Pins::default())
                 })
                 .await
                 .expect("double: connect to the broker");

@@ -1,0 +1,344 @@
+//! TLS on every Kafka connection, against real parts: the embedded broker (`kbench broker`) behind
+//! stunnel, which terminates TLS with certificates from a private CA made here (rcgen). Tansu 0.6's
+//! own TLS listener is not wired, so stunnel is how a TLS target runs locally (README: "A TLS
+//! target on your machine").
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{Cmd, TempDir, free_port, result_json, text, wait_until};
+
+/// A private CA and the certificates the tests need, as PEM files in `dir`.
+struct Pki {
+    ca: PathBuf,
+    /// Valid for `localhost` and 127.0.0.1.
+    server: (PathBuf, PathBuf),
+    /// Valid only for `broker.example`.
+    wrong_name: (PathBuf, PathBuf),
+    /// A client certificate the CA signed.
+    client: (PathBuf, PathBuf),
+}
+
+impl Pki {
+    fn new(dir: &Path) -> Pki {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, SanType};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "kbench test CA");
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let write = |name: &str, pem: String| {
+            let p = dir.join(name);
+            std::fs::write(&p, pem).unwrap();
+            p
+        };
+        let leaf = |name: &str, sans: Vec<SanType>| {
+            let key = KeyPair::generate().unwrap();
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.subject_alt_names = sans;
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, name);
+            let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+            (
+                write(&format!("{name}.pem"), cert.pem()),
+                write(&format!("{name}.key"), key.serialize_pem()),
+            )
+        };
+        Pki {
+            ca: write("ca.pem", ca.pem()),
+            server: leaf(
+                "server",
+                vec![
+                    SanType::DnsName("localhost".try_into().unwrap()),
+                    SanType::IpAddress(Ipv4Addr::LOCALHOST.into()),
+                ],
+            ),
+            wrong_name: leaf(
+                "wrong-name",
+                vec![SanType::DnsName("broker.example".try_into().unwrap())],
+            ),
+            client: leaf(
+                "client",
+                vec![SanType::DnsName("kbench-client".try_into().unwrap())],
+            ),
+        }
+    }
+}
+
+/// `kbench broker` listening in plaintext and advertising the stunnel port, and stunnel in front of
+/// it; both die with this value.
+struct TlsBroker {
+    broker: Child,
+    stunnel: Child,
+    /// The TLS address clients use.
+    addr: String,
+}
+
+impl TlsBroker {
+    fn start(dir: &Path, cert: &(PathBuf, PathBuf), client_ca: Option<&Path>) -> TlsBroker {
+        let (plain_port, tls_port) = (free_port(), free_port());
+        let plain = format!("127.0.0.1:{plain_port}");
+        let addr = format!("127.0.0.1:{tls_port}");
+        let broker = common::kbench()
+            .args([
+                "broker",
+                "--quiet",
+                "--listen",
+                &plain,
+                "--advertise",
+                &addr,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("kbench broker");
+        let mut conf = format!(
+            "foreground = yes\npid =\n[kafka]\naccept = {addr}\nconnect = {plain}\ncert = {}\nkey = {}\n",
+            cert.0.display(),
+            cert.1.display()
+        );
+        if let Some(ca) = client_ca {
+            conf.push_str(&format!(
+                "CAfile = {}\nverifyChain = yes\nrequireCert = yes\n",
+                ca.display()
+            ));
+        }
+        let conf_path = dir.join(format!("stunnel-{tls_port}.conf"));
+        std::fs::write(&conf_path, conf).unwrap();
+        let stunnel = Command::new(stunnel())
+            .arg(&conf_path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("stunnel (Debian package stunnel4; scripts/install-test-tools installs it)");
+        let up = |a: &str| std::net::TcpStream::connect(a).is_ok();
+        wait_until(
+            "broker and stunnel listening",
+            Duration::from_secs(30),
+            || up(&plain) && up(&addr),
+        );
+        TlsBroker {
+            broker,
+            stunnel,
+            addr,
+        }
+    }
+}
+
+impl Drop for TlsBroker {
+    fn drop(&mut self) {
+        for c in [&mut self.stunnel, &mut self.broker] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn stunnel() -> &'static str {
+    if Path::new("/usr/bin/stunnel4").exists() {
+        "/usr/bin/stunnel4"
+    } else {
+        "stunnel"
+    }
+}
+
+fn produce(addr: &str, props: &[String], json: &Path, records: &str) -> std::process::Output {
+    let mut args = vec![
+        "--bootstrap-server".to_string(),
+        addr.to_string(),
+        "--num-records".into(),
+        records.into(),
+        "--topic".into(),
+        "tls".into(),
+    ];
+    for p in props {
+        args.push("-X".into());
+        args.push(p.clone());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Cmd::new("produce")
+        .args(&args)
+        .json(json)
+        .run(Duration::from_secs(120))
+}
+
+fn ssl(ca: &Path) -> Vec<String> {
+    vec![
+        "security.protocol=SSL".into(),
+        format!("ssl.ca.location={}", ca.display()),
+    ]
+}
+
+#[test]
+fn produce_over_tls_with_a_private_ca_and_every_refusal_named() {
+    let dir = TempDir::new("tls");
+    let pki = Pki::new(dir.path());
+    let broker = TlsBroker::start(dir.path(), &pki.server, None);
+
+    // With the CA: every record acknowledged, and on the broker (read back in plaintext).
+    let json = dir.path().join("ok.json");
+    let out = produce(&broker.addr, &ssl(&pki.ca), &json, "20000");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = result_json(&json);
+    assert_eq!(doc["records_acked"], 20000, "{doc}");
+    assert_eq!(doc["target"]["security_protocol"], "SSL", "{doc}");
+
+    // Java's names give the same.
+    let java = vec![
+        "security.protocol=SSL".to_string(),
+        format!("ssl.truststore.location={}", pki.ca.display()),
+        "ssl.truststore.type=PEM".into(),
+    ];
+    let out = produce(&broker.addr, &java, &dir.path().join("java.json"), "1000");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    // Without the CA: refused before any load, naming the address and the reason.
+    let out = produce(
+        &broker.addr,
+        &["security.protocol=SSL".to_string()],
+        &dir.path().join("no-ca.json"),
+        "1000",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&broker.addr) && err.contains("unknown CA"),
+        "{err}"
+    );
+    assert!(!text(&out.stdout).contains("records sent"));
+
+    // Plaintext to a TLS port: an error, not a hang.
+    let out = produce(&broker.addr, &[], &dir.path().join("plain.json"), "1000");
+    assert_ne!(out.status.code(), Some(0));
+
+    // A JKS store is refused with the way to convert it.
+    let out = produce(
+        &broker.addr,
+        &[
+            "security.protocol=SSL".to_string(),
+            "ssl.truststore.location=/etc/kafka/truststore.jks".into(),
+        ],
+        &dir.path().join("jks.json"),
+        "1000",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("keytool"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_name_mismatch_is_refused_unless_the_check_is_turned_off() {
+    let dir = TempDir::new("tls-name");
+    let pki = Pki::new(dir.path());
+    let broker = TlsBroker::start(dir.path(), &pki.wrong_name, None);
+    let out = produce(
+        &broker.addr,
+        &ssl(&pki.ca),
+        &dir.path().join("a.json"),
+        "1000",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("name mismatch") && err.contains("127.0.0.1"),
+        "{err}"
+    );
+
+    let mut off = ssl(&pki.ca);
+    off.push("ssl.endpoint.identification.algorithm=".into());
+    let json = dir.path().join("b.json");
+    let out = produce(&broker.addr, &off, &json, "1000");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("host-name verification is off"),
+        "a warning: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(result_json(&json)["records_acked"], 1000);
+}
+
+#[test]
+fn mutual_tls_needs_the_client_certificate() {
+    let dir = TempDir::new("mtls");
+    let pki = Pki::new(dir.path());
+    let broker = TlsBroker::start(dir.path(), &pki.server, Some(&pki.ca));
+    let out = produce(
+        &broker.addr,
+        &ssl(&pki.ca),
+        &dir.path().join("a.json"),
+        "1000",
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains(&broker.addr),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // librdkafka's names, from a properties file (--producer.config, as the Kafka tools take it).
+    let config = dir.path().join("client.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "# as a librdkafka or Java client would have it\nsecurity.protocol=SSL\nssl.ca.location={}\nssl.certificate.location={}\nssl.key.location={}\n",
+            pki.ca.display(),
+            pki.client.0.display(),
+            pki.client.1.display()
+        ),
+    )
+    .unwrap();
+    let json = dir.path().join("b.json");
+    let out = Cmd::new("produce")
+        .args(&[
+            "--bootstrap-server",
+            &broker.addr,
+            "--num-records",
+            "5000",
+            "--producer.config",
+            config.to_str().unwrap(),
+        ])
+        .json(&json)
+        .run(Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(result_json(&json)["records_acked"], 5000);
+}
+
+#[test]
+fn e2e_over_tls_loses_nothing() {
+    let dir = TempDir::new("tls-e2e");
+    let pki = Pki::new(dir.path());
+    let broker = TlsBroker::start(dir.path(), &pki.server, None);
+    let json = dir.path().join("e2e.json");
+    let out = Cmd::new("e2e")
+        .args(&[
+            "--bootstrap-server",
+            &broker.addr,
+            "--producers",
+            "4",
+            "--batch-interval",
+            "20ms",
+            "--duration",
+            "3s",
+            "-X",
+            "security.protocol=SSL",
+            "-X",
+            &format!("ssl.ca.location={}", pki.ca.display()),
+        ])
+        .json(&json)
+        .run(Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = result_json(&json);
+    assert!(doc["records_acked"].as_u64().unwrap() > 0, "{doc}");
+    assert_eq!(doc["records_lost"], 0, "{doc}");
+    assert_eq!(doc["records_acked"], doc["records_consumed"], "{doc}");
+}
