@@ -143,6 +143,12 @@ fn human_bytes(b: i32) -> String {
 pub struct SweepSettings {
     #[serde(skip)]
     pub bootstrap: Vec<String>,
+    /// TLS for every connection (`security.protocol=SSL`), built once by the front end.
+    #[serde(skip)]
+    pub tls: Option<std::sync::Arc<kbench_client::Tls>>,
+    /// `security.protocol`, for the result.
+    #[serde(default = "plaintext")]
+    pub security_protocol: String,
     pub repetitions: usize,
     /// Divide every record count by this (`--quick` uses 10).
     pub scale_down: u64,
@@ -156,6 +162,10 @@ pub struct SweepSettings {
     pub fetch_versions: Vec<i16>,
     /// Tier 2: connect without pins and use what the broker negotiates.
     pub no_pin: bool,
+}
+
+fn plaintext() -> String {
+    "PLAINTEXT".into()
 }
 
 /// Timed repetitions per cell unless told otherwise (the median is reported).
@@ -319,7 +329,14 @@ pub fn shuffle(cells: &mut [SweepCell], seed: u64) {
 
 fn config(s: &SweepSettings, pins: Pins, client: &str) -> ClusterConfig {
     // Kafka's client defaults: 10 s to connect, 30 s per request, 5 in flight.
-    ClusterConfig::new(s.bootstrap.clone(), client, pins)
+    let mut config = ClusterConfig::new(s.bootstrap.clone(), client, pins);
+    config.tls = s.tls.clone();
+    config.security_protocol = if s.tls.is_some() {
+        kbench_client::SecurityProtocol::Ssl
+    } else {
+        kbench_client::SecurityProtocol::Plaintext
+    };
+    config
 }
 
 fn value_for(i: u64, size: usize) -> Vec<u8> {

@@ -975,3 +975,68 @@ fn thousands_of_producers_start_stop_and_leave_the_server_free() {
     assert_eq!(run["status"], "finished", "{run}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Runs through the API reach a TLS cluster: with the server's own properties (-X) for its default
+/// cluster, and with a body's `properties` for a cluster the body names; a bad property is a 400
+/// naming `properties`.
+#[test]
+fn runs_reach_a_tls_cluster_with_the_servers_or_the_bodys_properties() {
+    let dir = results_dir("tls");
+    let tmp = common::TempDir::new("serve-tls");
+    let pki = common::tls::Pki::new(tmp.path());
+    let broker = common::tls::TlsBroker::start(tmp.path(), &pki.server, None);
+    let ca = format!("ssl.ca.location={}", pki.ca.display());
+    let server = Server::start(
+        &[
+            "--results-dir",
+            dir.to_str().unwrap(),
+            "--bootstrap-server",
+            &broker.addr,
+            "-X",
+            "security.protocol=SSL",
+            "-X",
+            &ca,
+        ],
+        None,
+    );
+    let http = Http::new();
+    let runs = format!("{}/v1/runs", server.base);
+    for body in [
+        json!({"workload": "produce", "num_records": 2000, "topic": "tls-server"}),
+        json!({"workload": "produce", "num_records": 2000, "topic": "tls-body",
+               "bootstrap_servers": broker.addr,
+               "properties": {"security.protocol": "SSL", "ssl.ca.location": pki.ca.to_str().unwrap()}}),
+    ] {
+        let (status, created, raw) = http.json("POST", &runs, Some(&body));
+        assert_eq!(status, 201, "{raw}");
+        let run = wait_finished(&http, &format!("{runs}/{}", created["id"].as_str().unwrap()));
+        assert_eq!(run["status"], "finished", "{run}");
+        assert_eq!(run["result"]["records_acked"], 2000, "{run}");
+        assert_eq!(run["result"]["target"]["security_protocol"], "SSL", "{run}");
+    }
+    // The body's own cluster without properties is plaintext: the TLS port refuses it, and the run
+    // fails naming the address.
+    let (status, created, raw) = http.json(
+        "POST",
+        &runs,
+        Some(&json!({"workload": "produce", "num_records": 10, "bootstrap_servers": broker.addr})),
+    );
+    assert_eq!(status, 201, "{raw}");
+    let run = wait_finished(&http, &format!("{runs}/{}", created["id"].as_str().unwrap()));
+    assert_eq!(run["status"], "failed", "{run}");
+    assert!(run["error"].as_str().unwrap().contains(&broker.addr), "{run}");
+    for props in [
+        json!({"acks": "1"}),
+        json!({"ssl.truststore.location": "/x/truststore.jks"}),
+        json!({"security.protocol": 7}),
+    ] {
+        let (status, answer, raw) = http.json(
+            "POST",
+            &runs,
+            Some(&json!({"workload": "produce", "properties": props})),
+        );
+        assert_eq!(status, 400, "{raw}");
+        assert_eq!(answer["field"], "properties", "{raw}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

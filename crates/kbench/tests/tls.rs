@@ -5,149 +5,11 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
-use common::{Cmd, TempDir, free_port, result_json, text, wait_until};
-
-/// A private CA and the certificates the tests need, as PEM files in `dir`.
-struct Pki {
-    ca: PathBuf,
-    /// Valid for `localhost` and 127.0.0.1.
-    server: (PathBuf, PathBuf),
-    /// Valid only for `broker.example`.
-    wrong_name: (PathBuf, PathBuf),
-    /// A client certificate the CA signed.
-    client: (PathBuf, PathBuf),
-}
-
-impl Pki {
-    fn new(dir: &Path) -> Pki {
-        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, SanType};
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "kbench test CA");
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let write = |name: &str, pem: String| {
-            let p = dir.join(name);
-            std::fs::write(&p, pem).unwrap();
-            p
-        };
-        let leaf = |name: &str, sans: Vec<SanType>| {
-            let key = KeyPair::generate().unwrap();
-            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-            params.subject_alt_names = sans;
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CommonName, name);
-            let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
-            (
-                write(&format!("{name}.pem"), cert.pem()),
-                write(&format!("{name}.key"), key.serialize_pem()),
-            )
-        };
-        Pki {
-            ca: write("ca.pem", ca.pem()),
-            server: leaf(
-                "server",
-                vec![
-                    SanType::DnsName("localhost".try_into().unwrap()),
-                    SanType::IpAddress(Ipv4Addr::LOCALHOST.into()),
-                ],
-            ),
-            wrong_name: leaf(
-                "wrong-name",
-                vec![SanType::DnsName("broker.example".try_into().unwrap())],
-            ),
-            client: leaf(
-                "client",
-                vec![SanType::DnsName("kbench-client".try_into().unwrap())],
-            ),
-        }
-    }
-}
-
-/// `kbench broker` listening in plaintext and advertising the stunnel port, and stunnel in front of
-/// it; both die with this value.
-struct TlsBroker {
-    broker: Child,
-    stunnel: Child,
-    /// The TLS address clients use.
-    addr: String,
-}
-
-impl TlsBroker {
-    fn start(dir: &Path, cert: &(PathBuf, PathBuf), client_ca: Option<&Path>) -> TlsBroker {
-        let (plain_port, tls_port) = (free_port(), free_port());
-        let plain = format!("127.0.0.1:{plain_port}");
-        let addr = format!("127.0.0.1:{tls_port}");
-        let broker = common::kbench()
-            .args([
-                "broker",
-                "--quiet",
-                "--listen",
-                &plain,
-                "--advertise",
-                &addr,
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("kbench broker");
-        let mut conf = format!(
-            "foreground = yes\npid =\n[kafka]\naccept = {addr}\nconnect = {plain}\ncert = {}\nkey = {}\n",
-            cert.0.display(),
-            cert.1.display()
-        );
-        if let Some(ca) = client_ca {
-            conf.push_str(&format!(
-                "CAfile = {}\nverifyChain = yes\nrequireCert = yes\n",
-                ca.display()
-            ));
-        }
-        let conf_path = dir.join(format!("stunnel-{tls_port}.conf"));
-        std::fs::write(&conf_path, conf).unwrap();
-        let stunnel = Command::new(stunnel())
-            .arg(&conf_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("stunnel (Debian package stunnel4; scripts/install-test-tools installs it)");
-        let up = |a: &str| std::net::TcpStream::connect(a).is_ok();
-        wait_until(
-            "broker and stunnel listening",
-            Duration::from_secs(30),
-            || up(&plain) && up(&addr),
-        );
-        TlsBroker {
-            broker,
-            stunnel,
-            addr,
-        }
-    }
-}
-
-impl Drop for TlsBroker {
-    fn drop(&mut self) {
-        for c in [&mut self.stunnel, &mut self.broker] {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn stunnel() -> &'static str {
-    if Path::new("/usr/bin/stunnel4").exists() {
-        "/usr/bin/stunnel4"
-    } else {
-        "stunnel"
-    }
-}
+use common::tls::{Pki, TlsBroker};
+use common::{Cmd, TempDir, result_json, text};
 
 fn produce(addr: &str, props: &[String], json: &Path, records: &str) -> std::process::Output {
     let mut args = vec![
@@ -341,4 +203,46 @@ fn e2e_over_tls_loses_nothing() {
     assert!(doc["records_acked"].as_u64().unwrap() > 0, "{doc}");
     assert_eq!(doc["records_lost"], 0, "{doc}");
     assert_eq!(doc["records_acked"], doc["records_consumed"], "{doc}");
+}
+
+/// The tier-1 sweep over TLS, its cells in their own processes too (the properties are passed on).
+#[test]
+fn sweep_cells_run_over_tls_also_isolated() {
+    let dir = TempDir::new("tls-sweep");
+    let pki = Pki::new(dir.path());
+    let broker = TlsBroker::start(dir.path(), &pki.server, None);
+    let ca = format!("ssl.ca.location={}", pki.ca.display());
+    for isolate in [false, true] {
+        let json = dir.path().join(format!("sweep-{isolate}.json"));
+        let mut args = vec![
+            "--quick",
+            "--bootstrap-server",
+            &broker.addr,
+            "--produce-versions",
+            "9",
+            "--fetch-versions",
+            "12",
+            "--seed",
+            "1",
+            "-X",
+            "security.protocol=SSL",
+            "-X",
+            &ca,
+        ];
+        if isolate {
+            args.push("--isolate");
+        }
+        let out = Cmd::new("sweep")
+            .args(&args)
+            .json(&json)
+            .run(Duration::from_secs(300));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let doc = result_json(&json);
+        let cells = doc["cells"].as_array().unwrap();
+        assert!(!cells.is_empty(), "{doc}");
+        for c in cells {
+            assert_eq!(c["status"], "completed", "{c}");
+        }
+        assert_eq!(doc["settings"]["security_protocol"], "SSL", "{doc}");
+    }
 }

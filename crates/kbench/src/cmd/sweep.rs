@@ -23,6 +23,18 @@ pub struct SweepArgs {
     /// Kafka bootstrap servers; without it, kbench starts an embedded broker.
     #[arg(long)]
     pub bootstrap_server: Option<String>,
+    /// Connection and security property, Java or librdkafka name (repeatable):
+    /// -X security.protocol=SSL -X ssl.ca.location=ca.pem
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    pub property: Vec<String>,
+    /// A properties file with connection and security properties, as the Kafka tools take it;
+    /// -X overrides it. Repeatable.
+    #[arg(
+        long = "command-config",
+        visible_alias = "producer.config",
+        value_name = "FILE"
+    )]
+    pub command_config: Vec<PathBuf>,
     /// Timed repetitions per cell (the median is reported; default 5).
     #[arg(long, value_parser = crate::args::at_least::<3>)]
     pub repetitions: Option<usize>,
@@ -138,6 +150,30 @@ struct CellDoc<'a> {
     verdict: kbench_bench::sweep::SweepVerdict,
 }
 
+/// The connection and security properties (`-X`, `--command-config`), checked and TLS built.
+fn client_of(args: &SweepArgs) -> Result<kbench_client::ProducerSettings, String> {
+    crate::args::client_settings(
+        &args.command_config,
+        &[("-X", &args.property)],
+        crate::args::is_connection_property,
+    )
+    .map(|(s, _)| s)
+}
+
+/// The same properties again, as arguments for an isolated cell's child process.
+fn client_args(args: &SweepArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in &args.command_config {
+        out.push("--command-config".to_string());
+        out.push(f.display().to_string());
+    }
+    for p in &args.property {
+        out.push("-X".to_string());
+        out.push(p.clone());
+    }
+    out
+}
+
 /// What an isolated cell's child process is given.
 #[derive(Debug, Serialize, serde::Deserialize)]
 struct IsolatedCell {
@@ -153,6 +189,7 @@ async fn run_isolated(
     produce_topic: &str,
     seeded: &kbench_bench::sweep::SeededTopic,
     bootstrap: &str,
+    client: &[String],
 ) -> SweepResult {
     let job = IsolatedCell {
         settings: settings.clone(),
@@ -182,6 +219,7 @@ async fn run_isolated(
             "--run-cell",
             &json,
         ])
+        .args(client)
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true)
@@ -196,7 +234,15 @@ async fn run_isolated(
 }
 
 /// The child side of `--isolate`.
-async fn run_one(job: &str, bootstrap: Option<&String>) -> u8 {
+async fn run_one(job: &str, args: &SweepArgs) -> u8 {
+    let bootstrap = args.bootstrap_server.as_ref();
+    let client = match client_of(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return 2;
+        }
+    };
     let job: IsolatedCell = match serde_json::from_str(job) {
         Ok(j) => j,
         Err(e) => {
@@ -208,6 +254,7 @@ async fn run_one(job: &str, bootstrap: Option<&String>) -> u8 {
     settings.bootstrap = bootstrap
         .map(|b| b.split(',').map(|s| s.trim().to_string()).collect())
         .unwrap_or_default();
+    settings.tls = client.tls;
     let result = run_cell(&settings, job.cell, &job.produce_topic, &job.seeded).await;
     match serde_json::to_string(&result) {
         Ok(json) => {
@@ -223,7 +270,7 @@ async fn run_one(job: &str, bootstrap: Option<&String>) -> u8 {
 
 pub async fn run(args: SweepArgs) -> u8 {
     if let Some(job) = &args.run_cell {
-        return run_one(job, args.bootstrap_server.as_ref()).await;
+        return run_one(job, &args).await;
     }
     match sweep(args).await {
         Ok(code) => code,
@@ -251,9 +298,11 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect();
+    let client = client_of(args)?;
     let probe = Cluster::connect(ClusterConfig {
         max_in_flight: 1,
-        ..ClusterConfig::new(servers.clone(), "kbench-sweep-probe", Pins::default())
+        client_id: "kbench-sweep-probe".into(),
+        ..client.cluster_config(servers.clone(), Pins::default())
     })
     .await
     .map_err(|e| format!("--bootstrap-server {bootstrap}: {e}"))?;
@@ -265,6 +314,8 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
     };
     let settings = SweepSettings {
         bootstrap: servers,
+        tls: client.tls.clone(),
+        security_protocol: client.security.protocol.name().into(),
         repetitions: match (args.repetitions, args.quick) {
             (Some(r), _) => r,
             (None, true) => 3,
@@ -323,7 +374,15 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
     let mut results = Vec::with_capacity(cells.len());
     for (i, cell) in cells.iter().enumerate() {
         let r = if args.isolate {
-            run_isolated(&settings, cell, &produce_topic, &seeded, bootstrap).await
+            run_isolated(
+                &settings,
+                cell,
+                &produce_topic,
+                &seeded,
+                bootstrap,
+                &client_args(args),
+            )
+            .await
         } else {
             run_cell(&settings, *cell, &produce_topic, &seeded).await
         };

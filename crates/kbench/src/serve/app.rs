@@ -21,6 +21,8 @@ pub struct App {
     pub request_ids: std::sync::atomic::AtomicU64,
     /// What every run's spec is checked against (`--max-record-size`, `--memory-budget`).
     pub limits: kbench_bench::spec::Limits,
+    /// Connection and security properties for runs against the server's default cluster.
+    pub client: kbench_client::ProducerSettings,
 }
 
 impl App {

@@ -26,6 +26,15 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub limits: crate::args::LimitArgs,
 
+    /// Connection and security property for runs against --bootstrap-server (repeatable):
+    /// -X security.protocol=SSL -X ssl.ca.location=ca.pem. A /v1 body's `properties` replace them.
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    pub property: Vec<String>,
+
+    /// A properties file with connection and security properties, as the Kafka tools take it.
+    #[arg(long = "command-config", value_name = "FILE")]
+    pub command_config: Vec<std::path::PathBuf>,
+
     /// Address to listen on. Loopback unless told otherwise; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -81,6 +90,17 @@ pub async fn run(args: ServeArgs) -> u8 {
         },
         None => args.token.clone(),
     };
+    let client = match crate::args::client_settings(
+        &args.command_config,
+        &[("-X", &args.property)],
+        crate::args::is_connection_property,
+    ) {
+        Ok((s, _)) => s,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return crate::args::EXIT_USAGE;
+        }
+    };
     if token.as_deref().is_some_and(str::is_empty) {
         eprintln!("kbench: error: --token: must not be empty");
         return crate::args::EXIT_USAGE;
@@ -127,6 +147,7 @@ pub async fn run(args: ServeArgs) -> u8 {
         cors_origins: args.cors_origin.clone(),
         request_ids: std::sync::atomic::AtomicU64::new(0),
         limits: args.limits.limits(),
+        client,
     });
     let router = http::router(app.clone());
     let max_connections = listen::connection_limit(listen::raise_fd_limit());

@@ -308,7 +308,15 @@ pub async fn post(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
     let raw = json_object(&body)?;
     let config: PubSubConfig = from_value(raw.clone())?;
     let (spec, bootstrap) = spec_of(&config, app.limits)?;
-    let id = start_e2e(&app, Api::PubSub, public_config(&raw), spec, bootstrap).await?;
+    let id = start_e2e(
+        &app,
+        Api::PubSub,
+        public_config(&raw),
+        spec,
+        bootstrap,
+        None,
+    )
+    .await?;
     let body = json!({ "id": id, "status": "running", "config": public_config(&raw) });
     Ok(json_response(StatusCode::OK, body))
 }

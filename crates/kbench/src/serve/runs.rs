@@ -8,7 +8,7 @@ use kbench_bench::e2e::{E2eLive, E2eSpec, run_e2e};
 use kbench_bench::result::{E2eResultDocument, Target};
 use kbench_bench::seed_service::{PubSubFigures, pub_sub_stats};
 use kbench_bench::{BenchError, ProduceSpec};
-use kbench_client::ClusterConfig;
+use kbench_client::{ClusterConfig, ProducerSettings};
 use kbench_wire::Pins;
 use serde_json::Value;
 
@@ -44,6 +44,26 @@ fn start_error(e: BenchError, field: &str, bootstrap: &str) -> String {
     }
 }
 
+/// The connection settings of a run: the request's properties; else, towards the server's own
+/// default cluster, the server's (`-X`, `--command-config`); else (the request's own cluster, or the
+/// embedded broker) plaintext with Kafka's defaults.
+fn cluster_for(
+    app: &App,
+    servers: Vec<String>,
+    own_bootstrap: bool,
+    embedded: bool,
+    client: Option<ProducerSettings>,
+) -> ClusterConfig {
+    let settings = match client {
+        Some(s) => s,
+        None if !own_bootstrap && !embedded => app.client.clone(),
+        None => ProducerSettings::default(),
+    };
+    let mut config = settings.cluster_config(servers, Pins::default());
+    config.client_id = CLIENT_ID.into();
+    config
+}
+
 /// Start an e2e run; answer once it is under way (group joined, producers started) or has failed to
 /// start, so that an unreachable broker is an error to this request (502), not a failed run found
 /// later.
@@ -53,15 +73,17 @@ pub async fn start_e2e(
     config: Value,
     spec: E2eSpec,
     bootstrap: Option<Vec<String>>,
+    client: Option<ProducerSettings>,
 ) -> Result<String, ApiError> {
     app.runs.ensure_idle()?;
+    let own = bootstrap.is_some();
     let (servers, embedded) = match &spec.rest {
         // The proxy reaches Kafka; kbench needs no broker of its own.
         Some(rest) => (vec![rest.proxy.url.clone()], false),
         None => app.bootstrap(bootstrap).await?,
     };
     let bootstrap = servers.join(",");
-    let cluster = ClusterConfig::new(servers, CLIENT_ID, Pins::default());
+    let cluster = cluster_for(app, servers, own, embedded, client);
     let live = Arc::new(E2eLive::default());
     let run = app
         .runs
@@ -145,11 +167,13 @@ pub async fn start_produce(
     config: Value,
     spec: ProduceSpec,
     bootstrap: Option<Vec<String>>,
+    client: Option<ProducerSettings>,
 ) -> Result<String, ApiError> {
     app.runs.ensure_idle()?;
+    let own = bootstrap.is_some();
     let (servers, embedded) = app.bootstrap(bootstrap).await?;
     let bootstrap = servers.join(",");
-    let cluster = ClusterConfig::new(servers, CLIENT_ID, Pins::default());
+    let cluster = cluster_for(app, servers, own, embedded, client);
     let live = Arc::new(ProduceLive::default());
     let run = app
         .runs

@@ -204,6 +204,40 @@ pub(crate) fn produce_spec(
     Ok((spec, bootstrap))
 }
 
+/// A body's `properties` object, as given.
+fn body_properties(body: &[u8]) -> Option<serde_json::Map<String, Value>> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    v.get("properties")?.as_object().cloned()
+}
+
+/// Connection and security properties from a body: checked, TLS built; an error names the key.
+fn client_from(
+    props: &serde_json::Map<String, Value>,
+) -> Result<kbench_client::ProducerSettings, ApiError> {
+    let mut settings = kbench_client::ProducerSettings::default();
+    for (k, v) in props {
+        let Some(v) = v.as_str() else {
+            return Err(ApiError::field(
+                "properties",
+                format!("{k}: the value must be a string"),
+            ));
+        };
+        if !crate::args::is_connection_property(k) {
+            return Err(ApiError::field(
+                "properties",
+                format!("{k}: not a connection or security property; use the body's own field"),
+            ));
+        }
+        settings
+            .apply("properties", k, v)
+            .map_err(|e| ApiError::field("properties", e.to_string()))?;
+    }
+    settings
+        .finish()
+        .map_err(|e| ApiError::field("properties", e.to_string()))?;
+    Ok(settings)
+}
+
 pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
     let mut raw = json_object(&body)?;
     let obj = raw.as_object_mut().expect("an object");
@@ -222,15 +256,42 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
             ));
         }
     };
-    let config = raw.clone();
+    // Connection and security properties, by the CLI's names: {"security.protocol": "SSL", …}.
+    let client = match obj.remove("properties") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(props)) => Some(client_from(&props)?),
+        Some(_) => {
+            return Err(ApiError::field(
+                "properties",
+                "must be an object of property names to string values",
+            ));
+        }
+    };
+    let mut config = raw.clone();
+    if let Some(props) = body_properties(&body) {
+        // Stored and answered with secret values masked.
+        config["properties"] = Value::Object(
+            props
+                .into_iter()
+                .map(|(k, v)| {
+                    let v = if kbench_client::is_secret(&k) {
+                        json!("***")
+                    } else {
+                        v
+                    };
+                    (k, v)
+                })
+                .collect(),
+        );
+    }
     let id = match kind.as_str() {
         "e2e" => {
             let (spec, bootstrap) = e2e_spec(&from_value(raw)?, app.limits)?;
-            start_e2e(&app, Api::V1, config, spec, bootstrap).await?
+            start_e2e(&app, Api::V1, config, spec, bootstrap, client).await?
         }
         "produce" => {
             let (spec, bootstrap) = produce_spec(&from_value(raw)?, app.limits)?;
-            start_produce(&app, config, spec, bootstrap).await?
+            start_produce(&app, config, spec, bootstrap, client).await?
         }
         other => {
             return Err(ApiError::field(

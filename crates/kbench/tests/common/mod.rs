@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::net::{Ipv4Addr, TcpListener};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
