@@ -287,6 +287,15 @@ pub fn client_settings(
     Ok((settings, given))
 }
 
+/// The connection and security settings of a command that takes only those: `--command-config`
+/// files, then `-X` pairs; checked and TLS built.
+pub fn connection_settings(
+    files: &[std::path::PathBuf],
+    props: &[String],
+) -> Result<kbench_client::ProducerSettings, String> {
+    client_settings(files, &[("-X", props)], is_connection_property).map(|(s, _)| s)
+}
+
 /// The properties that concern the connection itself (where, how long, how secured), which every
 /// command that connects takes with `-X` or a properties file.
 pub fn is_connection_property(key: &str) -> bool {

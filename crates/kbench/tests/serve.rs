@@ -1009,7 +1009,10 @@ fn runs_reach_a_tls_cluster_with_the_servers_or_the_bodys_properties() {
     ] {
         let (status, created, raw) = http.json("POST", &runs, Some(&body));
         assert_eq!(status, 201, "{raw}");
-        let run = wait_finished(&http, &format!("{runs}/{}", created["id"].as_str().unwrap()));
+        let run = wait_finished(
+            &http,
+            &format!("{runs}/{}", created["id"].as_str().unwrap()),
+        );
         assert_eq!(run["status"], "finished", "{run}");
         assert_eq!(run["result"]["records_acked"], 2000, "{run}");
         assert_eq!(run["result"]["target"]["security_protocol"], "SSL", "{run}");
@@ -1022,9 +1025,15 @@ fn runs_reach_a_tls_cluster_with_the_servers_or_the_bodys_properties() {
         Some(&json!({"workload": "produce", "num_records": 10, "bootstrap_servers": broker.addr})),
     );
     assert_eq!(status, 201, "{raw}");
-    let run = wait_finished(&http, &format!("{runs}/{}", created["id"].as_str().unwrap()));
+    let run = wait_finished(
+        &http,
+        &format!("{runs}/{}", created["id"].as_str().unwrap()),
+    );
     assert_eq!(run["status"], "failed", "{run}");
-    assert!(run["error"].as_str().unwrap().contains(&broker.addr), "{run}");
+    assert!(
+        run["error"].as_str().unwrap().contains(&broker.addr),
+        "{run}"
+    );
     for props in [
         json!({"acks": "1"}),
         json!({"ssl.truststore.location": "/x/truststore.jks"}),

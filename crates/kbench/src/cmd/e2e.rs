@@ -271,12 +271,8 @@ pub async fn run(args: E2eArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let settings = match crate::args::client_settings(
-        &args.command_config,
-        &[("-X", &args.property)],
-        crate::args::is_connection_property,
-    ) {
-        Ok((s, _)) => s,
+    let settings = match crate::args::connection_settings(&args.command_config, &args.property) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("kbench: error: {e}");
             return EXIT_USAGE;

@@ -152,12 +152,7 @@ struct CellDoc<'a> {
 
 /// The connection and security properties (`-X`, `--command-config`), checked and TLS built.
 fn client_of(args: &SweepArgs) -> Result<kbench_client::ProducerSettings, String> {
-    crate::args::client_settings(
-        &args.command_config,
-        &[("-X", &args.property)],
-        crate::args::is_connection_property,
-    )
-    .map(|(s, _)| s)
+    crate::args::connection_settings(&args.command_config, &args.property)
 }
 
 /// The same properties again, as arguments for an isolated cell's child process.

@@ -90,12 +90,8 @@ pub async fn run(args: ServeArgs) -> u8 {
         },
         None => args.token.clone(),
     };
-    let client = match crate::args::client_settings(
-        &args.command_config,
-        &[("-X", &args.property)],
-        crate::args::is_connection_property,
-    ) {
-        Ok((s, _)) => s,
+    let client = match crate::args::connection_settings(&args.command_config, &args.property) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("kbench: error: {e}");
             return crate::args::EXIT_USAGE;
