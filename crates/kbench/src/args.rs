@@ -287,13 +287,48 @@ pub fn client_settings(
     Ok((settings, given))
 }
 
-/// The connection and security settings of a command that takes only those: `--command-config`
-/// files, then `-X` pairs; checked and TLS built.
-pub fn connection_settings(
-    files: &[std::path::PathBuf],
-    props: &[String],
-) -> Result<kbench_client::ProducerSettings, String> {
-    client_settings(files, &[("-X", props)], is_connection_property).map(|(s, _)| s)
+/// The connection and security properties of a command that takes only those (e2e, sweep, serve):
+/// `--command-config` files, then `-X` pairs.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConnectionArgs {
+    /// Connection and security property, Java or librdkafka name (repeatable):
+    /// -X security.protocol=SSL -X ssl.ca.location=ca.pem
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    pub property: Vec<String>,
+
+    /// A properties file with connection and security properties, as the Kafka tools take it;
+    /// -X overrides it. Repeatable.
+    #[arg(
+        long = "command-config",
+        visible_aliases = ["producer.config", "consumer.config"],
+        value_name = "FILE"
+    )]
+    pub command_config: Vec<std::path::PathBuf>,
+}
+
+impl ConnectionArgs {
+    /// The settings: checked, TLS built.
+    pub fn settings(&self) -> Result<kbench_client::ProducerSettings, String> {
+        client_settings(
+            &self.command_config,
+            &[("-X", &self.property)],
+            is_connection_property,
+        )
+        .map(|(s, _)| s)
+    }
+
+    /// The same properties again as command-line arguments (for a child process).
+    pub fn as_args(&self) -> Vec<String> {
+        let files = self
+            .command_config
+            .iter()
+            .flat_map(|f| ["--command-config".to_string(), f.display().to_string()]);
+        let props = self
+            .property
+            .iter()
+            .flat_map(|p| ["-X".to_string(), p.clone()]);
+        files.chain(props).collect()
+    }
 }
 
 /// The properties that concern the connection itself (where, how long, how secured), which every

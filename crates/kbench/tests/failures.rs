@@ -157,8 +157,8 @@ fn duration_holds_when_the_broker_dies() {
     let mut broker = TestBroker::start();
     let dir = TempDir::new("dead-broker");
     let json = dir.path().join("dead.json");
-    let mut child = kbench()
-        .args([
+    let mut child = spawn_until(
+        &[
             "produce",
             "--bootstrap-server",
             &broker.addr,
@@ -170,19 +170,10 @@ fn duration_holds_when_the_broker_dies() {
             "500",
             "--json",
             json.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("records sent") {
-        line.clear();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "no progress line");
-    }
+        ],
+        "records sent",
+    );
     broker.kill();
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     // Well under the 120 s delivery timeout: only a hang fails.
     let status = wait_with_limit(&mut child, Duration::from_secs(60));
     assert!(!status.success(), "records failed");
@@ -252,6 +243,28 @@ fn start_long_run(
     // Keep draining stdout so that kbench never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     (child, pid, stderr)
+}
+
+/// Start kbench and return once a stdout line contains `marker`; the rest of stdout is drained so
+/// that kbench never blocks on a full pipe. Stderr is discarded.
+fn spawn_until(args: &[&str], marker: &str) -> std::process::Child {
+    let mut child = kbench()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains(marker) {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "kbench ended before a line with {marker:?}"
+        );
+    }
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    child
 }
 
 fn wait_with_limit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
@@ -358,8 +371,8 @@ fn thousands_of_producers_start_together_and_the_duration_holds() {
 fn interrupt_ends_a_run_of_thousands_of_producers() {
     let dir = TempDir::new("fleet-int");
     let json = dir.path().join("fleet.json");
-    let mut child = kbench()
-        .args([
+    let mut child = spawn_until(
+        &[
             "e2e",
             "--producers",
             "3000",
@@ -367,18 +380,9 @@ fn interrupt_ends_a_run_of_thousands_of_producers() {
             "10m",
             "--json",
             json.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.starts_with("kbench e2e:") {
-        line.clear();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "no banner");
-    }
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        ],
+        "kbench e2e:",
+    );
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     // Only a hang fails: the duration is 10 minutes.
     let status = wait_with_limit(&mut child, Duration::from_secs(60));

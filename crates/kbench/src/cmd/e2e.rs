@@ -27,19 +27,8 @@ pub struct E2eArgs {
     #[command(flatten)]
     pub limits: crate::args::LimitArgs,
 
-    /// Connection and security property, Java or librdkafka name (repeatable):
-    /// -X security.protocol=SSL -X ssl.ca.location=ca.pem
-    #[arg(short = 'X', value_name = "KEY=VALUE")]
-    pub property: Vec<String>,
-
-    /// A properties file with connection and security properties, as the Kafka tools take it;
-    /// -X overrides it. Repeatable.
-    #[arg(
-        long = "command-config",
-        visible_aliases = ["producer.config", "consumer.config"],
-        value_name = "FILE"
-    )]
-    pub command_config: Vec<std::path::PathBuf>,
+    #[command(flatten)]
+    pub connection: crate::args::ConnectionArgs,
 
     /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
     #[arg(long, visible_alias = "broker-list")]
@@ -271,7 +260,7 @@ pub async fn run(args: E2eArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let settings = match crate::args::connection_settings(&args.command_config, &args.property) {
+    let settings = match args.connection.settings() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("kbench: error: {e}");

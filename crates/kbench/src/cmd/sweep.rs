@@ -23,18 +23,8 @@ pub struct SweepArgs {
     /// Kafka bootstrap servers; without it, kbench starts an embedded broker.
     #[arg(long)]
     pub bootstrap_server: Option<String>,
-    /// Connection and security property, Java or librdkafka name (repeatable):
-    /// -X security.protocol=SSL -X ssl.ca.location=ca.pem
-    #[arg(short = 'X', value_name = "KEY=VALUE")]
-    pub property: Vec<String>,
-    /// A properties file with connection and security properties, as the Kafka tools take it;
-    /// -X overrides it. Repeatable.
-    #[arg(
-        long = "command-config",
-        visible_alias = "producer.config",
-        value_name = "FILE"
-    )]
-    pub command_config: Vec<PathBuf>,
+    #[command(flatten)]
+    pub connection: crate::args::ConnectionArgs,
     /// Timed repetitions per cell (the median is reported; default 5).
     #[arg(long, value_parser = crate::args::at_least::<3>)]
     pub repetitions: Option<usize>,
@@ -150,25 +140,6 @@ struct CellDoc<'a> {
     verdict: kbench_bench::sweep::SweepVerdict,
 }
 
-/// The connection and security properties (`-X`, `--command-config`), checked and TLS built.
-fn client_of(args: &SweepArgs) -> Result<kbench_client::ProducerSettings, String> {
-    crate::args::connection_settings(&args.command_config, &args.property)
-}
-
-/// The same properties again, as arguments for an isolated cell's child process.
-fn client_args(args: &SweepArgs) -> Vec<String> {
-    let mut out = Vec::new();
-    for f in &args.command_config {
-        out.push("--command-config".to_string());
-        out.push(f.display().to_string());
-    }
-    for p in &args.property {
-        out.push("-X".to_string());
-        out.push(p.clone());
-    }
-    out
-}
-
 /// What an isolated cell's child process is given.
 #[derive(Debug, Serialize, serde::Deserialize)]
 struct IsolatedCell {
@@ -231,7 +202,7 @@ async fn run_isolated(
 /// The child side of `--isolate`.
 async fn run_one(job: &str, args: &SweepArgs) -> u8 {
     let bootstrap = args.bootstrap_server.as_ref();
-    let client = match client_of(args) {
+    let client = match args.connection.settings() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("kbench: error: {e}");
@@ -293,7 +264,7 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect();
-    let client = client_of(args)?;
+    let client = args.connection.settings()?;
     let probe = Cluster::connect(ClusterConfig {
         max_in_flight: 1,
         client_id: "kbench-sweep-probe".into(),
@@ -375,7 +346,7 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
                 &produce_topic,
                 &seeded,
                 bootstrap,
-                &client_args(args),
+                &args.connection.as_args(),
             )
             .await
         } else {

@@ -26,14 +26,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub limits: crate::args::LimitArgs,
 
-    /// Connection and security property for runs against --bootstrap-server (repeatable):
-    /// -X security.protocol=SSL -X ssl.ca.location=ca.pem. A /v1 body's `properties` replace them.
-    #[arg(short = 'X', value_name = "KEY=VALUE")]
-    pub property: Vec<String>,
-
-    /// A properties file with connection and security properties, as the Kafka tools take it.
-    #[arg(long = "command-config", value_name = "FILE")]
-    pub command_config: Vec<std::path::PathBuf>,
+    /// For runs against --bootstrap-server; a /v1 body's `properties` replace them.
+    #[command(flatten)]
+    pub connection: crate::args::ConnectionArgs,
 
     /// Address to listen on. Loopback unless told otherwise; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -90,7 +85,7 @@ pub async fn run(args: ServeArgs) -> u8 {
         },
         None => args.token.clone(),
     };
-    let client = match crate::args::connection_settings(&args.command_config, &args.property) {
+    let client = match args.connection.settings() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("kbench: error: {e}");
