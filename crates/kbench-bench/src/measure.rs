@@ -132,35 +132,6 @@ pub fn decode_histogram(s: &str) -> Option<Histogram<u64>> {
     Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_time_moves_forward_when_working() {
-        let before = CpuTime::now();
-        let mut x = 0u64;
-        for i in 0..50_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
-        }
-        std::hint::black_box(x);
-        assert!(CpuTime::now().since(before).total_us() > 0);
-    }
-
-    #[test]
-    fn histogram_survives_encoding() {
-        let mut h = latency_histogram();
-        for v in [5, 10, 1000, 250_000] {
-            h.record(v).unwrap();
-        }
-        let back = decode_histogram(&encode_histogram(&h)).unwrap();
-        assert_eq!(back.len(), 4);
-        assert_eq!(back.max(), h.max());
-        let s = LatencySummary::of(&h);
-        assert!(s.p50 <= s.p95 && s.p95 <= s.p99 && s.p99 <= s.p99_9 && s.p99_9 <= s.max);
-    }
-}
-
 /// A global allocator that counts allocations, so that benchmarks can report allocations per record.
 /// The binary installs it (`#[global_allocator]`); a relaxed atomic increment per allocation is its
 /// whole cost.
@@ -195,4 +166,33 @@ pub fn counting_allocations() -> bool {
     let before = allocations();
     drop(std::hint::black_box(Box::new(0u64)));
     allocations() > before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_moves_forward_when_working() {
+        let before = CpuTime::now();
+        let mut x = 0u64;
+        for i in 0..50_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(CpuTime::now().since(before).total_us() > 0);
+    }
+
+    #[test]
+    fn histogram_survives_encoding() {
+        let mut h = latency_histogram();
+        for v in [5, 10, 1000, 250_000] {
+            h.record(v).unwrap();
+        }
+        let back = decode_histogram(&encode_histogram(&h)).unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.max(), h.max());
+        let s = LatencySummary::of(&h);
+        assert!(s.p50 <= s.p95 && s.p95 <= s.p99 && s.p99 <= s.p99_9 && s.p99_9 <= s.max);
+    }
 }

@@ -53,6 +53,9 @@ pub struct Target {
     pub embedded_broker: bool,
     /// `security.protocol` (PLAINTEXT, SSL, …); never a credential.
     pub security_protocol: &'static str,
+    /// `sasl.mechanism` when SASL was used; never the user, password or token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_mechanism: Option<&'static str>,
 }
 
 impl Target {
@@ -62,6 +65,7 @@ impl Target {
             bootstrap_servers: cluster.bootstrap.join(","),
             embedded_broker,
             security_protocol: cluster.security_protocol.name(),
+            sasl_mechanism: cluster.sasl.as_ref().map(|s| s.mechanism.name()),
         }
     }
 }

@@ -265,6 +265,11 @@ pub fn check_span<T: PartialOrd + std::fmt::Display + Copy>(
     Ok(())
 }
 
+/// How long requests still in flight when producers stop (the duration ended, or a stop was asked)
+/// may take to be answered before they are counted failed: a dead or swamped broker must not hold a
+/// run until the delivery timeout.
+pub const DURATION_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,8 +348,3 @@ mod tests {
         assert!(check_topic("topic", &"x".repeat(249)).is_ok());
     }
 }
-
-/// How long requests still in flight when producers stop (the duration ended, or a stop was asked)
-/// may take to be answered before they are counted failed: a dead or swamped broker must not hold a
-/// run until the delivery timeout.
-pub const DURATION_GRACE: std::time::Duration = std::time::Duration::from_secs(10);

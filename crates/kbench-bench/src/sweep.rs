@@ -146,9 +146,15 @@ pub struct SweepSettings {
     /// TLS for every connection (`security.protocol=SSL`), built once by the front end.
     #[serde(skip)]
     pub tls: Option<std::sync::Arc<kbench_client::Tls>>,
+    /// SASL for every connection, built once by the front end.
+    #[serde(skip)]
+    pub sasl: Option<std::sync::Arc<kbench_client::Sasl>>,
     /// `security.protocol`, for the result.
     #[serde(default = "plaintext")]
     pub security_protocol: String,
+    /// `sasl.mechanism`, for the result (never a credential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sasl_mechanism: Option<String>,
     pub repetitions: usize,
     /// Divide every record count by this (`--quick` uses 10).
     pub scale_down: u64,
@@ -331,11 +337,9 @@ fn config(s: &SweepSettings, pins: Pins, client: &str) -> ClusterConfig {
     // Kafka's client defaults: 10 s to connect, 30 s per request, 5 in flight.
     let mut config = ClusterConfig::new(s.bootstrap.clone(), client, pins);
     config.tls = s.tls.clone();
-    config.security_protocol = if s.tls.is_some() {
-        kbench_client::SecurityProtocol::Ssl
-    } else {
-        kbench_client::SecurityProtocol::Plaintext
-    };
+    config.sasl = s.sasl.clone();
+    config.security_protocol =
+        kbench_client::SecurityProtocol::of(s.tls.is_some(), s.sasl.is_some());
     config
 }
 

@@ -31,6 +31,8 @@ pub struct ClusterConfig {
     pub tls: Option<std::sync::Arc<crate::Tls>>,
     /// `security.protocol`, for results.
     pub security_protocol: crate::SecurityProtocol,
+    /// SASL for every connection (`security.protocol` SASL_PLAINTEXT or SASL_SSL).
+    pub sasl: Option<std::sync::Arc<crate::Sasl>>,
 }
 
 impl ClusterConfig {
@@ -110,6 +112,7 @@ impl Cluster {
                 config.request_timeout,
                 config.max_in_flight,
                 config.tls.as_deref(),
+                config.sasl.as_deref(),
             )
             .await
             {
@@ -117,6 +120,8 @@ impl Cluster {
                     bootstrap = Some(conn);
                     break;
                 }
+                // Credentials wrong on one broker are wrong on all: said at once, never retried.
+                Err(e @ ClientError::Auth { .. }) => return Err(e),
                 Err(ClientError::Connect { reason, .. }) => failures.push((addr, reason)),
                 Err(e) => failures.push((addr, e.to_string())),
             }
@@ -204,6 +209,22 @@ impl Cluster {
     }
 
     /// Metadata for one topic; also refreshes the broker addresses.
+    /// A connection closed at the first request after ApiVersions is what a broker that wants SASL
+    /// does to a client that did not authenticate: say so when SASL is off.
+    fn hint_security(&self, e: ClientError) -> ClientError {
+        match e {
+            ClientError::Disconnected { addr, reason } if self.config.sasl.is_none() => {
+                ClientError::Disconnected {
+                    addr,
+                    reason: format!(
+                        "{reason}; if this broker requires SASL, set security.protocol=SASL_PLAINTEXT (or SASL_SSL) and sasl.mechanism with its credentials"
+                    ),
+                }
+            }
+            other => other,
+        }
+    }
+
     pub async fn metadata(&self, topic: &str) -> Result<(i16, TopicLayout), ClientError> {
         let version = self.version_on(&self.bootstrap, ApiKey::Metadata)?;
         let mut request = MetadataRequest::default().with_topics(Some(vec![
@@ -215,7 +236,8 @@ impl Cluster {
         let response: MetadataResponse = self
             .bootstrap
             .request_at(ApiKey::Metadata, version, &request)
-            .await?;
+            .await
+            .map_err(|e| self.hint_security(e))?;
         {
             let mut brokers = self.brokers.lock().expect("brokers lock");
             for b in &response.brokers {
@@ -383,6 +405,7 @@ impl Cluster {
                 self.config.request_timeout,
                 self.config.max_in_flight,
                 self.config.tls.as_deref(),
+                self.config.sasl.as_deref(),
             )
             .await?,
         );

@@ -10,7 +10,8 @@ use kbench_wire::{Compression, Pins};
 
 use crate::cluster::ClusterConfig;
 use crate::produce::{Acks, ProducerConfig};
-use crate::security::{SecurityProtocol, SecuritySettings, Tls};
+use crate::sasl::{Sasl, Secret, TokenSource, parse_jaas};
+use crate::security::{SecuritySettings, Tls};
 
 /// A client property that could not be applied: where it came from, the key, and why. The value is
 /// shown only when it is not a secret.
@@ -53,6 +54,11 @@ pub struct ProducerSettings {
     pub security: SecuritySettings,
     /// The TLS built from `security` by [`ProducerSettings::finish`].
     pub tls: Option<std::sync::Arc<Tls>>,
+    /// The SASL built from `security` by [`ProducerSettings::finish`].
+    pub sasl: Option<std::sync::Arc<Sasl>>,
+    /// The mechanism `sasl.jaas.config`'s login module implies, used when `sasl.mechanism` is not
+    /// given (PlainLoginModule → PLAIN).
+    pub jaas_mechanism: Option<crate::sasl::SaslMechanism>,
 }
 
 impl Default for ProducerSettings {
@@ -72,6 +78,8 @@ impl Default for ProducerSettings {
             connect_timeout: Duration::from_millis(10_000),
             security: SecuritySettings::default(),
             tls: None,
+            sasl: None,
+            jaas_mechanism: None,
         }
     }
 }
@@ -81,11 +89,10 @@ const IGNORED: &[&str] = &["key.serializer", "value.serializer", "enable.idempot
 
 /// Keys users may pass that kbench does not implement yet: an error, never a silent default.
 const UNSUPPORTED: &[&str] = &[
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "sasl.jaas.config",
-    "sasl.username",
-    "sasl.password",
+    "sasl.kerberos.service.name",
+    "sasl.oauthbearer.config",
+    "sasl.login.callback.handler.class",
+    "sasl.client.callback.handler.class",
     "transactional.id",
     "partitioner.class",
 ];
@@ -178,14 +185,34 @@ impl ProducerSettings {
                 self.connect_timeout = ms(value)?
             }
             "security.protocol" => {
-                let p: SecurityProtocol = value.parse().map_err(|e: String| bad(&e))?;
-                if matches!(
-                    p,
-                    SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-                ) {
-                    return Err(bad("SASL is not supported by this build of kbench yet"));
+                self.security.protocol = value.parse().map_err(|e: String| bad(&e))?;
+            }
+            "sasl.mechanism" | "sasl.mechanisms" => {
+                self.security.sasl.mechanism = Some(value.parse().map_err(|e: String| bad(&e))?);
+            }
+            "sasl.jaas.config" => {
+                let (implied, username, password) = parse_jaas(value).map_err(|e| bad(&e))?;
+                self.jaas_mechanism = implied;
+                if username.is_some() {
+                    self.security.sasl.username = username;
                 }
-                self.security.protocol = p;
+                if password.is_some() {
+                    self.security.sasl.password = password;
+                }
+            }
+            "sasl.username" => self.security.sasl.username = Some(value.to_string()),
+            "sasl.password" => self.security.sasl.password = Some(Secret::new(value)),
+            "sasl.oauthbearer.token.endpoint.url" => {
+                let path = value.strip_prefix("file://").ok_or_else(|| {
+                    bad("only a file:// URL is read (token endpoints are not called); or give sasl.oauthbearer.token.file / sasl.oauthbearer.token.env")
+                })?;
+                self.security.sasl.token = Some(TokenSource::File(path.into()));
+            }
+            "sasl.oauthbearer.token.file" => {
+                self.security.sasl.token = Some(TokenSource::File(value.into()))
+            }
+            "sasl.oauthbearer.token.env" => {
+                self.security.sasl.token = Some(TokenSource::Env(value.to_string()))
             }
             "ssl.ca.location" | "ssl.truststore.location" => {
                 refuse_store(value).map_err(|e| bad(&e))?;
@@ -287,6 +314,29 @@ impl ProducerSettings {
             key: e.key.into(),
             reason: e.reason,
         })?;
+        let sasl = &mut self.security.sasl;
+        if sasl.mechanism.is_none() {
+            sasl.mechanism = self.jaas_mechanism;
+        }
+        if self.security.protocol.uses_sasl() {
+            let built = sasl.build().map_err(|(key, reason)| PropertyError::Setup {
+                key: key.into(),
+                reason,
+            })?;
+            self.sasl = Some(std::sync::Arc::new(built));
+        } else if sasl.mechanism.is_some()
+            || sasl.username.is_some()
+            || sasl.password.is_some()
+            || sasl.token.is_some()
+        {
+            return Err(PropertyError::Setup {
+                key: "security.protocol".into(),
+                reason: format!(
+                    "{}, but SASL settings were given (sasl.*): set security.protocol=SASL_SSL or SASL_PLAINTEXT",
+                    self.security.protocol.name()
+                ),
+            });
+        }
         Ok(())
     }
 
@@ -301,6 +351,7 @@ impl ProducerSettings {
             pins,
             tls: self.tls.clone(),
             security_protocol: self.security.protocol,
+            sasl: self.sasl.clone(),
         }
     }
 
@@ -360,11 +411,70 @@ mod tests {
     #[test]
     fn secrets_are_not_echoed_in_errors_or_results() {
         let err = ProducerSettings::default()
-            .apply("-X", "sasl.password", "hunter2")
+            .apply(
+                "-X",
+                "sasl.jaas.config",
+                "x.PlainLoginModule required password=\"hunter2",
+            )
             .unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
+        let mut s = ProducerSettings::default();
+        s.apply("-X", "sasl.password", "hunter2").unwrap();
+        let err = s.finish().unwrap_err();
+        assert!(
+            err.to_string().contains("security.protocol") && !err.to_string().contains("hunter2"),
+            "{err}"
+        );
+        assert!(!format!("{s:?}").contains("hunter2"));
         let shown = ProducerSettings::redacted(&[("sasl.password".into(), "hunter2".into())]);
         assert_eq!(shown["sasl.password"], "***");
+    }
+
+    #[test]
+    fn java_and_librdkafka_sasl_names_give_the_same_settings() {
+        let mut java = ProducerSettings::default();
+        java.apply("-X", "security.protocol", "SASL_PLAINTEXT")
+            .unwrap();
+        java.apply("-X", "sasl.mechanism", "SCRAM-SHA-512").unwrap();
+        java.apply(
+            "-X",
+            "sasl.jaas.config",
+            r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="pw";"#,
+        )
+        .unwrap();
+        java.finish().unwrap();
+        let mut rdkafka = ProducerSettings::default();
+        rdkafka
+            .apply("-X", "security.protocol", "sasl_plaintext")
+            .unwrap();
+        rdkafka
+            .apply("-X", "sasl.mechanisms", "SCRAM-SHA-512")
+            .unwrap();
+        rdkafka.apply("-X", "sasl.username", "alice").unwrap();
+        rdkafka.apply("-X", "sasl.password", "pw").unwrap();
+        rdkafka.finish().unwrap();
+        assert_eq!(java.sasl, rdkafka.sasl);
+        assert_eq!(java.security.sasl.password, rdkafka.security.sasl.password);
+        // PlainLoginModule implies PLAIN when sasl.mechanism is not given.
+        let mut plain = ProducerSettings::default();
+        plain.apply("-X", "security.protocol", "SASL_SSL").unwrap();
+        plain
+            .apply(
+                "-X",
+                "sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b";"#,
+            )
+            .unwrap();
+        plain.security.tls.verify_certificate = false;
+        plain.finish().unwrap();
+        assert_eq!(
+            plain.sasl.as_ref().unwrap().mechanism,
+            crate::SaslMechanism::Plain
+        );
+        let err = ProducerSettings::default()
+            .apply("-X", "sasl.mechanism", "GSSAPI")
+            .unwrap_err();
+        assert!(err.to_string().contains("Kerberos"), "{err}");
     }
 
     #[test]

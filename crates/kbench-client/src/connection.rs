@@ -72,6 +72,8 @@ pub struct Connection {
     /// The ApiVersions version the broker answered.
     api_versions_version: i16,
     request_timeout: Duration,
+    /// The SASL session lifetime the broker set, if any.
+    session_lifetime: Option<Duration>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -91,6 +93,7 @@ impl Connection {
         request_timeout: Duration,
         max_in_flight: usize,
         tls: Option<&crate::Tls>,
+        sasl: Option<&crate::Sasl>,
     ) -> Result<Connection, ClientError> {
         let connect_err = |reason: String| ClientError::Connect {
             addr: addr.to_string(),
@@ -158,6 +161,7 @@ impl Connection {
             reader: Mutex::new(Some(reader)),
             api_versions_version: 3,
             request_timeout,
+            session_lifetime: None,
         };
         (conn.api_versions_version, conn.ranges) =
             conn.api_versions().await.map_err(|e| match e {
@@ -166,7 +170,15 @@ impl Connection {
                 )),
                 other => other,
             })?;
+        if let Some(sasl) = sasl {
+            conn.session_lifetime = crate::sasl::authenticate(&conn, sasl).await?;
+        }
         Ok(conn)
+    }
+
+    /// How long the broker lets this connection's SASL session last (KIP-368), if it said.
+    pub fn session_lifetime(&self) -> Option<Duration> {
+        self.session_lifetime
     }
 
     /// ApiVersions v3, falling back to the highest version the broker names if it rejects v3.

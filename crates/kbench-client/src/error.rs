@@ -26,6 +26,14 @@ pub enum ClientError {
         code: i16,
         error: String,
     },
+    /// SASL failed: which broker, mechanism and user, and why. Never the password or token.
+    #[error("SASL {mechanism} authentication as {user} to {addr} failed: {reason}")]
+    Auth {
+        addr: String,
+        mechanism: String,
+        user: String,
+        reason: String,
+    },
     #[error("{0}")]
     Other(String),
 }

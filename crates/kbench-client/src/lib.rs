@@ -12,6 +12,7 @@ pub mod error;
 pub mod fetch;
 pub mod group;
 pub mod produce;
+pub mod sasl;
 pub mod security;
 
 pub use cluster::{Cluster, ClusterConfig, PartitionLeader, TopicLayout};
@@ -21,4 +22,5 @@ pub use error::ClientError;
 pub use fetch::FetchedPartition;
 pub use group::{GroupConfig, GroupMember, Membership};
 pub use produce::{Acks, ProduceOutcome, ProducerConfig};
+pub use sasl::{Sasl, SaslMechanism, SaslSettings, Secret};
 pub use security::{SecurityProtocol, SecuritySettings, Tls, TlsSettings};

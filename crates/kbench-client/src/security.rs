@@ -36,6 +36,23 @@ impl SecurityProtocol {
     pub fn uses_tls(self) -> bool {
         matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
     }
+
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+
+    /// The protocol that TLS and SASL on or off make.
+    pub fn of(tls: bool, sasl: bool) -> SecurityProtocol {
+        match (tls, sasl) {
+            (false, false) => SecurityProtocol::Plaintext,
+            (true, false) => SecurityProtocol::Ssl,
+            (false, true) => SecurityProtocol::SaslPlaintext,
+            (true, true) => SecurityProtocol::SaslSsl,
+        }
+    }
 }
 
 impl std::str::FromStr for SecurityProtocol {
@@ -86,6 +103,7 @@ impl Default for TlsSettings {
 pub struct SecuritySettings {
     pub protocol: SecurityProtocol,
     pub tls: TlsSettings,
+    pub sasl: crate::sasl::SaslSettings,
 }
 
 /// Why TLS could not be set up from the settings: the property (or file) and the reason.

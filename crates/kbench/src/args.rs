@@ -317,6 +317,17 @@ impl ConnectionArgs {
         .map(|(s, _)| s)
     }
 
+    /// The arguments as a log line may show them: secret values masked.
+    pub fn shown_args(&self) -> Vec<String> {
+        self.as_args()
+            .into_iter()
+            .map(|a| match a.split_once('=') {
+                Some((k, _)) if kbench_client::is_secret(k) => format!("{k}=***"),
+                _ => a,
+            })
+            .collect()
+    }
+
     /// The same properties again as command-line arguments (for a child process).
     pub fn as_args(&self) -> Vec<String> {
         let files = self

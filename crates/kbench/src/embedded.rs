@@ -69,6 +69,7 @@ impl EmbeddedBroker {
                 Duration::from_secs(5),
                 1,
                 None,
+                None,
             )
             .await;
             if probe.is_ok() {

@@ -1049,3 +1049,105 @@ fn runs_reach_a_tls_cluster_with_the_servers_or_the_bodys_properties() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `/pub-sub-demo` KAFKA_NATIVE towards a SASL cluster: the payload's kafkaUserName /
+/// kafkaUserPassword are the SASL credentials, asked for by the payload (`securityProtocol`,
+/// `saslMechanism`) or by the server's own `-X`; the password never comes back.
+#[test]
+fn pub_sub_demo_authenticates_with_the_payloads_credentials() {
+    let user = format!("alice:{PASSWORD}");
+    let broker = TestBroker::embedded_with(&["--sasl-user", &user]);
+    let dir = results_dir("pub-sub-sasl");
+    let mut seen = Vec::new();
+    let payload = |extra: Value| {
+        let mut p = seed_payload();
+        p["kafkaUserName"] = json!("alice");
+        p["minMessagePayloadSizeBytes"] = json!(1000);
+        p["maxMessagePayloadSizeBytes"] = json!(1000);
+        p["kafkaTopic"] = json!("pub-sub-sasl");
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        p
+    };
+    let run = |server: &Server, body: &Value, seen: &mut Vec<String>| -> Value {
+        let http = Http::new();
+        let url = format!("{}/pub-sub-demo", server.base);
+        let (status, _, raw) = http.json("POST", &url, Some(body));
+        assert_eq!(status, 200, "{raw}");
+        seen.push(raw);
+        wait_until("20 records produced", Duration::from_secs(60), || {
+            let (_, live, raw) = http.json("GET", &url, None);
+            seen.push(raw);
+            live["stats"]["totalProducedMessages"].as_u64().unwrap_or(0) >= 20
+        });
+        let (status, stats, raw) = http.json("DELETE", &url, None);
+        assert_eq!(status, 200, "{raw}");
+        seen.push(raw);
+        stats
+    };
+    // The payload asks for SASL, towards its own cluster.
+    let server = Server::start(&["--results-dir", dir.to_str().unwrap()], None);
+    let body = payload(json!({
+        "kafkaBootstrapServers": broker.addr,
+        "securityProtocol": "SASL_PLAINTEXT",
+        "saslMechanism": "SCRAM-SHA-256",
+    }));
+    let stats = run(&server, &body, &mut seen);
+    assert_eq!(stats["totalFailedMessages"], 0, "{stats}");
+    assert_eq!(
+        stats["totalConsumedMessages"], stats["totalProducedMessages"],
+        "{stats}"
+    );
+    // A wrong password: the start fails (502) naming mechanism and user, not the password.
+    let http = Http::new();
+    let url = format!("{}/pub-sub-demo", server.base);
+    let mut wrong = body.clone();
+    wrong["kafkaUserPassword"] = json!("wrong-pw-pubsub");
+    let (status, _, raw) = http.json("POST", &url, Some(&wrong));
+    assert_eq!(status, 502, "{raw}");
+    assert!(raw.contains("SCRAM-SHA-256") && raw.contains("alice"), "{raw}");
+    assert!(!raw.contains("wrong-pw-pubsub"), "{raw}");
+    // SASL towards the server's embedded (plaintext) broker is refused, naming the field.
+    let mut embedded = body.clone();
+    embedded.as_object_mut().unwrap().remove("kafkaBootstrapServers");
+    let (status, answer, raw) = http.json("POST", &url, Some(&embedded));
+    assert_eq!(status, 400, "{raw}");
+    assert_eq!(answer["field"], "securityProtocol", "{raw}");
+    drop(server);
+
+    // The server's own -X asks for SASL; the payload's credentials are used.
+    let server = Server::start(
+        &[
+            "--results-dir",
+            dir.to_str().unwrap(),
+            "--bootstrap-server",
+            &broker.addr,
+            "-X",
+            "security.protocol=SASL_PLAINTEXT",
+            "-X",
+            "sasl.mechanism=SCRAM-SHA-512",
+            "-X",
+            "sasl.username=nobody",
+            "-X",
+            "sasl.password=not-this-one",
+        ],
+        None,
+    );
+    let stats = run(&server, &payload(json!({})), &mut seen);
+    assert_eq!(stats["totalFailedMessages"], 0, "{stats}");
+    let mut mechanisms = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(doc["target"]["security_protocol"], "SASL_PLAINTEXT", "{doc}");
+        mechanisms.push(doc["target"]["sasl_mechanism"].as_str().unwrap().to_string());
+        seen.push(text);
+    }
+    mechanisms.sort();
+    assert_eq!(mechanisms, ["SCRAM-SHA-256", "SCRAM-SHA-512"]);
+    for text in &seen {
+        assert!(!text.contains(PASSWORD), "password leaked: {text}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

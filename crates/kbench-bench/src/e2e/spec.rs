@@ -389,10 +389,13 @@ pub fn clock_for(mode: E2eMode) -> &'static str {
 mod tests {
     use super::*;
 
+    /// A field name and a change that makes it invalid.
+    type Case = (&'static str, fn(&mut E2eSpec));
+
     #[test]
     fn the_default_spec_is_valid_and_each_bad_field_is_named() {
         assert_eq!(E2eSpec::default().validate(), Ok(()));
-        let cases: [(&str, fn(&mut E2eSpec)); 13] = [
+        let cases: [Case; 13] = [
             ("consume_wait", |s| s.consume_wait = MAX_WAIT * 2),
             ("duration", |s| s.duration = Some(Duration::MAX)),
             ("partitions", |s| s.partitions = MAX_PARTITIONS + 1),

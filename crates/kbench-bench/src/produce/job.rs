@@ -130,8 +130,7 @@ pub async fn run_job<O: ProduceObserver>(
         &runs,
         Target {
             bootstrap_servers: bootstrap,
-            embedded_broker: embedded,
-            security_protocol: cluster.config().security_protocol.name(),
+            ..Target::of(cluster.config(), embedded)
         },
         settings,
         negotiated,

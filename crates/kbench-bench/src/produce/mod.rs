@@ -245,6 +245,9 @@ impl ProduceSpec {
 mod tests {
     use super::*;
 
+    /// A field name and a change that makes it invalid.
+    type Case = (&'static str, fn(&mut ProduceSpec));
+
     #[test]
     fn the_default_spec_is_valid_and_takes_kafkas_producer_defaults() {
         let spec = ProduceSpec::default();
@@ -257,7 +260,7 @@ mod tests {
 
     #[test]
     fn each_bad_field_is_named() {
-        let cases: [(&str, fn(&mut ProduceSpec)); 11] = [
+        let cases: [Case; 11] = [
             ("throughput", |s| s.throughput = Some(1e-20)),
             ("throughput", |s| s.throughput = Some(f64::INFINITY)),
             ("duration", |s| s.duration = Some(Duration::MAX)),

@@ -12,20 +12,51 @@ pub struct BrokerArgs {
     /// Address to advertise to clients instead (e.g. a TLS terminator such as stunnel in front).
     #[arg(long)]
     pub advertise: Option<String>,
+    /// Turn on SASL and let this user in with this password (SCRAM-SHA-256, SCRAM-SHA-512 and
+    /// PLAIN). Repeatable. For local test targets: the password is visible to `ps`.
+    #[arg(long = "sasl-user", value_name = "NAME:PASSWORD", value_parser = parse_user)]
+    pub sasl_users: Vec<(String, String)>,
+    /// Turn on SASL and accept this OAUTHBEARER bearer token. Repeatable.
+    #[arg(long = "sasl-oauth-token", value_name = "TOKEN")]
+    pub sasl_tokens: Vec<String>,
     /// Print nothing at start-up.
     #[arg(long)]
     pub quiet: bool,
 }
 
+fn parse_user(s: &str) -> Result<(String, String), String> {
+    match s.split_once(':') {
+        Some((user, password)) if !user.is_empty() && !password.is_empty() => {
+            Ok((user.to_string(), password.to_string()))
+        }
+        _ => Err("expected NAME:PASSWORD, both non-empty".into()),
+    }
+}
+
 #[cfg(feature = "embedded-broker")]
 pub async fn run(args: BrokerArgs) -> u8 {
+    let sasl = crate::tansu::SaslUsers {
+        users: args.sasl_users,
+        tokens: args.sasl_tokens,
+    };
     if !args.quiet {
+        let users: Vec<&str> = sasl.users.iter().map(|(u, _)| u.as_str()).collect();
         eprintln!(
-            "kbench broker: Tansu 0.6 with in-memory storage, listening on {} (Ctrl-C to stop)",
-            args.listen
+            "kbench broker: Tansu 0.6 with in-memory storage, listening on {}{} (Ctrl-C to stop)",
+            args.listen,
+            if sasl.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", SASL (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, OAUTHBEARER) for {} user(s) [{}] and {} token(s)",
+                    users.len(),
+                    users.join(", "),
+                    sasl.tokens.len()
+                )
+            }
         );
     }
-    match crate::tansu::serve(args.listen, args.advertise.as_deref(), 0).await {
+    match crate::tansu::serve(args.listen, args.advertise.as_deref(), 0, &sasl).await {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("kbench broker: error: {e}");

@@ -30,6 +30,10 @@ pub struct SuiteArgs {
     /// A legacy broker for the tier-2 sanity run (versions negotiated unaided, not comparable).
     #[arg(long)]
     pub legacy_bootstrap_server: Option<String>,
+    /// Connection and security properties (-X, --command-config) for --bootstrap-server and
+    /// --legacy-bootstrap-server; the embedded brokers are plaintext.
+    #[command(flatten)]
+    pub connection: crate::args::ConnectionArgs,
 }
 
 /// One step: its name, the command it runs, and the tables it writes.
@@ -64,6 +68,7 @@ impl StepCommand {
             if let Some(b) = &a.bootstrap_server {
                 words.extend(["--bootstrap-server".into(), b.clone()]);
             }
+            words.extend(a.connection.shown_args());
         }
         for (flag, value) in [("--json", json), ("--markdown", markdown)] {
             if let Some(v) = value {
@@ -88,6 +93,18 @@ impl StepCommand {
 }
 
 pub async fn run(args: SuiteArgs) -> u8 {
+    let secured =
+        !args.connection.property.is_empty() || !args.connection.command_config.is_empty();
+    if secured && args.bootstrap_server.is_none() && args.legacy_bootstrap_server.is_none() {
+        eprintln!(
+            "kbench: error: -X/--command-config apply to --bootstrap-server and --legacy-bootstrap-server; the embedded brokers take none"
+        );
+        return 2;
+    }
+    if let Err(e) = args.connection.settings() {
+        eprintln!("kbench: error: {e}");
+        return 2;
+    }
     let out = args.out.clone().unwrap_or_else(|| {
         let stamp = kbench_bench::result::rfc3339(SystemTime::now()).replace([':', '.'], "-");
         PathBuf::from("kbench-results").join(format!("suite-{stamp}"))
@@ -124,6 +141,7 @@ pub async fn run(args: SuiteArgs) -> u8 {
                 quick: args.quick,
                 seed: Some(seed),
                 bootstrap_server: args.bootstrap_server.clone(),
+                connection: args.connection.clone(),
                 json: file(&format!("sweep-{name}.json")),
                 markdown: file(&format!("sweep-{name}.md")),
                 ..SweepArgs::default()
@@ -139,6 +157,7 @@ pub async fn run(args: SuiteArgs) -> u8 {
                 quick: args.quick,
                 seed: Some(seed),
                 bootstrap_server: Some(legacy.clone()),
+                connection: args.connection.clone(),
                 json: file("sweep-legacy.json"),
                 markdown: file("sweep-legacy.md"),
                 ..SweepArgs::default()

@@ -281,7 +281,9 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
     let settings = SweepSettings {
         bootstrap: servers,
         tls: client.tls.clone(),
+        sasl: client.sasl.clone(),
         security_protocol: client.security.protocol.name().into(),
+        sasl_mechanism: client.sasl.as_ref().map(|s| s.mechanism.name().into()),
         repetitions: match (args.repetitions, args.quick) {
             (Some(r), _) => r,
             (None, true) => 3,

@@ -88,6 +88,12 @@ struct PubSubConfig {
     run_duration: Option<String>,
     #[serde(default)]
     kafka_bootstrap_servers: Option<String>,
+    /// kbench's additions for KAFKA_NATIVE: `security.protocol` and `sasl.mechanism`. With SASL,
+    /// kafkaUserName / kafkaUserPassword are the SASL credentials.
+    #[serde(default)]
+    security_protocol: Option<String>,
+    #[serde(default)]
+    sasl_mechanism: Option<String>,
 }
 
 /// The payload as GET shows it: the password removed (not masked: removed), and credentials in any
@@ -304,17 +310,130 @@ fn rest_of(c: &PubSubConfig, value_schema_id: Option<i64>) -> Result<RestSpec, A
     Ok(rest)
 }
 
+/// The client settings of a KAFKA_NATIVE run that uses SASL: asked for by the payload
+/// (`securityProtocol`, `saslMechanism`), or by the server's own `-X` for its cluster. The
+/// payload's kafkaUserName / kafkaUserPassword are then the credentials. `None`: the server's
+/// settings (or the defaults) as they are.
+fn native_client(
+    c: &PubSubConfig,
+    app: &App,
+    own_bootstrap: bool,
+) -> Result<Option<kbench_client::ProducerSettings>, ApiError> {
+    if c.kind != PubSubType::KafkaNative {
+        for (field, given) in [
+            ("securityProtocol", &c.security_protocol),
+            ("saslMechanism", &c.sasl_mechanism),
+        ] {
+            if given.is_some() {
+                return Err(ApiError::field(
+                    field,
+                    "applies to KAFKA_NATIVE; the REST Proxy holds its own Kafka credentials",
+                ));
+            }
+        }
+        return Ok(None);
+    }
+    let asked = c.security_protocol.is_some() || c.sasl_mechanism.is_some();
+    let server_sasl = !own_bootstrap && app.client.security.protocol.uses_sasl();
+    if !asked && !server_sasl {
+        return Ok(None);
+    }
+    if asked && !own_bootstrap && app.default_bootstrap.is_none() {
+        return Err(ApiError::field(
+            if c.security_protocol.is_some() {
+                "securityProtocol"
+            } else {
+                "saslMechanism"
+            },
+            "the embedded broker is plaintext; give kafkaBootstrapServers (or start kbench serve with --bootstrap-server)",
+        ));
+    }
+    let mut settings = if own_bootstrap {
+        kbench_client::ProducerSettings::default()
+    } else {
+        app.client.clone()
+    };
+    let apply = |s: &mut kbench_client::ProducerSettings, field: &str, key: &str, value: &str| {
+        s.apply(field, key, value).map_err(|e| {
+            let reason = match e {
+                kbench_client::PropertyError::Value { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            ApiError::field(field, reason)
+        })
+    };
+    match &c.security_protocol {
+        Some(p) => apply(&mut settings, "securityProtocol", "security.protocol", p)?,
+        // A mechanism alone means SASL over what the connection already is.
+        None if !settings.security.protocol.uses_sasl() => {
+            let p =
+                kbench_client::SecurityProtocol::of(settings.security.protocol.uses_tls(), true);
+            apply(
+                &mut settings,
+                "saslMechanism",
+                "security.protocol",
+                p.name(),
+            )?
+        }
+        None => {}
+    }
+    if settings.security.protocol.uses_sasl() {
+        match &c.sasl_mechanism {
+            Some(m) => apply(&mut settings, "saslMechanism", "sasl.mechanism", m)?,
+            // PLAIN, as managed services name an API key and secret.
+            None if settings.security.sasl.mechanism.is_none()
+                && settings.jaas_mechanism.is_none() =>
+            {
+                apply(&mut settings, "saslMechanism", "sasl.mechanism", "PLAIN")?
+            }
+            None => {}
+        }
+        if let Some(user) = c.kafka_user_name.as_deref().filter(|u| !u.is_empty()) {
+            apply(&mut settings, "kafkaUserName", "sasl.username", user)?;
+            apply(
+                &mut settings,
+                "kafkaUserPassword",
+                "sasl.password",
+                c.kafka_user_password.as_deref().unwrap_or(""),
+            )?;
+        }
+    } else if c.sasl_mechanism.is_some() {
+        return Err(ApiError::field(
+            "saslMechanism",
+            format!(
+                "securityProtocol is {}; SASL needs SASL_PLAINTEXT or SASL_SSL",
+                settings.security.protocol.name()
+            ),
+        ));
+    }
+    settings.finish().map_err(|e| match e {
+        kbench_client::PropertyError::Setup { key, reason } => {
+            let field = match key.as_str() {
+                "sasl.username" => "kafkaUserName",
+                "sasl.password" => "kafkaUserPassword",
+                "sasl.mechanism" => "saslMechanism",
+                "security.protocol" => "securityProtocol",
+                _ => "config",
+            };
+            ApiError::field(field, format!("{key}: {reason}"))
+        }
+        other => ApiError::field("config", other.to_string()),
+    })?;
+    Ok(Some(settings))
+}
+
 pub async fn post(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
     let raw = json_object(&body)?;
     let config: PubSubConfig = from_value(raw.clone())?;
     let (spec, bootstrap) = spec_of(&config, app.limits)?;
+    let client = native_client(&config, &app, bootstrap.is_some())?;
     let id = start_e2e(
         &app,
         Api::PubSub,
         public_config(&raw),
         spec,
         bootstrap,
-        None,
+        client,
     )
     .await?;
     let body = json!({ "id": id, "status": "running", "config": public_config(&raw) });

@@ -36,7 +36,24 @@ pub fn read(
     settle: Duration,
     limit: Duration,
 ) -> Vec<Read> {
-    let consumer: BaseConsumer = ClientConfig::new()
+    read_with(&[], bootstrap, topic, partitions, expected, settle, limit)
+}
+
+/// As [`read`], with more librdkafka properties (e.g. SASL's).
+pub fn read_with(
+    properties: &[(&str, &str)],
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    expected: usize,
+    settle: Duration,
+    limit: Duration,
+) -> Vec<Read> {
+    let mut config = ClientConfig::new();
+    for (k, v) in properties {
+        config.set(*k, *v);
+    }
+    let consumer: BaseConsumer = config
         .set("bootstrap.servers", bootstrap)
         .set("group.id", format!("librdkafka-peer-{topic}"))
         .set("enable.auto.commit", "false")

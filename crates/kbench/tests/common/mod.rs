@@ -105,11 +105,21 @@ impl TestBroker {
     }
 
     pub fn of(kind: BrokerKind) -> TestBroker {
+        Self::with(kind, &[])
+    }
+
+    /// kbench's embedded broker with more `kbench broker` flags (e.g. `--sasl-user`).
+    pub fn embedded_with(flags: &[&str]) -> TestBroker {
+        Self::with(BrokerKind::Embedded, flags)
+    }
+
+    fn with(kind: BrokerKind, flags: &[&str]) -> TestBroker {
         let addr = format!("127.0.0.1:{}", free_port());
         let mut command = match kind {
             BrokerKind::Embedded => {
                 let mut c = kbench();
                 c.args(["broker", "--quiet", "--listen", &addr]);
+                c.args(flags);
                 c
             }
             BrokerKind::Standalone => {

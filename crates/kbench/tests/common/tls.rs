@@ -79,6 +79,16 @@ pub struct TlsBroker {
 
 impl TlsBroker {
     pub fn start(dir: &Path, cert: &(PathBuf, PathBuf), client_ca: Option<&Path>) -> TlsBroker {
+        Self::start_with(dir, cert, client_ca, &[])
+    }
+
+    /// As [`TlsBroker::start`], with more `kbench broker` flags (e.g. `--sasl-user` for SASL_SSL).
+    pub fn start_with(
+        dir: &Path,
+        cert: &(PathBuf, PathBuf),
+        client_ca: Option<&Path>,
+        flags: &[&str],
+    ) -> TlsBroker {
         let (plain_port, tls_port) = (free_port(), free_port());
         let plain = format!("127.0.0.1:{plain_port}");
         let addr = format!("127.0.0.1:{tls_port}");
@@ -91,6 +101,7 @@ impl TlsBroker {
                 "--advertise",
                 &addr,
             ])
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

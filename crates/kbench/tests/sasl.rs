@@ -1,0 +1,294 @@
+//! SASL on every Kafka connection, against real parts: the embedded broker with `--sasl-user`
+//! (Tansu's SASL stack; SCRAM-SHA-256/512, PLAIN, OAUTHBEARER), stunnel in front for SASL_SSL, and
+//! librdkafka as an independent client reading what kbench wrote with the same credentials.
+
+mod common;
+#[path = "common/librdkafka.rs"]
+mod librdkafka;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::tls::{Pki, TlsBroker};
+use common::{Cmd, TempDir, TestBroker, result_json, runtime, text};
+use kbench_client::{Cluster, ClusterConfig, ProducerSettings};
+use kbench_wire::Pins;
+
+const PASSWORD: &str = "pw-sasl-never-shown-3e9d";
+const TOKEN: &str = "bearer-never-shown-88af";
+
+fn sasl_broker() -> TestBroker {
+    let user = format!("alice:{PASSWORD}");
+    TestBroker::embedded_with(&["--sasl-user", &user, "--sasl-oauth-token", TOKEN])
+}
+
+fn produce(addr: &str, topic: &str, props: &[String], json: &Path) -> std::process::Output {
+    let mut cmd = Cmd::new("produce")
+        .args(&["--bootstrap-server", addr, "--num-records", "5000"])
+        .topic(topic)
+        .json(json);
+    for p in props {
+        cmd = cmd.arg("-X").arg(p);
+    }
+    cmd.run(Duration::from_secs(120))
+}
+
+fn sasl(mechanism: &str, user: &str, password: &str) -> Vec<String> {
+    vec![
+        "security.protocol=SASL_PLAINTEXT".into(),
+        format!("sasl.mechanism={mechanism}"),
+        format!("sasl.username={user}"),
+        format!("sasl.password={password}"),
+    ]
+}
+
+/// Records on the broker for `topic`, read by kbench's client authenticated as `props` say.
+fn count_on_broker(addr: &str, topic: &str, props: &[String]) -> usize {
+    let mut settings = ProducerSettings::default();
+    for p in props {
+        let (k, v) = p.split_once('=').unwrap();
+        settings.apply("-X", k, v).unwrap();
+    }
+    settings.finish().unwrap();
+    let config = ClusterConfig {
+        client_id: "sasl-reader".into(),
+        ..settings.cluster_config(vec![addr.to_string()], Pins::default())
+    };
+    runtime().block_on(async {
+        let cluster = Cluster::connect(config).await.expect("connect with SASL");
+        common::fetch_all(&cluster, topic, 0).await.len()
+    })
+}
+
+#[test]
+fn every_mechanism_produces_and_the_records_read_back() {
+    let broker = sasl_broker();
+    let dir = TempDir::new("sasl-mechanisms");
+    let token_file = dir.file("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        ("SCRAM-SHA-256", sasl("SCRAM-SHA-256", "alice", PASSWORD)),
+        // Java's names: a JAAS line instead of sasl.username / sasl.password.
+        (
+            "SCRAM-SHA-512",
+            vec![
+                "security.protocol=SASL_PLAINTEXT".into(),
+                "sasl.mechanism=SCRAM-SHA-512".into(),
+                format!(
+                    "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"alice\" password=\"{PASSWORD}\";"
+                ),
+            ],
+        ),
+        ("PLAIN", sasl("PLAIN", "alice", PASSWORD)),
+        (
+            "OAUTHBEARER",
+            vec![
+                "security.protocol=SASL_PLAINTEXT".into(),
+                "sasl.mechanism=OAUTHBEARER".into(),
+                format!("sasl.oauthbearer.token.endpoint.url=file://{token_file}"),
+            ],
+        ),
+    ];
+    for (mechanism, props) in &cases {
+        let topic = format!("sasl-{}", mechanism.to_lowercase());
+        let json = dir.path().join(format!("{topic}.json"));
+        let out = produce(&broker.addr, &topic, props, &json);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{mechanism}: {}",
+            text(&out.stderr)
+        );
+        let doc = result_json(&json);
+        assert_eq!(doc["records_acked"], 5000, "{mechanism}: {doc}");
+        assert_eq!(doc["target"]["security_protocol"], "SASL_PLAINTEXT");
+        assert_eq!(doc["target"]["sasl_mechanism"], *mechanism);
+        let written = std::fs::read_to_string(&json).unwrap();
+        let printed = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        for shown in [&written, &printed] {
+            assert!(
+                !shown.contains(PASSWORD) && !shown.contains(TOKEN),
+                "{shown}"
+            );
+        }
+        assert_eq!(
+            count_on_broker(
+                &broker.addr,
+                &topic,
+                &sasl("SCRAM-SHA-256", "alice", PASSWORD)
+            ),
+            5000,
+            "{mechanism}"
+        );
+    }
+    // librdkafka, an independent client, reads what kbench wrote with the same PLAIN credentials.
+    let read = librdkafka::read_with(
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanisms", "PLAIN"),
+            ("sasl.username", "alice"),
+            ("sasl.password", PASSWORD),
+        ],
+        &broker.addr,
+        "sasl-plain",
+        1,
+        5000,
+        Duration::from_millis(500),
+        Duration::from_secs(60),
+    );
+    assert_eq!(read.len(), 5000);
+}
+
+/// Run a produce that must be refused: quickly, non-zero, with no load started, naming what
+/// `needles` say and never a password or token.
+fn refused(addr: &str, props: &[String], needles: &[&str]) {
+    let dir = TempDir::new("sasl-refused");
+    let started = Instant::now();
+    let out = produce(addr, "refused", props, &dir.path().join("r.json"));
+    let stderr = text(&out.stderr);
+    let all = format!("{}{stderr}", text(&out.stdout));
+    assert_ne!(out.status.code(), Some(0), "{all}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    for n in needles {
+        assert!(stderr.contains(n), "{n:?} missing in: {stderr}");
+    }
+    assert!(!all.contains("records sent"), "load ran: {all}");
+    assert!(
+        !all.contains(PASSWORD) && !all.contains(TOKEN) && !all.contains("wrong-pw-5"),
+        "{all}"
+    );
+}
+
+#[test]
+fn bad_credentials_and_mechanisms_are_refused_before_any_load() {
+    let broker = sasl_broker();
+    refused(
+        &broker.addr,
+        &sasl("SCRAM-SHA-256", "alice", "wrong-pw-5"),
+        &["SCRAM-SHA-256", "alice", "wrong password", &broker.addr],
+    );
+    refused(
+        &broker.addr,
+        &sasl("SCRAM-SHA-512", "mallory", PASSWORD),
+        &["SCRAM-SHA-512", "mallory", "no such user"],
+    );
+    refused(
+        &broker.addr,
+        &sasl("PLAIN", "alice", "wrong-pw-5"),
+        &["PLAIN", "alice", "refused"],
+    );
+    let dir = TempDir::new("sasl-token");
+    let bad = dir.file("bad-token");
+    std::fs::write(&bad, "not-the-token").unwrap();
+    refused(
+        &broker.addr,
+        &[
+            "security.protocol=SASL_PLAINTEXT".into(),
+            "sasl.mechanism=OAUTHBEARER".into(),
+            format!("sasl.oauthbearer.token.file={bad}"),
+        ],
+        &["OAUTHBEARER", "invalid_token"],
+    );
+    // Refused by kbench itself: no Kerberos, a missing password, SASL settings without SASL.
+    refused(
+        &broker.addr,
+        &[
+            "security.protocol=SASL_PLAINTEXT".into(),
+            "sasl.mechanism=GSSAPI".into(),
+        ],
+        &["sasl.mechanism", "GSSAPI"],
+    );
+    refused(
+        &broker.addr,
+        &[
+            "security.protocol=SASL_PLAINTEXT".into(),
+            "sasl.mechanism=SCRAM-SHA-256".into(),
+            "sasl.username=alice".into(),
+        ],
+        &["sasl.password", "alice"],
+    );
+    refused(
+        &broker.addr,
+        &["sasl.mechanism=PLAIN".into()],
+        &["security.protocol", "SASL_PLAINTEXT"],
+    );
+    // No SASL towards a broker that wants it: the connection is closed, and the error says why.
+    refused(&broker.addr, &[], &["security.protocol=SASL_PLAINTEXT"]);
+
+    // SASL towards a broker without it: named, not hung.
+    let plain = TestBroker::start();
+    refused(
+        &plain.addr,
+        &sasl("SCRAM-SHA-256", "alice", PASSWORD),
+        &["SCRAM-SHA-256", "alice", "SASL enabled"],
+    );
+}
+
+#[test]
+fn sasl_ssl_with_the_properties_file_a_java_client_uses() {
+    let dir = TempDir::new("sasl-ssl");
+    let pki = Pki::new(dir.path());
+    let user = format!("alice:{PASSWORD}");
+    let broker = TlsBroker::start_with(dir.path(), &pki.server, None, &["--sasl-user", &user]);
+    let config = dir.path().join("client.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "# as a Java client has it\nsecurity.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    username=\"alice\" \\\n    password=\"{PASSWORD}\";\nssl.truststore.location={}\nssl.truststore.type=PEM\n",
+            pki.ca.display()
+        ),
+    )
+    .unwrap();
+    let json = dir.path().join("r.json");
+    let out = Cmd::new("produce")
+        .args(&["--bootstrap-server", &broker.addr, "--num-records", "5000"])
+        .args(&["--producer.config", config.to_str().unwrap()])
+        .topic("sasl-ssl")
+        .json(&json)
+        .run(Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = result_json(&json);
+    assert_eq!(doc["records_acked"], 5000, "{doc}");
+    assert_eq!(doc["target"]["security_protocol"], "SASL_SSL");
+    assert_eq!(doc["target"]["sasl_mechanism"], "SCRAM-SHA-512");
+    let written = std::fs::read_to_string(&json).unwrap();
+    assert!(!written.contains(PASSWORD), "{written}");
+
+    // e2e over SASL_SSL: producers and the group consumer authenticate; nothing lost.
+    let json = dir.path().join("e2e.json");
+    let out = Cmd::new("e2e")
+        .args(&["--bootstrap-server", &broker.addr, "--duration", "3s"])
+        .args(&["--command-config", config.to_str().unwrap()])
+        .topic("sasl-e2e")
+        .json(&json)
+        .run(Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = result_json(&json);
+    assert_eq!(doc["records_lost"], 0, "{doc}");
+    assert!(doc["records_consumed"].as_u64().unwrap() > 0, "{doc}");
+    assert_eq!(doc["target"]["security_protocol"], "SASL_SSL");
+    let written = std::fs::read_to_string(&json).unwrap();
+    assert!(!written.contains(PASSWORD), "{written}");
+}
+
+#[test]
+fn sasl_credentials_are_secrets_in_debug_output() {
+    let mut s = ProducerSettings::default();
+    s.apply("-X", "security.protocol", "SASL_PLAINTEXT")
+        .unwrap();
+    s.apply("-X", "sasl.mechanism", "PLAIN").unwrap();
+    s.apply("-X", "sasl.username", "alice").unwrap();
+    s.apply("-X", "sasl.password", PASSWORD).unwrap();
+    s.finish().unwrap();
+    let config = s.cluster_config(vec!["127.0.0.1:1".into()], Pins::default());
+    let shown = format!(
+        "{s:?} {config:?} {:?}",
+        Arc::clone(s.sasl.as_ref().unwrap())
+    );
+    assert!(!shown.contains(PASSWORD), "{shown}");
+}
