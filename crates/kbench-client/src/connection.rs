@@ -74,6 +74,14 @@ pub struct Connection {
     request_timeout: Duration,
     /// The SASL session lifetime the broker set, if any.
     session_lifetime: Option<Duration>,
+    /// SASL, kept for re-authentication (KIP-368).
+    sasl: Option<crate::Sasl>,
+    /// When to re-authenticate: a point between 85 % and 95 % of the session lifetime, as Java's
+    /// client picks it.
+    reauth_at: Mutex<Option<std::time::Instant>>,
+    /// Held by the one task re-authenticating.
+    reauth_lock: tokio::sync::Mutex<()>,
+    max_in_flight: u32,
 }
 
 impl std::fmt::Debug for Connection {
@@ -162,6 +170,10 @@ impl Connection {
             api_versions_version: 3,
             request_timeout,
             session_lifetime: None,
+            sasl: sasl.cloned(),
+            reauth_at: Mutex::new(None),
+            reauth_lock: tokio::sync::Mutex::new(()),
+            max_in_flight: max_in_flight.max(1) as u32,
         };
         (conn.api_versions_version, conn.ranges) =
             conn.api_versions().await.map_err(|e| match e {
@@ -172,8 +184,65 @@ impl Connection {
             })?;
         if let Some(sasl) = sasl {
             conn.session_lifetime = crate::sasl::authenticate(&conn, sasl).await?;
+            conn.schedule_reauthentication();
         }
         Ok(conn)
+    }
+
+    fn schedule_reauthentication(&self) {
+        let at = self.session_lifetime.map(|lifetime| {
+            use ring::rand::SecureRandom;
+            let mut b = [0u8; 2];
+            let _ = ring::rand::SystemRandom::new().fill(&mut b);
+            let share = 0.85 + 0.10 * f64::from(u16::from_le_bytes(b)) / f64::from(u16::MAX);
+            std::time::Instant::now() + lifetime.mul_f64(share)
+        });
+        *self.reauth_at.lock().expect("reauth lock") = at;
+    }
+
+    fn reauthentication_due(&self) -> bool {
+        self.reauth_at
+            .lock()
+            .expect("reauth lock")
+            .is_some_and(|at| std::time::Instant::now() >= at)
+    }
+
+    /// Re-authenticate (KIP-368) before the session lifetime ends: wait until nothing is in flight,
+    /// hold every request back, and run the SASL exchange again on this connection. A broker that
+    /// refuses (some Kafka-compatible brokers cannot re-authenticate) loses the connection: it is
+    /// marked broken, so that it is replaced by a freshly authenticated one, and the request that
+    /// found it due fails retriably.
+    async fn reauthenticate(&self) -> Result<(), ClientError> {
+        let _one = self.reauth_lock.lock().await;
+        if !self.reauthentication_due() {
+            return Ok(());
+        }
+        let Some(sasl) = &self.sasl else {
+            return Ok(());
+        };
+        let _all = self
+            .in_flight
+            .clone()
+            .acquire_many_owned(self.max_in_flight)
+            .await
+            .map_err(|_| self.disconnected("connection closed"))?;
+        match crate::sasl::authenticate(self, sasl).await {
+            Ok(_) => {
+                tracing::debug!(addr = %self.addr, "SASL re-authenticated (KIP-368)");
+                self.schedule_reauthentication();
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "{}: SASL re-authentication (KIP-368) failed, replacing the connection: {e}",
+                    self.addr
+                );
+                *self.reauth_at.lock().expect("reauth lock") = None;
+                self.broken.store(true, Ordering::Relaxed);
+                self.closing.cancel();
+                Err(self.disconnected("SASL re-authentication failed"))
+            }
+        }
     }
 
     /// How long the broker lets this connection's SASL session last (KIP-368), if it said.
@@ -258,6 +327,20 @@ impl Connection {
         Ok(decode_response(api, version, correlation_id, frame?)?)
     }
 
+    /// Send a request at `version` and wait for its response, past the in-flight limit and without
+    /// checking for re-authentication: for the SASL exchange itself, run while every other request is
+    /// held back.
+    pub(crate) async fn request_direct<Req: Encodable, Resp: Decodable>(
+        &self,
+        api: ApiKey,
+        version: i16,
+        body: &Req,
+    ) -> Result<Resp, ClientError> {
+        let (correlation_id, reply) = self.send(api, version, body, true).await?;
+        let frame = self.wait(api, reply.expect("reply requested")).await;
+        Ok(decode_response(api, version, correlation_id, frame?)?)
+    }
+
     /// Send a request at `version` and return the response frame undecoded (header included), with
     /// the correlation id to check it against.
     pub async fn request_frame<Req: Encodable>(
@@ -286,6 +369,9 @@ impl Connection {
     }
 
     async fn acquire(&self) -> Result<OwnedSemaphorePermit, ClientError> {
+        if self.reauthentication_due() {
+            self.reauthenticate().await?;
+        }
         self.in_flight
             .clone()
             .acquire_owned()

@@ -293,8 +293,8 @@ fn auth_error(addr: &str, sasl: &Sasl, reason: impl Into<String>) -> ClientError
 /// hostile broker keep the client busy for minutes.
 const MAX_SCRAM_ITERATIONS: u32 = 1_000_000;
 
-/// Authenticate a freshly connected `conn`. Returns the session lifetime the broker set (KIP-368),
-/// if any.
+/// Authenticate `conn` (freshly connected, or again when its session is about to end). Returns the
+/// session lifetime the broker set (KIP-368), if any.
 pub async fn authenticate(conn: &Connection, sasl: &Sasl) -> Result<Option<Duration>, ClientError> {
     let addr = conn.addr().to_string();
     let handshake_version = conn
@@ -315,7 +315,7 @@ pub async fn authenticate(conn: &Connection, sasl: &Sasl) -> Result<Option<Durat
         .map(|r| r.max.min(2))
         .ok_or_else(|| auth_error(&addr, sasl, "the broker does not offer SaslAuthenticate"))?;
     let handshake: SaslHandshakeResponse = conn
-        .request_at(
+        .request_direct(
             ApiKey::SaslHandshake,
             handshake_version,
             &SaslHandshakeRequest::default()
@@ -358,7 +358,7 @@ pub async fn authenticate(conn: &Connection, sasl: &Sasl) -> Result<Option<Durat
         let addr = addr.clone();
         async move {
             let response: SaslAuthenticateResponse = conn
-                .request_at(ApiKey::SaslAuthenticate, auth_version, &request)
+                .request_direct(ApiKey::SaslAuthenticate, auth_version, &request)
                 .await
                 .map_err(|e| match e {
                     ClientError::Disconnected { reason, .. } => auth_error(

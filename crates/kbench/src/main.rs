@@ -12,6 +12,8 @@ mod serve;
 mod signals;
 #[cfg(feature = "embedded-broker")]
 mod tansu;
+#[cfg(feature = "embedded-broker")]
+mod tansu_sasl;
 
 use std::process::ExitCode;
 

@@ -292,3 +292,141 @@ fn sasl_credentials_are_secrets_in_debug_output() {
     );
     assert!(!shown.contains(PASSWORD), "{shown}");
 }
+
+/// A raw Kafka connection: one request, one response, no re-authentication of its own.
+struct Raw {
+    stream: std::net::TcpStream,
+    correlation_id: i32,
+}
+
+impl Raw {
+    fn connect(addr: &str) -> Raw {
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Raw {
+            stream,
+            correlation_id: 0,
+        }
+    }
+
+    fn call<Req: kafka_protocol::protocol::Encodable, Resp: kafka_protocol::protocol::Decodable>(
+        &mut self,
+        api: kbench_wire::ApiKey,
+        version: i16,
+        body: &Req,
+    ) -> std::io::Result<Resp> {
+        use std::io::{Read, Write};
+        self.correlation_id += 1;
+        let mut out = bytes::BytesMut::new();
+        let client = kafka_protocol::protocol::StrBytes::from_static_str("raw");
+        kbench_wire::encode_request(&mut out, api, version, self.correlation_id, &client, body)
+            .unwrap();
+        self.stream.write_all(&out)?;
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size)?;
+        let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut frame)?;
+        Ok(kbench_wire::decode_response(api, version, self.correlation_id, frame.into()).unwrap())
+    }
+
+    fn metadata(&mut self) -> std::io::Result<()> {
+        self.call::<_, kafka_protocol::messages::MetadataResponse>(
+            kbench_wire::ApiKey::Metadata,
+            9,
+            &kafka_protocol::messages::MetadataRequest::default(),
+        )
+        .map(|_| ())
+    }
+
+    fn plain(
+        &mut self,
+        user: &str,
+        password: &str,
+    ) -> kafka_protocol::messages::SaslAuthenticateResponse {
+        use kafka_protocol::messages::*;
+        let h: SaslHandshakeResponse = self
+            .call(
+                kbench_wire::ApiKey::SaslHandshake,
+                1,
+                &SaslHandshakeRequest::default()
+                    .with_mechanism(kafka_protocol::protocol::StrBytes::from_static_str("PLAIN")),
+            )
+            .unwrap();
+        assert_eq!(h.error_code, 0);
+        self.call(
+            kbench_wire::ApiKey::SaslAuthenticate,
+            1,
+            &SaslAuthenticateRequest::default()
+                .with_auth_bytes(format!("\0{user}\0{password}").into_bytes().into()),
+        )
+        .unwrap()
+    }
+}
+
+/// The embedded broker enforces the session lifetime it gives (KIP-368) and accepts
+/// re-authentication on the same connection; kbench re-authenticates through a long run.
+#[test]
+fn sessions_end_at_their_lifetime_unless_the_client_reauthenticates() {
+    let user = format!("alice:{PASSWORD}");
+    let dir = TempDir::new("sasl-reauth");
+    let log = dir.path().join("broker.log");
+    let broker = TestBroker::embedded_logging(
+        &[
+            "--sasl-user",
+            &user,
+            "--sasl-session-lifetime-ms",
+            "1000",
+            "--log-reauthentication",
+        ],
+        &log,
+    );
+    let reauthentications = || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .matches("re-authentication accepted")
+            .count()
+    };
+    // A client that does not re-authenticate loses its connection after the lifetime.
+    let mut raw = Raw::connect(&broker.addr);
+    let auth = raw.plain("alice", PASSWORD);
+    assert_eq!(auth.error_code, 0);
+    assert_eq!(auth.session_lifetime_ms, 1000);
+    raw.metadata().expect("within the lifetime");
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(raw.metadata().is_err(), "served past the session lifetime");
+    // One that does carries on; a wrong password on re-authentication is refused.
+    let mut raw = Raw::connect(&broker.addr);
+    assert_eq!(raw.plain("alice", PASSWORD).error_code, 0);
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(raw.plain("alice", PASSWORD).error_code, 0);
+    std::thread::sleep(Duration::from_millis(700));
+    raw.metadata().expect("re-authenticated");
+    assert_ne!(raw.plain("alice", "wrong-pw-5").error_code, 0);
+    assert_eq!(reauthentications(), 1);
+
+    // kbench over 4 s with a 1 s lifetime: it re-authenticates on its connection (not merely
+    // reconnecting when closed), and nothing fails.
+    let json = dir.path().join("r.json");
+    let mut props = sasl("SCRAM-SHA-256", "alice", PASSWORD);
+    props.push("linger.ms=1".into());
+    let mut cmd = Cmd::new("produce")
+        .args(&["--bootstrap-server", &broker.addr, "--num-records", "8000"])
+        .args(&["--throughput", "2000"])
+        .topic("reauth")
+        .json(&json);
+    for p in &props {
+        cmd = cmd.arg("-X").arg(p);
+    }
+    let out = cmd.run(Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = result_json(&json);
+    assert_eq!(doc["records_acked"], 8000, "{doc}");
+    assert_eq!(doc["records_failed"], 0, "{doc}");
+    let seen = reauthentications() - 1;
+    assert!(
+        seen >= 3,
+        "{seen} re-authentications in a 4 s run with a 1 s lifetime"
+    );
+}

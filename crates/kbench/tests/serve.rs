@@ -1106,11 +1106,17 @@ fn pub_sub_demo_authenticates_with_the_payloads_credentials() {
     wrong["kafkaUserPassword"] = json!("wrong-pw-pubsub");
     let (status, _, raw) = http.json("POST", &url, Some(&wrong));
     assert_eq!(status, 502, "{raw}");
-    assert!(raw.contains("SCRAM-SHA-256") && raw.contains("alice"), "{raw}");
+    assert!(
+        raw.contains("SCRAM-SHA-256") && raw.contains("alice"),
+        "{raw}"
+    );
     assert!(!raw.contains("wrong-pw-pubsub"), "{raw}");
     // SASL towards the server's embedded (plaintext) broker is refused, naming the field.
     let mut embedded = body.clone();
-    embedded.as_object_mut().unwrap().remove("kafkaBootstrapServers");
+    embedded
+        .as_object_mut()
+        .unwrap()
+        .remove("kafkaBootstrapServers");
     let (status, answer, raw) = http.json("POST", &url, Some(&embedded));
     assert_eq!(status, 400, "{raw}");
     assert_eq!(answer["field"], "securityProtocol", "{raw}");
@@ -1140,8 +1146,16 @@ fn pub_sub_demo_authenticates_with_the_payloads_credentials() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         let doc: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(doc["target"]["security_protocol"], "SASL_PLAINTEXT", "{doc}");
-        mechanisms.push(doc["target"]["sasl_mechanism"].as_str().unwrap().to_string());
+        assert_eq!(
+            doc["target"]["security_protocol"], "SASL_PLAINTEXT",
+            "{doc}"
+        );
+        mechanisms.push(
+            doc["target"]["sasl_mechanism"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
         seen.push(text);
     }
     mechanisms.sort();

@@ -19,6 +19,13 @@ pub struct BrokerArgs {
     /// Turn on SASL and accept this OAUTHBEARER bearer token. Repeatable.
     #[arg(long = "sasl-oauth-token", value_name = "TOKEN")]
     pub sasl_tokens: Vec<String>,
+    /// With SASL: the session lifetime given to clients (KIP-368), after which a connection that has
+    /// not re-authenticated is closed at its next request.
+    #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1000..=86_400_000))]
+    pub sasl_session_lifetime_ms: u64,
+    /// With SASL: print a line for every re-authentication accepted.
+    #[arg(long)]
+    pub log_reauthentication: bool,
     /// Print nothing at start-up.
     #[arg(long)]
     pub quiet: bool,
@@ -35,9 +42,11 @@ fn parse_user(s: &str) -> Result<(String, String), String> {
 
 #[cfg(feature = "embedded-broker")]
 pub async fn run(args: BrokerArgs) -> u8 {
-    let sasl = crate::tansu::SaslUsers {
+    let sasl = crate::tansu_sasl::SaslUsers {
         users: args.sasl_users,
         tokens: args.sasl_tokens,
+        session_lifetime: std::time::Duration::from_millis(args.sasl_session_lifetime_ms),
+        log_reauthentication: args.log_reauthentication,
     };
     if !args.quiet {
         let users: Vec<&str> = sasl.users.iter().map(|(u, _)| u.as_str()).collect();

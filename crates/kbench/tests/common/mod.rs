@@ -113,7 +113,16 @@ impl TestBroker {
         Self::with(BrokerKind::Embedded, flags)
     }
 
+    /// kbench's embedded broker with more flags, its stderr written to `log`.
+    pub fn embedded_logging(flags: &[&str], log: &std::path::Path) -> TestBroker {
+        Self::start_inner(BrokerKind::Embedded, flags, Some(log))
+    }
+
     fn with(kind: BrokerKind, flags: &[&str]) -> TestBroker {
+        Self::start_inner(kind, flags, None)
+    }
+
+    fn start_inner(kind: BrokerKind, flags: &[&str], log: Option<&std::path::Path>) -> TestBroker {
         let addr = format!("127.0.0.1:{}", free_port());
         let mut command = match kind {
             BrokerKind::Embedded => {
@@ -147,9 +156,13 @@ impl TestBroker {
                 c
             }
         };
+        let stderr = match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("broker log")),
+            None => Stdio::inherit(),
+        };
         let child = command
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("spawn the {kind:?} broker: {e}"));
         let broker = TestBroker { child, addr, kind };
