@@ -1120,6 +1120,34 @@ fn pub_sub_demo_authenticates_with_the_payloads_credentials() {
     let (status, answer, raw) = http.json("POST", &url, Some(&embedded));
     assert_eq!(status, 400, "{raw}");
     assert_eq!(answer["field"], "securityProtocol", "{raw}");
+    // A /v1 run's properties carry SASL as the CLI's -X do; the JAAS line is masked in answers.
+    let runs = format!("{}/v1/runs", server.base);
+    let jaas = format!(
+        "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"alice\" password=\"{PASSWORD}\";"
+    );
+    let (status, created, raw) = http.json(
+        "POST",
+        &runs,
+        Some(
+            &json!({"workload": "produce", "num_records": 2000, "topic": "v1-sasl",
+            "bootstrap_servers": broker.addr,
+            "properties": {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                           "sasl.jaas.config": jaas}}),
+        ),
+    );
+    assert_eq!(status, 201, "{raw}");
+    seen.push(raw);
+    let v1 = wait_finished(
+        &http,
+        &format!("{runs}/{}", created["id"].as_str().unwrap()),
+    );
+    assert_eq!(v1["status"], "finished", "{v1}");
+    assert_eq!(v1["result"]["records_acked"], 2000, "{v1}");
+    assert_eq!(
+        v1["result"]["target"]["sasl_mechanism"], "SCRAM-SHA-512",
+        "{v1}"
+    );
+    seen.push(v1.to_string());
     drop(server);
 
     // The server's own -X asks for SASL; the payload's credentials are used.
@@ -1144,8 +1172,16 @@ fn pub_sub_demo_authenticates_with_the_payloads_credentials() {
     assert_eq!(stats["totalFailedMessages"], 0, "{stats}");
     let mut mechanisms = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let entry = entry.unwrap();
+        if entry.path().extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        seen.push(text.clone());
         let doc: Value = serde_json::from_str(&text).unwrap();
+        if doc["kind"] != "e2e" {
+            continue;
+        }
         assert_eq!(
             doc["target"]["security_protocol"], "SASL_PLAINTEXT",
             "{doc}"
@@ -1156,7 +1192,6 @@ fn pub_sub_demo_authenticates_with_the_payloads_credentials() {
                 .unwrap()
                 .to_string(),
         );
-        seen.push(text);
     }
     mechanisms.sort();
     assert_eq!(mechanisms, ["SCRAM-SHA-256", "SCRAM-SHA-512"]);
