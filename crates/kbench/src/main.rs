@@ -25,7 +25,22 @@ use crate::cli::{Cli, Command};
 #[global_allocator]
 static ALLOCATOR: kbench_bench::measure::CountingAlloc = kbench_bench::measure::CountingAlloc;
 
+/// Keep freed record-batch and request buffers mapped. glibc hands every freed buffer above its
+/// mmap threshold (128 KiB at first) back to the kernel, and trims the heap's top above 128 KiB, so at
+/// 1 MB batches every batch and every request frame was a fresh mapping: page faults and zeroing
+/// were a quarter of the client's CPU (docs/PERFORMANCE.md). Raising both thresholds lets freed
+/// buffers be reused; the cost is that the peak stays resident.
+fn keep_freed_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 512 * 1024 * 1024);
+    }
+}
+
 fn main() -> ExitCode {
+    keep_freed_buffers();
     let cli = Cli::parse();
     let command = match cli.command {
         // Pure computation: no runtime, no broker.
