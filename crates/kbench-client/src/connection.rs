@@ -32,6 +32,9 @@ type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
 struct Outgoing {
     correlation_id: i32,
     frame: Bytes,
+    /// Sent after `frame` as they are: a record batch and the frame's tail (Produce), never copied
+    /// into the frame.
+    body: Option<(Bytes, &'static [u8])>,
     on_done: OnDone,
 }
 
@@ -386,19 +389,29 @@ impl Connection {
         body: &Req,
         answered: bool,
     ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, ClientError>>>), ClientError> {
+        self.send_with(
+            |frame, correlation_id| {
+                encode_request(frame, api, version, correlation_id, &self.client_id, body)?;
+                Ok(None)
+            },
+            answered,
+        )
+        .await
+    }
+
+    /// Send a frame `encode` writes for a correlation id; what it returns is sent after the frame,
+    /// uncopied.
+    async fn send_with(
+        &self,
+        encode: impl FnOnce(&mut BytesMut, i32) -> Result<Option<(Bytes, &'static [u8])>, ClientError>,
+        answered: bool,
+    ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, ClientError>>>), ClientError> {
         if let Some(err) = self.pending.lock().expect("pending lock").closed.clone() {
             return Err(err);
         }
         let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let mut frame = BytesMut::new();
-        encode_request(
-            &mut frame,
-            api,
-            version,
-            correlation_id,
-            &self.client_id,
-            body,
-        )?;
+        let body = encode(&mut frame, correlation_id)?;
         let (on_done, response, written) = if answered {
             let (tx, rx) = oneshot::channel();
             (OnDone::Response(tx), Some(rx), None)
@@ -410,6 +423,7 @@ impl Connection {
             .send(Outgoing {
                 correlation_id,
                 frame: frame.freeze(),
+                body,
                 on_done,
             })
             .await
@@ -420,6 +434,55 @@ impl Connection {
             })?;
         }
         Ok((correlation_id, response))
+    }
+
+    /// Produce one partition's record batch at `version`, the batch sent as it is (never copied
+    /// into the frame). With `acks=0` (`answered` false) the broker does not answer; `None` then.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn produce(
+        &self,
+        version: i16,
+        acks: i16,
+        timeout_ms: i32,
+        topic: kbench_wire::TopicRef<'_>,
+        partition: i32,
+        batch: Bytes,
+        answered: bool,
+    ) -> Result<Option<kafka_protocol::messages::ProduceResponse>, ClientError> {
+        let permit = self.acquire().await?;
+        let client_id = self.client_id.as_str();
+        let (correlation_id, reply) = self
+            .send_with(
+                |frame, correlation_id| {
+                    let head = kbench_wire::ProduceHead {
+                        version,
+                        correlation_id,
+                        client_id,
+                        acks,
+                        timeout_ms,
+                        topic,
+                        partition,
+                        records_len: batch.len(),
+                    };
+                    let tail = kbench_wire::encode_produce_head(frame, &head)
+                        .map_err(|e| ClientError::Frame(e.to_string()))?;
+                    Ok(Some((batch, tail)))
+                },
+                answered,
+            )
+            .await?;
+        let Some(reply) = reply else {
+            drop(permit);
+            return Ok(None);
+        };
+        let frame = self.wait(ApiKey::Produce, reply).await;
+        drop(permit);
+        Ok(Some(decode_response(
+            ApiKey::Produce,
+            version,
+            correlation_id,
+            frame?,
+        )?))
     }
 
     async fn wait(
@@ -507,9 +570,18 @@ async fn write_loop(
                     true
                 }
             };
-            if write_it && let Err(e) = write.write_all(&out.frame).await {
-                close(&pending, &broken, lost(&addr, e));
-                return;
+            if write_it {
+                let mut result = write.write_all(&out.frame).await;
+                if let (Ok(()), Some((body, tail))) = (&result, &out.body) {
+                    result = write.write_all(body).await;
+                    if result.is_ok() && !tail.is_empty() {
+                        result = write.write_all(tail).await;
+                    }
+                }
+                if let Err(e) = result {
+                    close(&pending, &broken, lost(&addr, e));
+                    return;
+                }
             }
             match rx.try_recv() {
                 Ok(more) => out = more,

@@ -5,11 +5,9 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kbench_wire::ApiKey;
 
-use crate::cluster::{Cluster, TopicLayout, topic_name};
+use crate::cluster::{Cluster, TopicLayout};
 use crate::error::ClientError;
 
 /// Kafka's `acks`.
@@ -144,26 +142,26 @@ impl Cluster {
     ) -> Result<i64, ClientError> {
         let conn = self.connection(node).await?;
         let version = self.version_on(&conn, ApiKey::Produce)?;
-        let mut data = TopicProduceData::default().with_partition_data(vec![
-            PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch)),
-        ]);
-        data = if version >= 13 {
-            data.with_topic_id(topic.topic_id)
+        let topic_ref = if version >= 13 {
+            kbench_wire::TopicRef::Id(*topic.topic_id.as_bytes())
         } else {
-            data.with_name(topic_name(&topic.name))
+            kbench_wire::TopicRef::Name(&topic.name)
         };
-        let request = ProduceRequest::default()
-            .with_acks(config.acks.wire_value())
-            .with_timeout_ms(config.request_timeout.as_millis() as i32)
-            .with_topic_data(vec![data]);
-        if config.acks == Acks::None {
-            conn.send_unanswered(ApiKey::Produce, version, &request)
-                .await?;
+        let answered = config.acks != Acks::None;
+        let response = conn
+            .produce(
+                version,
+                config.acks.wire_value(),
+                config.request_timeout.as_millis() as i32,
+                topic_ref,
+                partition,
+                batch,
+                answered,
+            )
+            .await?;
+        let Some(response) = response else {
             return Ok(-1);
-        }
-        let response: ProduceResponse = conn.request_at(ApiKey::Produce, version, &request).await?;
+        };
         // Named only when something went wrong: no formatting on the hot path.
         let what = || format!("{}-{partition}", topic.name);
         let p = response
