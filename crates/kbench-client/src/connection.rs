@@ -75,8 +75,6 @@ pub struct Connection {
     /// The ApiVersions version the broker answered.
     api_versions_version: i16,
     request_timeout: Duration,
-    /// The SASL session lifetime the broker set, if any.
-    session_lifetime: Option<Duration>,
     /// SASL, kept for re-authentication (KIP-368).
     sasl: Option<crate::Sasl>,
     /// When to re-authenticate: a point between 85 % and 95 % of the session lifetime, as Java's
@@ -172,7 +170,6 @@ impl Connection {
             reader: Mutex::new(Some(reader)),
             api_versions_version: 3,
             request_timeout,
-            session_lifetime: None,
             sasl: sasl.cloned(),
             reauth_at: Mutex::new(None),
             reauth_lock: tokio::sync::Mutex::new(()),
@@ -186,14 +183,15 @@ impl Connection {
                 other => other,
             })?;
         if let Some(sasl) = sasl {
-            conn.session_lifetime = crate::sasl::authenticate(&conn, sasl).await?;
-            conn.schedule_reauthentication();
+            let lifetime = crate::sasl::authenticate(&conn, sasl).await?;
+            conn.schedule_reauthentication(lifetime);
         }
         Ok(conn)
     }
 
-    fn schedule_reauthentication(&self) {
-        let at = self.session_lifetime.map(|lifetime| {
+    /// Re-authenticate within `lifetime` (the broker's `session_lifetime_ms`), if it set one.
+    fn schedule_reauthentication(&self, lifetime: Option<Duration>) {
+        let at = lifetime.map(|lifetime| {
             use ring::rand::SecureRandom;
             let mut b = [0u8; 2];
             let _ = ring::rand::SystemRandom::new().fill(&mut b);
@@ -230,9 +228,9 @@ impl Connection {
             .await
             .map_err(|_| self.disconnected("connection closed"))?;
         match crate::sasl::authenticate(self, sasl).await {
-            Ok(_) => {
+            Ok(lifetime) => {
                 tracing::debug!(addr = %self.addr, "SASL re-authenticated (KIP-368)");
-                self.schedule_reauthentication();
+                self.schedule_reauthentication(lifetime);
                 Ok(())
             }
             Err(e) => {
@@ -246,11 +244,6 @@ impl Connection {
                 Err(self.disconnected("SASL re-authentication failed"))
             }
         }
-    }
-
-    /// How long the broker lets this connection's SASL session last (KIP-368), if it said.
-    pub fn session_lifetime(&self) -> Option<Duration> {
-        self.session_lifetime
     }
 
     /// ApiVersions v3, falling back to the highest version the broker names if it rejects v3.
@@ -324,7 +317,7 @@ impl Connection {
         body: &Req,
     ) -> Result<Resp, ClientError> {
         let permit = self.acquire().await?;
-        let (correlation_id, reply) = self.send(api, version, body, true).await?;
+        let (correlation_id, reply) = self.send(api, version, body).await?;
         let frame = self.wait(api, reply.expect("reply requested")).await;
         drop(permit);
         Ok(decode_response(api, version, correlation_id, frame?)?)
@@ -339,7 +332,7 @@ impl Connection {
         version: i16,
         body: &Req,
     ) -> Result<Resp, ClientError> {
-        let (correlation_id, reply) = self.send(api, version, body, true).await?;
+        let (correlation_id, reply) = self.send(api, version, body).await?;
         let frame = self.wait(api, reply.expect("reply requested")).await;
         Ok(decode_response(api, version, correlation_id, frame?)?)
     }
@@ -353,22 +346,10 @@ impl Connection {
         body: &Req,
     ) -> Result<(i32, Bytes), ClientError> {
         let permit = self.acquire().await?;
-        let (correlation_id, reply) = self.send(api, version, body, true).await?;
+        let (correlation_id, reply) = self.send(api, version, body).await?;
         let frame = self.wait(api, reply.expect("reply requested")).await;
         drop(permit);
         Ok((correlation_id, frame?))
-    }
-
-    /// Send a request the broker will not answer (Produce with acks=0). It counts as complete once it
-    /// has been written to the socket.
-    pub async fn send_unanswered<Req: Encodable>(
-        &self,
-        api: ApiKey,
-        version: i16,
-        body: &Req,
-    ) -> Result<(), ClientError> {
-        let _permit = self.acquire().await?;
-        self.send(api, version, body, false).await.map(|_| ())
     }
 
     async fn acquire(&self) -> Result<OwnedSemaphorePermit, ClientError> {
@@ -382,19 +363,19 @@ impl Connection {
             .map_err(|_| self.disconnected("connection closed"))
     }
 
+    /// Send a request whose response is awaited.
     async fn send<Req: Encodable>(
         &self,
         api: ApiKey,
         version: i16,
         body: &Req,
-        answered: bool,
     ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, ClientError>>>), ClientError> {
         self.send_with(
             |frame, correlation_id| {
                 encode_request(frame, api, version, correlation_id, &self.client_id, body)?;
                 Ok(None)
             },
-            answered,
+            true,
         )
         .await
     }

@@ -372,13 +372,11 @@ pub async fn run_produce(
                 break;
             }
         }
-        let (intended, intended_us) = match spec.throughput {
-            Some(rate) => {
-                let offset = Duration::from_secs_f64(i as f64 / rate);
-                (start + offset, offset.as_micros() as u64)
-            }
-            None => (now, now_us),
-        };
+        // Throttled, the record's intended time from the run's start; unthrottled, its append time.
+        let scheduled = spec
+            .throughput
+            .map(|rate| Duration::from_secs_f64(i as f64 / rate));
+        let intended = scheduled.map_or(now, |offset| start + offset);
         // Throttled: wait for the record's intended time, closing a lingering batch on the way; the
         // run's duration ends the wait (a slow rate must not run past it).
         while now < intended {
@@ -439,7 +437,7 @@ pub async fn run_produce(
         let timestamp = open.base_ms + (now_us.saturating_sub(open.opened_us) / 1000) as i64;
         open.builder.append(timestamp, None, Some(value), &[]);
         open.intended_us
-            .push(if throttled { intended_us } else { now_us });
+            .push(scheduled.map_or(now_us, |offset| offset.as_micros() as u64));
         open.value_bytes += value.len() as u64;
         i += 1;
     }
