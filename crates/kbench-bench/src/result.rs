@@ -104,6 +104,13 @@ pub struct ResultDocument {
     /// Failed records per error message.
     pub errors: BTreeMap<String, u64>,
     pub aborted: Option<String>,
+    /// Produce requests sent (first attempts) and the record batches in them; more batches than
+    /// requests means several partitions shared a request.
+    pub produce_requests: u64,
+    pub record_batches: u64,
+    /// Frames written to the brokers, and the socket writes that carried them.
+    pub frames_written: u64,
+    pub socket_writes: u64,
     /// Each repetition's own figures, in the order run (one entry without `--repetitions`).
     pub repetitions: Vec<Repetition>,
 }
@@ -180,6 +187,10 @@ impl ResultDocument {
             service_time: LatencySummary::of(&run.service_time),
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
+            produce_requests: run.requests,
+            record_batches: run.batches,
+            frames_written: run.frames_written,
+            socket_writes: run.socket_writes,
             repetitions: repetitions.iter().map(Repetition::of).collect(),
         }
     }

@@ -80,6 +80,8 @@ pub struct Cluster {
     brokers: Mutex<HashMap<i32, String>>,
     /// Never held across an await: one slow broker must not stall requests to the others.
     connections: Mutex<HashMap<i32, Arc<Connection>>>,
+    /// Every connection's writes, summed (replaced connections' too).
+    write_stats: Arc<crate::connection::WriteStats>,
     negotiated: Mutex<Negotiated>,
 }
 
@@ -104,8 +106,9 @@ impl Cluster {
         }
         let mut failures = Vec::new();
         let mut bootstrap = None;
+        let write_stats = Arc::new(crate::connection::WriteStats::default());
         for addr in &config.bootstrap {
-            match Connection::connect(
+            match Connection::connect_counted(
                 addr,
                 &config.client_id,
                 config.connect_timeout,
@@ -113,6 +116,7 @@ impl Cluster {
                 config.max_in_flight,
                 config.tls.as_deref(),
                 config.sasl.as_deref(),
+                write_stats.clone(),
             )
             .await
             {
@@ -144,6 +148,7 @@ impl Cluster {
             bootstrap: Arc::new(bootstrap),
             brokers: Mutex::new(HashMap::new()),
             connections: Mutex::new(HashMap::new()),
+            write_stats,
             negotiated: Mutex::new(Negotiated::default()),
         };
         cluster.negotiated.lock().expect("negotiated lock").insert(
@@ -398,7 +403,7 @@ impl Cluster {
             .cloned()
             .ok_or_else(|| ClientError::Other(format!("no address known for broker {node_id}")))?;
         let conn = Arc::new(
-            Connection::connect(
+            Connection::connect_counted(
                 &addr,
                 &self.config.client_id,
                 self.config.connect_timeout,
@@ -406,6 +411,7 @@ impl Cluster {
                 self.config.max_in_flight,
                 self.config.tls.as_deref(),
                 self.config.sasl.as_deref(),
+                self.write_stats.clone(),
             )
             .await?,
         );
@@ -433,6 +439,11 @@ impl Cluster {
             .get(&node_id)
             .filter(|c| !c.is_broken())
             .cloned()
+    }
+
+    /// Frames written to every broker so far, and the writes that carried them.
+    pub fn write_counts(&self) -> (u64, u64) {
+        self.write_stats.counts()
     }
 
     /// Close every connection gracefully (see [`Connection::close`]), all within `patience`.

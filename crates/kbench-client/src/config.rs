@@ -42,6 +42,9 @@ pub struct ProducerSettings {
     pub acks: Acks,
     pub compression: Compression,
     pub batch_size: usize,
+    /// The largest Produce request (`max.request.size`; librdkafka's `message.max.bytes`): ready
+    /// batches of several partitions share a request up to this size.
+    pub max_request_size: usize,
     pub linger: Duration,
     pub client_id: String,
     pub max_in_flight: usize,
@@ -68,6 +71,7 @@ impl Default for ProducerSettings {
             acks: Acks::All,
             compression: Compression::None,
             batch_size: 16_384,
+            max_request_size: 1_048_576,
             linger: Duration::from_millis(5),
             client_id: "kbench-producer".into(),
             max_in_flight: 5,
@@ -165,6 +169,13 @@ impl ProducerSettings {
             }
             "batch.size" => {
                 self.batch_size = count(value)?.max(1) as usize;
+            }
+            "max.request.size" | "message.max.bytes" => {
+                let n = count(value)?;
+                if n == 0 || n > i32::MAX as u64 {
+                    return Err(bad("must be between 1 and 2147483647 bytes"));
+                }
+                self.max_request_size = n as usize;
             }
             "linger.ms" | "queue.buffering.max.ms" => self.linger = ms(value)?,
             "client.id" => self.client_id = value.to_string(),

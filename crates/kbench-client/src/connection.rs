@@ -14,7 +14,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kbench_wire::frame::peek_correlation_id;
 use kbench_wire::versions::choose;
 use kbench_wire::{ApiKey, ApiRanges, Pins, api_name, decode_response, encode_request};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
@@ -31,11 +31,16 @@ type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
 
 struct Outgoing {
     correlation_id: i32,
-    frame: Bytes,
-    /// Sent after `frame` as they are: a record batch and the frame's tail (Produce), never copied
-    /// into the frame.
-    body: Option<(Bytes, &'static [u8])>,
+    /// The frame, in pieces written in order with one vectored write: one piece for most requests;
+    /// for Produce, the pieces around each record batch and the batches themselves, never copied.
+    parts: Parts,
     on_done: OnDone,
+}
+
+/// A frame's pieces.
+enum Parts {
+    One(Bytes),
+    Many(Vec<Bytes>),
 }
 
 /// What the writer does once a frame is out.
@@ -58,6 +63,24 @@ struct Pending {
 
 /// How many acks=0 correlation ids are remembered for discarding a compatible broker's answers.
 const UNANSWERED_MEMORY: usize = 65_536;
+
+/// What a connection's writer did: frames written, and the writes (system calls, or TLS writes) that
+/// carried them. Frames per write says how well requests were gathered.
+#[derive(Debug, Default)]
+pub struct WriteStats {
+    pub frames: std::sync::atomic::AtomicU64,
+    pub writes: std::sync::atomic::AtomicU64,
+}
+
+impl WriteStats {
+    /// (frames, writes) so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.frames.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+        )
+    }
+}
 
 /// A live connection to one broker.
 pub struct Connection {
@@ -103,6 +126,31 @@ impl Connection {
         max_in_flight: usize,
         tls: Option<&crate::Tls>,
         sasl: Option<&crate::Sasl>,
+    ) -> Result<Connection, ClientError> {
+        Self::connect_counted(
+            addr,
+            client_id,
+            connect_timeout,
+            request_timeout,
+            max_in_flight,
+            tls,
+            sasl,
+            Arc::new(WriteStats::default()),
+        )
+        .await
+    }
+
+    /// As [`connect`](Self::connect), the writer counting into `write_stats` (a cluster's total).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn connect_counted(
+        addr: &str,
+        client_id: &str,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+        max_in_flight: usize,
+        tls: Option<&crate::Tls>,
+        sasl: Option<&crate::Sasl>,
+        write_stats: Arc<WriteStats>,
     ) -> Result<Connection, ClientError> {
         let connect_err = |reason: String| ClientError::Connect {
             addr: addr.to_string(),
@@ -150,6 +198,7 @@ impl Connection {
             closing.clone(),
             pending.clone(),
             broken.clone(),
+            write_stats.clone(),
         ));
         let reader = tokio::spawn(read_loop(
             addr.to_string(),
@@ -380,11 +429,11 @@ impl Connection {
         .await
     }
 
-    /// Send a frame `encode` writes for a correlation id; what it returns is sent after the frame,
-    /// uncopied.
+    /// Send a frame `encode` writes for a correlation id; if it returns pieces, they are the frame
+    /// (sent in order, uncopied), else what it wrote is.
     async fn send_with(
         &self,
-        encode: impl FnOnce(&mut BytesMut, i32) -> Result<Option<(Bytes, &'static [u8])>, ClientError>,
+        encode: impl FnOnce(&mut BytesMut, i32) -> Result<Option<Vec<Bytes>>, ClientError>,
         answered: bool,
     ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, ClientError>>>), ClientError> {
         if let Some(err) = self.pending.lock().expect("pending lock").closed.clone() {
@@ -392,7 +441,10 @@ impl Connection {
         }
         let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let mut frame = BytesMut::new();
-        let body = encode(&mut frame, correlation_id)?;
+        let parts = match encode(&mut frame, correlation_id)? {
+            Some(pieces) => Parts::Many(pieces),
+            None => Parts::One(frame.freeze()),
+        };
         let (on_done, response, written) = if answered {
             let (tx, rx) = oneshot::channel();
             (OnDone::Response(tx), Some(rx), None)
@@ -403,8 +455,7 @@ impl Connection {
         self.outgoing
             .send(Outgoing {
                 correlation_id,
-                frame: frame.freeze(),
-                body,
+                parts,
                 on_done,
             })
             .await
@@ -417,17 +468,16 @@ impl Connection {
         Ok((correlation_id, response))
     }
 
-    /// Produce one partition's record batch at `version`, the batch sent as it is (never copied
-    /// into the frame). With `acks=0` (`answered` false) the broker does not answer; `None` then.
-    #[allow(clippy::too_many_arguments)]
+    /// Produce record batches, one per partition of `topic`, at `version` in one request; the
+    /// batches are sent as they are (never copied into the frame). With `acks=0` (`answered` false)
+    /// the broker does not answer; `None` then.
     pub async fn produce(
         &self,
         version: i16,
         acks: i16,
         timeout_ms: i32,
         topic: kbench_wire::TopicRef<'_>,
-        partition: i32,
-        batch: Bytes,
+        batches: &[(i32, Bytes)],
         answered: bool,
     ) -> Result<Option<kafka_protocol::messages::ProduceResponse>, ClientError> {
         let permit = self.acquire().await?;
@@ -442,12 +492,23 @@ impl Connection {
                         acks,
                         timeout_ms,
                         topic,
-                        partition,
-                        records_len: batch.len(),
                     };
-                    let tail = kbench_wire::encode_produce_head(frame, &head)
+                    let shape: Vec<(i32, usize)> =
+                        batches.iter().map(|(p, b)| (*p, b.len())).collect();
+                    let cuts = kbench_wire::encode_produce_frame(frame, &head, &shape)
                         .map_err(|e| ClientError::Frame(e.to_string()))?;
-                    Ok(Some((batch, tail)))
+                    let pieces = std::mem::take(frame).freeze();
+                    let mut parts = Vec::with_capacity(2 * batches.len() + 1);
+                    let mut from = 0;
+                    for (cut, (_, batch)) in cuts.iter().zip(batches) {
+                        parts.push(pieces.slice(from..*cut));
+                        parts.push(batch.clone());
+                        from = *cut;
+                    }
+                    if from < pieces.len() {
+                        parts.push(pieces.slice(from..));
+                    }
+                    Ok(Some(parts))
                 },
                 answered,
             )
@@ -507,15 +568,23 @@ fn close(pending: &Mutex<Pending>, broken: &AtomicBool, err: ClientError) {
     }
 }
 
+/// Most requests gathered into one vectored write.
+const WRITE_GATHER: usize = 64;
+
 async fn write_loop(
     addr: String,
-    write: WriteHalf,
+    mut write: WriteHalf,
     mut rx: mpsc::Receiver<Outgoing>,
     closing: tokio_util::sync::CancellationToken,
     pending: Arc<Mutex<Pending>>,
     broken: Arc<AtomicBool>,
+    stats: Arc<WriteStats>,
 ) {
-    let mut write = BufWriter::with_capacity(256 * 1024, write);
+    // Sockets take the pieces of every queued frame in one writev; a stream that cannot (none of
+    // kbench's, but a wrapper might not say so) gets them copied into one buffer instead.
+    let vectored = write.is_write_vectored();
+    let mut scratch = BytesMut::new();
+    let mut parts: Vec<Bytes> = Vec::new();
     let mut written = Vec::new();
     loop {
         // Queued requests first; once closing, stop when the queue is empty.
@@ -525,7 +594,8 @@ async fn write_loop(
             _ = closing.cancelled() => None,
         };
         let Some(mut out) = next else { break };
-        // Write everything queued, then flush once: one syscall for many small requests.
+        // Gather everything queued, then write it at once: one syscall for many requests.
+        let mut gathered = 0;
         loop {
             let write_it = match out.on_done {
                 OnDone::Response(reply) => {
@@ -552,24 +622,36 @@ async fn write_loop(
                 }
             };
             if write_it {
-                let mut result = write.write_all(&out.frame).await;
-                if let (Ok(()), Some((body, tail))) = (&result, &out.body) {
-                    result = write.write_all(body).await;
-                    if result.is_ok() && !tail.is_empty() {
-                        result = write.write_all(tail).await;
-                    }
+                match out.parts {
+                    Parts::One(b) => parts.push(b),
+                    Parts::Many(v) => parts.extend(v),
                 }
-                if let Err(e) = result {
-                    close(&pending, &broken, lost(&addr, e));
-                    return;
-                }
+                gathered += 1;
+            }
+            if gathered >= WRITE_GATHER {
+                break;
             }
             match rx.try_recv() {
                 Ok(more) => out = more,
                 Err(_) => break,
             }
         }
-        if let Err(e) = write.flush().await {
+        stats.frames.fetch_add(gathered as u64, Ordering::Relaxed);
+        let result = if vectored {
+            write_vectored_all(&mut write, &parts, &stats).await
+        } else {
+            stats.writes.fetch_add(1, Ordering::Relaxed);
+            scratch.clear();
+            for p in &parts {
+                scratch.extend_from_slice(p);
+            }
+            write.write_all(&scratch).await
+        };
+        parts.clear();
+        if let Err(e) = match result {
+            Ok(()) => write.flush().await,
+            Err(e) => Err(e),
+        } {
             close(&pending, &broken, lost(&addr, e));
             return;
         }
@@ -578,6 +660,29 @@ async fn write_loop(
         }
     }
     let _ = write.shutdown().await;
+}
+
+/// Write every piece, in order, with as few vectored writes as the socket allows.
+async fn write_vectored_all(
+    write: &mut WriteHalf,
+    parts: &[Bytes],
+    stats: &WriteStats,
+) -> std::io::Result<()> {
+    let mut slices: Vec<std::io::IoSlice<'_>> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| std::io::IoSlice::new(p))
+        .collect();
+    let mut bufs = &mut slices[..];
+    while !bufs.is_empty() {
+        let n = write.write_vectored(bufs).await?;
+        stats.writes.fetch_add(1, Ordering::Relaxed);
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        std::io::IoSlice::advance_slices(&mut bufs, n);
+    }
+    Ok(())
 }
 
 async fn read_loop(

@@ -93,53 +93,112 @@ impl Cluster {
         partition: i32,
         batch: Bytes,
     ) -> ProduceOutcome {
+        self.deliver(config, topic, partition, batch, Instant::now(), 0, None)
+            .await
+    }
+
+    /// Deliver one batch per partition (distinct partitions of `topic`, one leader) in one Produce
+    /// request, as Java's sender drains every ready partition of a broker into one request. A
+    /// partition whose part fails retriably is retried alone, within the same delivery timeout.
+    /// One outcome per batch, in order.
+    pub async fn produce_batches(
+        &self,
+        config: &ProducerConfig,
+        topic: &TopicLayout,
+        batches: Vec<(i32, Bytes)>,
+    ) -> Vec<ProduceOutcome> {
         let started = Instant::now();
+        if batches.len() == 1 {
+            let (partition, batch) = batches.into_iter().next().expect("one batch");
+            return vec![
+                self.deliver(config, topic, partition, batch, started, 0, None)
+                    .await,
+            ];
+        }
+        let first = match topic.leader(batches[0].0) {
+            Some(node) => self.produce_once(config, topic, node, &batches).await,
+            None => Err(no_leader(topic, batches[0].0)),
+        };
+        let results: Vec<Result<i64, ClientError>> = match first {
+            Ok(per_partition) => per_partition,
+            Err(e) => batches.iter().map(|_| Err(e.clone())).collect(),
+        };
+        let mut outcomes = Vec::with_capacity(batches.len());
+        for ((partition, batch), result) in batches.into_iter().zip(results) {
+            let outcome = match result {
+                Ok(base_offset) => ProduceOutcome::Acked {
+                    base_offset,
+                    attempts: 1,
+                },
+                Err(error) => {
+                    self.deliver(config, topic, partition, batch, started, 1, Some(error))
+                        .await
+                }
+            };
+            outcomes.push(outcome);
+        }
+        outcomes
+    }
+
+    /// The retry loop: `attempts` were made since `started`, the last failing with `error`.
+    #[allow(clippy::too_many_arguments)]
+    async fn deliver(
+        &self,
+        config: &ProducerConfig,
+        topic: &TopicLayout,
+        partition: i32,
+        batch: Bytes,
+        started: Instant,
+        mut attempts: u32,
+        mut error: Option<ClientError>,
+    ) -> ProduceOutcome {
         let mut leader = topic.leader(partition);
-        let mut attempts = 0;
         loop {
+            if let Some(error) = error.take() {
+                let out_of_time =
+                    started.elapsed() + config.retry_backoff >= config.delivery_timeout;
+                if !error.is_retriable() || attempts > config.retries || out_of_time {
+                    return ProduceOutcome::Failed { error, attempts };
+                }
+                tracing::debug!(%error, attempts, "produce retry");
+                tokio::time::sleep(config.retry_backoff).await;
+                if let ClientError::Kafka { .. } | ClientError::Disconnected { .. } = error
+                    && let Ok((_, fresh)) = self.metadata(&topic.name).await
+                {
+                    leader = fresh.leader(partition);
+                }
+            }
             attempts += 1;
             let result = match leader {
                 Some(node) => {
-                    self.produce_once(config, topic, partition, node, batch.clone())
+                    let one = [(partition, batch.clone())];
+                    self.produce_once(config, topic, node, &one)
                         .await
+                        .and_then(|mut r| r.pop().expect("one result"))
                 }
-                None => Err(ClientError::kafka(
-                    "Produce",
-                    format!("{}-{partition}", topic.name),
-                    5,
-                )),
+                None => Err(no_leader(topic, partition)),
             };
-            let error = match result {
+            match result {
                 Ok(base_offset) => {
                     return ProduceOutcome::Acked {
                         base_offset,
                         attempts,
                     };
                 }
-                Err(e) => e,
-            };
-            let out_of_time = started.elapsed() + config.retry_backoff >= config.delivery_timeout;
-            if !error.is_retriable() || attempts > config.retries || out_of_time {
-                return ProduceOutcome::Failed { error, attempts };
-            }
-            tracing::debug!(%error, attempts, "produce retry");
-            tokio::time::sleep(config.retry_backoff).await;
-            if let ClientError::Kafka { .. } | ClientError::Disconnected { .. } = error
-                && let Ok((_, fresh)) = self.metadata(&topic.name).await
-            {
-                leader = fresh.leader(partition);
+                Err(e) => error = Some(e),
             }
         }
     }
 
+    /// One Produce request to `node`; the request's own failure is the error, else each batch's
+    /// result (its base offset, or its partition's error), in order.
     async fn produce_once(
         &self,
         config: &ProducerConfig,
         topic: &TopicLayout,
-        partition: i32,
         node: i32,
-        batch: Bytes,
-    ) -> Result<i64, ClientError> {
+        batches: &[(i32, Bytes)],
+    ) -> Result<Vec<Result<i64, ClientError>>, ClientError> {
         let conn = self.connection(node).await?;
         let version = self.version_on(&conn, ApiKey::Produce)?;
         let topic_ref = if version >= 13 {
@@ -154,27 +213,46 @@ impl Cluster {
                 config.acks.wire_value(),
                 config.request_timeout.as_millis() as i32,
                 topic_ref,
-                partition,
-                batch,
+                batches,
                 answered,
             )
             .await?;
         let Some(response) = response else {
-            return Ok(-1);
+            return Ok(batches.iter().map(|_| Ok(-1)).collect());
         };
         // Named only when something went wrong: no formatting on the hot path.
-        let what = || format!("{}-{partition}", topic.name);
-        let p = response
+        let what = |partition: i32| format!("{}-{partition}", topic.name);
+        let answers: Vec<_> = response
             .responses
             .iter()
             .flat_map(|t| t.partition_responses.iter())
-            .find(|p| p.index == partition)
-            .ok_or_else(|| {
-                ClientError::Other(format!("Produce response did not mention {}", what()))
-            })?;
-        if p.error_code != 0 {
-            return Err(ClientError::kafka("Produce", what(), p.error_code));
-        }
-        Ok(p.base_offset)
+            .collect();
+        Ok(batches
+            .iter()
+            .map(|(partition, _)| {
+                let p = answers
+                    .iter()
+                    .find(|p| p.index == *partition)
+                    .ok_or_else(|| {
+                        ClientError::Other(format!(
+                            "Produce response did not mention {}",
+                            what(*partition)
+                        ))
+                    })?;
+                if p.error_code != 0 {
+                    return Err(ClientError::kafka(
+                        "Produce",
+                        what(*partition),
+                        p.error_code,
+                    ));
+                }
+                Ok(p.base_offset)
+            })
+            .collect())
     }
+}
+
+fn no_leader(topic: &TopicLayout, partition: i32) -> ClientError {
+    // LEADER_NOT_AVAILABLE: retriable, and a metadata refresh may name one.
+    ClientError::kafka("Produce", format!("{}-{partition}", topic.name), 5)
 }

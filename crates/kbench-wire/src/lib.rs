@@ -19,6 +19,6 @@ pub use compression::Compression;
 pub use frame::{FrameError, decode_response, encode_request};
 pub use kafka_protocol;
 pub use kafka_protocol::messages::ApiKey;
-pub use produce_frame::{ProduceFrameError, ProduceHead, TopicRef, encode_produce_head};
+pub use produce_frame::{ProduceFrameError, ProduceHead, TopicRef, encode_produce_frame};
 pub use records::{BatchDecoder, BatchHeader, DecodeError, RecordView, first_gap};
 pub use versions::{ApiRanges, Negotiated, PinError, Pins, VersionError, api_name, kbench_range};

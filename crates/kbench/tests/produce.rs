@@ -104,6 +104,118 @@ fn every_compression_round_trips_on(kind: BrokerKind) {
     }
 }
 
+/// Batches of many partitions share Produce requests (Java's drain per broker), several requests
+/// share a socket write, and still every record is where a reader expects it: librdkafka (CRCs
+/// checked) and kafka-protocol's decoder read each of 12 partitions back, offsets dense, values
+/// only ever ones that were sent, on both brokers.
+#[test]
+fn many_partitions_share_requests_and_read_back_exactly() {
+    for kind in BROKERS {
+        many_partitions_share_requests_on(kind);
+    }
+}
+
+fn many_partitions_share_requests_on(kind: BrokerKind) {
+    const PARTITIONS: i32 = 12;
+    const RECORDS: usize = 60_000;
+    let broker = TestBroker::of(kind);
+    let dir = tempdir();
+    let lines: Vec<String> = (0..3000)
+        .map(|i| format!("multi-{i:04}-{}", "y".repeat(i % 90)))
+        .collect();
+    let payload_file = dir.join("payloads.txt");
+    std::fs::write(&payload_file, lines.join("\n")).unwrap();
+    let sent: HashSet<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+    let rt = runtime();
+    let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
+    for codec in ["none", "zstd"] {
+        let topic = format!("multi-{codec}");
+        let json = dir.join(format!("{codec}.json"));
+        let out = Cmd::on("produce", &broker)
+            .args(&[
+                "--num-records",
+                &RECORDS.to_string(),
+                "--payload-file",
+                payload_file.to_str().unwrap(),
+                "--partitions",
+                &PARTITIONS.to_string(),
+                "--compression",
+                codec,
+                "--acks",
+                "1",
+                "-X",
+                "batch.size=4096",
+            ])
+            .topic(&topic)
+            .json(&json)
+            .run(LIMIT);
+        assert!(
+            out.status.success(),
+            "{kind:?} {codec}: {}",
+            text(&out.stderr)
+        );
+        let doc = result_json(&json);
+        assert_eq!(doc["records_acked"], RECORDS, "{kind:?} {codec}");
+        assert_eq!(doc["records_failed"], 0, "{kind:?} {codec}");
+        let requests = doc["produce_requests"].as_u64().unwrap();
+        let batches = doc["record_batches"].as_u64().unwrap();
+        assert!(
+            batches > requests,
+            "{kind:?} {codec}: {batches} batches in {requests} requests: no request carried several partitions"
+        );
+        let frames = doc["frames_written"].as_u64().unwrap();
+        let writes = doc["socket_writes"].as_u64().unwrap();
+        assert!(
+            frames >= requests && frames > writes,
+            "{kind:?} {codec}: {frames} frames in {writes} writes ({requests} requests)"
+        );
+        let peer = librdkafka::read_with(
+            &[("check.crcs", "true")],
+            &broker.addr,
+            &topic,
+            PARTITIONS,
+            RECORDS,
+            Duration::from_millis(500),
+            LIMIT,
+        );
+        assert_eq!(
+            peer.len(),
+            RECORDS,
+            "{kind:?} {codec}: librdkafka read back"
+        );
+        for partition in 0..PARTITIONS {
+            let ours = rt.block_on(fetch_all(&cluster, &topic, partition));
+            let theirs: Vec<_> = peer.iter().filter(|r| r.partition == partition).collect();
+            assert!(
+                !ours.is_empty(),
+                "{kind:?} {codec}: partition {partition} got nothing"
+            );
+            assert_eq!(
+                ours.len(),
+                theirs.len(),
+                "{kind:?} {codec}: partition {partition}, kbench's decoder and librdkafka"
+            );
+            for (i, (r, p)) in ours.iter().zip(&theirs).enumerate() {
+                assert_eq!(
+                    r.offset, i as i64,
+                    "{kind:?} {codec}: {partition} offsets are dense"
+                );
+                assert_eq!(p.offset, r.offset, "{kind:?} {codec}: {partition}/{i}");
+                let v = r.value.as_deref().expect("value");
+                assert!(
+                    sent.contains(v),
+                    "{kind:?} {codec}: {partition}/{i} was never sent"
+                );
+                assert_eq!(
+                    p.value.as_deref(),
+                    Some(v),
+                    "{kind:?} {codec}: {partition}/{i}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn each_shared_produce_version_pinned_is_the_version_used() {
     let broker = TestBroker::start();

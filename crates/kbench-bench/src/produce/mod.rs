@@ -71,6 +71,9 @@ pub struct ProduceSpec {
     pub compression: Compression,
     /// Upper bound of a batch's uncompressed size in bytes (`batch.size`).
     pub batch_size: usize,
+    /// The largest Produce request (`max.request.size`): when several partitions' batches are ready
+    /// for one broker, they share a request up to this size.
+    pub max_request_size: usize,
     /// How long a batch may wait for more records (`linger.ms`).
     pub linger: Duration,
     /// Produce to this partition only; otherwise round-robin over all partitions, per batch.
@@ -108,6 +111,7 @@ impl Default for ProduceSpec {
             throughput: None,
             compression: Compression::None,
             batch_size: 0,
+            max_request_size: 0,
             linger: Duration::ZERO,
             partition: None,
             reporting_interval: Duration::from_secs(5),
@@ -137,6 +141,7 @@ impl ProduceSpec {
     pub fn apply_settings(&mut self, s: &ProducerSettings) {
         self.compression = s.compression;
         self.batch_size = s.batch_size;
+        self.max_request_size = s.max_request_size;
         self.linger = s.linger;
         self.max_in_flight = s.max_in_flight;
         self.producer = s.producer_config();
@@ -168,6 +173,11 @@ impl ProduceSpec {
             }
         }
         check_range("batch_size", self.batch_size, 1..=i32::MAX as usize)?;
+        check_range(
+            "max_request_size",
+            self.max_request_size,
+            1..=i32::MAX as usize,
+        )?;
         check_range("max_in_flight", self.max_in_flight, 1..=1_000)?;
         check_range("repetitions", self.repetitions, 1..=10_000)?;
         check_duration("linger", self.linger, MAX_WAIT)?;
@@ -192,8 +202,9 @@ impl ProduceSpec {
         )
     }
 
-    /// About the most memory the run's buffers hold at once: the open batch and the requests in
-    /// flight (a batch may pass `batch_size` by one record), and the payload pool.
+    /// About the most memory the run's buffers hold at once: the open batch, one batch waiting per
+    /// partition, the requests in flight (each up to `max_request_size`, or one batch, which may
+    /// pass `batch_size` by one record), and the payload pool.
     pub fn memory_needed(&self) -> u128 {
         let pool = match &self.payload {
             Payload::Random { size } => *size as u128,
@@ -204,7 +215,13 @@ impl ProduceSpec {
             Payload::Lines(lines) => lines.iter().map(Bytes::len).max().unwrap_or(0) as u128,
         } + 64;
         let batch = self.batch_size as u128 + record;
-        (1 + self.max_in_flight as u128) * batch + pool
+        let partitions = if self.partition.is_some() {
+            1
+        } else {
+            self.partitions.max(1) as u128
+        };
+        let request = batch.max((self.max_request_size as u128).min(partitions * batch));
+        (1 + partitions) * batch + self.max_in_flight as u128 * request + pool
     }
 
     /// The settings block of the result document (secret property values masked).
@@ -224,6 +241,7 @@ impl ProduceSpec {
             "acks": self.producer.acks.name(),
             "compression": self.compression.name(),
             "batch_size": self.batch_size,
+            "max_request_size": self.max_request_size,
             "linger_ms": self.linger.as_millis() as u64,
             "max_in_flight": self.max_in_flight,
             "partitions": self.partitions,

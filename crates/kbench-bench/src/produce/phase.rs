@@ -2,13 +2,19 @@
 //! `linger.ms`, spread round-robin per batch, optionally throttled, with latency from each record's
 //! intended send time and every record accounted for (sent = acked + failed). Setup and teardown are
 //! the job's ([`super::job`]).
+//!
+//! A closed batch waits for a free in-flight slot (`max.in.flight.requests.per.connection` per
+//! leader); while it waits, the next partition's batch fills. When a slot frees, every waiting
+//! batch of one leader goes in one Produce request, up to `max.request.size` — Java's sender drains
+//! a broker's ready partitions the same way. At most one batch per partition waits, so a run with
+//! one partition keeps one batch ahead of its requests, never a queue.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
-use kbench_client::{Cluster, ProduceOutcome, TopicLayout};
+use kbench_client::{Cluster, ProduceOutcome, ProducerConfig, TopicLayout};
 use kbench_wire::batch::{RecordBatchBuilder, now_ms};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -75,6 +81,14 @@ pub struct ProduceRun {
     pub errors: BTreeMap<String, u64>,
     /// Why the run stopped early, if it did.
     pub aborted: Option<String>,
+    /// Produce requests sent (first attempts), and the record batches they carried: several
+    /// partitions' batches share a request when they wait for the same broker.
+    pub requests: u64,
+    pub batches: u64,
+    /// Frames written to the brokers over the measured phase, and the socket writes that carried
+    /// them (every queued request goes in one vectored write).
+    pub frames_written: u64,
+    pub socket_writes: u64,
 }
 
 impl ProduceRun {
@@ -108,6 +122,10 @@ impl ProduceRun {
                 sys_us: all.cpu.sys_us + r.cpu.sys_us,
             };
             all.peak_rss_kib = all.peak_rss_kib.max(r.peak_rss_kib);
+            all.requests += r.requests;
+            all.batches += r.batches;
+            all.frames_written += r.frames_written;
+            all.socket_writes += r.socket_writes;
             let _ = all.latency.add(&r.latency);
             let _ = all.service_time.add(&r.service_time);
             for (e, n) in &r.errors {
@@ -153,6 +171,8 @@ struct Tally {
     failed: u64,
     /// Records in requests not yet resolved.
     outstanding: u64,
+    requests: u64,
+    batches: u64,
     bytes_acked: u64,
     latency: Histogram<u64>,
     service_time: Histogram<u64>,
@@ -186,20 +206,87 @@ struct OpenBatch {
 /// Unthrottled, the clock is read once per this many records (and at every new batch).
 const CLOCK_EVERY: u64 = 32;
 
-/// Where and when the next batch may go: a free in-flight slot, and the next partition round-robin.
-struct Slots {
-    in_flight: Arc<Semaphore>,
-    partitions: Vec<i32>,
-    next: usize,
+/// A closed batch waiting for a request.
+struct Ready {
+    /// Index into the run's partitions.
+    pos: usize,
+    batch: std::io::Result<bytes::Bytes>,
+    intended: Vec<u64>,
+    value_bytes: u64,
 }
 
-impl Slots {
-    /// Wait for a free slot; `None` when the run is cancelled, or its `deadline` passes, first.
-    async fn next(
+/// What every request task shares.
+struct Shared {
+    cluster: Arc<Cluster>,
+    topic: Arc<TopicLayout>,
+    producer: ProducerConfig,
+    partitions: Vec<i32>,
+    tally: Arc<Mutex<Tally>>,
+    start: Instant,
+}
+
+/// Closed batches, the in-flight slots, and the requests under way.
+struct Sender {
+    shared: Arc<Shared>,
+    /// Each partition's leader (-1: none known), by index into the partitions.
+    leaders: Vec<i32>,
+    /// Whether a partition has a batch waiting, by index.
+    waiting: Vec<bool>,
+    ready: std::collections::VecDeque<Ready>,
+    /// The partition the next closed batch goes to (round-robin, per batch).
+    next: usize,
+    in_flight: Arc<Semaphore>,
+    max_request_size: usize,
+    requests: JoinSet<()>,
+}
+
+impl Sender {
+    /// Close the open batch for the next partition; it is sent at once if a slot is free. If that
+    /// partition has a batch waiting still, wait for slots until it has gone; `false` when the run
+    /// is cancelled, or `deadline` passes, first.
+    async fn close(
+        &mut self,
+        open: &mut OpenBatch,
+        cancel: &CancellationToken,
+        deadline: Option<Instant>,
+    ) -> bool {
+        let pos = self.next % self.waiting.len();
+        while self.waiting[pos] {
+            if !self.send_waiting(cancel, deadline).await {
+                return false;
+            }
+        }
+        self.next += 1;
+        self.waiting[pos] = true;
+        self.ready.push_back(Ready {
+            pos,
+            batch: open.builder.finish(),
+            intended: std::mem::take(&mut open.intended_us),
+            value_bytes: std::mem::take(&mut open.value_bytes),
+        });
+        self.send_ready();
+        true
+    }
+
+    /// Send what is waiting while slots are free.
+    fn send_ready(&mut self) {
+        while !self.ready.is_empty() {
+            match self.in_flight.clone().try_acquire_owned() {
+                Ok(permit) => self.send(permit),
+                Err(_) => break,
+            }
+        }
+        // Reap finished requests as we go so the set stays small.
+        while self.requests.try_join_next().is_some() {}
+    }
+
+    /// Wait for a slot and send one request of waiting batches; `false` when the run is
+    /// cancelled, or `deadline` passes, first.
+    async fn send_waiting(
         &mut self,
         cancel: &CancellationToken,
         deadline: Option<Instant>,
-    ) -> Option<(OwnedSemaphorePermit, i32)> {
+    ) -> bool {
         let until_deadline = async {
             match deadline {
                 Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -207,13 +294,118 @@ impl Slots {
             }
         };
         let permit = tokio::select! {
-            _ = cancel.cancelled() => return None,
-            _ = until_deadline => return None,
-            p = self.in_flight.clone().acquire_owned() => p.ok()?,
+            _ = cancel.cancelled() => return false,
+            _ = until_deadline => return false,
+            p = self.in_flight.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return false,
+            },
         };
-        let partition = self.partitions[self.next % self.partitions.len()];
-        self.next += 1;
-        Some((permit, partition))
+        self.send(permit);
+        true
+    }
+
+    /// One request: the oldest waiting batch and every other waiting batch of its leader, up to
+    /// `max.request.size` (the first always goes, however large).
+    fn send(&mut self, permit: OwnedSemaphorePermit) {
+        let Some(first) = self.ready.pop_front() else {
+            return;
+        };
+        let leader = self.leaders[first.pos];
+        let mut size = first.batch.as_ref().map_or(0, |b| b.len());
+        let mut batches = vec![first];
+        let mut i = 0;
+        while i < self.ready.len() {
+            let r = &self.ready[i];
+            let len = r.batch.as_ref().map_or(0, |b| b.len());
+            if self.leaders[r.pos] == leader && size + len <= self.max_request_size {
+                size += len;
+                batches.push(self.ready.remove(i).expect("index in range"));
+            } else {
+                i += 1;
+            }
+        }
+        let mut records = 0;
+        for b in &batches {
+            self.waiting[b.pos] = false;
+            records += b.intended.len() as u64;
+        }
+        {
+            let mut t = self.shared.tally.lock().expect("tally lock");
+            t.sent += records;
+            t.outstanding += records;
+            t.requests += 1;
+            t.batches += batches.len() as u64;
+        }
+        self.requests
+            .spawn(request(self.shared.clone(), batches, permit));
+    }
+}
+
+/// Send one request's batches, and account for every record in them.
+async fn request(shared: Arc<Shared>, batches: Vec<Ready>, permit: OwnedSemaphorePermit) {
+    let _permit = permit;
+    let sent_at = Instant::now();
+    let mut outcomes: Vec<Option<ProduceOutcome>> = Vec::with_capacity(batches.len());
+    let mut to_send = Vec::with_capacity(batches.len());
+    for b in &batches {
+        match &b.batch {
+            Ok(bytes) => {
+                to_send.push((shared.partitions[b.pos], bytes.clone()));
+                outcomes.push(None);
+            }
+            Err(e) => outcomes.push(Some(ProduceOutcome::Failed {
+                error: kbench_client::ClientError::Other(format!("record batch: {e}")),
+                attempts: 0,
+            })),
+        }
+    }
+    let mut delivered = if to_send.is_empty() {
+        Vec::new()
+    } else {
+        shared
+            .cluster
+            .produce_batches(&shared.producer, &shared.topic, to_send)
+            .await
+    }
+    .into_iter();
+    let done = Instant::now();
+    let done_us = (done - shared.start).as_micros() as u64;
+    let service = ((done - sent_at).as_micros() as u64).max(1);
+    let mut t = shared.tally.lock().expect("tally lock");
+    for (b, outcome) in batches.iter().zip(outcomes) {
+        let outcome =
+            outcome
+                .or_else(|| delivered.next())
+                .unwrap_or_else(|| ProduceOutcome::Failed {
+                    error: kbench_client::ClientError::Other("no outcome for a batch".into()),
+                    attempts: 0,
+                });
+        let count = b.intended.len() as u64;
+        t.outstanding -= count;
+        match outcome {
+            ProduceOutcome::Acked { .. } => {
+                // Records appended between two clock readings share an intended time: one
+                // histogram update per run of equal times, not per record.
+                for run in b.intended.chunk_by(|a, b| a == b) {
+                    let us = done_us.saturating_sub(run[0]).max(1);
+                    let n = run.len() as u64;
+                    let _ = t.latency.record_n(us, n);
+                    t.window.latency_sum_us += us * n;
+                    t.window.latency_max_us = t.window.latency_max_us.max(us);
+                }
+                let _ = t.service_time.record_n(service, count);
+                t.acked += count;
+                t.bytes_acked += b.value_bytes;
+                t.window.records += count;
+                t.window.bytes += b.value_bytes;
+            }
+            ProduceOutcome::Failed { error, .. } => {
+                t.failed += count;
+                t.window.failed += count;
+                *t.errors.entry(error.to_string()).or_default() += count;
+            }
+        }
     }
 }
 
@@ -232,18 +424,22 @@ pub async fn run_produce(
         Some(p) => vec![p],
         None => topic.partitions.iter().map(|p| p.partition).collect(),
     };
+    let leader_of: Vec<i32> = partitions
+        .iter()
+        .map(|p| topic.leader(*p).unwrap_or(-1))
+        .collect();
     let leaders = {
-        let mut l: Vec<i32> = partitions.iter().filter_map(|p| topic.leader(*p)).collect();
+        let mut l: Vec<i32> = leader_of.iter().copied().filter(|l| *l >= 0).collect();
         l.sort_unstable();
         l.dedup();
         l.len().max(1)
     };
     let topic = Arc::new(topic);
-    let producer = Arc::new(spec.producer.clone());
     let in_flight = Arc::new(Semaphore::new(spec.max_in_flight.max(1) * leaders));
     let mut rng = SmallRng::seed_from_u64(spec.seed);
     let values = spec.payload.values(&mut rng);
 
+    let writes_before = cluster.write_counts();
     let started_at = SystemTime::now();
     let start = Instant::now();
     let cpu_start = CpuTime::now();
@@ -252,6 +448,8 @@ pub async fn run_produce(
         acked: 0,
         failed: 0,
         outstanding: 0,
+        requests: 0,
+        batches: 0,
         bytes_acked: 0,
         latency: latency_histogram(),
         service_time: latency_histogram(),
@@ -276,7 +474,6 @@ pub async fn run_produce(
         })
     };
 
-    let mut requests = JoinSet::new();
     let mut open = OpenBatch {
         builder: RecordBatchBuilder::new(spec.compression),
         intended_us: Vec::new(),
@@ -286,69 +483,22 @@ pub async fn run_produce(
         linger_due: start,
         base_ms: 0,
     };
-    let mut slots = Slots {
-        in_flight: in_flight.clone(),
-        partitions: partitions.clone(),
+    let mut sender = Sender {
+        shared: Arc::new(Shared {
+            cluster,
+            topic,
+            producer: spec.producer.clone(),
+            partitions: partitions.clone(),
+            tally: tally.clone(),
+            start,
+        }),
+        waiting: vec![false; partitions.len()],
+        leaders: leader_of,
+        ready: std::collections::VecDeque::new(),
         next: 0,
-    };
-    let send_batch = |open: &mut OpenBatch, partition: i32, permit| {
-        let count = open.intended_us.len() as u64;
-        let intended = std::mem::take(&mut open.intended_us);
-        let value_bytes = std::mem::take(&mut open.value_bytes);
-        let finished = open.builder.finish();
-        let tally = tally.clone();
-        let cluster = cluster.clone();
-        let topic = topic.clone();
-        let producer = producer.clone();
-        {
-            let mut t = tally.lock().expect("tally lock");
-            t.sent += count;
-            t.outstanding += count;
-        }
-        async move {
-            let _permit = permit;
-            let sent_at = Instant::now();
-            let outcome = match finished {
-                Ok(batch) => {
-                    cluster
-                        .produce_batch(&producer, &topic, partition, batch)
-                        .await
-                }
-                Err(e) => ProduceOutcome::Failed {
-                    error: kbench_client::ClientError::Other(format!("record batch: {e}")),
-                    attempts: 0,
-                },
-            };
-            let done = Instant::now();
-            let done_us = (done - start).as_micros() as u64;
-            let mut t = tally.lock().expect("tally lock");
-            t.outstanding -= count;
-            match outcome {
-                ProduceOutcome::Acked { .. } => {
-                    // Records appended between two clock readings share an intended time: one
-                    // histogram update per run of equal times, not per record.
-                    let mut runs = intended.chunk_by(|a, b| a == b);
-                    for run in &mut runs {
-                        let us = done_us.saturating_sub(run[0]).max(1);
-                        let n = run.len() as u64;
-                        let _ = t.latency.record_n(us, n);
-                        t.window.latency_sum_us += us * n;
-                        t.window.latency_max_us = t.window.latency_max_us.max(us);
-                    }
-                    let service = ((done - sent_at).as_micros() as u64).max(1);
-                    let _ = t.service_time.record_n(service, count);
-                    t.acked += count;
-                    t.bytes_acked += value_bytes;
-                    t.window.records += count;
-                    t.window.bytes += value_bytes;
-                }
-                ProduceOutcome::Failed { error, .. } => {
-                    t.failed += count;
-                    t.window.failed += count;
-                    *t.errors.entry(error.to_string()).or_default() += count;
-                }
-            }
-        }
+        in_flight,
+        max_request_size: spec.max_request_size.max(1),
+        requests: JoinSet::new(),
     };
 
     let linger = spec.linger;
@@ -389,20 +539,28 @@ pub async fn run_produce(
             if let Some(d) = deadline {
                 wake = wake.min(d);
             }
+            // Batches waiting for a slot go as soon as one frees.
+            let slot = sender.in_flight.clone();
+            let waiting = !sender.ready.is_empty();
             tokio::select! {
                 _ = cancel.cancelled() => break 'records,
                 _ = tokio::time::sleep_until(wake.into()) => {}
+                permit = slot.acquire_owned(), if waiting => {
+                    if let Ok(permit) = permit {
+                        sender.send(permit);
+                    }
+                }
             }
             now = Instant::now();
             now_us = (now - start).as_micros() as u64;
             if deadline.is_some_and(|d| now >= d) {
                 break 'records;
             }
-            if !open.builder.is_empty() && now >= linger_due {
-                let Some((permit, partition)) = slots.next(&cancel, deadline).await else {
-                    break 'records;
-                };
-                requests.spawn(send_batch(&mut open, partition, permit));
+            if !open.builder.is_empty()
+                && now >= linger_due
+                && !sender.close(&mut open, &cancel, deadline).await
+            {
+                break 'records;
             }
         }
         let value = &values[if values.len() == 1 {
@@ -417,12 +575,9 @@ pub async fn run_produce(
                     .is_some_and(|n| open.builder.record_count() as usize >= n));
         let lingered = !open.builder.is_empty() && now >= open.linger_due;
         if full || lingered {
-            let Some((permit, partition)) = slots.next(&cancel, deadline).await else {
+            if !sender.close(&mut open, &cancel, deadline).await {
                 break 'records;
-            };
-            requests.spawn(send_batch(&mut open, partition, permit));
-            // Reap finished requests as we go so the set stays small.
-            while requests.try_join_next().is_some() {}
+            }
             // The new batch's base time is read afresh.
             now = Instant::now();
             now_us = (now - start).as_micros() as u64;
@@ -453,14 +608,22 @@ pub async fn run_produce(
     );
     tokio::pin!(until_grace_end);
     let mut grace_expired = false;
-    if !open.builder.is_empty() {
-        tokio::select! {
-            slot = slots.next(&cancel, grace_end) => if let Some((permit, partition)) = slot {
-                requests.spawn(send_batch(&mut open, partition, permit));
-            },
-            _ = &mut until_grace_end => grace_expired = true,
+    // The open batch closes, and every waiting batch is sent, within the grace.
+    let flushed = async {
+        if !open.builder.is_empty() && !sender.close(&mut open, &cancel, grace_end).await {
+            return;
         }
+        while !sender.ready.is_empty() {
+            if !sender.send_waiting(&cancel, grace_end).await {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        _ = flushed => {}
+        _ = &mut until_grace_end => grace_expired = true,
     }
+    let mut requests = std::mem::take(&mut sender.requests);
     if grace_expired {
         requests.abort_all();
     } else {
@@ -477,6 +640,7 @@ pub async fn run_produce(
     reporter.abort();
 
     let elapsed = start.elapsed();
+    let writes_after = sender.shared.cluster.write_counts();
     let cpu = CpuTime::now().since(cpu_start);
     let aborted = cancel.is_cancelled().then(|| {
         abort_reason
@@ -516,5 +680,9 @@ pub async fn run_produce(
         service_time: t.service_time.clone(),
         errors: t.errors.clone(),
         aborted,
+        requests: t.requests,
+        batches: t.batches,
+        frames_written: writes_after.0 - writes_before.0,
+        socket_writes: writes_after.1 - writes_before.1,
     }
 }
