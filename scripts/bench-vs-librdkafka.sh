@@ -37,7 +37,9 @@ cargo build --release -q -p kbench
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
-addr=127.0.0.1:39192
+# A port the kernel just handed out: a fixed one may be held by a TIME-WAIT socket, which the upstream
+# Tansu binary (no SO_REUSEADDR) cannot bind over.
+addr=127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 case $broker in
   kbench) target/release/kbench broker --quiet --listen $addr >/dev/null 2>&1 & pids+=($!) ;;
   tansu)
@@ -46,7 +48,10 @@ case $broker in
       --storage-engine memory://tansu/ >/dev/null 2>&1 & pids+=($!) ;;
   *) echo "broker: kbench or tansu" >&2; exit 2 ;;
 esac
-sleep 2
+for _ in $(seq 60); do
+  python3 -c "import socket,sys; socket.create_connection(('${addr%:*}', ${addr#*:}), 1)" 2>/dev/null && break
+  sleep 0.5
+done
 
 python3 - "$reps" "$records" "$addr" "$work" "$perf_bin" "$codecs" <<'EOF'
 import json, os, re, resource, statistics, subprocess, sys

@@ -139,10 +139,17 @@ impl RecordBatchBuilder {
             w.bytes_field(Some(h.key));
             w.bytes_field(h.value);
         }
-        assert_eq!(w.pos, total, "record size computed from its fields");
-        // SAFETY: the writer wrote every byte of [start, start + total) (it writes sequentially from
-        // 0 and stopped exactly at `total`), and `reserve` made that much capacity.
-        unsafe { self.records.set_len(start + total) };
+        // The length is the writer's position, not the computed `total`: the writer writes
+        // sequentially from 0 into a slice of `total` bytes (an overrun panics on the slice's
+        // bounds), so [start, start + pos) is initialised whatever the arithmetic above says. That
+        // the two agree is a matter of encoding, checked in debug builds and by the round-trip
+        // tests against kafka-protocol's decoder, not of memory safety — so no release-mode check
+        // per record.
+        debug_assert_eq!(w.pos, total, "record size computed from its fields");
+        let written = w.pos;
+        // SAFETY: the writer initialised every byte of [start, start + written), and `reserve`
+        // made at least `total` >= `written` bytes of capacity.
+        unsafe { self.records.set_len(start + written) };
         self.count += 1;
         self.max_timestamp = self.max_timestamp.max(timestamp_ms);
     }

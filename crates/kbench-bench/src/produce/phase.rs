@@ -258,10 +258,13 @@ impl Sender {
         }
         self.next += 1;
         self.waiting[pos] = true;
+        let records = open.intended_us.len();
         self.ready.push_back(Ready {
             pos,
             batch: open.builder.finish(),
-            intended: std::mem::take(&mut open.intended_us),
+            // The next batch's vector is made as large as this one's was: one allocation per
+            // batch, none while it fills.
+            intended: std::mem::replace(&mut open.intended_us, Vec::with_capacity(records)),
             value_bytes: std::mem::take(&mut open.value_bytes),
         });
         self.send_ready();
