@@ -8,6 +8,7 @@
 pub mod broker_metrics;
 pub mod codec;
 pub mod compare;
+pub mod consume;
 pub mod e2e;
 pub mod error;
 pub mod iso8601;

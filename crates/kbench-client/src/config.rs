@@ -500,3 +500,170 @@ mod tests {
         );
     }
 }
+
+/// Where a consumer starts when it has no committed offset (`auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetReset {
+    Earliest,
+    Latest,
+}
+
+impl OffsetReset {
+    pub fn name(self) -> &'static str {
+        match self {
+            OffsetReset::Earliest => "earliest",
+            OffsetReset::Latest => "latest",
+        }
+    }
+}
+
+/// Consumer settings with their Java defaults (Kafka 4.x), and the connection and security
+/// settings every client shares (kept in a [`ProducerSettings`], whose producer-only fields a
+/// consumer ignores).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumerSettings {
+    /// Connection, security, `client.id`, `request.timeout.ms`.
+    pub connection: ProducerSettings,
+    pub group_id: Option<String>,
+    pub auto_offset_reset: OffsetReset,
+    pub enable_auto_commit: bool,
+    pub auto_commit_interval: Duration,
+    pub session_timeout: Duration,
+    pub heartbeat_interval: Duration,
+    /// `fetch.max.wait.ms`.
+    pub fetch_max_wait: Duration,
+    /// `max.partition.fetch.bytes`.
+    pub max_partition_fetch_bytes: usize,
+    /// `fetch.max.bytes`.
+    pub fetch_max_bytes: usize,
+}
+
+impl Default for ConsumerSettings {
+    fn default() -> Self {
+        ConsumerSettings {
+            connection: ProducerSettings {
+                client_id: "kbench-consumer".into(),
+                ..ProducerSettings::default()
+            },
+            group_id: None,
+            auto_offset_reset: OffsetReset::Latest,
+            enable_auto_commit: true,
+            auto_commit_interval: Duration::from_millis(5_000),
+            session_timeout: Duration::from_millis(45_000),
+            heartbeat_interval: Duration::from_millis(3_000),
+            fetch_max_wait: Duration::from_millis(500),
+            max_partition_fetch_bytes: 1_048_576,
+            fetch_max_bytes: 52_428_800,
+        }
+    }
+}
+
+/// Consumer keys accepted and deliberately without effect: deserializers (kbench reads bytes), and
+/// settings whose only effect is in Java's poll loop or client internals.
+const CONSUMER_IGNORED: &[&str] = &[
+    "key.deserializer",
+    "value.deserializer",
+    "max.poll.records",
+    "max.poll.interval.ms",
+    "receive.buffer.bytes",
+    "send.buffer.bytes",
+    "fetch.min.bytes",
+    "check.crcs",
+    "enable.auto.offset.store",
+];
+
+impl ConsumerSettings {
+    /// Apply one property; `flag` names its source for messages. Producer-only keys are refused.
+    pub fn apply(&mut self, flag: &str, key: &str, value: &str) -> Result<(), PropertyError> {
+        let bad = |what: &str| PropertyError::Value {
+            source_name: flag.to_string(),
+            key: key.to_string(),
+            shown: if is_secret(key) { "***" } else { value }.to_string(),
+            reason: what.to_string(),
+        };
+        let ms = |v: &str| -> Result<Duration, PropertyError> {
+            v.parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| bad("expected a whole number of milliseconds"))
+        };
+        let bytes = |v: &str| -> Result<usize, PropertyError> {
+            match v.parse::<u64>() {
+                Ok(n) if (1..=i32::MAX as u64).contains(&n) => Ok(n as usize),
+                _ => Err(bad("expected a whole number of bytes from 1 to 2147483647")),
+            }
+        };
+        let boolean = |v: &str| -> Result<bool, PropertyError> {
+            match v.to_ascii_lowercase().as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(bad("expected true or false")),
+            }
+        };
+        match key {
+            "group.id" => self.group_id = Some(value.to_string()),
+            "auto.offset.reset" => {
+                self.auto_offset_reset = match value.to_ascii_lowercase().as_str() {
+                    "earliest" | "smallest" | "beginning" => OffsetReset::Earliest,
+                    "latest" | "largest" | "end" => OffsetReset::Latest,
+                    _ => return Err(bad("expected earliest or latest")),
+                }
+            }
+            "enable.auto.commit" => self.enable_auto_commit = boolean(value)?,
+            "auto.commit.interval.ms" => self.auto_commit_interval = ms(value)?,
+            "session.timeout.ms" => self.session_timeout = ms(value)?,
+            "heartbeat.interval.ms" => self.heartbeat_interval = ms(value)?,
+            "fetch.max.wait.ms" | "fetch.wait.max.ms" => self.fetch_max_wait = ms(value)?,
+            "max.partition.fetch.bytes" | "fetch.message.max.bytes" => {
+                self.max_partition_fetch_bytes = bytes(value)?
+            }
+            "fetch.max.bytes" => self.fetch_max_bytes = bytes(value)?,
+            "isolation.level" => {
+                if value != "read_uncommitted" {
+                    return Err(bad(
+                        "kbench consume reads read_uncommitted only (transactions are not supported yet)",
+                    ));
+                }
+            }
+            k if CONSUMER_IGNORED.contains(&k) => {}
+            "acks"
+            | "request.required.acks"
+            | "compression.type"
+            | "compression.codec"
+            | "batch.size"
+            | "linger.ms"
+            | "queue.buffering.max.ms"
+            | "max.request.size"
+            | "message.max.bytes"
+            | "retries"
+            | "message.send.max.retries"
+            | "retry.backoff.ms"
+            | "delivery.timeout.ms"
+            | "message.timeout.ms"
+            | "key.serializer"
+            | "value.serializer"
+            | "enable.idempotence"
+            | "transactional.id"
+            | "max.in.flight.requests.per.connection"
+            | "max.in.flight" => {
+                return Err(bad("a producer property; a consumer does not take it"));
+            }
+            _ => self.connection.apply(flag, key, value)?,
+        }
+        Ok(())
+    }
+
+    /// Check the settings together (TLS and SASL built, see [`ProducerSettings::finish`]).
+    pub fn finish(&mut self) -> Result<(), PropertyError> {
+        if self.heartbeat_interval >= self.session_timeout {
+            return Err(PropertyError::Setup {
+                key: "heartbeat.interval.ms".into(),
+                reason: format!(
+                    "{} ms is not below session.timeout.ms ({} ms)",
+                    self.heartbeat_interval.as_millis(),
+                    self.session_timeout.as_millis()
+                ),
+            });
+        }
+        self.connection.finish()
+    }
+}

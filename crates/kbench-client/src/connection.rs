@@ -372,6 +372,25 @@ impl Connection {
         Ok(decode_response(api, version, correlation_id, frame?)?)
     }
 
+    /// As [`request_at`](Self::request_at), waiting up to `timeout` instead of the connection's
+    /// request timeout: for a request the broker may hold by design (JoinGroup waits up to the
+    /// rebalance timeout; Java's client allows it that plus 5 s).
+    pub async fn request_within<Req: Encodable, Resp: Decodable>(
+        &self,
+        api: ApiKey,
+        version: i16,
+        body: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, ClientError> {
+        let permit = self.acquire().await?;
+        let (correlation_id, reply) = self.send(api, version, body).await?;
+        let frame = self
+            .wait_for(api, reply.expect("reply requested"), timeout)
+            .await;
+        drop(permit);
+        Ok(decode_response(api, version, correlation_id, frame?)?)
+    }
+
     /// Send a request at `version` and wait for its response, past the in-flight limit and without
     /// checking for re-authentication: for the SASL exchange itself, run while every other request is
     /// held back.
@@ -532,7 +551,16 @@ impl Connection {
         api: ApiKey,
         reply: oneshot::Receiver<Result<Bytes, ClientError>>,
     ) -> Result<Bytes, ClientError> {
-        match tokio::time::timeout(self.request_timeout, reply).await {
+        self.wait_for(api, reply, self.request_timeout).await
+    }
+
+    async fn wait_for(
+        &self,
+        api: ApiKey,
+        reply: oneshot::Receiver<Result<Bytes, ClientError>>,
+        timeout: Duration,
+    ) -> Result<Bytes, ClientError> {
+        match tokio::time::timeout(timeout, reply).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(self.disconnected("connection closed")),
             Err(_) => {
@@ -542,7 +570,7 @@ impl Connection {
                 Err(ClientError::Timeout {
                     addr: self.addr.clone(),
                     api: api_name(api),
-                    timeout_ms: self.request_timeout.as_millis() as u64,
+                    timeout_ms: timeout.as_millis() as u64,
                 })
             }
         }

@@ -18,13 +18,16 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     BrokerId, ConsumerProtocolAssignment, ConsumerProtocolSubscription, FindCoordinatorRequest,
     FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
     JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
-    ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, SyncGroupRequest,
-    SyncGroupResponse,
+    ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kbench_wire::ApiKey;
@@ -185,9 +188,16 @@ impl GroupMember {
                         .with_name(str_bytes("range"))
                         .with_metadata(subscription.clone()),
                 ]);
+            // The coordinator may hold a JoinGroup for up to the rebalance timeout (upstream Tansu
+            // holds it for half the session timeout); Java allows that plus 5 s.
+            let patience = self
+                .cluster
+                .config()
+                .request_timeout
+                .max(self.config.rebalance_timeout + Duration::from_secs(5));
             response = self
                 .coordinator
-                .request_at(ApiKey::JoinGroup, version, &request)
+                .request_within(ApiKey::JoinGroup, version, &request, patience)
                 .await?;
             // KIP-394: a first join may be answered with a member id to join again with.
             if response.error_code == MEMBER_ID_REQUIRED && rounds < 3 {
@@ -302,6 +312,79 @@ impl GroupMember {
         offsets: &BTreeMap<i32, i64>,
     ) -> Result<Membership, ClientError> {
         send_commit(self.commit_request(topic, offsets)?).await
+    }
+
+    /// The group's committed offsets for `partitions` of `topic` (OffsetFetch); a partition with
+    /// nothing committed is absent.
+    pub async fn committed_offsets(
+        &self,
+        topic: &TopicLayout,
+        partitions: &[i32],
+    ) -> Result<BTreeMap<i32, i64>, ClientError> {
+        let version = self
+            .cluster
+            .version_on(&self.coordinator, ApiKey::OffsetFetch)?;
+        let group = GroupId(str_bytes(&self.config.group_id));
+        let request = if version >= 8 {
+            OffsetFetchRequest::default().with_groups(vec![
+                OffsetFetchRequestGroup::default()
+                    .with_group_id(group)
+                    .with_topics(Some(vec![
+                        OffsetFetchRequestTopics::default()
+                            .with_name(topic_name(&topic.name))
+                            .with_partition_indexes(partitions.to_vec()),
+                    ])),
+            ])
+        } else {
+            OffsetFetchRequest::default()
+                .with_group_id(group)
+                .with_topics(Some(vec![
+                    OffsetFetchRequestTopic::default()
+                        .with_name(topic_name(&topic.name))
+                        .with_partition_indexes(partitions.to_vec()),
+                ]))
+        };
+        let response: OffsetFetchResponse = self
+            .coordinator
+            .request_at(ApiKey::OffsetFetch, version, &request)
+            .await?;
+        let group_id = &self.config.group_id;
+        let mut found: Vec<(i32, i64, i16)> = Vec::new();
+        if version >= 8 {
+            for g in &response.groups {
+                if g.error_code != 0 {
+                    return Err(group_error("OffsetFetch", group_id, g.error_code));
+                }
+                for t in &g.topics {
+                    for p in &t.partitions {
+                        found.push((p.partition_index, p.committed_offset, p.error_code));
+                    }
+                }
+            }
+        } else {
+            if response.error_code != 0 {
+                return Err(group_error("OffsetFetch", group_id, response.error_code));
+            }
+            for t in &response.topics {
+                for p in &t.partitions {
+                    found.push((p.partition_index, p.committed_offset, p.error_code));
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        for (partition, offset, code) in found {
+            if code != 0 {
+                return Err(ClientError::kafka(
+                    "OffsetFetch",
+                    format!("{}-{partition}", topic.name),
+                    code,
+                ));
+            }
+            if offset >= 0 && partitions.contains(&partition) {
+                out.insert(partition, offset);
+            }
+        }
+        Ok(out)
     }
 
     /// LeaveGroup, so that the coordinator does not wait out the session timeout.
@@ -482,12 +565,22 @@ fn decode_assignment(bytes: &Bytes, topic: &str) -> Result<Vec<i32>, ClientError
 }
 
 impl Cluster {
-    /// The latest offset (the next offset to be written: the high watermark) of each of
-    /// `partitions`: where a consumer with `auto.offset.reset=latest` starts.
-    pub async fn latest_offsets(
+    /// The earliest offset (the log start) of each of `partitions`: where a consumer with
+    /// `auto.offset.reset=earliest` starts.
+    pub async fn earliest_offsets(
         &self,
         topic: &TopicLayout,
         partitions: &[i32],
+    ) -> Result<BTreeMap<i32, i64>, ClientError> {
+        self.list_offsets(topic, partitions, -2).await
+    }
+
+    /// ListOffsets at `timestamp` (-1 latest, -2 earliest) for each of `partitions`.
+    async fn list_offsets(
+        &self,
+        topic: &TopicLayout,
+        partitions: &[i32],
+        timestamp: i64,
     ) -> Result<BTreeMap<i32, i64>, ClientError> {
         let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
         for p in partitions {
@@ -511,7 +604,7 @@ impl Cluster {
                                 .map(|p| {
                                     ListOffsetsPartition::default()
                                         .with_partition_index(*p)
-                                        .with_timestamp(-1)
+                                        .with_timestamp(timestamp)
                                 })
                                 .collect(),
                         ),
@@ -540,6 +633,17 @@ impl Cluster {
                 )));
             }
         }
+        Ok(out)
+    }
+
+    /// The latest offset (the next offset to be written: the high watermark) of each of
+    /// `partitions`: where a consumer with `auto.offset.reset=latest` starts.
+    pub async fn latest_offsets(
+        &self,
+        topic: &TopicLayout,
+        partitions: &[i32],
+    ) -> Result<BTreeMap<i32, i64>, ClientError> {
+        let mut out = self.list_offsets(topic, partitions, -1).await?;
         // "Latest" is the high watermark. Some brokers answer ListOffsets with less: Tansu 0.6 gives
         // the base offset of the newest batch + 1, inside that batch when it holds several records.
         // A Fetch from there reports the high watermark; the higher of the two is the end.

@@ -16,7 +16,9 @@ pub mod sasl;
 pub mod security;
 
 pub use cluster::{Cluster, ClusterConfig, PartitionLeader, TopicLayout};
-pub use config::{ProducerSettings, PropertyError, is_secret, split_property};
+pub use config::{
+    ConsumerSettings, OffsetReset, ProducerSettings, PropertyError, is_secret, split_property,
+};
 pub use connection::Connection;
 pub use error::ClientError;
 pub use fetch::FetchedPartition;

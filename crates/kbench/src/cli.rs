@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use crate::cmd::broker::BrokerArgs;
 use crate::cmd::codec::CodecArgs;
 use crate::cmd::compare::CompareArgs;
+use crate::cmd::consume::ConsumeArgs;
 use crate::cmd::e2e::E2eArgs;
 use crate::cmd::produce::{ProduceArgs, QuickstartArgs};
 use crate::cmd::suite::SuiteArgs;
@@ -28,6 +29,8 @@ pub struct Cli {
 pub enum Command {
     /// Produce records and report throughput and latency, like kafka-producer-perf-test.
     Produce(Box<ProduceArgs>),
+    /// Consume records and report throughput, like kafka-consumer-perf-test.
+    Consume(Box<ConsumeArgs>),
     /// Embedded broker, a topic, a 10-second produce of 100-byte records, and a summary.
     Quickstart(QuickstartArgs),
     /// Run the embedded Tansu broker (in-memory storage) in the foreground.

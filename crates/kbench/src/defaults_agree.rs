@@ -61,3 +61,22 @@ fn produce_defaults_agree_across_the_cli_and_v1() {
     };
     assert_eq!(v1, default, "/v1 {{\"workload\": \"produce\"}}");
 }
+
+#[test]
+fn consume_defaults_agree_across_the_cli_and_the_spec() {
+    use kbench_bench::consume::ConsumeSpec;
+    let default = ConsumeSpec::default();
+    let Command::Consume(args) = Cli::try_parse_from(["kbench", "consume"]).unwrap().command else {
+        unreachable!()
+    };
+    let cli = crate::cmd::consume::plan(&args).unwrap().spec;
+    // The group id is fresh per run (perf-consumer-N, as kafka-consumer-perf-test names it).
+    assert_eq!(
+        ConsumeSpec {
+            mode: default.mode.clone(),
+            ..cli
+        },
+        default,
+        "kbench consume"
+    );
+}

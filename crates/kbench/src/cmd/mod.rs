@@ -5,6 +5,7 @@
 pub mod broker;
 pub mod codec;
 pub mod compare;
+pub mod consume;
 pub mod e2e;
 pub mod produce;
 pub mod suite;

@@ -1,0 +1,1072 @@
+//! The consume workload, in kafka-consumer-perf-test's terms: read `messages` records of a topic as
+//! fast as the broker hands them out, in a consumer group (join, committed offsets or
+//! `auto.offset.reset`, heartbeats, commits, leave) or assigned partitions (no group), and report
+//! MB and records per second with the join ("rebalance") time apart, as that tool does — plus
+//! kbench's own figures: client CPU per record, Fetch latency, the versions used.
+//!
+//! Records are decoded with kbench's own decoder (CRC-32C checked for every batch, compressed
+//! batches decompressed); a record counts when it was decoded, and its bytes are its key's and
+//! value's lengths (the tool's count). The run stops at exactly `messages` records, or when no
+//! record arrived for `timeout` (the tool's `--timeout`), or when stopped.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use hdrhistogram::Histogram;
+use kbench_client::{
+    ClientError, Cluster, ClusterConfig, ConsumerSettings, GroupConfig, GroupMember, Membership,
+    OffsetReset, TopicLayout, is_secret,
+};
+use kbench_wire::{ApiKey, BatchDecoder, api_name};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{BenchError, SpecError};
+use crate::measure::{CpuTime, LatencySummary, latency_histogram, peak_rss_kib};
+use crate::result::{Environment, SCHEMA_VERSION, Target, rfc3339};
+use crate::spec::{MAX_WAIT, check_duration, check_range, check_topic};
+
+/// How the consumer gets its partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsumeMode {
+    /// A consumer group: kbench joins as its (only) member and is assigned every partition.
+    Group { group_id: String },
+    /// These partitions (every partition when empty), assigned: no group, nothing committed.
+    Assign { partitions: Vec<i32> },
+}
+
+/// Where reading starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    /// A group's committed offset where there is one, else this (assigned partitions: this).
+    Reset(OffsetReset),
+    /// This offset in every partition read (assign mode).
+    Offset(i64),
+}
+
+/// A consume run's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumeSpec {
+    pub topic: String,
+    /// Records to read (`--messages`).
+    pub messages: u64,
+    pub mode: ConsumeMode,
+    pub start: StartAt,
+    /// `max.partition.fetch.bytes` (`--fetch-size`).
+    pub fetch_size: usize,
+    /// `fetch.max.bytes`.
+    pub fetch_max_bytes: usize,
+    /// `fetch.max.wait.ms`.
+    pub fetch_max_wait: Duration,
+    /// End the run when no record arrived for this long (`--timeout`).
+    pub timeout: Duration,
+    pub reporting_interval: Duration,
+    /// Group mode: commit positions every `auto_commit_interval` and at the end.
+    pub commit: bool,
+    pub auto_commit_interval: Duration,
+    pub session_timeout: Duration,
+    pub heartbeat_interval: Duration,
+    /// Client properties as given, for the result document.
+    pub properties: Vec<(String, String)>,
+}
+
+impl Default for ConsumeSpec {
+    /// kafka-consumer-perf-test's shape: 1 000 000 records of `kbench-perf` (what `kbench produce`
+    /// writes by default) in a fresh group `perf-consumer-N`, from the earliest offset, 1 MiB per
+    /// partition per fetch, 10 s timeout, progress every 5 s; Java's consumer defaults otherwise.
+    fn default() -> Self {
+        let mut spec = ConsumeSpec {
+            topic: "kbench-perf".into(),
+            messages: 1_000_000,
+            mode: ConsumeMode::Group {
+                group_id: format!("perf-consumer-{}", crate::spec::random_seed() % 100_000),
+            },
+            start: StartAt::Reset(OffsetReset::Earliest),
+            fetch_size: 0,
+            fetch_max_bytes: 0,
+            fetch_max_wait: Duration::ZERO,
+            timeout: Duration::from_millis(10_000),
+            reporting_interval: Duration::from_millis(5_000),
+            commit: true,
+            auto_commit_interval: Duration::ZERO,
+            session_timeout: Duration::ZERO,
+            heartbeat_interval: Duration::ZERO,
+            properties: Vec::new(),
+        };
+        spec.apply_settings(&ConsumerSettings::default());
+        spec.start = StartAt::Reset(OffsetReset::Earliest);
+        spec
+    }
+}
+
+impl ConsumeSpec {
+    /// The Kafka APIs a consume run sends (what may be pinned).
+    pub const APIS: &[ApiKey] = &[
+        ApiKey::Fetch,
+        ApiKey::Metadata,
+        ApiKey::ListOffsets,
+        ApiKey::FindCoordinator,
+        ApiKey::JoinGroup,
+        ApiKey::SyncGroup,
+        ApiKey::Heartbeat,
+        ApiKey::OffsetFetch,
+        ApiKey::OffsetCommit,
+        ApiKey::LeaveGroup,
+    ];
+
+    /// Take the consumer's settings (properties and their Kafka defaults); `group.id` names the
+    /// group, and `auto.offset.reset` the start, unless flags say otherwise afterwards.
+    pub fn apply_settings(&mut self, s: &ConsumerSettings) {
+        self.fetch_size = s.max_partition_fetch_bytes;
+        self.fetch_max_bytes = s.fetch_max_bytes;
+        self.fetch_max_wait = s.fetch_max_wait;
+        self.commit = s.enable_auto_commit;
+        self.auto_commit_interval = s.auto_commit_interval;
+        self.session_timeout = s.session_timeout;
+        self.heartbeat_interval = s.heartbeat_interval;
+        self.start = StartAt::Reset(s.auto_offset_reset);
+        if let (Some(g), ConsumeMode::Group { .. }) = (&s.group_id, &self.mode) {
+            self.mode = ConsumeMode::Group {
+                group_id: g.clone(),
+            };
+        }
+    }
+
+    /// Every check a run needs before it starts; the error names the spec field.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        check_topic("topic", &self.topic)?;
+        check_range("messages", self.messages, 1..=u64::MAX)?;
+        check_range("fetch_size", self.fetch_size, 1..=i32::MAX as usize)?;
+        check_range(
+            "fetch_max_bytes",
+            self.fetch_max_bytes,
+            1..=i32::MAX as usize,
+        )?;
+        check_duration("fetch_max_wait", self.fetch_max_wait, MAX_WAIT)?;
+        check_duration("timeout", self.timeout, MAX_WAIT)?;
+        if self.timeout.is_zero() {
+            return Err(SpecError::new("timeout", "must be above zero"));
+        }
+        if self.reporting_interval.is_zero() {
+            return Err(SpecError::new("reporting_interval", "must be above zero"));
+        }
+        check_duration("reporting_interval", self.reporting_interval, MAX_WAIT)?;
+        match &self.mode {
+            ConsumeMode::Group { group_id } => {
+                if group_id.is_empty() || group_id.len() > 255 {
+                    return Err(SpecError::new("group", "must be 1 to 255 characters"));
+                }
+                if let StartAt::Offset(_) = self.start {
+                    return Err(SpecError::new(
+                        "offset",
+                        "a numeric start offset needs assigned partitions (--partition)",
+                    ));
+                }
+                check_duration("session_timeout", self.session_timeout, MAX_WAIT)?;
+                if self.heartbeat_interval.is_zero()
+                    || self.heartbeat_interval >= self.session_timeout
+                {
+                    return Err(SpecError::new(
+                        "heartbeat_interval",
+                        "must be above zero and below session_timeout",
+                    ));
+                }
+            }
+            ConsumeMode::Assign { partitions } => {
+                if let Some(p) = partitions.iter().find(|p| **p < 0) {
+                    return Err(SpecError::new(
+                        "partition",
+                        format!("{p}: must not be negative"),
+                    ));
+                }
+            }
+        }
+        if let StartAt::Offset(o) = self.start
+            && o < 0
+        {
+            return Err(SpecError::new("offset", "must not be negative"));
+        }
+        Ok(())
+    }
+
+    /// The settings block of the result document (secret property values masked).
+    pub fn settings_json(&self, cluster: &ClusterConfig) -> serde_json::Value {
+        let properties: BTreeMap<&str, &str> = self
+            .properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), if is_secret(k) { "***" } else { v.as_str() }))
+            .collect();
+        let (mode, group, partitions) = match &self.mode {
+            ConsumeMode::Group { group_id } => ("group", Some(group_id.as_str()), None),
+            ConsumeMode::Assign { partitions } => ("assign", None, Some(partitions.clone())),
+        };
+        let start = match self.start {
+            StartAt::Reset(r) => serde_json::json!(r.name()),
+            StartAt::Offset(o) => serde_json::json!(o),
+        };
+        serde_json::json!({
+            "topic": self.topic,
+            "messages": self.messages,
+            "mode": mode,
+            "group": group,
+            "partitions": partitions,
+            "start": start,
+            "fetch_size": self.fetch_size,
+            "fetch_max_bytes": self.fetch_max_bytes,
+            "fetch_max_wait_ms": self.fetch_max_wait.as_millis() as u64,
+            "timeout_ms": self.timeout.as_millis() as u64,
+            "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
+            "commit": self.commit,
+            "auto_commit_interval_ms": self.auto_commit_interval.as_millis() as u64,
+            "session_timeout_ms": self.session_timeout.as_millis() as u64,
+            "heartbeat_interval_ms": self.heartbeat_interval.as_millis() as u64,
+            "client_id": cluster.client_id,
+            "properties": properties,
+        })
+    }
+}
+
+/// One progress window, for kafka-consumer-perf-test's `--show-detailed-stats` line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumeWindow {
+    /// The window's end, wall clock.
+    pub at: SystemTime,
+    pub elapsed: Duration,
+    /// Totals so far.
+    pub total_records: u64,
+    pub total_bytes: u64,
+    /// This window's.
+    pub records: u64,
+    pub bytes: u64,
+    /// Time spent joining the group in this window.
+    pub join: Duration,
+}
+
+const MB: f64 = 1024.0 * 1024.0;
+
+impl ConsumeWindow {
+    /// `time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+    /// rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec`, the tool's detailed line.
+    pub fn detailed_line(&self, date: &DateFormat) -> String {
+        let ms = self.elapsed.as_millis() as f64;
+        let mb = self.bytes as f64 / MB;
+        let fetch_ms = self.elapsed.saturating_sub(self.join).as_millis() as u64;
+        let per_fetch_s = |x: f64| {
+            if fetch_ms == 0 {
+                0.0
+            } else {
+                1000.0 * x / fetch_ms as f64
+            }
+        };
+        format!(
+            "{}, 0, {:.4}, {:.4}, {}, {:.4}, {}, {}, {:.4}, {:.4}",
+            date.format(self.at),
+            self.total_bytes as f64 / MB,
+            if ms > 0.0 { 1000.0 * mb / ms } else { 0.0 },
+            self.total_records,
+            if ms > 0.0 {
+                1000.0 * self.records as f64 / ms
+            } else {
+                0.0
+            },
+            self.join.as_millis(),
+            fetch_ms,
+            per_fetch_s(mb),
+            per_fetch_s(self.records as f64),
+        )
+    }
+}
+
+/// The header line kafka-consumer-perf-test prints first.
+pub fn header_line(detailed: bool) -> &'static str {
+    if detailed {
+        "time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    } else {
+        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    }
+}
+
+/// Told what a consume run does as it goes.
+pub trait ConsumeObserver: Send + Sync + 'static {
+    fn interval(&self, window: &ConsumeWindow) {
+        let _ = window;
+    }
+}
+
+impl ConsumeObserver for () {}
+
+/// One partition's share of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PartitionSpan {
+    /// The first offset asked for.
+    pub start_offset: i64,
+    /// The next offset to read when the run ended (what a commit says).
+    pub end_offset: i64,
+    pub records: u64,
+    /// Offsets between `start_offset` and `end_offset` that no answer held: compacted away, or a
+    /// broker answering from the wrong place. `records + skipped = end_offset - start_offset`.
+    pub skipped: u64,
+}
+
+/// What a consume run did.
+#[derive(Debug, Clone)]
+pub struct ConsumeRun {
+    pub records: u64,
+    /// Key and value bytes of the records read.
+    pub bytes: u64,
+    pub batches: u64,
+    pub started_at: SystemTime,
+    pub ended_at: SystemTime,
+    /// From the start (before joining) to the end, as the tool times it.
+    pub elapsed: Duration,
+    /// Joining the group (every round): the tool's `rebalance.time.ms`.
+    pub join: Duration,
+    pub cpu: CpuTime,
+    pub peak_rss_kib: u64,
+    /// Per Fetch call (one request per leader), sent → answered.
+    pub fetch_latency: Histogram<u64>,
+    pub fetches: u64,
+    /// Fetches that brought no record.
+    pub empty_fetches: u64,
+    pub commits: u64,
+    /// No record arrived for `timeout` before `messages` were read.
+    pub timed_out: bool,
+    pub aborted: Option<String>,
+    /// Errors met (and retried) by kind.
+    pub errors: BTreeMap<String, u64>,
+    pub partitions: BTreeMap<i32, PartitionSpan>,
+    pub member_id: Option<String>,
+}
+
+impl ConsumeRun {
+    /// The time spent fetching: elapsed less joining.
+    pub fn fetch_time(&self) -> Duration {
+        self.elapsed.saturating_sub(self.join)
+    }
+
+    /// kafka-consumer-perf-test's final line (without `--show-detailed-stats`).
+    pub fn final_line(&self, date: &DateFormat) -> String {
+        let secs = self.elapsed.as_secs_f64();
+        let mb = self.bytes as f64 / MB;
+        let fetch_ms = self.fetch_time().as_millis() as u64;
+        let fetch_s = fetch_ms as f64 / 1000.0;
+        format!(
+            "{}, {}, {:.4}, {:.4}, {}, {:.4}, {}, {}, {:.4}, {:.4}",
+            date.format(self.started_at),
+            date.format(self.ended_at),
+            mb,
+            mb / secs,
+            self.records,
+            self.records as f64 / secs,
+            self.join.as_millis(),
+            fetch_ms,
+            mb / fetch_s,
+            self.records as f64 / fetch_s,
+        )
+    }
+
+    /// Client CPU µs per record read; `None` when none was.
+    pub fn cpu_us_per_record(&self) -> Option<f64> {
+        (self.records > 0).then(|| self.cpu.total_us() as f64 / self.records as f64)
+    }
+}
+
+/// A consume run's result document (`kind: "consume"`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ConsumeResultDocument {
+    pub schema_version: u32,
+    pub kind: &'static str,
+    pub environment: Environment,
+    pub target: Target,
+    pub settings: serde_json::Value,
+    pub negotiated_versions: BTreeMap<String, i16>,
+    pub pinned_versions: BTreeMap<String, i16>,
+    pub start_time: String,
+    pub end_time: String,
+    pub duration_s: f64,
+    pub rebalance_time_ms: u64,
+    pub fetch_time_ms: u64,
+    pub records_consumed: u64,
+    pub bytes_consumed: u64,
+    pub record_batches: u64,
+    pub records_per_sec: f64,
+    pub mb_per_sec: f64,
+    pub fetch_records_per_sec: f64,
+    pub fetch_mb_per_sec: f64,
+    pub client_cpu_us_per_record: Option<f64>,
+    pub client_cpu_user_s: f64,
+    pub client_cpu_sys_s: f64,
+    pub peak_rss_kib: u64,
+    pub fetch_latency: LatencySummary,
+    pub fetches: u64,
+    pub empty_fetches: u64,
+    pub commits: u64,
+    pub complete: bool,
+    pub timed_out: bool,
+    /// Offsets passed over in every partition (see [`PartitionSpan::skipped`]).
+    pub offsets_skipped: u64,
+    pub partitions: BTreeMap<i32, PartitionSpan>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member_id: Option<String>,
+    pub errors: BTreeMap<String, u64>,
+    pub aborted: Option<String>,
+}
+
+impl ConsumeResultDocument {
+    #[allow(clippy::too_many_arguments)]
+    pub fn of(
+        run: &ConsumeRun,
+        spec: &ConsumeSpec,
+        target: Target,
+        settings: serde_json::Value,
+        negotiated_versions: BTreeMap<String, i16>,
+        pinned_versions: BTreeMap<String, i16>,
+    ) -> Self {
+        let secs = run.elapsed.as_secs_f64().max(1e-9);
+        let fetch_secs = run.fetch_time().as_secs_f64().max(1e-9);
+        let mb = run.bytes as f64 / MB;
+        ConsumeResultDocument {
+            schema_version: SCHEMA_VERSION,
+            kind: "consume",
+            environment: Environment::here(),
+            target,
+            settings,
+            negotiated_versions,
+            pinned_versions,
+            start_time: rfc3339(run.started_at),
+            end_time: rfc3339(run.ended_at),
+            duration_s: run.elapsed.as_secs_f64(),
+            rebalance_time_ms: run.join.as_millis() as u64,
+            fetch_time_ms: run.fetch_time().as_millis() as u64,
+            records_consumed: run.records,
+            bytes_consumed: run.bytes,
+            record_batches: run.batches,
+            records_per_sec: run.records as f64 / secs,
+            mb_per_sec: mb / secs,
+            fetch_records_per_sec: run.records as f64 / fetch_secs,
+            fetch_mb_per_sec: mb / fetch_secs,
+            client_cpu_us_per_record: run.cpu_us_per_record(),
+            client_cpu_user_s: run.cpu.user_us as f64 / 1e6,
+            client_cpu_sys_s: run.cpu.sys_us as f64 / 1e6,
+            peak_rss_kib: run.peak_rss_kib,
+            fetch_latency: LatencySummary::of(&run.fetch_latency),
+            fetches: run.fetches,
+            empty_fetches: run.empty_fetches,
+            commits: run.commits,
+            complete: run.records >= spec.messages,
+            timed_out: run.timed_out,
+            offsets_skipped: run.partitions.values().map(|p| p.skipped).sum(),
+            partitions: run.partitions.clone(),
+            member_id: run.member_id.clone(),
+            errors: run.errors.clone(),
+            aborted: run.aborted.clone(),
+        }
+    }
+}
+
+/// A consume job's outcome.
+#[derive(Debug)]
+pub struct ConsumeOutcome {
+    pub run: ConsumeRun,
+    pub document: ConsumeResultDocument,
+}
+
+/// Run `spec` against `cluster` from connecting to the result document. `cancel` stops the run at
+/// once (what was read counts, `aborted` says why).
+pub async fn run_consume_job<O: ConsumeObserver>(
+    spec: &ConsumeSpec,
+    cluster: ClusterConfig,
+    embedded: bool,
+    cancel: CancellationToken,
+    reason: Arc<Mutex<Option<String>>>,
+    observer: Arc<O>,
+) -> Result<ConsumeOutcome, BenchError> {
+    spec.validate()?;
+    let bootstrap = cluster.bootstrap.join(",");
+    let pins = cluster.pins.clone();
+    let settings = spec.settings_json(&cluster);
+    let budget = cluster.connect_timeout + Duration::from_secs(2);
+    let connected = tokio::select! {
+        c = tokio::time::timeout(budget, Cluster::connect(cluster)) => c,
+        _ = cancel.cancelled() => return Err(BenchError::Run("stopped before the run began".into())),
+    };
+    let cluster = connected
+        .map_err(|_| BenchError::Connect {
+            bootstrap: bootstrap.clone(),
+            reason: format!("no answer within {} s", budget.as_secs()),
+        })?
+        .map_err(|e| BenchError::connect(&bootstrap, e))?;
+    let mut needed = vec![ApiKey::Metadata, ApiKey::Fetch, ApiKey::ListOffsets];
+    if let ConsumeMode::Group { .. } = spec.mode {
+        needed.extend([
+            ApiKey::FindCoordinator,
+            ApiKey::JoinGroup,
+            ApiKey::SyncGroup,
+            ApiKey::Heartbeat,
+            ApiKey::OffsetFetch,
+            ApiKey::LeaveGroup,
+        ]);
+        if spec.commit {
+            needed.push(ApiKey::OffsetCommit);
+        }
+    }
+    cluster.check_versions(&needed)?;
+    let (_, layout) = cluster
+        .metadata(&spec.topic)
+        .await
+        .map_err(|e| BenchError::topic(&spec.topic, e))?;
+    if layout.partitions.is_empty() {
+        return Err(BenchError::Topic {
+            topic: spec.topic.clone(),
+            source: ClientError::Other("the topic does not exist".into()),
+        });
+    }
+    if let ConsumeMode::Assign { partitions } = &spec.mode
+        && let Some(p) = partitions
+            .iter()
+            .find(|p| !layout.partitions.iter().any(|l| l.partition == **p))
+    {
+        return Err(SpecError::new(
+            "partition",
+            format!(
+                "{p} is not a partition of topic {} (it has 0..{})",
+                spec.topic,
+                layout.partitions.len().saturating_sub(1)
+            ),
+        )
+        .into());
+    }
+    let cluster = Arc::new(cluster);
+    let run = run_consume(cluster.clone(), layout, spec, cancel, reason, observer).await?;
+    cluster.close(Duration::from_secs(2)).await;
+    let negotiated: BTreeMap<String, i16> = cluster.negotiated().named().collect();
+    let pinned: BTreeMap<String, i16> = pins.iter().map(|(a, v)| (api_name(a), v)).collect();
+    let document = ConsumeResultDocument::of(
+        &run,
+        spec,
+        Target {
+            bootstrap_servers: bootstrap,
+            ..Target::of(cluster.config(), embedded)
+        },
+        settings,
+        negotiated,
+        pinned,
+    );
+    Ok(ConsumeOutcome { run, document })
+}
+
+/// Where each partition starts: committed offsets (group mode), else the spec's start.
+async fn start_positions(
+    cluster: &Cluster,
+    layout: &TopicLayout,
+    member: Option<&GroupMember>,
+    partitions: &[i32],
+    start: StartAt,
+) -> Result<BTreeMap<i32, i64>, ClientError> {
+    let mut positions = match member {
+        Some(m) => m.committed_offsets(layout, partitions).await?,
+        None => BTreeMap::new(),
+    };
+    let missing: Vec<i32> = partitions
+        .iter()
+        .copied()
+        .filter(|p| !positions.contains_key(p))
+        .collect();
+    if !missing.is_empty() {
+        let reset = match start {
+            StartAt::Offset(o) => missing.iter().map(|p| (*p, o)).collect(),
+            StartAt::Reset(OffsetReset::Earliest) => {
+                cluster.earliest_offsets(layout, &missing).await?
+            }
+            StartAt::Reset(OffsetReset::Latest) => cluster.latest_offsets(layout, &missing).await?,
+        };
+        positions.extend(reset);
+    }
+    Ok(positions)
+}
+
+/// The measured phase: join (group mode), position, fetch until done.
+pub async fn run_consume<O: ConsumeObserver>(
+    cluster: Arc<Cluster>,
+    layout: TopicLayout,
+    spec: &ConsumeSpec,
+    cancel: CancellationToken,
+    abort_reason: Arc<Mutex<Option<String>>>,
+    observer: Arc<O>,
+) -> Result<ConsumeRun, BenchError> {
+    let started_at = SystemTime::now();
+    let start = Instant::now();
+    let cpu_start = CpuTime::now();
+    let all: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
+
+    // Join (group mode) and position: the tool's "rebalance" time is the join.
+    let mut member = None;
+    let assigned: Vec<i32> = match &spec.mode {
+        ConsumeMode::Group { group_id } => {
+            let config = GroupConfig {
+                group_id: group_id.clone(),
+                topic: spec.topic.clone(),
+                session_timeout: spec.session_timeout,
+                rebalance_timeout: spec.session_timeout.max(Duration::from_secs(30)),
+            };
+            let joined = tokio::select! {
+                m = GroupMember::join(cluster.clone(), config) => m,
+                _ = cancel.cancelled() => return Err(BenchError::Run("stopped while joining the group".into())),
+            };
+            let m = joined.map_err(|e| BenchError::Run(format!("group {group_id:?}: {e}")))?;
+            let assigned = m.assignment().to_vec();
+            member = Some(m);
+            assigned
+        }
+        ConsumeMode::Assign { partitions } if partitions.is_empty() => all.clone(),
+        ConsumeMode::Assign { partitions } => partitions.clone(),
+    };
+    let mut join = if member.is_some() {
+        start.elapsed()
+    } else {
+        Duration::ZERO
+    };
+    let mut positions = start_positions(&cluster, &layout, member.as_ref(), &assigned, spec.start)
+        .await
+        .map_err(|e| BenchError::topic(&spec.topic, e))?;
+    let mut spans: BTreeMap<i32, PartitionSpan> = positions
+        .iter()
+        .map(|(p, o)| {
+            (
+                *p,
+                PartitionSpan {
+                    start_offset: *o,
+                    end_offset: *o,
+                    records: 0,
+                    skipped: 0,
+                },
+            )
+        })
+        .collect();
+
+    let mut decoder = BatchDecoder::new();
+    let mut fetch_latency = latency_histogram();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut records, mut bytes, mut batches) = (0u64, 0u64, 0u64);
+    let (mut fetches, mut empty_fetches, mut commits) = (0u64, 0u64, 0u64);
+    let mut last_record = Instant::now();
+    let mut timed_out = false;
+    let mut window_start = Instant::now();
+    let (mut window_records, mut window_bytes) = (0u64, 0u64);
+    let mut window_join = join;
+    let mut last_heartbeat = Instant::now();
+    let mut last_commit = Instant::now();
+    let mut committed: BTreeMap<i32, i64> = BTreeMap::new();
+    let wait_ms = spec.fetch_max_wait.as_millis().min(i32::MAX as u128) as i32;
+
+    while records < spec.messages {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let now = Instant::now();
+        if now - last_record > spec.timeout {
+            timed_out = true;
+            break;
+        }
+        if now - window_start >= spec.reporting_interval {
+            observer.interval(&ConsumeWindow {
+                at: SystemTime::now(),
+                elapsed: now - window_start,
+                total_records: records,
+                total_bytes: bytes,
+                records: window_records,
+                bytes: window_bytes,
+                join: window_join,
+            });
+            window_start = now;
+            (window_records, window_bytes) = (0, 0);
+            window_join = Duration::ZERO;
+        }
+        if let Some(m) = member.as_mut() {
+            if now - last_heartbeat >= spec.heartbeat_interval {
+                last_heartbeat = now;
+                match m.heartbeat().await {
+                    Ok(Membership::Stable) => {}
+                    Ok(Membership::RejoinNeeded) => {
+                        let began = Instant::now();
+                        m.rejoin()
+                            .await
+                            .map_err(|e| BenchError::Run(format!("rejoining the group: {e}")))?;
+                        let assigned = m.assignment().to_vec();
+                        let mut fresh =
+                            start_positions(&cluster, &layout, Some(m), &assigned, spec.start)
+                                .await
+                                .map_err(|e| BenchError::topic(&spec.topic, e))?;
+                        // Partitions kept keep the position reached.
+                        for (p, o) in fresh.iter_mut() {
+                            if let Some(kept) = positions.get(p) {
+                                *o = *kept;
+                            }
+                            spans.entry(*p).or_insert(PartitionSpan {
+                                start_offset: *o,
+                                end_offset: *o,
+                                records: 0,
+                                skipped: 0,
+                            });
+                        }
+                        positions = fresh;
+                        let took = began.elapsed();
+                        join += took;
+                        window_join += took;
+                    }
+                    Err(e) => *errors.entry(format!("heartbeat: {e}")).or_default() += 1,
+                }
+            }
+            if spec.commit
+                && now - last_commit >= spec.auto_commit_interval
+                && positions != committed
+            {
+                last_commit = now;
+                match m.commit(&layout, &positions).await {
+                    Ok(_) => {
+                        commits += 1;
+                        committed = positions.clone();
+                    }
+                    Err(e) => *errors.entry(format!("commit: {e}")).or_default() += 1,
+                }
+            }
+        }
+        if positions.is_empty() {
+            // Nothing assigned (another member has every partition): wait for a rebalance.
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tokio::time::sleep(spec.heartbeat_interval.min(Duration::from_millis(500))) => continue,
+            }
+        }
+        let asked: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+        let sent = Instant::now();
+        let fetched = tokio::select! {
+            r = cluster.fetch_partitions(&layout, &asked, spec.fetch_size as i32, spec.fetch_max_bytes as i32, wait_ms) => r,
+            _ = cancel.cancelled() => break,
+        };
+        let answered = Instant::now();
+        fetches += 1;
+        let _ = fetch_latency.record(((answered - sent).as_micros() as u64).max(1));
+        let fetched = match fetched {
+            Ok(f) => f,
+            Err(e) => {
+                *errors.entry(format!("fetch: {e}")).or_default() += 1;
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => continue,
+                }
+            }
+        };
+        let before = records;
+        for (partition, data) in &fetched {
+            let Some(position) = positions.get(partition).copied() else {
+                continue;
+            };
+            let wanted = spec.messages - records;
+            let mut taken = 0u64;
+            let mut taken_bytes = 0u64;
+            let mut skipped = 0u64;
+            let mut next = position;
+            // A record counts once, at the offset expected next or later: a batch a broker sends
+            // twice, or one that starts before the position, adds nothing. Offsets passed over (a
+            // compacted log, or a broker answering from the wrong place) are counted as skipped.
+            let result = decoder.decode_all(&data.records, |header, record| {
+                if header.is_control() {
+                    next = next.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
+                    return;
+                }
+                if record.offset < next || taken >= wanted {
+                    return;
+                }
+                skipped += (record.offset - next) as u64;
+                taken += 1;
+                taken_bytes += record.key.map_or(0, |k| k.len() as u64)
+                    + record.value.map_or(0, |v| v.len() as u64);
+                next = record.offset + 1;
+            });
+            match result {
+                Ok(summary) => {
+                    batches += summary.batches as u64;
+                    // A batch read whole moves the position past its end (compacted offsets).
+                    if taken < wanted
+                        && let Some(end) = batches_end(&data.records, position)
+                    {
+                        next = next.max(end);
+                    }
+                }
+                Err(e) => {
+                    *errors
+                        .entry(format!("decode {}-{partition}: {e}", layout.name))
+                        .or_default() += 1;
+                }
+            }
+            records += taken;
+            bytes += taken_bytes;
+            window_records += taken;
+            window_bytes += taken_bytes;
+            if next > position {
+                positions.insert(*partition, next);
+                if let Some(s) = spans.get_mut(partition) {
+                    s.end_offset = next;
+                    s.records += taken;
+                    s.skipped += skipped;
+                }
+            }
+            if records >= spec.messages {
+                break;
+            }
+        }
+        if records > before {
+            last_record = Instant::now();
+        } else {
+            empty_fetches += 1;
+        }
+    }
+    let elapsed = start.elapsed();
+    let cpu = CpuTime::now().since(cpu_start);
+    let ended_at = SystemTime::now();
+    if let Some(m) = member.as_ref() {
+        if spec.commit && positions != committed {
+            match m.commit(&layout, &positions).await {
+                Ok(_) => commits += 1,
+                Err(e) => *errors.entry(format!("commit: {e}")).or_default() += 1,
+            }
+        }
+        if let Err(e) = m.leave().await {
+            *errors.entry(format!("leave: {e}")).or_default() += 1;
+        }
+    }
+    let aborted = cancel.is_cancelled().then(|| {
+        abort_reason
+            .lock()
+            .expect("reason lock")
+            .clone()
+            .unwrap_or_else(|| "stopped".into())
+    });
+    Ok(ConsumeRun {
+        records,
+        bytes,
+        batches,
+        started_at,
+        ended_at,
+        elapsed,
+        join,
+        cpu,
+        peak_rss_kib: peak_rss_kib(),
+        fetch_latency,
+        fetches,
+        empty_fetches,
+        commits,
+        timed_out,
+        aborted,
+        errors,
+        partitions: spans,
+        member_id: member.map(|m| m.member_id().to_string()),
+    })
+}
+
+/// The offset after the last complete batch in `records` that ends at or past `from`.
+fn batches_end(mut records: &[u8], from: i64) -> Option<i64> {
+    let mut end = None;
+    while let Ok((header, len)) = BatchDecoder::header(records) {
+        let last = header.base_offset + i64::from(header.last_offset_delta);
+        if last >= from {
+            end = Some(last + 1);
+        }
+        records = &records[len..];
+    }
+    end
+}
+
+/// The subset of Java's `SimpleDateFormat` the tool's `--date-format` is used with: `yyyy`, `MM`,
+/// `dd`, `HH`, `mm`, `ss`, `SSS`, and quoted or non-letter literals; times in UTC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DateFormat(Vec<DatePart>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DatePart {
+    Year,
+    Month,
+    Day,
+    Hour,
+    Minute,
+    Second,
+    Millis,
+    Literal(String),
+}
+
+impl Default for DateFormat {
+    fn default() -> Self {
+        DateFormat::parse("yyyy-MM-dd HH:mm:ss:SSS").expect("the tool's default format")
+    }
+}
+
+impl DateFormat {
+    pub fn parse(pattern: &str) -> Result<DateFormat, String> {
+        let mut parts = Vec::new();
+        let chars: Vec<char> = pattern.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            if c == '\'' {
+                let end = chars[i + 1..]
+                    .iter()
+                    .position(|c| *c == '\'')
+                    .ok_or("an unclosed quote")?;
+                let lit: String = chars[i + 1..i + 1 + end].iter().collect();
+                parts.push(DatePart::Literal(if lit.is_empty() {
+                    "'".into()
+                } else {
+                    lit
+                }));
+                i += end + 2;
+                continue;
+            }
+            let run = chars[i..].iter().take_while(|x| **x == c).count();
+            let part = match (c, run) {
+                ('y', 4) => DatePart::Year,
+                ('M', 2) => DatePart::Month,
+                ('d', 2) => DatePart::Day,
+                ('H', 2) => DatePart::Hour,
+                ('m', 2) => DatePart::Minute,
+                ('s', 2) => DatePart::Second,
+                ('S', 3) => DatePart::Millis,
+                (c, _) if c.is_ascii_alphabetic() => {
+                    return Err(format!(
+                        "{:?} is not supported (yyyy, MM, dd, HH, mm, ss and SSS are)",
+                        chars[i..i + run].iter().collect::<String>()
+                    ));
+                }
+                (c, n) => DatePart::Literal(std::iter::repeat_n(c, n).collect()),
+            };
+            parts.push(part);
+            i += run;
+        }
+        Ok(DateFormat(parts))
+    }
+
+    pub fn format(&self, t: SystemTime) -> String {
+        let ms = t
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let (y, mo, d, h, mi, s, milli) = civil_from_unix_ms(ms);
+        let mut out = String::with_capacity(24);
+        for p in &self.0 {
+            match p {
+                DatePart::Year => out.push_str(&format!("{y:04}")),
+                DatePart::Month => out.push_str(&format!("{mo:02}")),
+                DatePart::Day => out.push_str(&format!("{d:02}")),
+                DatePart::Hour => out.push_str(&format!("{h:02}")),
+                DatePart::Minute => out.push_str(&format!("{mi:02}")),
+                DatePart::Second => out.push_str(&format!("{s:02}")),
+                DatePart::Millis => out.push_str(&format!("{milli:03}")),
+                DatePart::Literal(l) => out.push_str(l),
+            }
+        }
+        out
+    }
+}
+
+/// UTC calendar fields of a Unix time in ms (the days-to-civil algorithm of H. Hinnant's
+/// `chrono`-compatible date notes).
+fn civil_from_unix_ms(ms: i64) -> (i64, u32, u32, u32, u32, u32, u32) {
+    let days = ms.div_euclid(86_400_000);
+    let in_day = ms.rem_euclid(86_400_000);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let secs = in_day / 1000;
+    (
+        y,
+        m,
+        d,
+        (secs / 3600) as u32,
+        (secs / 60 % 60) as u32,
+        (secs % 60) as u32,
+        (in_day % 1000) as u32,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_spec_is_valid_and_reads_from_the_earliest_offset() {
+        let spec = ConsumeSpec::default();
+        assert_eq!(spec.validate(), Ok(()));
+        assert_eq!(spec.start, StartAt::Reset(OffsetReset::Earliest));
+        assert_eq!(spec.fetch_size, 1_048_576);
+        assert!(
+            matches!(&spec.mode, ConsumeMode::Group { group_id } if group_id.starts_with("perf-consumer-"))
+        );
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        type Case = (&'static str, fn(&mut ConsumeSpec));
+        let cases: [Case; 6] = [
+            ("messages", |s| s.messages = 0),
+            ("topic", |s| s.topic.clear()),
+            ("timeout", |s| s.timeout = Duration::ZERO),
+            ("offset", |s| s.start = StartAt::Offset(5)),
+            ("partition", |s| {
+                s.mode = ConsumeMode::Assign {
+                    partitions: vec![-1],
+                }
+            }),
+            ("fetch_size", |s| s.fetch_size = 0),
+        ];
+        for (field, break_it) in cases {
+            let mut s = ConsumeSpec::default();
+            break_it(&mut s);
+            assert_eq!(s.validate().unwrap_err().field, field);
+        }
+    }
+
+    #[test]
+    fn the_tools_lines_have_its_columns() {
+        let date = DateFormat::default();
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
+        assert_eq!(date.format(t), "2023-11-14 22:13:20:123");
+        let run = ConsumeRun {
+            records: 1_000_000,
+            bytes: 100_000_000,
+            batches: 10,
+            started_at: t,
+            ended_at: t + Duration::from_secs(2),
+            elapsed: Duration::from_secs(2),
+            join: Duration::from_millis(500),
+            cpu: CpuTime::default(),
+            peak_rss_kib: 0,
+            fetch_latency: latency_histogram(),
+            fetches: 1,
+            empty_fetches: 0,
+            commits: 0,
+            timed_out: false,
+            aborted: None,
+            errors: BTreeMap::new(),
+            partitions: BTreeMap::new(),
+            member_id: None,
+        };
+        let line = run.final_line(&date);
+        let cols: Vec<&str> = line.split(", ").collect();
+        assert_eq!(cols.len(), header_line(false).split(", ").count());
+        assert_eq!(cols[2], "95.3674");
+        assert_eq!(cols[3], "47.6837");
+        assert_eq!(cols[4], "1000000");
+        assert_eq!(cols[5], "500000.0000");
+        assert_eq!(cols[6], "500");
+        assert_eq!(cols[7], "1500");
+        assert_eq!(cols[9], "666666.6667");
+        assert_eq!(DateFormat::parse("HH'h'mm").unwrap().format(t), "22h13");
+        assert!(DateFormat::parse("yyyy-MM-dd E").is_err());
+    }
+}

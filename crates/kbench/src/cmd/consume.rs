@@ -1,0 +1,447 @@
+//! `kbench consume`: kafka-consumer-perf-test's flags and lines over the library's consume job,
+//! then kbench's own figures (client CPU per record, Fetch latency, versions) and the result file.
+//! With no `--bootstrap-server` (or with `--produce-first`) the topic is first filled by the produce
+//! workload, unmeasured, so that there is something to read.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use kbench_bench::ProduceSpec;
+use kbench_bench::consume::{
+    ConsumeMode, ConsumeObserver, ConsumeSpec, ConsumeWindow, DateFormat, StartAt, header_line,
+    run_consume_job,
+};
+use kbench_client::{ConsumerSettings, OffsetReset};
+use kbench_wire::{Compression, Pins};
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{
+    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, parse_compression, parse_interval_ms, positive_u64,
+    positive_usize, spec_error, write_json,
+};
+use crate::embedded::bootstrap_or_embedded;
+
+#[derive(Debug, Args, Default)]
+pub struct ConsumeArgs {
+    /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker
+    /// and fills the topic first (see --produce-first).
+    #[arg(long, visible_alias = "broker-list")]
+    pub bootstrap_server: Option<String>,
+
+    /// Topic to read (default kbench-perf, what `kbench produce` writes).
+    #[arg(long)]
+    pub topic: Option<String>,
+
+    /// Number of records to read (default 1000000).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_u64)]
+    pub messages: Option<u64>,
+
+    /// Consumer group to read in (default perf-consumer-N, a fresh one, as kafka-consumer-perf-test).
+    #[arg(long, conflicts_with = "partition")]
+    pub group: Option<String>,
+
+    /// Read these partitions, assigned, with no group (repeatable, or a comma list).
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    pub partition: Vec<i32>,
+
+    /// Assigned partitions only: start at `earliest`, `latest` or this offset (default earliest).
+    #[arg(long, requires = "partition")]
+    pub offset: Option<String>,
+
+    /// With no committed offset, start at the latest offset instead of the earliest.
+    #[arg(long)]
+    pub from_latest: bool,
+
+    /// Bytes per partition per fetch (max.partition.fetch.bytes; default 1048576).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_usize)]
+    pub fetch_size: Option<usize>,
+
+    /// End the run when no record arrived for this many ms (default 10000); "10s" also works.
+    #[arg(long, value_parser = parse_interval_ms)]
+    pub timeout: Option<Duration>,
+
+    /// Progress interval in ms (default 5000; lines only with --show-detailed-stats).
+    #[arg(long, value_parser = parse_interval_ms)]
+    pub reporting_interval: Option<Duration>,
+
+    /// Print a line per reporting interval instead of one final line.
+    #[arg(long)]
+    pub show_detailed_stats: bool,
+
+    /// Do not print the header line.
+    #[arg(long)]
+    pub hide_header: bool,
+
+    /// Time format of the lines (Java SimpleDateFormat's yyyy MM dd HH mm ss SSS; UTC).
+    #[arg(long, default_value = "yyyy-MM-dd HH:mm:ss:SSS")]
+    pub date_format: String,
+
+    /// Consumer properties file, as the Kafka tools take it; -X overrides it. Repeatable.
+    #[arg(
+        long = "consumer.config",
+        visible_alias = "command-config",
+        value_name = "FILE"
+    )]
+    pub consumer_config: Vec<PathBuf>,
+
+    /// Client property, Java or librdkafka name (repeatable): -X fetch.max.wait.ms=100
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    pub property: Vec<String>,
+
+    /// Pin API versions, e.g. fetch=12 (Kafka API names, case-insensitive).
+    #[arg(long, value_name = "API=VERSION[,…]")]
+    pub pin: Vec<String>,
+
+    /// Fill the topic with --messages records before reading (unmeasured; always done with the
+    /// embedded broker).
+    #[arg(long)]
+    pub produce_first: bool,
+
+    /// Records' value size when filling the topic (default 100).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_usize)]
+    pub record_size: Option<usize>,
+
+    /// Compression when filling the topic (default none).
+    #[arg(long, value_parser = parse_compression)]
+    pub compression: Option<Compression>,
+
+    /// Partitions of the topic when filling creates it (default 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::positive_i32)]
+    pub partitions: Option<i32>,
+
+    /// Write the result document (docs/results.md) to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Everything resolved from the command line.
+pub(crate) struct Plan {
+    pub(crate) settings: ConsumerSettings,
+    pub(crate) pins: Pins,
+    pub(crate) spec: ConsumeSpec,
+    pub(crate) date: DateFormat,
+}
+
+/// Flags and properties → the spec: properties first (files, then -X), flags over them.
+pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
+    let mut settings = ConsumerSettings::default();
+    let mut given = Vec::new();
+    let mut apply = |source: &str, k: &str, v: &str| -> Result<(), String> {
+        settings.apply(source, k, v).map_err(|e| e.to_string())?;
+        given.push((k.to_string(), v.to_string()));
+        Ok(())
+    };
+    for f in &args.consumer_config {
+        let source = f.display().to_string();
+        for (k, v) in crate::args::read_properties_file(f)? {
+            apply(&source, &k, &v)?;
+        }
+    }
+    for kv in &args.property {
+        let (k, v) = kbench_client::split_property("-X", kv).map_err(|e| e.to_string())?;
+        apply("-X", k, v)?;
+    }
+    let reset_given = given.iter().any(|(k, _)| k == "auto.offset.reset");
+    settings.finish().map_err(|e| e.to_string())?;
+    if let Some(bs) = &args.bootstrap_server {
+        settings.connection.bootstrap_servers = Some(bs.clone());
+    }
+    let mut pins = Pins::default();
+    for p in &args.pin {
+        pins.extend_from(p).map_err(|e| e.to_string())?;
+    }
+    pins.only(ConsumeSpec::APIS).map_err(|e| e.to_string())?;
+    let mut spec = ConsumeSpec {
+        properties: given,
+        ..ConsumeSpec::default()
+    };
+    spec.apply_settings(&settings);
+    // kafka-consumer-perf-test starts at the earliest offset unless --from-latest; an explicit
+    // auto.offset.reset property is kept.
+    if args.from_latest {
+        spec.start = StartAt::Reset(OffsetReset::Latest);
+    } else if !reset_given {
+        spec.start = StartAt::Reset(OffsetReset::Earliest);
+    }
+    if let Some(t) = &args.topic {
+        spec.topic = t.clone();
+    }
+    if let Some(m) = args.messages {
+        spec.messages = m;
+    }
+    if let Some(g) = &args.group {
+        spec.mode = ConsumeMode::Group {
+            group_id: g.clone(),
+        };
+    }
+    if !args.partition.is_empty() {
+        spec.mode = ConsumeMode::Assign {
+            partitions: args.partition.clone(),
+        };
+        spec.commit = false;
+    }
+    if let Some(o) = &args.offset {
+        spec.start =
+            match o.as_str() {
+                "earliest" | "beginning" => StartAt::Reset(OffsetReset::Earliest),
+                "latest" | "end" => StartAt::Reset(OffsetReset::Latest),
+                n => StartAt::Offset(n.parse::<i64>().map_err(|_| {
+                    format!("--offset {n:?}: expected earliest, latest or an offset")
+                })?),
+            };
+    }
+    if let Some(f) = args.fetch_size {
+        spec.fetch_size = f;
+    }
+    if let Some(t) = args.timeout {
+        spec.timeout = t;
+    }
+    if let Some(r) = args.reporting_interval {
+        spec.reporting_interval = r;
+    }
+    spec.validate().map_err(|e| spec_error(&e))?;
+    let date = DateFormat::parse(&args.date_format)
+        .map_err(|e| format!("--date-format {:?}: {e}", args.date_format))?;
+    Ok(Plan {
+        settings,
+        pins,
+        spec,
+        date,
+    })
+}
+
+/// The detailed lines, as the run goes.
+struct Lines {
+    detailed: bool,
+    date: DateFormat,
+}
+
+impl ConsumeObserver for Lines {
+    fn interval(&self, w: &ConsumeWindow) {
+        if self.detailed {
+            println!("{}", w.detailed_line(&self.date));
+        }
+    }
+}
+
+/// `kbench consume`.
+pub async fn run(args: ConsumeArgs) -> u8 {
+    let plan = match plan(&args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let (servers, mut embedded) =
+        match bootstrap_or_embedded(plan.settings.connection.bootstrap_servers.as_deref()).await {
+            Ok(t) => t,
+            Err((code, e)) => {
+                eprintln!("kbench: error: {e}");
+                return code;
+            }
+        };
+    let code = execute(&args, &plan, servers, embedded.as_mut()).await;
+    if let Some(b) = embedded {
+        b.stop().await;
+    }
+    code
+}
+
+async fn execute(
+    args: &ConsumeArgs,
+    plan: &Plan,
+    servers: Vec<String>,
+    mut embedded: Option<&mut crate::embedded::EmbeddedBroker>,
+) -> u8 {
+    let embedded_broker = embedded.is_some();
+    let bootstrap = servers.join(",");
+    let cluster = plan
+        .settings
+        .connection
+        .cluster_config(servers, plan.pins.clone());
+    let cancel = CancellationToken::new();
+    let reason = Arc::new(Mutex::new(None::<String>));
+    if (embedded_broker || args.produce_first)
+        && let Err(code) = fill(args, plan, cluster.clone(), embedded_broker).await
+    {
+        return code;
+    }
+    if !args.hide_header {
+        println!("{}", header_line(args.show_detailed_stats));
+    }
+    let mut interrupted = false;
+    let job = run_consume_job(
+        &plan.spec,
+        cluster,
+        embedded_broker,
+        cancel.clone(),
+        reason.clone(),
+        Arc::new(Lines {
+            detailed: args.show_detailed_stats,
+            date: plan.date.clone(),
+        }),
+    );
+    tokio::pin!(job);
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut job => break outcome,
+            why = crate::signals::stop_requested(), if !cancel.is_cancelled() => {
+                interrupted = true;
+                *reason.lock().expect("reason lock") = Some(why.to_string());
+                cancel.cancel();
+            }
+            why = async { match embedded.as_mut() { Some(b) => b.exited().await, None => std::future::pending().await } }, if !cancel.is_cancelled() => {
+                *reason.lock().expect("reason lock") = Some(why);
+                cancel.cancel();
+            }
+        }
+    };
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!(
+                "kbench: error: {}",
+                crate::cmd::produce::describe(&e, &bootstrap)
+            );
+            return if interrupted {
+                EXIT_INTERRUPTED
+            } else {
+                EXIT_FAILED
+            };
+        }
+    };
+    let run = &outcome.run;
+    let doc = &outcome.document;
+    if run.timed_out {
+        println!(
+            "WARNING: Exiting before consuming the expected number of messages: timeout ({} ms) exceeded. You can use the --timeout option to increase the timeout.",
+            plan.spec.timeout.as_millis()
+        );
+    }
+    if !args.show_detailed_stats {
+        println!("{}", run.final_line(&plan.date));
+    }
+    // kbench's own figures, after the tool's lines.
+    let cpu = doc.client_cpu_us_per_record.map_or_else(
+        || "n/a".into(),
+        |c| {
+            format!(
+                "{c:.3} µs/record (user {:.3}, sys {:.3})",
+                doc.client_cpu_user_s * 1e6 / run.records.max(1) as f64,
+                doc.client_cpu_sys_s * 1e6 / run.records.max(1) as f64
+            )
+        },
+    );
+    println!(
+        "kbench: {} records in {} batches, CRC-checked; client CPU {cpu}",
+        run.records, run.batches
+    );
+    let l = &doc.fetch_latency;
+    println!(
+        "kbench: fetch latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms over {} fetches ({} empty)",
+        l.p50 as f64 / 1000.0,
+        l.p99 as f64 / 1000.0,
+        l.max as f64 / 1000.0,
+        run.fetches,
+        run.empty_fetches
+    );
+    let versions: Vec<String> = doc
+        .negotiated_versions
+        .iter()
+        .map(|(k, v)| {
+            let pinned = doc.pinned_versions.get(k).is_some_and(|p| p == v);
+            format!("{k} v{v}{}", if pinned { " (pinned)" } else { "" })
+        })
+        .collect();
+    println!("kbench: versions {}", versions.join(", "));
+    if doc.offsets_skipped > 0 {
+        println!(
+            "kbench: {} offsets were passed over (no answer held them: a compacted log, or a broker answering from the wrong place)",
+            doc.offsets_skipped
+        );
+    }
+    let mut code = 0;
+    for (error, n) in &run.errors {
+        eprintln!("kbench: {n} × {error}");
+    }
+    if let Some(why) = &run.aborted {
+        eprintln!("kbench: the run stopped early: {why}");
+        code = if interrupted {
+            EXIT_INTERRUPTED
+        } else {
+            EXIT_FAILED
+        };
+    }
+    if let Some(path) = &args.json {
+        if let Err(e) = write_json(path, doc) {
+            eprintln!("kbench: error: --json {e}");
+            return EXIT_FAILED;
+        }
+        eprintln!("kbench: wrote {}", path.display());
+    }
+    code
+}
+
+/// Fill the topic with `--messages` records by the produce workload (acks=1, unmeasured), so that
+/// a run against the embedded broker has something to read.
+async fn fill(
+    args: &ConsumeArgs,
+    plan: &Plan,
+    cluster: kbench_client::ClusterConfig,
+    embedded: bool,
+) -> Result<(), u8> {
+    let mut spec = ProduceSpec {
+        topic: plan.spec.topic.clone(),
+        num_records: plan.spec.messages,
+        partitions: args.partitions.unwrap_or(1),
+        compression: args.compression.unwrap_or(Compression::None),
+        reporting_interval: Duration::from_secs(3600),
+        ..ProduceSpec::default()
+    };
+    spec.producer.acks = kbench_client::Acks::Leader;
+    if let Some(size) = args.record_size {
+        spec.payload = kbench_bench::Payload::Random { size };
+    }
+    if let Err(e) = spec.validate() {
+        eprintln!("kbench: error: {}", spec_error(&e));
+        return Err(EXIT_USAGE);
+    }
+    eprintln!(
+        "kbench: filling topic {} with {} records of {} (unmeasured)",
+        spec.topic,
+        spec.num_records,
+        match &spec.payload {
+            kbench_bench::Payload::Random { size } => format!("{size} bytes"),
+            kbench_bench::Payload::Lines(_) => "payload lines".into(),
+        }
+    );
+    let outcome = kbench_bench::produce::run_job(
+        &spec,
+        cluster,
+        embedded,
+        CancellationToken::new(),
+        Arc::new(Mutex::new(None)),
+        Arc::new(()),
+    )
+    .await;
+    match outcome {
+        Ok(o) if o.run.records_failed == 0 => Ok(()),
+        Ok(o) => {
+            eprintln!(
+                "kbench: error: filling the topic: {} of {} records failed",
+                o.run.records_failed, o.run.records_sent
+            );
+            Err(EXIT_FAILED)
+        }
+        Err(e) => {
+            eprintln!(
+                "kbench: error: filling the topic: {}",
+                crate::cmd::produce::describe(&e, &plan.spec.topic)
+            );
+            Err(EXIT_FAILED)
+        }
+    }
+}

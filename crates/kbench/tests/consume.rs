@@ -1,0 +1,349 @@
+//! `kbench consume` against real brokers (the embedded one and the upstream Tansu binary): it reads
+//! back exactly what kbench and librdkafka wrote, in group and assign modes and with every codec;
+//! its lines are kafka-consumer-perf-test's; a group carries on from its committed offsets; bad input
+//! gets one error naming the flag.
+
+mod common;
+#[path = "common/librdkafka.rs"]
+mod librdkafka;
+
+use std::time::Duration;
+
+use common::*;
+use kbench_wire::Pins;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The final line's columns, by the header's names.
+fn columns(stdout: &str, detailed: bool) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut lines = stdout.lines();
+    let header = lines.next().expect("a header line");
+    let names: Vec<&str> = header.split(", ").collect();
+    let first = if detailed { "time" } else { "start.time" };
+    assert_eq!(names[0], first, "{stdout}");
+    assert_eq!(names.len(), 10, "{header}");
+    lines
+        .filter(|l| !l.starts_with("kbench:") && !l.starts_with("WARNING"))
+        .map(|l| {
+            let values: Vec<&str> = l.split(", ").collect();
+            assert_eq!(values.len(), names.len(), "{l}");
+            names
+                .iter()
+                .zip(values)
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Every codec: kbench produces N records of 100 bytes, `kbench consume` reads exactly N, and the
+/// tool's columns (MB, records) and the result document agree with what was produced.
+#[test]
+fn consume_reads_back_what_was_produced_with_every_codec() {
+    for kind in BROKERS {
+        let broker = TestBroker::of(kind);
+        let dir = TempDir::new("consume-1");
+        for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+            let topic = format!("consume-{codec}");
+            Cmd::on("produce", &broker)
+                .args(&[
+                    "--num-records",
+                    "30000",
+                    "--record-size",
+                    "100",
+                    "--partitions",
+                    "3",
+                    "--acks",
+                    "1",
+                    "--compression",
+                    codec,
+                ])
+                .topic(&topic)
+                .ok(LIMIT);
+            let json = dir.path().join(format!("{codec}.json"));
+            let out = Cmd::on("consume", &broker)
+                // Upstream Tansu holds a JoinGroup for half the session timeout: keep it short.
+                .args(&["--messages", "30000", "--timeout", "20000"])
+                .args(&[
+                    "-X",
+                    "session.timeout.ms=6000",
+                    "-X",
+                    "heartbeat.interval.ms=1000",
+                ])
+                .topic(&topic)
+                .json(&json)
+                .ok(LIMIT);
+            let stdout = text(&out.stdout);
+            let rows = columns(&stdout, false);
+            assert_eq!(rows.len(), 1, "{kind:?} {codec}: {stdout}");
+            let row = &rows[0];
+            assert_eq!(row["data.consumed.in.nMsg"], "30000", "{kind:?} {codec}");
+            let mb: f64 = row["data.consumed.in.MB"].parse().unwrap();
+            assert!(
+                (mb - 30000.0 * 100.0 / 1048576.0).abs() < 1e-3,
+                "{kind:?} {codec}: {mb} MB"
+            );
+            for f in ["MB.sec", "nMsg.sec", "fetch.MB.sec", "fetch.nMsg.sec"] {
+                let v: f64 = row[f].parse().unwrap();
+                assert!(v > 0.0, "{kind:?} {codec}: {f} = {v}");
+            }
+            let doc = result_json(&json);
+            assert_eq!(doc["kind"], "consume");
+            assert_eq!(doc["records_consumed"], 30000, "{kind:?} {codec}");
+            assert_eq!(doc["bytes_consumed"], 3_000_000, "{kind:?} {codec}");
+            assert_eq!(doc["complete"], true);
+            assert_eq!(doc["settings"]["mode"], "group");
+            let partitions = doc["partitions"].as_object().unwrap();
+            assert_eq!(partitions.len(), 3, "{kind:?} {codec}");
+            let per_partition: u64 = partitions
+                .values()
+                .map(|p| p["records"].as_u64().unwrap())
+                .sum();
+            assert_eq!(per_partition, 30000, "{kind:?} {codec}");
+            for p in partitions.values() {
+                assert_eq!(
+                    p["end_offset"].as_i64().unwrap() - p["start_offset"].as_i64().unwrap(),
+                    p["records"].as_i64().unwrap(),
+                    "{kind:?} {codec}: offsets are dense"
+                );
+            }
+            assert!(doc["client_cpu_us_per_record"].as_f64().unwrap() > 0.0);
+            assert!(doc["fetch_latency"]["count"].as_u64().unwrap() >= 1);
+            assert!(
+                doc["negotiated_versions"]["Fetch"].as_i64().unwrap() >= 4,
+                "{doc}"
+            );
+            assert!(
+                doc["errors"].as_object().unwrap().is_empty(),
+                "{kind:?} {codec}: {doc}"
+            );
+        }
+    }
+}
+
+/// librdkafka writes (keys, values of varied length, two partitions, each codec), kbench reads:
+/// records and bytes (key + value, as kafka-consumer-perf-test counts them) are exactly what was
+/// written, in assign mode from the earliest offset, with the detailed lines' columns.
+#[test]
+fn consume_reads_what_librdkafka_wrote_in_assign_mode() {
+    for kind in BROKERS {
+        let broker = TestBroker::of(kind);
+        let rt = runtime();
+        let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
+        let topic = "consume-from-librdkafka";
+        rt.block_on(cluster.ensure_topic(topic, 2, 1)).unwrap();
+        let mut expected_bytes = 0u64;
+        let mut expected_records = 0u64;
+        for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+            let records: Vec<(i32, Vec<u8>, Vec<u8>)> = (0..2000u32)
+                .map(|i| {
+                    let key = format!("k{i}").into_bytes();
+                    let value =
+                        format!("{codec}-{i}-{}", "v".repeat((i % 50) as usize)).into_bytes();
+                    ((i % 2) as i32, key, value)
+                })
+                .collect();
+            expected_bytes += records
+                .iter()
+                .map(|(_, k, v)| (k.len() + v.len()) as u64)
+                .sum::<u64>();
+            expected_records += records.len() as u64;
+            let (delivered, failed) = librdkafka::produce(&broker.addr, topic, codec, records);
+            assert_eq!((delivered, failed), (2000, 0), "{kind:?} {codec}");
+        }
+        let dir = TempDir::new("consume-2");
+        let json = dir.path().join("assign.json");
+        let out = Cmd::on("consume", &broker)
+            .args(&[
+                "--messages",
+                &expected_records.to_string(),
+                "--partition",
+                "0,1",
+                "--offset",
+                "earliest",
+                "--show-detailed-stats",
+                "--reporting-interval",
+                "1",
+                "--timeout",
+                "20000",
+            ])
+            .topic(topic)
+            .json(&json)
+            .ok(LIMIT);
+        let stdout = text(&out.stdout);
+        for row in columns(&stdout, true) {
+            assert_eq!(row["threadId"], "0", "{stdout}");
+        }
+        let doc = result_json(&json);
+        assert_eq!(doc["records_consumed"], expected_records, "{kind:?}");
+        assert_eq!(doc["bytes_consumed"], expected_bytes, "{kind:?}");
+        assert_eq!(doc["settings"]["mode"], "assign");
+        assert_eq!(doc["rebalance_time_ms"], 0, "no group, no join");
+        assert_eq!(doc["commits"], 0);
+        assert!(doc.get("member_id").is_none());
+    }
+}
+
+/// A named group commits where it stopped; the next run in that group carries on from there, and a
+/// run that finds nothing more ends at `--timeout` with the tool's warning (exit 0). On the upstream
+/// Tansu binary: the embedded broker (Tansu 0.6.0 from crates.io, memory storage) answers a Fetch
+/// from an offset inside a batch with a later batch, repeated, or with nothing, so a run resuming
+/// mid-batch there reports offsets passed over instead (see the next test).
+#[test]
+fn a_group_carries_on_from_its_committed_offsets() {
+    let broker = TestBroker::standalone();
+    let dir = TempDir::new("consume-3");
+    Cmd::on("produce", &broker)
+        .args(&[
+            "--num-records",
+            "1000",
+            "--record-size",
+            "10",
+            "--acks",
+            "1",
+        ])
+        .topic("committed")
+        .ok(LIMIT);
+    let read = |messages: &str, name: &str| {
+        let json = dir.path().join(name);
+        let out = Cmd::on("consume", &broker)
+            .args(&[
+                "--messages",
+                messages,
+                "--group",
+                "carry-on",
+                "--timeout",
+                "1500",
+                "-X",
+                "session.timeout.ms=6000",
+            ])
+            .topic("committed")
+            .json(&json)
+            .ok(LIMIT);
+        (text(&out.stdout), result_json(&json))
+    };
+    let (_, first) = read("600", "first.json");
+    assert_eq!(first["records_consumed"], 600);
+    assert_eq!(first["partitions"]["0"]["start_offset"], 0);
+    assert!(first["commits"].as_u64().unwrap() >= 1);
+    let (_, second) = read("400", "second.json");
+    assert_eq!(second["records_consumed"], 400);
+    assert_eq!(second["partitions"]["0"]["start_offset"], 600, "{second}");
+    let (stdout, third) = read("10", "third.json");
+    assert_eq!(third["records_consumed"], 0);
+    assert_eq!(third["timed_out"], true);
+    assert_eq!(third["complete"], false);
+    assert!(
+        stdout.contains("WARNING: Exiting before consuming the expected number of messages: timeout (1500 ms) exceeded."),
+        "{stdout}"
+    );
+}
+
+/// Reading from inside a batch on the embedded broker: whatever the broker answers, no offset is
+/// counted twice and none is passed over silently: records + offsets passed over span exactly
+/// the offsets the run moved across.
+#[test]
+fn offsets_passed_over_are_counted_never_hidden() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("consume-mid-batch");
+    Cmd::on("produce", &broker)
+        .args(&[
+            "--num-records",
+            "1000",
+            "--record-size",
+            "10",
+            "--acks",
+            "1",
+        ])
+        .topic("mid-batch")
+        .ok(LIMIT);
+    for offset in ["0", "1", "600", "999"] {
+        let json = dir.path().join(format!("from-{offset}.json"));
+        Cmd::on("consume", &broker)
+            .args(&[
+                "--messages",
+                "1000",
+                "--partition",
+                "0",
+                "--offset",
+                offset,
+                "--timeout",
+                "1000",
+            ])
+            .topic("mid-batch")
+            .json(&json)
+            .ok(LIMIT);
+        let doc = result_json(&json);
+        let p = &doc["partitions"]["0"];
+        let span = p["end_offset"].as_u64().unwrap() - p["start_offset"].as_u64().unwrap();
+        assert_eq!(p["start_offset"].as_str(), None);
+        assert_eq!(p["start_offset"], offset.parse::<u64>().unwrap(), "{doc}");
+        assert_eq!(
+            p["records"].as_u64().unwrap() + p["skipped"].as_u64().unwrap(),
+            span,
+            "from {offset}: {doc}"
+        );
+        assert!(doc["records_consumed"].as_u64().unwrap() <= 1000 - offset.parse::<u64>().unwrap());
+        assert_eq!(doc["offsets_skipped"], p["skipped"]);
+    }
+}
+
+/// Bad input: one error naming the flag, property or topic, exit 2 (usage) or 1, never a hang.
+#[test]
+fn bad_consume_input_names_what_is_wrong() {
+    let broker = TestBroker::start();
+    Cmd::on("produce", &broker)
+        .args(&["--num-records", "10", "--acks", "1"])
+        .topic("exists")
+        .ok(LIMIT);
+    let cases: [(&[&str], &str, i32); 6] = [
+        (&["--topic", "missing"], "--topic missing", 1),
+        (&["--topic", "exists", "--partition", "7"], "--partition", 1),
+        (&["--topic", "exists", "--offset", "5"], "--partition", 2),
+        (&["--topic", "exists", "-X", "linger.ms=5"], "linger.ms", 2),
+        (
+            &["--topic", "exists", "-X", "fetch.max.bytes=x"],
+            "fetch.max.bytes",
+            2,
+        ),
+        (
+            &["--topic", "exists", "--date-format", "yyyy E"],
+            "--date-format",
+            2,
+        ),
+    ];
+    for (args, named, code) in cases {
+        let out = Cmd::on("consume", &broker)
+            .args(&["--timeout", "2000"])
+            .args(args)
+            .run(LIMIT);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(named), "{args:?}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.contains("error")).count(),
+            1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// With no --bootstrap-server, the embedded broker is started and filled first: `kbench consume`
+/// alone works on a fresh machine.
+#[test]
+fn consume_alone_fills_an_embedded_broker_and_reads_it() {
+    let dir = TempDir::new("consume-4");
+    let json = dir.path().join("alone.json");
+    let out = Cmd::new("consume")
+        .args(&["--messages", "5000", "--compression", "zstd"])
+        .json(&json)
+        .ok(LIMIT);
+    assert!(
+        text(&out.stderr).contains("filling topic"),
+        "{}",
+        text(&out.stderr)
+    );
+    let doc = result_json(&json);
+    assert_eq!(doc["records_consumed"], 5000);
+    assert_eq!(doc["target"]["embedded_broker"], true);
+}
