@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Two kbench builds side by side: produce, alternating, at 16 KiB and 1 MB batches, none and snappy;
 # medians and min-max of records/s and client CPU per record (user, sys) from the result documents.
-#   python3 scripts/ab-produce.py OLD_KBENCH NEW_KBENCH BROKER_ADDR [reps] [records] [partitions,…]
+#   python3 scripts/ab-produce.py OLD_KBENCH NEW_KBENCH BROKER_ADDR [reps] [records] [partitions,…] [codec,…]
 import json, subprocess, statistics, sys
 if len(sys.argv) < 4:
     sys.exit("usage: ab-produce.py OLD_KBENCH NEW_KBENCH BROKER_ADDR [reps=5] [records=1000000] [partitions=1]")
@@ -9,11 +9,12 @@ old, new, addr = sys.argv[1:4]
 reps = int(sys.argv[4]) if len(sys.argv) > 4 else 5
 records = int(sys.argv[5]) if len(sys.argv) > 5 else 1000000
 partition_counts = [int(p) for p in sys.argv[6].split(",")] if len(sys.argv) > 6 else [1]
+codecs = sys.argv[7].split(",") if len(sys.argv) > 7 else ["none", "snappy"]
 print(f"{records} × 100 B, acks=1, linger 5 ms; {reps} alternating runs each; medians (min–max)")
 print("| partitions | batch.size | codec | build | records/s | client CPU µs/record | user | sys |")
 print("|---|---|---|---|---|---|---|---|")
 for partitions, batch in [(p, b) for p in partition_counts for b in (16384, 1000000)]:
-    for codec in ("none", "snappy"):
+    for codec in codecs:
         res = {"before": [], "after": []}
         for r in range(reps):
             for name, binary in (("before", old), ("after", new)):

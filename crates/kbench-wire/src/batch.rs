@@ -40,6 +40,8 @@ pub struct RecordBatchBuilder {
     records: BytesMut,
     /// The finished batch for compressed codecs (header, then compressed records).
     out: BytesMut,
+    /// Compression contexts kept from batch to batch.
+    compressor: crate::compression::Compressor,
     base_timestamp: i64,
     max_timestamp: i64,
     count: i32,
@@ -53,6 +55,7 @@ impl RecordBatchBuilder {
             compression,
             records: BytesMut::with_capacity(16 * 1024),
             out: BytesMut::new(),
+            compressor: Default::default(),
             base_timestamp: 0,
             max_timestamp: 0,
             count: 0,
@@ -163,7 +166,8 @@ impl RecordBatchBuilder {
             self.out.clear();
             self.out.reserve(self.last_len);
             self.out.put_bytes(0, BATCH_HEADER_LEN);
-            self.compression.compress(&self.records, &mut self.out)?;
+            self.compressor
+                .compress(self.compression, &self.records, &mut self.out)?;
             self.records.clear();
             self.out.split()
         };
