@@ -16,6 +16,7 @@ pub mod measure;
 pub mod produce;
 pub mod result;
 pub mod seed_service;
+pub mod slo;
 pub mod spec;
 pub mod sweep;
 

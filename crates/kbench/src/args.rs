@@ -125,6 +125,41 @@ pub fn parse_count_span(s: &str) -> Result<Span<usize>, String> {
     kbench_bench::spec::parse_positive_span(s)
 }
 
+/// Exit code of a run that met every other expectation but failed a `--slo` condition.
+pub const EXIT_SLO: u8 = 3;
+
+/// `--slo`, checked against the workload before anything runs.
+pub fn parse_slo(
+    text: Option<&str>,
+    kind: &str,
+) -> Result<Option<Vec<kbench_bench::slo::Condition>>, String> {
+    text.map(|t| kbench_bench::slo::parse(t, kind).map_err(|e| format!("--slo {e}")))
+        .transpose()
+}
+
+/// The result document with the `--slo` checks in it (`slo`), the table printed, and whether
+/// every condition held (true without `--slo`).
+pub fn check_slo<T: serde::Serialize>(
+    conditions: Option<&[kbench_bench::slo::Condition]>,
+    doc: &T,
+) -> (serde_json::Value, bool) {
+    let mut value = serde_json::to_value(doc).unwrap_or(serde_json::Value::Null);
+    let Some(conditions) = conditions else {
+        return (value, true);
+    };
+    let checks = kbench_bench::slo::evaluate(conditions, &value);
+    println!();
+    print!("{}", kbench_bench::slo::table(&checks));
+    let passed = checks.iter().all(|c| c.passed);
+    if let Some(map) = value.as_object_mut() {
+        map.insert(
+            "slo".into(),
+            serde_json::json!({"passed": passed, "checks": checks}),
+        );
+    }
+    (value, passed)
+}
+
 /// Write a result document as pretty JSON, creating its folder.
 pub fn write_json<T: serde::Serialize>(path: &Path, doc: &T) -> Result<(), String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -114,6 +114,11 @@ pub struct ConsumeArgs {
     /// Write the result document (docs/results.md) to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+
+    /// Conditions the run must meet, e.g. 'records_per_sec>=1000000,p99<600ms' (p99: Fetch
+    /// latency): a table after the run, and exit code 3 when one fails.
+    #[arg(long, value_name = "CONDITIONS")]
+    pub slo: Option<String>,
 }
 
 /// Everything resolved from the command line.
@@ -122,6 +127,7 @@ pub(crate) struct Plan {
     pub(crate) pins: Pins,
     pub(crate) spec: ConsumeSpec,
     pub(crate) date: DateFormat,
+    pub(crate) slo: Option<Vec<kbench_bench::slo::Condition>>,
 }
 
 /// Flags and properties → the spec: properties first (files, then -X), flags over them.
@@ -204,11 +210,13 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
     spec.validate().map_err(|e| spec_error(&e))?;
     let date = DateFormat::parse(&args.date_format)
         .map_err(|e| format!("--date-format {:?}: {e}", args.date_format))?;
+    let slo = crate::args::parse_slo(args.slo.as_deref(), "consume")?;
     Ok(Plan {
         settings,
         pins,
         spec,
         date,
+        slo,
     })
 }
 
@@ -375,8 +383,12 @@ async fn execute(
             EXIT_FAILED
         };
     }
+    let (document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), doc);
+    if !slo_met && code == 0 {
+        code = crate::args::EXIT_SLO;
+    }
     if let Some(path) = &args.json {
-        if let Err(e) = write_json(path, doc) {
+        if let Err(e) = write_json(path, &document) {
             eprintln!("kbench: error: --json {e}");
             return EXIT_FAILED;
         }

@@ -112,6 +112,11 @@ pub struct E2eArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
 
+    /// Conditions the run must meet, e.g. 'p99<50ms,lost==0' (p99: whole trip): a table after the
+    /// run, and exit code 3 when one fails.
+    #[arg(long, value_name = "CONDITIONS")]
+    pub slo: Option<String>,
+
     /// Seed for intervals, sizes and counts (default: random; printed and stored in the result).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -260,6 +265,10 @@ pub async fn run(args: E2eArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    if let Err(e) = crate::args::parse_slo(args.slo.as_deref(), "e2e") {
+        eprintln!("kbench: error: {e}");
+        return EXIT_USAGE;
+    }
     let settings = match args.connection.settings() {
         Ok(s) => s,
         Err(e) => {
@@ -380,8 +389,10 @@ async fn drive(
         spec.seed,
     );
     print_summary(&run, &doc);
+    let slo = crate::args::parse_slo(args.slo.as_deref(), "e2e").unwrap_or_default();
+    let (document, slo_met) = crate::args::check_slo(slo.as_deref(), &doc);
     if let Some(path) = &args.json {
-        if let Err(e) = write_json(path, &doc) {
+        if let Err(e) = write_json(path, &document) {
             eprintln!("kbench: error: {e}");
             return EXIT_FAILED;
         }
@@ -391,6 +402,8 @@ async fn drive(
         EXIT_FAILED
     } else if interrupted && args.duration.is_some() {
         EXIT_INTERRUPTED
+    } else if !slo_met {
+        crate::args::EXIT_SLO
     } else {
         0
     }

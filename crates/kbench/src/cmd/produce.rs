@@ -128,6 +128,11 @@ pub struct ProduceArgs {
     /// repetition's figures for `kbench compare` (default 1).
     #[arg(long, allow_negative_numbers = true, value_parser = positive_usize)]
     pub repetitions: Option<usize>,
+
+    /// Conditions the run must meet, e.g. 'p99<20ms,records_per_sec>=500000,failed==0': a table
+    /// after the run, and exit code 3 when one fails.
+    #[arg(long, value_name = "CONDITIONS")]
+    pub slo: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +150,7 @@ pub(crate) struct Plan {
     pub(crate) settings: ProducerSettings,
     pub(crate) pins: Pins,
     pub(crate) spec: ProduceSpec,
+    pub(crate) slo: Option<Vec<kbench_bench::slo::Condition>>,
 }
 
 /// Flags and properties → the spec: properties first (`-X`, then `--producer-props`), explicit flags
@@ -215,10 +221,12 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     spec.throughput = args.throughput.filter(|t| *t > 0.0);
     spec.limits = args.limits.limits();
     spec.validate().map_err(|e| spec_error(&e))?;
+    let slo = crate::args::parse_slo(args.slo.as_deref(), "produce")?;
     Ok(Plan {
         settings,
         pins,
         spec,
+        slo,
     })
 }
 
@@ -376,8 +384,12 @@ async fn execute(
     if mode == Mode::Quickstart {
         print_summary(&outcome.document);
     }
+    let (document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &outcome.document);
+    if !slo_met && code == 0 {
+        code = crate::args::EXIT_SLO;
+    }
     if let Some(path) = json {
-        if let Err(e) = write_json(path, &outcome.document) {
+        if let Err(e) = write_json(path, &document) {
             eprintln!("kbench: error: --json {e}");
             return EXIT_FAILED;
         }
