@@ -101,6 +101,10 @@ pub struct ResultDocument {
     pub latency: LatencySummary,
     /// Request sent → ack, µs.
     pub service_time: LatencySummary,
+    /// Per record: intended send time → its request sent (OMB's publish delay).
+    pub publish_delay: LatencySummary,
+    /// Whether kbench, not the target, set the pace (and the evidence).
+    pub saturation: crate::produce::phase::Saturation,
     /// Failed records per error message.
     pub errors: BTreeMap<String, u64>,
     pub aborted: Option<String>,
@@ -185,6 +189,8 @@ impl ResultDocument {
             peak_rss_kib: run.peak_rss_kib,
             latency: LatencySummary::of(&run.latency),
             service_time: LatencySummary::of(&run.service_time),
+            publish_delay: LatencySummary::of(&run.publish_delay),
+            saturation: run.saturation.clone(),
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
             produce_requests: run.requests,

@@ -77,6 +77,12 @@ pub struct ProduceRun {
     pub latency: Histogram<u64>,
     /// Per record, from the moment its request was sent to its ack: the broker's service time.
     pub service_time: Histogram<u64>,
+    /// Per record, from its intended send time (throttled; unthrottled its append time) to the
+    /// moment its request was sent: OMB's publish delay. It grows without bound when the target rate
+    /// is not sustained.
+    pub publish_delay: Histogram<u64>,
+    /// Whether the load generator, not the broker, set the pace, and why.
+    pub saturation: Saturation,
     /// Failed records by error.
     pub errors: BTreeMap<String, u64>,
     /// Why the run stopped early, if it did.
@@ -128,6 +134,8 @@ impl ProduceRun {
             all.socket_writes += r.socket_writes;
             let _ = all.latency.add(&r.latency);
             let _ = all.service_time.add(&r.service_time);
+            let _ = all.publish_delay.add(&r.publish_delay);
+            all.saturation = all.saturation.or(&r.saturation);
             for (e, n) in &r.errors {
                 *all.errors.entry(e.clone()).or_default() += n;
             }
@@ -164,6 +172,76 @@ impl ProduceRun {
     }
 }
 
+/// Whether a run's figures are the load generator's limit rather than the target's.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Saturation {
+    pub saturated: bool,
+    /// The evidence, one sentence each.
+    pub reasons: Vec<String>,
+    /// The kbench process's CPU over the measured phase, as a share of one core.
+    pub cpu_share: f64,
+    /// Throttled runs: how far behind its schedule the last request went out, ms.
+    pub final_publish_delay_ms: Option<f64>,
+}
+
+/// A kbench process above this share of a core is the limit of the run.
+const CPU_SATURATED: f64 = 0.9;
+
+impl Saturation {
+    /// Throttled, a schedule that ended more than 1 s (or a tenth of the run) behind was not
+    /// sustained; any run whose process used more than 90 % of a core (one runtime thread) was
+    /// paced by kbench.
+    pub fn judge(throttled: bool, last_delay_us: u64, cpu: CpuTime, elapsed: Duration) -> Self {
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        let cpu_share = cpu.total_us() as f64 / 1e6 / secs;
+        let mut reasons = Vec::new();
+        let final_publish_delay_ms = throttled.then(|| last_delay_us as f64 / 1000.0);
+        if let Some(ms) = final_publish_delay_ms {
+            let allowed_ms = (secs * 100.0).max(1000.0);
+            if ms > allowed_ms {
+                reasons.push(format!(
+                    "the target rate was not sustained: the last request went out {:.1} s behind its schedule (publish delay); records waited in kbench, and latency from the intended time includes the wait",
+                    ms / 1000.0
+                ));
+            }
+        }
+        if cpu_share > CPU_SATURATED {
+            reasons.push(format!(
+                "the kbench process used {:.0} % of a core: the client, not the broker, set the pace",
+                cpu_share * 100.0
+            ));
+        }
+        Saturation {
+            saturated: !reasons.is_empty(),
+            reasons,
+            cpu_share,
+            final_publish_delay_ms,
+        }
+    }
+
+    /// Pooled repetitions: saturated if any was.
+    fn or(&self, other: &Saturation) -> Saturation {
+        let mut reasons = self.reasons.clone();
+        for r in &other.reasons {
+            if !reasons.contains(r) {
+                reasons.push(r.clone());
+            }
+        }
+        Saturation {
+            saturated: self.saturated || other.saturated,
+            reasons,
+            cpu_share: self.cpu_share.max(other.cpu_share),
+            final_publish_delay_ms: match (
+                self.final_publish_delay_ms,
+                other.final_publish_delay_ms,
+            ) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+}
+
 /// Counters shared by the send loop and the per-request tasks, under one lock.
 struct Tally {
     sent: u64,
@@ -176,6 +254,9 @@ struct Tally {
     bytes_acked: u64,
     latency: Histogram<u64>,
     service_time: Histogram<u64>,
+    publish_delay: Histogram<u64>,
+    /// The publish delay of the latest request sent (its first record), µs.
+    last_publish_delay_us: u64,
     errors: BTreeMap<String, u64>,
     window: IntervalReport,
     window_start: Instant,
@@ -349,6 +430,20 @@ impl Sender {
 async fn request(shared: Arc<Shared>, batches: Vec<Ready>, permit: OwnedSemaphorePermit) {
     let _permit = permit;
     let sent_at = Instant::now();
+    {
+        let sent_us = (sent_at - shared.start).as_micros() as u64;
+        let mut t = shared.tally.lock().expect("tally lock");
+        for b in &batches {
+            for run in b.intended.chunk_by(|a, b| a == b) {
+                let _ = t
+                    .publish_delay
+                    .record_n(sent_us.saturating_sub(run[0]).max(1), run.len() as u64);
+            }
+        }
+        if let Some(first) = batches.first().and_then(|b| b.intended.first()) {
+            t.last_publish_delay_us = sent_us.saturating_sub(*first);
+        }
+    }
     let mut outcomes: Vec<Option<ProduceOutcome>> = Vec::with_capacity(batches.len());
     let mut to_send = Vec::with_capacity(batches.len());
     for b in &batches {
@@ -456,6 +551,8 @@ pub async fn run_produce(
         bytes_acked: 0,
         latency: latency_histogram(),
         service_time: latency_histogram(),
+        publish_delay: latency_histogram(),
+        last_publish_delay_us: 0,
         errors: BTreeMap::new(),
         window: IntervalReport::default(),
         window_start: start,
@@ -653,6 +750,12 @@ pub async fn run_produce(
             .unwrap_or_else(|| "stopped".into())
     });
     let mut t = tally.lock().expect("tally lock");
+    let saturation = Saturation::judge(
+        spec.throughput.is_some(),
+        t.last_publish_delay_us,
+        cpu,
+        elapsed,
+    );
     if t.outstanding > 0 {
         let n = t.outstanding;
         t.failed += n;
@@ -681,6 +784,8 @@ pub async fn run_produce(
         peak_rss_kib: peak_rss_kib(),
         latency: t.latency.clone(),
         service_time: t.service_time.clone(),
+        publish_delay: t.publish_delay.clone(),
+        saturation,
         errors: t.errors.clone(),
         aborted,
         requests: t.requests,

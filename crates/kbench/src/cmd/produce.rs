@@ -373,6 +373,11 @@ async fn execute(
         }
         code = EXIT_FAILED;
     }
+    for reason in &run.saturation.reasons {
+        println!(
+            "WARNING: load generator saturated: {reason}. These figures are not the broker's."
+        );
+    }
     if let Some(why) = &run.aborted {
         eprintln!("kbench: the run stopped early: {why}");
         code = if interrupted {

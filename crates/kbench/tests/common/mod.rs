@@ -190,6 +190,11 @@ impl TestBroker {
 
 impl TestBroker {
     /// Kill the broker now (SIGKILL), as a crash would.
+    /// The broker process's id (to pause it with SIGSTOP, say).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -1,0 +1,108 @@
+//! Open loop, honestly: a throttled run measures latency from each record's intended send time, so a
+//! broker pause shows in it (and in the publish delay), where a measurement from the actual send
+//! (closed loop, `service_time`) hides it; a rate the run cannot sustain is flagged as saturation,
+//! and a rate it can is not.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn us(doc: &serde_json::Value, summary: &str, q: &str) -> u64 {
+    doc[summary][q]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{summary}.{q} in {doc}"))
+}
+
+#[test]
+fn a_broker_pause_shows_in_latency_from_the_intended_time_not_in_service_time() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("open-loop-pause");
+    let json = dir.path().join("paused.json");
+    let pid = broker.pid() as i32;
+    let pauser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(2500));
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        std::thread::sleep(Duration::from_millis(1500));
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    });
+    let out = Cmd::on("produce", &broker)
+        .args(&[
+            "--throughput",
+            "2000",
+            "--num-records",
+            "16000",
+            "--acks",
+            "1",
+            "--record-size",
+            "100",
+        ])
+        .topic("paused")
+        .json(&json)
+        .run(LIMIT);
+    pauser.join().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc = result_json(&json);
+    assert_eq!(doc["records_acked"], 16000);
+    // 1.5 s of a 2 000 records/s schedule is ~3 000 records (19 %) that waited out the pause:
+    // from their intended time they saw it, from their request's send they did not.
+    let latency_p90 = us(&doc, "latency", "p90");
+    let delay_p90 = us(&doc, "publish_delay", "p90");
+    let service_p90 = us(&doc, "service_time", "p90");
+    assert!(latency_p90 > 400_000, "latency p90 {latency_p90} µs: {doc}");
+    assert!(delay_p90 > 300_000, "publish delay p90 {delay_p90} µs");
+    assert!(
+        service_p90 < latency_p90 / 4,
+        "service time p90 {service_p90} µs vs latency p90 {latency_p90} µs"
+    );
+    assert!(us(&doc, "latency", "max") >= 1_200_000, "{doc}");
+    // The schedule caught up after the pause: not saturated.
+    assert_eq!(doc["saturation"]["saturated"], false, "{doc}");
+}
+
+#[test]
+fn a_rate_far_beyond_reach_is_flagged_saturated_and_one_within_reach_is_not() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("open-loop-saturated");
+    let run = |rate: &str, records: &str, name: &str| {
+        let json = dir.path().join(name);
+        let out = Cmd::on("produce", &broker)
+            .args(&[
+                "--throughput",
+                rate,
+                "--num-records",
+                records,
+                "--acks",
+                "1",
+            ])
+            .topic(name)
+            .json(&json)
+            .run(LIMIT);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        (text(&out.stdout), result_json(&json))
+    };
+    let (stdout, doc) = run("1000000000", "3000000", "beyond");
+    assert_eq!(doc["saturation"]["saturated"], true, "{doc}");
+    assert!(
+        doc["saturation"]["final_publish_delay_ms"]
+            .as_f64()
+            .unwrap()
+            > 1000.0
+    );
+    assert!(
+        stdout.contains("WARNING: load generator saturated"),
+        "{stdout}"
+    );
+    let (stdout, doc) = run("1000", "3000", "within");
+    assert_eq!(doc["saturation"]["saturated"], false, "{doc}");
+    assert!(
+        doc["saturation"]["final_publish_delay_ms"]
+            .as_f64()
+            .unwrap()
+            < 1000.0
+    );
+    assert!(!stdout.contains("saturated"), "{stdout}");
+}
