@@ -106,3 +106,59 @@ fn a_rate_far_beyond_reach_is_flagged_saturated_and_one_within_reach_is_not() {
     );
     assert!(!stdout.contains("saturated"), "{stdout}");
 }
+
+/// `--find-max-rate`: every step is reported, and the chosen rate is the highest target a step kept
+/// up with (never one above a step that did not).
+#[test]
+fn find_max_rate_chooses_the_highest_rate_a_step_kept_up_with() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("max-rate");
+    let json = dir.path().join("max.json");
+    let out = Cmd::on("produce", &broker)
+        .args(&[
+            "--find-max-rate",
+            "--step-duration",
+            "1s",
+            "--max-steps",
+            "5",
+            "--acks",
+            "1",
+        ])
+        .topic("max-rate")
+        .json(&json)
+        .run(LIMIT);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.matches("Step ").count(), 5, "{stdout}");
+    assert!(stdout.contains("Maximum sustainable rate: "), "{stdout}");
+    let doc = result_json(&json);
+    let steps = doc["max_rate"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 5);
+    let chosen = doc["max_rate"]["chosen_records_per_sec"].as_f64().unwrap();
+    let kept: Vec<f64> = steps
+        .iter()
+        .filter(|s| s["kept_up"] == true)
+        .map(|s| s["target_records_per_sec"].as_f64().unwrap())
+        .collect();
+    let missed: Vec<f64> = steps
+        .iter()
+        .filter(|s| s["kept_up"] == false)
+        .map(|s| s["target_records_per_sec"].as_f64().unwrap())
+        .collect();
+    assert_eq!(chosen, kept.iter().cloned().fold(0.0, f64::max), "{doc}");
+    assert!(missed.iter().all(|m| *m > chosen), "{doc}");
+    assert_eq!(
+        doc["settings"]["throughput"].as_f64(),
+        Some(chosen),
+        "the chosen step's result"
+    );
+    let out = Cmd::on("produce", &broker)
+        .args(&["--find-max-rate", "--throughput", "1000"])
+        .run(LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--throughput"),
+        "{}",
+        text(&out.stderr)
+    );
+}

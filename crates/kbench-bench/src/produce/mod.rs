@@ -8,6 +8,7 @@
 
 pub mod job;
 pub mod phase;
+pub mod search;
 
 use std::time::Duration;
 

@@ -133,6 +133,19 @@ pub struct ProduceArgs {
     /// after the run, and exit code 3 when one fails.
     #[arg(long, value_name = "CONDITIONS")]
     pub slo: Option<String>,
+
+    /// Search for the highest rate the target sustains: short throttled steps, doubling from
+    /// 10000 records/s, then bisecting; each step is reported and the result is the chosen step's.
+    #[arg(long, conflicts_with_all = ["throughput", "duration", "repetitions"])]
+    pub find_max_rate: bool,
+
+    /// --find-max-rate: each step's length (default 5s).
+    #[arg(long, value_parser = parse_duration, requires = "find_max_rate")]
+    pub step_duration: Option<Duration>,
+
+    /// --find-max-rate: at most this many steps (default 12).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_usize, requires = "find_max_rate")]
+    pub max_steps: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -283,14 +296,18 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
                 return code;
             }
         };
-    let code = execute(
-        &plan,
-        servers,
-        embedded.as_mut(),
-        mode,
-        args.json.as_deref(),
-    )
-    .await;
+    let code = if args.find_max_rate {
+        search(&args, &plan, servers, embedded.is_some()).await
+    } else {
+        execute(
+            &plan,
+            servers,
+            embedded.as_mut(),
+            mode,
+            args.json.as_deref(),
+        )
+        .await
+    };
     if let Some(b) = embedded {
         b.stop().await;
     }
@@ -405,6 +422,116 @@ async fn execute(
         }
     }
     code
+}
+
+/// `--find-max-rate`: the steps as they end, the chosen rate, and the chosen step's result.
+async fn search(args: &ProduceArgs, plan: &Plan, servers: Vec<String>, embedded: bool) -> u8 {
+    use kbench_bench::produce::search::{SearchSettings, find_max_rate};
+    let settings = SearchSettings {
+        step_duration: args
+            .step_duration
+            .unwrap_or(SearchSettings::default().step_duration),
+        max_steps: args
+            .max_steps
+            .unwrap_or(SearchSettings::default().max_steps),
+        ..SearchSettings::default()
+    };
+    if settings.step_duration < Duration::from_millis(500) {
+        eprintln!("kbench: error: --step-duration: must be at least 500ms");
+        return EXIT_USAGE;
+    }
+    let bootstrap = servers.join(",");
+    let cluster = plan.settings.cluster_config(servers, plan.pins.clone());
+    let cancel = CancellationToken::new();
+    let reason = Arc::new(Mutex::new(None::<String>));
+    let job = find_max_rate(
+        &plan.spec,
+        cluster,
+        embedded,
+        &settings,
+        cancel.clone(),
+        reason.clone(),
+        |i, step| {
+            println!(
+                "Step {}: target {:.0} records/s: sent {:.1}/s, acked {:.1}/s, p99 {:.1} ms, publish delay p99 {:.1} ms: {}",
+                i + 1,
+                step.target_records_per_sec,
+                step.sent_records_per_sec,
+                step.acked_records_per_sec,
+                step.latency_p99_us as f64 / 1000.0,
+                step.publish_delay_p99_us as f64 / 1000.0,
+                match &step.why_not {
+                    None => "kept up".to_string(),
+                    Some(why) => format!("did not keep up ({why})"),
+                }
+            )
+        },
+    );
+    tokio::pin!(job);
+    let mut interrupted = false;
+    let found = loop {
+        tokio::select! {
+            r = &mut job => break r,
+            why = crate::signals::stop_requested(), if !cancel.is_cancelled() => {
+                interrupted = true;
+                *reason.lock().expect("reason lock") = Some(why.to_string());
+                cancel.cancel();
+            }
+        }
+    };
+    let found = match found {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("kbench: error: {}", describe(&e, &bootstrap));
+            return if interrupted {
+                EXIT_INTERRUPTED
+            } else {
+                EXIT_FAILED
+            };
+        }
+    };
+    let (Some(chosen), Some(best)) = (found.chosen, found.best) else {
+        eprintln!(
+            "kbench: error: --find-max-rate: no step kept up, not even {:.0} records/s",
+            found
+                .steps
+                .iter()
+                .map(|s| s.target_records_per_sec)
+                .fold(f64::INFINITY, f64::min)
+        );
+        return EXIT_FAILED;
+    };
+    println!(
+        "Maximum sustainable rate: {chosen:.0} records/s (the highest target a step kept up with; {} steps of {} s)",
+        found.steps.len(),
+        settings.step_duration.as_secs_f64()
+    );
+    println!("{}", best.run.final_line());
+    let (mut document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &best.document);
+    if let Some(map) = document.as_object_mut() {
+        map.insert(
+            "max_rate".into(),
+            serde_json::json!({
+                "chosen_records_per_sec": chosen,
+                "step_duration_s": settings.step_duration.as_secs_f64(),
+                "steps": found.steps,
+            }),
+        );
+    }
+    if let Some(path) = &args.json {
+        if let Err(e) = write_json(path, &document) {
+            eprintln!("kbench: error: --json {e}");
+            return EXIT_FAILED;
+        }
+        eprintln!("kbench: wrote {}", path.display());
+    }
+    if interrupted {
+        EXIT_INTERRUPTED
+    } else if !slo_met {
+        crate::args::EXIT_SLO
+    } else {
+        0
+    }
 }
 
 /// A job's error, said with the flag a user would change.
