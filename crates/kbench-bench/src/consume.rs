@@ -486,17 +486,7 @@ pub async fn run_consume_job<O: ConsumeObserver>(
     let bootstrap = cluster.bootstrap.join(",");
     let pins = cluster.pins.clone();
     let settings = spec.settings_json(&cluster);
-    let budget = cluster.connect_timeout + Duration::from_secs(2);
-    let connected = tokio::select! {
-        c = tokio::time::timeout(budget, Cluster::connect(cluster)) => c,
-        _ = cancel.cancelled() => return Err(BenchError::Run("stopped before the run began".into())),
-    };
-    let cluster = connected
-        .map_err(|_| BenchError::Connect {
-            bootstrap: bootstrap.clone(),
-            reason: format!("no answer within {} s", budget.as_secs()),
-        })?
-        .map_err(|e| BenchError::connect(&bootstrap, e))?;
+    let cluster = crate::produce::job::connect_bounded(cluster, &cancel).await?;
     let mut needed = vec![ApiKey::Metadata, ApiKey::Fetch, ApiKey::ListOffsets];
     if let ConsumeMode::Group { .. } = spec.mode {
         needed.extend([

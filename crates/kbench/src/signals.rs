@@ -47,3 +47,30 @@ pub async fn stop_requested() -> &'static str {
         Err(_) => std::future::pending().await,
     }
 }
+
+/// Drive `job` to its end. A stop request (Ctrl-C, SIGTERM) or the embedded broker exiting cancels
+/// it, with the reason written to `reason` first. Returns the job's output and whether the user asked
+/// for the stop.
+pub async fn until_stopped<T>(
+    job: impl std::future::Future<Output = T>,
+    cancel: &tokio_util::sync::CancellationToken,
+    reason: &std::sync::Mutex<Option<String>>,
+    mut embedded: Option<&mut crate::embedded::EmbeddedBroker>,
+) -> (T, bool) {
+    tokio::pin!(job);
+    let mut interrupted = false;
+    loop {
+        tokio::select! {
+            out = &mut job => return (out, interrupted),
+            why = stop_requested(), if !cancel.is_cancelled() => {
+                interrupted = true;
+                *reason.lock().expect("reason lock") = Some(why.to_string());
+                cancel.cancel();
+            }
+            why = async { match embedded.as_mut() { Some(b) => b.exited().await, None => std::future::pending().await } }, if !cancel.is_cancelled() => {
+                *reason.lock().expect("reason lock") = Some(why);
+                cancel.cancel();
+            }
+        }
+    }
+}

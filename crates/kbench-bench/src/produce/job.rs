@@ -41,6 +41,26 @@ pub struct ProduceOutcome {
     pub document: ResultDocument,
 }
 
+/// Connect to `cluster` within its connect timeout (+ 2 s for the bootstrap answers), or until
+/// `cancel`: every job's first step.
+pub(crate) async fn connect_bounded(
+    cluster: ClusterConfig,
+    cancel: &CancellationToken,
+) -> Result<Cluster, BenchError> {
+    let bootstrap = cluster.bootstrap.join(",");
+    let budget = cluster.connect_timeout + Duration::from_secs(2);
+    let connected = tokio::select! {
+        c = tokio::time::timeout(budget, Cluster::connect(cluster)) => c,
+        _ = cancel.cancelled() => return Err(BenchError::Run("stopped before the run began".into())),
+    };
+    connected
+        .map_err(|_| BenchError::Connect {
+            bootstrap: bootstrap.clone(),
+            reason: format!("no answer within {} s", budget.as_secs()),
+        })?
+        .map_err(|e| BenchError::connect(&bootstrap, e))
+}
+
 /// Run `spec` against `cluster`. `cancel` stops the measured phase at once (records in flight count
 /// failed with `reason`'s text); `embedded` says, in the result, whether kbench started the broker.
 pub async fn run_job<O: ProduceObserver>(
@@ -55,17 +75,7 @@ pub async fn run_job<O: ProduceObserver>(
     let bootstrap = cluster.bootstrap.join(",");
     let pins = cluster.pins.clone();
     let settings = spec.settings_json(&cluster);
-    let budget = cluster.connect_timeout + Duration::from_secs(2);
-    let connected = tokio::select! {
-        c = tokio::time::timeout(budget, Cluster::connect(cluster)) => c,
-        _ = cancel.cancelled() => return Err(BenchError::Run("stopped before the run began".into())),
-    };
-    let cluster = connected
-        .map_err(|_| BenchError::Connect {
-            bootstrap: bootstrap.clone(),
-            reason: format!("no answer within {} s", budget.as_secs()),
-        })?
-        .map_err(|e| BenchError::connect(&bootstrap, e))?;
+    let cluster = connect_bounded(cluster, &cancel).await?;
     cluster.check_versions(&[ApiKey::Metadata, ApiKey::Produce])?;
     if let Some(v) = cluster.negotiated().get(ApiKey::Produce)
         && v < spec.compression.min_produce_version()

@@ -262,7 +262,7 @@ async fn execute(
     args: &ConsumeArgs,
     plan: &Plan,
     servers: Vec<String>,
-    mut embedded: Option<&mut crate::embedded::EmbeddedBroker>,
+    embedded: Option<&mut crate::embedded::EmbeddedBroker>,
 ) -> u8 {
     let embedded_broker = embedded.is_some();
     let bootstrap = servers.join(",");
@@ -280,7 +280,6 @@ async fn execute(
     if !args.hide_header {
         println!("{}", header_line(args.show_detailed_stats));
     }
-    let mut interrupted = false;
     let job = run_consume_job(
         &plan.spec,
         cluster,
@@ -292,21 +291,8 @@ async fn execute(
             date: plan.date.clone(),
         }),
     );
-    tokio::pin!(job);
-    let outcome = loop {
-        tokio::select! {
-            outcome = &mut job => break outcome,
-            why = crate::signals::stop_requested(), if !cancel.is_cancelled() => {
-                interrupted = true;
-                *reason.lock().expect("reason lock") = Some(why.to_string());
-                cancel.cancel();
-            }
-            why = async { match embedded.as_mut() { Some(b) => b.exited().await, None => std::future::pending().await } }, if !cancel.is_cancelled() => {
-                *reason.lock().expect("reason lock") = Some(why);
-                cancel.cancel();
-            }
-        }
-    };
+    let (outcome, interrupted) =
+        crate::signals::until_stopped(job, &cancel, &reason, embedded).await;
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {

@@ -337,7 +337,7 @@ impl ProduceObserver for Lines {
 async fn execute(
     plan: &Plan,
     servers: Vec<String>,
-    mut embedded: Option<&mut crate::embedded::EmbeddedBroker>,
+    embedded: Option<&mut crate::embedded::EmbeddedBroker>,
     mode: Mode,
     json: Option<&Path>,
 ) -> u8 {
@@ -346,7 +346,6 @@ async fn execute(
     let cluster = plan.settings.cluster_config(servers, plan.pins.clone());
     let cancel = CancellationToken::new();
     let reason = Arc::new(Mutex::new(None::<String>));
-    let mut interrupted = false;
     let job = run_job(
         &plan.spec,
         cluster,
@@ -355,21 +354,8 @@ async fn execute(
         reason.clone(),
         Arc::new(Lines),
     );
-    tokio::pin!(job);
-    let outcome = loop {
-        tokio::select! {
-            outcome = &mut job => break outcome,
-            why = crate::signals::stop_requested(), if !cancel.is_cancelled() => {
-                interrupted = true;
-                *reason.lock().expect("reason lock") = Some(why.to_string());
-                cancel.cancel();
-            }
-            why = async { match embedded.as_mut() { Some(b) => b.exited().await, None => std::future::pending().await } }, if !cancel.is_cancelled() => {
-                *reason.lock().expect("reason lock") = Some(why);
-                cancel.cancel();
-            }
-        }
-    };
+    let (outcome, interrupted) =
+        crate::signals::until_stopped(job, &cancel, &reason, embedded).await;
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -467,18 +453,7 @@ async fn search(args: &ProduceArgs, plan: &Plan, servers: Vec<String>, embedded:
             )
         },
     );
-    tokio::pin!(job);
-    let mut interrupted = false;
-    let found = loop {
-        tokio::select! {
-            r = &mut job => break r,
-            why = crate::signals::stop_requested(), if !cancel.is_cancelled() => {
-                interrupted = true;
-                *reason.lock().expect("reason lock") = Some(why.to_string());
-                cancel.cancel();
-            }
-        }
-    };
+    let (found, interrupted) = crate::signals::until_stopped(job, &cancel, &reason, None).await;
     let found = match found {
         Ok(f) => f,
         Err(e) => {
