@@ -22,5 +22,5 @@ pub mod sweep;
 
 pub use error::{BenchError, SpecError};
 pub use measure::{CpuTime, LatencySummary};
-pub use produce::{IntervalReport, Payload, ProduceRun, ProduceSpec, run_produce};
+pub use produce::{IntervalReport, Keys, Payload, ProduceRun, ProduceSpec, run_produce};
 pub use result::{Environment, ResultDocument, SCHEMA_VERSION, Target};

@@ -11,6 +11,7 @@ pub mod connection;
 pub mod error;
 pub mod fetch;
 pub mod group;
+pub mod partitioner;
 pub mod produce;
 pub mod sasl;
 pub mod security;

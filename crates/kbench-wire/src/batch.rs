@@ -157,6 +157,18 @@ impl RecordBatchBuilder {
         self.max_timestamp = self.max_timestamp.max(timestamp_ms);
     }
 
+    /// `finish` with a compression context shared by several builders (one per partition, when
+    /// records are keyed): the builder's own context is left empty.
+    pub fn finish_sharing(
+        &mut self,
+        compressor: &mut crate::compression::Compressor,
+    ) -> std::io::Result<Bytes> {
+        std::mem::swap(&mut self.compressor, compressor);
+        let batch = self.finish();
+        std::mem::swap(&mut self.compressor, compressor);
+        batch
+    }
+
     /// Close the batch: compress, write the header and CRC, and hand out the complete batch bytes.
     /// The builder is then empty, ready for `start`.
     pub fn finish(&mut self) -> std::io::Result<Bytes> {

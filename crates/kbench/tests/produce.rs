@@ -220,6 +220,118 @@ fn many_partitions_share_requests_on(kind: BrokerKind) {
 
 /// Requests queued on a connection before its writer runs go out in one vectored write, and every
 /// one of them is answered: five Metadata requests sent together on one thread.
+/// Keyed records land where every other Kafka client puts them: kbench produces round-robin keys
+/// with record sizes drawn from a range; librdkafka reads them back (every key in one partition,
+/// each key exactly as often as round-robin says, sizes within the range), and librdkafka's own
+/// murmur2 partitioner, given the same keys, picks the same partitions. On both brokers.
+#[test]
+fn keyed_records_go_where_librdkafkas_partitioner_puts_them() {
+    for kind in BROKERS {
+        keyed_records_on(kind);
+    }
+}
+
+fn keyed_records_on(kind: BrokerKind) {
+    const PARTITIONS: i32 = 7;
+    const KEYS: usize = 200;
+    const RECORDS: usize = 20_000;
+    let broker = TestBroker::of(kind);
+    let dir = tempdir();
+    let json = dir.join("keyed.json");
+    let out = Cmd::on("produce", &broker)
+        .args(&[
+            "--num-records",
+            &RECORDS.to_string(),
+            "--record-size",
+            "10..300",
+            "--keys",
+            &format!("round-robin:{KEYS}"),
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "--compression",
+            "lz4",
+            "-X",
+            "batch.size=2048",
+        ])
+        .topic("keyed")
+        .json(&json)
+        .run(LIMIT);
+    assert!(out.status.success(), "{kind:?}: {}", text(&out.stderr));
+    let doc = result_json(&json);
+    assert_eq!(doc["records_acked"], RECORDS, "{kind:?}");
+    assert_eq!(doc["settings"]["keys"], format!("round-robin:{KEYS}"));
+    let read = librdkafka::read(
+        &broker.addr,
+        "keyed",
+        PARTITIONS,
+        RECORDS,
+        Duration::from_millis(500),
+        LIMIT,
+    );
+    assert_eq!(read.len(), RECORDS, "{kind:?}: librdkafka read back");
+    let mut placed: std::collections::BTreeMap<Vec<u8>, (i32, usize)> = Default::default();
+    let mut sizes = HashSet::new();
+    for r in &read {
+        let key = r.key.clone().expect("every record has a key");
+        let entry = placed.entry(key.clone()).or_insert((r.partition, 0));
+        assert_eq!(
+            entry.0,
+            r.partition,
+            "{kind:?}: key {} in two partitions",
+            text(&key)
+        );
+        entry.1 += 1;
+        let len = r.value.as_ref().map_or(0, Vec::len);
+        assert!((10..=300).contains(&len), "{kind:?}: value of {len} bytes");
+        sizes.insert(len);
+    }
+    assert_eq!(placed.len(), KEYS, "{kind:?}: distinct keys");
+    assert!(
+        placed.values().all(|(_, n)| *n == RECORDS / KEYS),
+        "{kind:?}: round-robin keys are equally frequent"
+    );
+    assert!(
+        sizes.len() > 100,
+        "{kind:?}: sizes vary ({} seen)",
+        sizes.len()
+    );
+    let used: HashSet<i32> = placed.values().map(|(p, _)| *p).collect();
+    assert_eq!(
+        used.len(),
+        PARTITIONS as usize,
+        "{kind:?}: every partition used"
+    );
+
+    // The same keys through librdkafka's murmur2 partitioner.
+    let rt = runtime();
+    let cluster = rt.block_on(broker.connect_with(Pins::default())).unwrap();
+    rt.block_on(cluster.ensure_topic("keyed-peer", PARTITIONS, 1))
+        .unwrap();
+    let keys: Vec<Vec<u8>> = placed.keys().cloned().collect();
+    assert_eq!(
+        librdkafka::produce_keyed(&broker.addr, "keyed-peer", &keys),
+        (KEYS as u64, 0)
+    );
+    let theirs = librdkafka::read(
+        &broker.addr,
+        "keyed-peer",
+        PARTITIONS,
+        KEYS,
+        Duration::from_millis(300),
+        LIMIT,
+    );
+    assert_eq!(theirs.len(), KEYS);
+    for r in theirs {
+        let key = r.key.unwrap();
+        assert_eq!(
+            placed[&key].0,
+            r.partition,
+            "{kind:?}: key {}: kbench and librdkafka disagree on its partition",
+            text(&key)
+        );
+    }
+}
+
 #[test]
 fn queued_requests_share_one_socket_write() {
     use kafka_protocol::messages::{MetadataRequest, MetadataResponse};

@@ -40,6 +40,9 @@ pub enum Payload {
     Random { size: usize },
     /// Lines of a payload file; each record takes one at random.
     Lines(Vec<Bytes>),
+    /// Random payloads whose length is drawn uniformly from `min..=max` for each record (slices of
+    /// one random buffer of `max` bytes).
+    Uniform { min: usize, max: usize },
 }
 
 impl Payload {
@@ -50,7 +53,122 @@ impl Payload {
                 vec![Bytes::from(v)]
             }
             Payload::Lines(lines) => lines.clone(),
+            Payload::Uniform { max, .. } => Payload::Random { size: *max }.values(rng),
         }
+    }
+
+    /// The longest value a record may carry.
+    pub fn longest(&self) -> usize {
+        match self {
+            Payload::Random { size } => *size,
+            Payload::Lines(lines) => lines.iter().map(Bytes::len).max().unwrap_or(0),
+            Payload::Uniform { max, .. } => *max,
+        }
+    }
+
+    /// Bytes held by the payload pool.
+    fn pool_bytes(&self) -> u128 {
+        match self {
+            Payload::Lines(lines) => lines.iter().map(|l| l.len() as u128).sum(),
+            _ => self.longest() as u128,
+        }
+    }
+}
+
+/// The most distinct keys a run may cycle through (each is held in memory).
+pub const MAX_KEYS: u32 = 1_000_000;
+/// OpenMessaging Benchmark's number of distinct keys, kbench's default.
+pub const DEFAULT_KEY_COUNT: u32 = 10_000;
+
+/// Which key each record carries. Keyed records go to the partition Kafka's default partitioner
+/// picks (murmur2 of the key), as every Java and librdkafka producer would send them; unkeyed
+/// records fill one partition's batch at a time, round-robin per batch (the sticky partitioner).
+/// Key number `i` is the ten ASCII digits of `i` (OMB's keys are ten characters too).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Keys {
+    /// No key (OMB's `NO_KEY`).
+    #[default]
+    None,
+    /// Key `i mod count` for record `i` (OMB's `KEY_ROUND_ROBIN`).
+    RoundRobin { count: u32 },
+    /// A key drawn uniformly (OMB's `RANDOM_NANO`).
+    Random { count: u32 },
+    /// A key drawn by Zipf's law: key 0 is the most frequent, key `k` is chosen with weight
+    /// `1 / (k + 1)^exponent`. Real topics' keys are skewed; this puts most records on a few
+    /// partitions.
+    Zipf { count: u32, exponent: f64 },
+}
+
+impl Keys {
+    /// `none`, `round-robin[:COUNT]`, `random[:COUNT]` or `zipf[:COUNT[:EXPONENT]]` (COUNT
+    /// defaults to 10000, EXPONENT to 1.0).
+    pub fn parse(s: &str) -> Result<Keys, String> {
+        let mut parts = s.trim().split(':');
+        let kind = parts.next().unwrap_or_default();
+        let count = match parts.next() {
+            None => DEFAULT_KEY_COUNT,
+            Some(c) => match c.trim().parse::<u32>() {
+                Ok(n) if (1..=MAX_KEYS).contains(&n) => n,
+                _ => {
+                    return Err(format!(
+                        "key count {c:?} is not a whole number in 1..={MAX_KEYS}"
+                    ));
+                }
+            },
+        };
+        let exponent = match parts.next() {
+            None => 1.0,
+            Some(e) => match e.trim().parse::<f64>() {
+                Ok(x) if x.is_finite() && (0.0..=10.0).contains(&x) => x,
+                _ => return Err(format!("Zipf exponent {e:?} is not a number in 0..=10")),
+            },
+        };
+        let extra = parts.next();
+        let keys = match kind.trim() {
+            "none" => Keys::None,
+            "round-robin" => Keys::RoundRobin { count },
+            "random" => Keys::Random { count },
+            "zipf" => Keys::Zipf { count, exponent },
+            other => {
+                return Err(format!(
+                    "{other:?} is not a key distribution: expected none, round-robin[:COUNT], random[:COUNT] or zipf[:COUNT[:EXPONENT]]"
+                ));
+            }
+        };
+        let parts_allowed = match keys {
+            Keys::None => 1,
+            Keys::Zipf { .. } => 3,
+            _ => 2,
+        };
+        if extra.is_some() || s.trim().split(':').count() > parts_allowed {
+            return Err(format!("{s:?}: too many ':' parts for {}", kind.trim()));
+        }
+        Ok(keys)
+    }
+
+    /// The canonical text (what `parse` reads back).
+    pub fn describe(&self) -> String {
+        match self {
+            Keys::None => "none".into(),
+            Keys::RoundRobin { count } => format!("round-robin:{count}"),
+            Keys::Random { count } => format!("random:{count}"),
+            Keys::Zipf { count, exponent } => format!("zipf:{count}:{exponent}"),
+        }
+    }
+
+    /// How many distinct keys; 0 without keys.
+    pub fn count(&self) -> u32 {
+        match self {
+            Keys::None => 0,
+            Keys::RoundRobin { count } | Keys::Random { count } | Keys::Zipf { count, .. } => {
+                *count
+            }
+        }
+    }
+
+    /// Key number `i`: its ten decimal digits.
+    pub fn key(i: u32) -> Bytes {
+        Bytes::from(format!("{i:010}"))
     }
 }
 
@@ -67,6 +185,8 @@ pub struct ProduceSpec {
     pub payload: Payload,
     /// Where `Payload::Lines` came from, for the result document.
     pub payload_file: Option<String>,
+    /// Each record's key, and so its partition.
+    pub keys: Keys,
     /// Records per second; `None` is unthrottled.
     pub throughput: Option<f64>,
     pub compression: Compression,
@@ -109,6 +229,7 @@ impl Default for ProduceSpec {
             duration: None,
             payload: Payload::Random { size: 100 },
             payload_file: None,
+            keys: Keys::None,
             throughput: None,
             compression: Compression::None,
             batch_size: 0,
@@ -161,6 +282,26 @@ impl ProduceSpec {
                 let longest = lines.iter().map(Bytes::len).max().unwrap_or(0);
                 check_range("payload_file", longest, 1..=max_record)?;
             }
+            Payload::Uniform { min, max } => {
+                check_range("record_size", *min, 1..=*max)?;
+                check_range("record_size", *max, 1..=max_record)?;
+            }
+        }
+        match self.keys {
+            Keys::None => {}
+            Keys::RoundRobin { count } | Keys::Random { count } => {
+                check_range("keys", count, 1..=MAX_KEYS)?
+            }
+            Keys::Zipf { count, exponent } => {
+                check_range("keys", count, 1..=MAX_KEYS)?;
+                check_finite("keys", exponent)?;
+                if !(0.0..=10.0).contains(&exponent) {
+                    return Err(SpecError::new(
+                        "keys",
+                        format!("Zipf exponent {exponent} is outside 0..=10"),
+                    ));
+                }
+            }
         }
         if let Some(t) = self.throughput {
             check_finite("throughput", t)?;
@@ -206,23 +347,24 @@ impl ProduceSpec {
     /// About the most memory the run's buffers hold at once: the open batch, one batch waiting per
     /// partition, the requests in flight (each up to `max_request_size`, or one batch, which may
     /// pass `batch_size` by one record), and the payload pool.
+    /// Keyed, every partition has a batch open; the keys themselves are held too.
     pub fn memory_needed(&self) -> u128 {
-        let pool = match &self.payload {
-            Payload::Random { size } => *size as u128,
-            Payload::Lines(lines) => lines.iter().map(|l| l.len() as u128).sum(),
-        };
-        let record = match &self.payload {
-            Payload::Random { size } => *size as u128,
-            Payload::Lines(lines) => lines.iter().map(Bytes::len).max().unwrap_or(0) as u128,
-        } + 64;
+        let pool = self.payload.pool_bytes();
+        let record = self.payload.longest() as u128 + 64;
         let batch = self.batch_size as u128 + record;
         let partitions = if self.partition.is_some() {
             1
         } else {
             self.partitions.max(1) as u128
         };
+        let open = if self.keys == Keys::None {
+            1
+        } else {
+            partitions
+        };
+        let keys = u128::from(self.keys.count()) * 64;
         let request = batch.max((self.max_request_size as u128).min(partitions * batch));
-        (1 + partitions) * batch + self.max_in_flight as u128 * request + pool
+        (open + partitions) * batch + self.max_in_flight as u128 * request + pool + keys
     }
 
     /// The settings block of the result document (secret property values masked).
@@ -236,8 +378,10 @@ impl ProduceSpec {
             "topic": self.topic,
             "num_records": self.num_records,
             "duration_s": self.duration.map(|d| d.as_secs_f64()),
-            "record_size": match &self.payload { Payload::Random { size } => Some(*size), Payload::Lines(_) => None },
+            "record_size": match &self.payload { Payload::Random { size } => Some(*size), _ => None },
+            "record_size_range": match &self.payload { Payload::Uniform { min, max } => Some([*min, *max]), _ => None },
             "payload_file": self.payload_file,
+            "keys": self.keys.describe(),
             "throughput": self.throughput.unwrap_or(-1.0),
             "acks": self.producer.acks.name(),
             "compression": self.compression.name(),
@@ -279,7 +423,17 @@ mod tests {
 
     #[test]
     fn each_bad_field_is_named() {
-        let cases: [Case; 11] = [
+        let cases: [Case; 14] = [
+            ("record_size", |s| {
+                s.payload = Payload::Uniform { min: 10, max: 5 }
+            }),
+            ("keys", |s| s.keys = Keys::Random { count: 0 }),
+            ("keys", |s| {
+                s.keys = Keys::Zipf {
+                    count: 10,
+                    exponent: f64::NAN,
+                }
+            }),
             ("throughput", |s| s.throughput = Some(1e-20)),
             ("throughput", |s| s.throughput = Some(f64::INFINITY)),
             ("duration", |s| s.duration = Some(Duration::MAX)),
@@ -304,6 +458,48 @@ mod tests {
             break_it(&mut s);
             assert_eq!(s.validate().unwrap_err().field, field);
         }
+    }
+
+    #[test]
+    fn key_distributions_parse_and_describe_themselves() {
+        for text in [
+            "none",
+            "round-robin:7",
+            "random:10000",
+            "zipf:100:1.2",
+            "zipf:5:0",
+        ] {
+            let keys = Keys::parse(text).unwrap();
+            assert_eq!(Keys::parse(&keys.describe()), Ok(keys), "{text}");
+        }
+        assert_eq!(
+            Keys::parse("zipf"),
+            Ok(Keys::Zipf {
+                count: DEFAULT_KEY_COUNT,
+                exponent: 1.0
+            })
+        );
+        assert_eq!(
+            Keys::parse("round-robin"),
+            Ok(Keys::RoundRobin {
+                count: DEFAULT_KEY_COUNT
+            })
+        );
+        for bad in [
+            "",
+            "hash",
+            "random:0",
+            "random:x",
+            "random:2000000",
+            "zipf:10:-1",
+            "zipf:10:inf",
+            "random:10:2",
+            "none:3",
+            "zipf:1:1:1",
+        ] {
+            assert!(Keys::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert_eq!(Keys::key(42), Bytes::from_static(b"0000000042"));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::measure::{CpuTime, latency_histogram, peak_rss_kib};
-use crate::produce::ProduceSpec;
+use crate::produce::{Keys, Payload, ProduceSpec};
 use crate::spec::DURATION_GRACE;
 
 /// One progress line's figures: a window of completed records.
@@ -274,6 +274,8 @@ impl Tally {
 /// The batch being filled: its records' intended times (µs since the run's start) and value bytes.
 struct OpenBatch {
     builder: RecordBatchBuilder,
+    /// Which opening of this batch it is (a lingering entry of an earlier one is stale).
+    generation: u64,
     intended_us: Vec<u64>,
     value_bytes: u64,
     opened: Instant,
@@ -282,6 +284,106 @@ struct OpenBatch {
     /// `opened` + `linger.ms`.
     linger_due: Instant,
     base_ms: i64,
+}
+
+impl OpenBatch {
+    fn new(spec: &ProduceSpec, start: Instant) -> OpenBatch {
+        OpenBatch {
+            builder: RecordBatchBuilder::new(spec.compression),
+            generation: 0,
+            intended_us: Vec::new(),
+            value_bytes: 0,
+            opened: start,
+            opened_us: 0,
+            linger_due: start,
+            base_ms: 0,
+        }
+    }
+}
+
+/// An open batch's `linger.ms` deadline. Batches open in time order with one `linger.ms`, so their
+/// deadlines queue in order; an entry whose batch has closed (or reopened) since is stale.
+struct Lingering {
+    due: Instant,
+    /// Index into the open batches.
+    idx: usize,
+    generation: u64,
+}
+
+/// The earliest deadline of a batch still open, dropping stale entries on the way.
+fn earliest_due(
+    lingering: &mut std::collections::VecDeque<Lingering>,
+    opens: &[OpenBatch],
+) -> Option<Instant> {
+    while let Some(l) = lingering.front() {
+        let open = &opens[l.idx];
+        if open.builder.is_empty() || open.generation != l.generation {
+            lingering.pop_front();
+        } else {
+            return Some(l.due);
+        }
+    }
+    None
+}
+
+/// Each record's key and the open batch it goes into: unkeyed, the one open batch (it closes to
+/// the next partition, round-robin); keyed, the batch of the partition murmur2 of the key picks.
+struct KeyChooser {
+    dist: Keys,
+    keys: Vec<bytes::Bytes>,
+    /// The open batch of each key, by key number.
+    batch_of: Vec<usize>,
+    zipf: Option<rand_distr::Zipf<f64>>,
+    next: u64,
+}
+
+impl KeyChooser {
+    fn new(dist: Keys, partitions: &[i32], topic_partitions: usize) -> KeyChooser {
+        let keys: Vec<bytes::Bytes> = (0..dist.count()).map(Keys::key).collect();
+        let batch_of = keys
+            .iter()
+            .map(|k| {
+                if partitions.len() == 1 {
+                    return 0;
+                }
+                let p = kbench_client::partitioner::partition_for_key(k, topic_partitions) as i32;
+                partitions.iter().position(|q| *q == p).unwrap_or(0)
+            })
+            .collect();
+        let zipf = match dist {
+            Keys::Zipf { count, exponent } => {
+                rand_distr::Zipf::new(f64::from(count.max(1)), exponent).ok()
+            }
+            _ => None,
+        };
+        KeyChooser {
+            dist,
+            keys,
+            batch_of,
+            zipf,
+            next: 0,
+        }
+    }
+
+    /// The next record's key number, if it has a key.
+    fn choose(&mut self, rng: &mut SmallRng) -> Option<usize> {
+        let n = self.keys.len();
+        let i = match self.dist {
+            Keys::None => return None,
+            Keys::RoundRobin { .. } => {
+                let i = (self.next % n as u64) as usize;
+                self.next += 1;
+                i
+            }
+            Keys::Random { .. } => rng.random_range(0..n),
+            Keys::Zipf { .. } => match &self.zipf {
+                // Zipf draws ranks 1..=n; rank 1 is key 0.
+                Some(z) => (rng.sample(z) as usize).clamp(1, n) - 1,
+                None => rng.random_range(0..n),
+            },
+        };
+        Some(i)
+    }
 }
 
 /// Unthrottled, the clock is read once per this many records (and at every new batch).
@@ -319,19 +421,23 @@ struct Sender {
     in_flight: Arc<Semaphore>,
     max_request_size: usize,
     requests: JoinSet<()>,
+    /// One compression context for every open batch.
+    compressor: kbench_wire::compression::Compressor,
 }
 
 impl Sender {
-    /// Close the open batch for the next partition; it is sent at once if a slot is free. If that
-    /// partition has a batch waiting still, wait for slots until it has gone; `false` when the run
-    /// is cancelled, or `deadline` passes, first.
+    /// Close an open batch for its partition (`pos`, keyed) or the next partition (unkeyed,
+    /// round-robin); it is sent at once if a slot is free. If that partition has a batch waiting
+    /// still, wait for slots until it has gone; `false` when the run is cancelled, or `deadline`
+    /// passes, first.
     async fn close(
         &mut self,
+        pos: Option<usize>,
         open: &mut OpenBatch,
         cancel: &CancellationToken,
         deadline: Option<Instant>,
     ) -> bool {
-        let pos = self.next % self.waiting.len();
+        let pos = pos.unwrap_or(self.next % self.waiting.len());
         while self.waiting[pos] {
             if !self.send_waiting(cancel, deadline).await {
                 return false;
@@ -342,7 +448,7 @@ impl Sender {
         let records = open.intended_us.len();
         self.ready.push_back(Ready {
             pos,
-            batch: open.builder.finish(),
+            batch: open.builder.finish_sharing(&mut self.compressor),
             // The next batch's vector is made as large as this one's was: one allocation per
             // batch, none while it fills.
             intended: std::mem::replace(&mut open.intended_us, Vec::with_capacity(records)),
@@ -574,14 +680,16 @@ pub async fn run_produce(
         })
     };
 
-    let mut open = OpenBatch {
-        builder: RecordBatchBuilder::new(spec.compression),
-        intended_us: Vec::new(),
-        value_bytes: 0,
-        opened: start,
-        opened_us: 0,
-        linger_due: start,
-        base_ms: 0,
+    let keyed = spec.keys != Keys::None;
+    let mut opens: Vec<OpenBatch> = (0..if keyed { partitions.len() } else { 1 })
+        .map(|_| OpenBatch::new(spec, start))
+        .collect();
+    let mut lingering = std::collections::VecDeque::new();
+    let mut generation = 0u64;
+    let mut keys = KeyChooser::new(spec.keys, &partitions, topic.partitions.len());
+    let uniform = match spec.payload {
+        Payload::Uniform { min, max } => Some((min, max)),
+        _ => None,
     };
     let mut sender = Sender {
         shared: Arc::new(Shared {
@@ -599,6 +707,7 @@ pub async fn run_produce(
         in_flight,
         max_request_size: spec.max_request_size.max(1),
         requests: JoinSet::new(),
+        compressor: Default::default(),
     };
 
     let linger = spec.linger;
@@ -613,7 +722,7 @@ pub async fn run_produce(
         // (unthrottled) its intended send time. Unthrottled appends take a fraction of a µs each, so
         // a record's time is at most CLOCK_EVERY appends (a few µs) early; reading the clock for
         // every record cost a fifth of the CPU at 1 MB batches (docs/PERFORMANCE.md).
-        if throttled || i.is_multiple_of(CLOCK_EVERY) || open.builder.is_empty() {
+        if throttled || i.is_multiple_of(CLOCK_EVERY) || opens[0].builder.is_empty() {
             now = Instant::now();
             now_us = (now - start).as_micros() as u64;
             if deadline.is_some_and(|d| now >= d)
@@ -627,15 +736,11 @@ pub async fn run_produce(
             .throughput
             .map(|rate| Duration::from_secs_f64(i as f64 / rate));
         let intended = scheduled.map_or(now, |offset| start + offset);
-        // Throttled: wait for the record's intended time, closing a lingering batch on the way; the
+        // Throttled: wait for the record's intended time, closing lingering batches on the way; the
         // run's duration ends the wait (a slow rate must not run past it).
         while now < intended {
-            let linger_due = open.linger_due;
-            let mut wake = if open.builder.is_empty() {
-                intended
-            } else {
-                intended.min(linger_due)
-            };
+            let mut wake =
+                earliest_due(&mut lingering, &opens).map_or(intended, |d| d.min(intended));
             if let Some(d) = deadline {
                 wake = wake.min(d);
             }
@@ -656,41 +761,77 @@ pub async fn run_produce(
             if deadline.is_some_and(|d| now >= d) {
                 break 'records;
             }
-            if !open.builder.is_empty()
-                && now >= linger_due
-                && !sender.close(&mut open, &cancel, deadline).await
+            while let Some(due) = earliest_due(&mut lingering, &opens)
+                && now >= due
+            {
+                let l = lingering.pop_front().expect("an entry was just seen");
+                if !sender
+                    .close(keyed.then_some(l.idx), &mut opens[l.idx], &cancel, deadline)
+                    .await
+                {
+                    break 'records;
+                }
+            }
+        }
+        let key = keys.choose(&mut rng);
+        let idx = key.map_or(0, |k| keys.batch_of[k]);
+        let value: &[u8] = match uniform {
+            Some((min, max)) => &values[0][..rng.random_range(min..=max)],
+            None if values.len() == 1 => &values[0],
+            None => &values[rng.random_range(0..values.len())],
+        };
+        // Batches past their linger.ms close, and so does this record's batch when it is full.
+        let mut closed = false;
+        while let Some(due) = earliest_due(&mut lingering, &opens)
+            && now >= due
+        {
+            let l = lingering.pop_front().expect("an entry was just seen");
+            if !sender
+                .close(keyed.then_some(l.idx), &mut opens[l.idx], &cancel, deadline)
+                .await
             {
                 break 'records;
             }
+            closed = true;
         }
-        let value = &values[if values.len() == 1 {
-            0
-        } else {
-            rng.random_range(0..values.len())
-        }];
+        let open = &mut opens[idx];
         let full = !open.builder.is_empty()
             && (open.builder.uncompressed_len() + value.len() + 16 > spec.batch_size
                 || spec
                     .records_per_batch
                     .is_some_and(|n| open.builder.record_count() as usize >= n));
-        let lingered = !open.builder.is_empty() && now >= open.linger_due;
-        if full || lingered {
-            if !sender.close(&mut open, &cancel, deadline).await {
+        if full {
+            if !sender
+                .close(keyed.then_some(idx), open, &cancel, deadline)
+                .await
+            {
                 break 'records;
             }
+            closed = true;
+        }
+        if closed {
             // The new batch's base time is read afresh.
             now = Instant::now();
             now_us = (now - start).as_micros() as u64;
         }
+        let open = &mut opens[idx];
         if open.builder.is_empty() {
             open.base_ms = now_ms();
             open.builder.start(open.base_ms);
             open.opened = now;
             open.opened_us = now_us;
             open.linger_due = now + linger;
+            generation += 1;
+            open.generation = generation;
+            lingering.push_back(Lingering {
+                due: open.linger_due,
+                idx,
+                generation,
+            });
         }
         let timestamp = open.base_ms + (now_us.saturating_sub(open.opened_us) / 1000) as i64;
-        open.builder.append(timestamp, None, Some(value), &[]);
+        open.builder
+            .append(timestamp, key.map(|k| &keys.keys[k][..]), Some(value), &[]);
         open.intended_us
             .push(scheduled.map_or(now_us, |offset| offset.as_micros() as u64));
         open.value_bytes += value.len() as u64;
@@ -708,10 +849,16 @@ pub async fn run_produce(
     );
     tokio::pin!(until_grace_end);
     let mut grace_expired = false;
-    // The open batch closes, and every waiting batch is sent, within the grace.
+    // Every open batch closes, and every waiting batch is sent, within the grace.
     let flushed = async {
-        if !open.builder.is_empty() && !sender.close(&mut open, &cancel, grace_end).await {
-            return;
+        for (idx, open) in opens.iter_mut().enumerate() {
+            if !open.builder.is_empty()
+                && !sender
+                    .close(keyed.then_some(idx), open, &cancel, grace_end)
+                    .await
+            {
+                return;
+            }
         }
         while !sender.ready.is_empty() {
             if !sender.send_waiting(&cancel, grace_end).await {
@@ -792,5 +939,65 @@ pub async fn run_produce(
         batches: t.batches,
         frames_written: writes_after.0 - writes_before.0,
         socket_writes: writes_after.1 - writes_before.1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(keys: Keys, draws: usize) -> Vec<usize> {
+        let mut chooser = KeyChooser::new(keys, &[0, 1, 2, 3], 4);
+        let mut rng = SmallRng::seed_from_u64(7);
+        let mut counts = vec![0; keys.count() as usize];
+        for _ in 0..draws {
+            counts[chooser.choose(&mut rng).expect("keyed")] += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn keys_are_chosen_by_their_distribution() {
+        assert_eq!(counts(Keys::RoundRobin { count: 10 }, 1000), vec![100; 10]);
+        let random = counts(Keys::Random { count: 10 }, 100_000);
+        assert!(
+            random.iter().all(|n| (9_000..11_000).contains(n)),
+            "{random:?}"
+        );
+        // Zipf with exponent 1: key k is chosen in proportion to 1/(k+1).
+        let zipf = counts(
+            Keys::Zipf {
+                count: 100,
+                exponent: 1.0,
+            },
+            200_000,
+        );
+        let ratio = zipf[0] as f64 / zipf[9] as f64;
+        assert!((8.0..12.0).contains(&ratio), "key 0 / key 9 = {ratio}");
+        assert!(zipf[0] > zipf[1] && zipf[1] > zipf[4] && zipf[4] > zipf[50]);
+        // Exponent 0 is uniform.
+        let flat = counts(
+            Keys::Zipf {
+                count: 10,
+                exponent: 0.0,
+            },
+            100_000,
+        );
+        assert!(flat.iter().all(|n| (9_000..11_000).contains(n)), "{flat:?}");
+        let mut none = KeyChooser::new(Keys::None, &[0], 1);
+        assert_eq!(none.choose(&mut SmallRng::seed_from_u64(1)), None);
+    }
+
+    #[test]
+    fn a_key_goes_to_the_batch_of_its_murmur2_partition() {
+        // Partitions listed out of order: the batch index is the listed position.
+        let chooser = KeyChooser::new(Keys::RoundRobin { count: 50 }, &[2, 0, 1], 3);
+        for (k, idx) in chooser.batch_of.iter().enumerate() {
+            let p = kbench_client::partitioner::partition_for_key(&Keys::key(k as u32), 3) as i32;
+            assert_eq!([2, 0, 1][*idx], p);
+        }
+        // One partition chosen (--partition): every key goes to it.
+        let one = KeyChooser::new(Keys::Random { count: 50 }, &[5], 8);
+        assert!(one.batch_of.iter().all(|i| *i == 0));
     }
 }

@@ -414,6 +414,7 @@ async fn fill(
         match &spec.payload {
             kbench_bench::Payload::Random { size } => format!("{size} bytes"),
             kbench_bench::Payload::Lines(_) => "payload lines".into(),
+            kbench_bench::Payload::Uniform { min, max } => format!("{min}..{max} bytes"),
         }
     );
     let outcome = kbench_bench::produce::run_job(

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use clap::Args;
 use kbench_bench::produce::{IntervalReport, ProduceObserver, ProduceRun, run_job};
 use kbench_bench::result::{ResultDocument, rfc3339};
-use kbench_bench::{BenchError, Payload, ProduceSpec};
+use kbench_bench::spec::{Span, parse_positive_span};
+use kbench_bench::{BenchError, Keys, Payload, ProduceSpec};
 use kbench_client::ProducerSettings;
 use kbench_wire::{ApiKey, Compression, Pins};
 use tokio_util::sync::CancellationToken;
@@ -39,9 +40,17 @@ pub struct ProduceArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = positive_u64)]
     pub num_records: Option<u64>,
 
-    /// Size of each record's value in bytes (default 100).
-    #[arg(long, conflicts_with = "payload_file", allow_negative_numbers = true, value_parser = positive_usize)]
-    pub record_size: Option<usize>,
+    /// Size of each record's value in bytes (default 100), or a range MIN..MAX drawn uniformly
+    /// for each record (e.g. 100..1000).
+    #[arg(long, conflicts_with = "payload_file", allow_negative_numbers = true, value_parser = parse_positive_span)]
+    pub record_size: Option<Span<usize>>,
+
+    /// Each record's key: none (the default: unkeyed, batches round-robin over partitions),
+    /// round-robin[:COUNT], random[:COUNT] or zipf[:COUNT[:EXPONENT]] over COUNT keys (default
+    /// 10000, exponent 1.0). Keyed records go to the partition Kafka's default partitioner picks
+    /// (murmur2 of the key).
+    #[arg(long, value_parser = Keys::parse)]
+    pub keys: Option<Keys>,
 
     /// File whose lines (split by --payload-delimiter) are the record values, chosen at random.
     #[arg(long)]
@@ -220,8 +229,16 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
         spec.payload = Payload::Lines(read_payloads(path, delimiter)?);
         spec.payload_file = Some(path.display().to_string());
     } else if let Some(size) = args.record_size {
-        spec.payload = Payload::Random { size };
+        spec.payload = if size.min == size.max {
+            Payload::Random { size: size.min }
+        } else {
+            Payload::Uniform {
+                min: size.min,
+                max: size.max,
+            }
+        };
     }
+    set(&mut spec.keys, args.keys);
     set(&mut spec.topic, args.topic.clone());
     set(&mut spec.num_records, args.num_records);
     set(&mut spec.partitions, args.partitions);

@@ -156,6 +156,7 @@ pub(crate) struct V1Produce {
     topic: Option<String>,
     num_records: Option<u64>,
     record_size: Option<usize>,
+    keys: Option<String>,
     throughput: Option<f64>,
     duration: Option<String>,
     acks: Option<String>,
@@ -181,6 +182,9 @@ pub(crate) fn produce_spec(
     set(&mut spec.num_records, c.num_records);
     if let Some(size) = c.record_size {
         spec.payload = Payload::Random { size };
+    }
+    if let Some(keys) = optional("keys", c.keys.as_deref(), kbench_bench::Keys::parse)? {
+        spec.keys = keys;
     }
     // Any negative throughput is unthrottled, as kafka-producer-perf-test takes it.
     spec.throughput = c.throughput.filter(|t| t.is_nan() || *t >= 0.0);

@@ -158,3 +158,31 @@ pub fn produce(
         c.failed.load(Ordering::Relaxed),
     )
 }
+
+/// Produce one record per key (empty value) to `topic` with librdkafka, leaving the partition to
+/// librdkafka's `murmur2_random` partitioner (the Java client's default for keyed records); returns
+/// (delivered, failed).
+pub fn produce_keyed(bootstrap: &str, topic: &str, keys: &[Vec<u8>]) -> (u64, u64) {
+    let producer: BaseProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("partitioner", "murmur2_random")
+        .set("acks", "all")
+        .set("client.id", "librdkafka-peer")
+        .create_with_context(Deliveries::default())
+        .expect("librdkafka producer");
+    for key in keys {
+        let record: BaseRecord<'_, Vec<u8>, [u8]> = BaseRecord::to(topic).key(key).payload(&[]);
+        if let Err((e, _)) = producer.send(record) {
+            panic!("librdkafka produce to {topic}: {e}");
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .expect("librdkafka flush");
+    let c = producer.context();
+    (
+        c.delivered.load(Ordering::Relaxed),
+        c.failed.load(Ordering::Relaxed),
+    )
+}
