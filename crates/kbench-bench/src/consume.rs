@@ -69,6 +69,9 @@ pub struct ConsumeSpec {
     pub heartbeat_interval: Duration,
     /// Client properties as given, for the result document.
     pub properties: Vec<(String, String)>,
+    /// Record each record's end-to-end latency: the wall clock when its fetch was answered less its
+    /// timestamp (CreateTime, ms), as OMB measures it.
+    pub end_to_end: bool,
 }
 
 impl Default for ConsumeSpec {
@@ -93,6 +96,7 @@ impl Default for ConsumeSpec {
             session_timeout: Duration::ZERO,
             heartbeat_interval: Duration::ZERO,
             properties: Vec::new(),
+            end_to_end: false,
         };
         spec.apply_settings(&ConsumerSettings::default());
         spec.start = StartAt::Reset(OffsetReset::Earliest);
@@ -241,6 +245,8 @@ pub struct ConsumeWindow {
     pub bytes: u64,
     /// Time spent joining the group in this window.
     pub join: Duration,
+    /// With `ConsumeSpec::end_to_end`: this window's end-to-end latencies, µs.
+    pub end_to_end: Option<Histogram<u64>>,
 }
 
 const MB: f64 = 1024.0 * 1024.0;
@@ -292,6 +298,13 @@ pub trait ConsumeObserver: Send + Sync + 'static {
     fn interval(&self, window: &ConsumeWindow) {
         let _ = window;
     }
+    /// The consumer has its partitions (joined its group, or assigned) and its positions.
+    fn joined(&self) {}
+    /// One Fetch answer decoded: the records it added, their key and value bytes, and (with
+    /// `ConsumeSpec::end_to_end`) each one's end-to-end latency in µs.
+    fn fetched(&self, records: u64, bytes: u64, end_to_end_us: &[u64]) {
+        let _ = (records, bytes, end_to_end_us);
+    }
 }
 
 impl ConsumeObserver for () {}
@@ -337,6 +350,8 @@ pub struct ConsumeRun {
     pub errors: BTreeMap<String, u64>,
     pub partitions: BTreeMap<i32, PartitionSpan>,
     pub member_id: Option<String>,
+    /// With `ConsumeSpec::end_to_end`: every record's end-to-end latency, µs (ms resolution).
+    pub end_to_end: Histogram<u64>,
 }
 
 impl ConsumeRun {
@@ -635,8 +650,12 @@ pub async fn run_consume<O: ConsumeObserver>(
         })
         .collect();
 
+    observer.joined();
     let mut decoder = BatchDecoder::new();
     let mut fetch_latency = latency_histogram();
+    let mut end_to_end = latency_histogram();
+    let mut window_e2e = spec.end_to_end.then(latency_histogram);
+    let mut fetch_e2e: Vec<u64> = Vec::new();
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let (mut records, mut bytes, mut batches) = (0u64, 0u64, 0u64);
     let (mut fetches, mut empty_fetches, mut commits) = (0u64, 0u64, 0u64);
@@ -670,6 +689,10 @@ pub async fn run_consume<O: ConsumeObserver>(
                 records: window_records,
                 bytes: window_bytes,
                 join: window_join,
+                end_to_end: window_e2e.as_mut().map(|h| {
+                    let fresh = Histogram::new_from(h);
+                    std::mem::replace(h, fresh)
+                }),
             });
             window_start = now;
             (window_records, window_bytes) = (0, 0);
@@ -781,6 +804,10 @@ pub async fn run_consume<O: ConsumeObserver>(
             tokio::task::yield_now().await;
         }
         let before = records;
+        // End to end: the wall clock when the answer came, less each record's CreateTime.
+        let arrived_ms = spec.end_to_end.then(kbench_wire::batch::now_ms);
+        let bytes_before = bytes;
+        fetch_e2e.clear();
         for (partition, data) in &fetched {
             let Some(position) = positions.get(partition).copied() else {
                 continue;
@@ -803,6 +830,14 @@ pub async fn run_consume<O: ConsumeObserver>(
                 }
                 skipped += (record.offset - next) as u64;
                 taken += 1;
+                if let Some(at) = arrived_ms {
+                    let us = ((at - record.timestamp).max(0) as u64 * 1000).max(1);
+                    let _ = end_to_end.record(us);
+                    if let Some(h) = window_e2e.as_mut() {
+                        let _ = h.record(us);
+                    }
+                    fetch_e2e.push(us);
+                }
                 taken_bytes += record.key.map_or(0, |k| k.len() as u64)
                     + record.value.map_or(0, |v| v.len() as u64);
                 next = record.offset + 1;
@@ -841,6 +876,7 @@ pub async fn run_consume<O: ConsumeObserver>(
         }
         if records > before {
             last_record = Instant::now();
+            observer.fetched(records - before, bytes - bytes_before, &fetch_e2e);
         } else {
             empty_fetches += 1;
         }
@@ -888,6 +924,7 @@ pub async fn run_consume<O: ConsumeObserver>(
         errors,
         partitions: spans,
         member_id: member.map(|m| m.member_id().to_string()),
+        end_to_end,
     })
 }
 
@@ -1115,6 +1152,7 @@ mod tests {
             errors: BTreeMap::new(),
             partitions: BTreeMap::new(),
             member_id: None,
+            end_to_end: latency_histogram(),
         };
         let line = run.final_line(&date);
         let cols: Vec<&str> = line.split(", ").collect();

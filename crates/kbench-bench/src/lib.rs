@@ -13,6 +13,7 @@ pub mod e2e;
 pub mod error;
 pub mod iso8601;
 pub mod measure;
+pub mod omb;
 pub mod produce;
 pub mod result;
 pub mod seed_service;

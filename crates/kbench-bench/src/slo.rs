@@ -100,6 +100,17 @@ fn shape(
                 "record_batches",
             ],
         ),
+        "omb" => (
+            "latency",
+            &["latency", "publish_delay", "end_to_end", "service_time"],
+            &[
+                "records_sent",
+                "records_acked",
+                "records_failed",
+                "records_per_sec",
+                "duration_s",
+            ],
+        ),
         "consume" => (
             "fetch_latency",
             &["fetch_latency"],

@@ -8,6 +8,7 @@ use crate::cmd::codec::CodecArgs;
 use crate::cmd::compare::CompareArgs;
 use crate::cmd::consume::ConsumeArgs;
 use crate::cmd::e2e::E2eArgs;
+use crate::cmd::omb::OmbArgs;
 use crate::cmd::produce::{ProduceArgs, QuickstartArgs};
 use crate::cmd::suite::SuiteArgs;
 use crate::cmd::sweep::SweepArgs;
@@ -31,6 +32,8 @@ pub enum Command {
     Produce(Box<ProduceArgs>),
     /// Consume records and report throughput, like kafka-consumer-perf-test.
     Consume(Box<ConsumeArgs>),
+    /// Run an OpenMessaging Benchmark workload file unmodified (OMB's lines and result JSON).
+    Omb(Box<OmbArgs>),
     /// Embedded broker, a topic, a 10-second produce of 100-byte records, and a summary.
     Quickstart(QuickstartArgs),
     /// Run the embedded Tansu broker (in-memory storage) in the foreground.
@@ -62,7 +65,34 @@ mod tests {
     #[test]
     fn every_flag_parses_into_its_type() {
         // clap checks a derived field's type against its parser only when the flag is used.
-        let lines: [&[&str]; 5] = [
+        let lines: [&[&str]; 6] = [
+            &[
+                "kbench",
+                "omb",
+                "w.yaml",
+                "-d",
+                "d.yaml",
+                "--bootstrap-server",
+                "h:1",
+                "--test-duration",
+                "5s",
+                "--warmup-duration",
+                "0s",
+                "--reporting-interval",
+                "1s",
+                "--drain",
+                "2s",
+                "--step-duration",
+                "1s",
+                "-o",
+                "o.json",
+                "--json",
+                "k.json",
+                "--seed",
+                "7",
+                "--slo",
+                "records_failed==0",
+            ],
             &[
                 "kbench",
                 "produce",
@@ -73,7 +103,9 @@ mod tests {
                 "--num-records",
                 "5",
                 "--record-size",
-                "10",
+                "10..20",
+                "--keys",
+                "zipf:100:1.1",
                 "--throughput",
                 "-1",
                 "--duration",

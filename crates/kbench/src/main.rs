@@ -72,6 +72,7 @@ fn main() -> ExitCode {
         match command {
             Command::Produce(args) => cmd::produce::run(*args, cmd::produce::Mode::Produce).await,
             Command::Consume(args) => cmd::consume::run(*args).await,
+            Command::Omb(args) => cmd::omb::run(*args).await,
             Command::Quickstart(args) => cmd::produce::quickstart(args).await,
             Command::Broker(args) => cmd::broker::run(args).await,
             Command::Codec(args) => cmd::codec::run(*args),

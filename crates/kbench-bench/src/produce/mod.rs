@@ -214,6 +214,10 @@ pub struct ProduceSpec {
     pub properties: Vec<(String, String)>,
     /// The largest record and the memory the run may hold.
     pub limits: Limits,
+    /// Give each progress window its own latency and publish-delay histograms (per-interval
+    /// percentiles, as OMB reports them), and report the last, partial window too, so that the
+    /// windows add up to the run; off, a window has sums and maxima only.
+    pub interval_histograms: bool,
 }
 
 impl Default for ProduceSpec {
@@ -244,6 +248,7 @@ impl Default for ProduceSpec {
             repetitions: 1,
             properties: Vec::new(),
             limits: Limits::default(),
+            interval_histograms: false,
         };
         spec.apply_settings(&ProducerSettings::default());
         spec

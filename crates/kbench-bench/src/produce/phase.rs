@@ -35,6 +35,10 @@ pub struct IntervalReport {
     pub elapsed: Duration,
     pub latency_sum_us: u64,
     pub latency_max_us: u64,
+    /// With `ProduceSpec::interval_histograms`: this window's latency (from the intended time) and
+    /// publish delay, exactly.
+    pub latency: Option<Histogram<u64>>,
+    pub publish_delay: Option<Histogram<u64>>,
 }
 
 impl IntervalReport {
@@ -264,7 +268,12 @@ struct Tally {
 
 impl Tally {
     fn take_window(&mut self, now: Instant) -> IntervalReport {
-        let mut w = std::mem::take(&mut self.window);
+        let fresh = IntervalReport {
+            latency: self.window.latency.as_ref().map(Histogram::new_from),
+            publish_delay: self.window.publish_delay.as_ref().map(Histogram::new_from),
+            ..IntervalReport::default()
+        };
+        let mut w = std::mem::replace(&mut self.window, fresh);
         w.elapsed = now - self.window_start;
         self.window_start = now;
         w
@@ -541,9 +550,11 @@ async fn request(shared: Arc<Shared>, batches: Vec<Ready>, permit: OwnedSemaphor
         let mut t = shared.tally.lock().expect("tally lock");
         for b in &batches {
             for run in b.intended.chunk_by(|a, b| a == b) {
-                let _ = t
-                    .publish_delay
-                    .record_n(sent_us.saturating_sub(run[0]).max(1), run.len() as u64);
+                let us = sent_us.saturating_sub(run[0]).max(1);
+                let _ = t.publish_delay.record_n(us, run.len() as u64);
+                if let Some(h) = t.window.publish_delay.as_mut() {
+                    let _ = h.record_n(us, run.len() as u64);
+                }
             }
         }
         if let Some(first) = batches.first().and_then(|b| b.intended.first()) {
@@ -595,6 +606,9 @@ async fn request(shared: Arc<Shared>, batches: Vec<Ready>, permit: OwnedSemaphor
                     let us = done_us.saturating_sub(run[0]).max(1);
                     let n = run.len() as u64;
                     let _ = t.latency.record_n(us, n);
+                    if let Some(h) = t.window.latency.as_mut() {
+                        let _ = h.record_n(us, n);
+                    }
                     t.window.latency_sum_us += us * n;
                     t.window.latency_max_us = t.window.latency_max_us.max(us);
                 }
@@ -622,7 +636,7 @@ pub async fn run_produce(
     spec: &ProduceSpec,
     cancel: CancellationToken,
     abort_reason: Arc<Mutex<Option<String>>>,
-    on_interval: impl Fn(&IntervalReport) + Send + 'static,
+    on_interval: impl Fn(&IntervalReport) + Send + Sync + 'static,
 ) -> ProduceRun {
     let partitions: Vec<i32> = match spec.partition {
         Some(p) => vec![p],
@@ -660,12 +674,18 @@ pub async fn run_produce(
         publish_delay: latency_histogram(),
         last_publish_delay_us: 0,
         errors: BTreeMap::new(),
-        window: IntervalReport::default(),
+        window: IntervalReport {
+            latency: spec.interval_histograms.then(latency_histogram),
+            publish_delay: spec.interval_histograms.then(latency_histogram),
+            ..IntervalReport::default()
+        },
         window_start: start,
     }));
 
+    let on_interval = Arc::new(on_interval);
     let reporter = {
         let tally = tally.clone();
+        let on_interval = on_interval.clone();
         let every = spec.reporting_interval.max(Duration::from_millis(10));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -885,6 +905,16 @@ pub async fn run_produce(
     }
     while requests.join_next().await.is_some() {}
     reporter.abort();
+    // With interval histograms, the windows cover the whole run: the last, partial one is reported
+    // too (kafka-producer-perf-test's lines, without them, end at the last full window).
+    if spec.interval_histograms {
+        let _ = reporter.await;
+        let last = tally
+            .lock()
+            .expect("tally lock")
+            .take_window(Instant::now());
+        on_interval(&last);
+    }
 
     let elapsed = start.elapsed();
     let writes_after = sender.shared.cluster.write_counts();

@@ -1,0 +1,826 @@
+//! OpenMessaging Benchmark workloads, run unmodified: `topics` fresh topics of
+//! `partitionsPerTopic`; `producersPerTopic` producers each (one connection set each, the rate
+//! split evenly, open loop); `subscriptionsPerTopic` consumer groups of `consumerPerSubscription`
+//! members each, reading from before the first record and timing each record end to end (wall
+//! clock at the fetch's answer less its CreateTime, ms resolution, as OMB). A warm-up phase runs
+//! first and is left out of every figure; then the measured phase; then a bounded drain so that
+//! consumers catch up. Periodic lines and the result carry OMB's figures under OMB's names
+//! ([`report`]), beside kbench's own result.
+
+pub mod report;
+pub mod workload;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use kbench_client::{ClusterConfig, ConsumerSettings, ProducerSettings, TopicLayout};
+use kbench_wire::ApiKey;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio_util::sync::CancellationToken;
+
+use crate::consume::{ConsumeMode, ConsumeObserver, ConsumeRun, ConsumeSpec, StartAt};
+use crate::error::{BenchError, SpecError};
+use crate::measure::latency_histogram;
+use crate::produce::{IntervalReport, Keys, Payload, ProduceRun, ProduceSpec};
+
+pub use workload::{KeyDistributor, OmbDriver, OmbWorkload};
+
+/// A workload made runnable: the file's fields, the driver's settings, and what kbench adds.
+#[derive(Debug, Clone)]
+pub struct OmbSpec {
+    pub workload: OmbWorkload,
+    /// The driver's name (`name:`), or "Kafka".
+    pub driver_name: String,
+    pub replication_factor: i16,
+    pub producer: ProducerSettings,
+    pub consumer: ConsumerSettings,
+    /// Driver properties as given (for the result; secrets masked there).
+    pub producer_properties: Vec<(String, String)>,
+    pub consumer_properties: Vec<(String, String)>,
+    /// Driver settings kbench does not apply, each with why: listed, never silently dropped.
+    pub not_applied: Vec<String>,
+    pub payload: Payload,
+    pub keys: Keys,
+    pub warmup: Duration,
+    pub test_duration: Duration,
+    /// OMB prints a line every 10 s.
+    pub reporting_interval: Duration,
+    /// Consumers catch up for at most this long after the producers stop.
+    pub drain: Duration,
+    /// producerRate 0: the search's step length.
+    pub search_step: Duration,
+    pub seed: u64,
+    /// Topics are `{topic_prefix}-0000`, `-0001`, …; fresh for every run.
+    pub topic_prefix: String,
+}
+
+/// The largest payload pool a workload may ask for, in bytes.
+const MAX_POOL_BYTES: u128 = 1 << 30;
+
+impl OmbSpec {
+    /// The spec a workload and a driver make. `base` is the workload file's folder (a relative
+    /// `payloadFile` is found from the working directory first, then from there).
+    pub fn new(
+        workload: OmbWorkload,
+        driver: &OmbDriver,
+        base: Option<&std::path::Path>,
+        seed: u64,
+    ) -> Result<OmbSpec, String> {
+        let mut not_applied = Vec::new();
+        let common = workload::properties("commonConfig", driver.common_config.as_deref())?;
+        let producer_props =
+            workload::properties("producerConfig", driver.producer_config.as_deref())?;
+        let consumer_props =
+            workload::properties("consumerConfig", driver.consumer_config.as_deref())?;
+        let topic_props = workload::properties("topicConfig", driver.topic_config.as_deref())?;
+        for (k, v) in &topic_props {
+            not_applied.push(format!(
+                "topicConfig {k}={}: topics are created with the broker's defaults",
+                if kbench_client::is_secret(k) {
+                    "***"
+                } else {
+                    v
+                }
+            ));
+        }
+        let mut producer = ProducerSettings {
+            client_id: "kbench-omb-producer".into(),
+            ..ProducerSettings::default()
+        };
+        let mut consumer = ConsumerSettings::default();
+        let mut producer_properties = Vec::new();
+        let mut consumer_properties = Vec::new();
+        for (block, props, to_producer, to_consumer) in [
+            ("commonConfig", &common, true, true),
+            ("producerConfig", &producer_props, true, false),
+            ("consumerConfig", &consumer_props, false, true),
+        ] {
+            for (k, v) in props {
+                if to_producer {
+                    producer_properties.push((k.clone(), v.clone()));
+                    apply(block, k, v, &mut not_applied, |b, k, v| {
+                        producer.apply(b, k, v)
+                    })?;
+                }
+                if to_consumer {
+                    consumer_properties.push((k.clone(), v.clone()));
+                    // A common key the producer already listed is not listed twice.
+                    let mut quiet = Vec::new();
+                    let list = if to_producer {
+                        &mut quiet
+                    } else {
+                        &mut not_applied
+                    };
+                    apply(block, k, v, list, |b, k, v| consumer.apply(b, k, v))?;
+                }
+            }
+        }
+        producer.finish().map_err(|e| e.to_string())?;
+        consumer.finish().map_err(|e| e.to_string())?;
+        if driver.reset == Some(true) {
+            not_applied.push(
+                "reset: true: kbench's topics are fresh for every run, none is deleted".into(),
+            );
+        }
+
+        let payload = payload_of(&workload, base, seed)?;
+        let keys = match workload.key_distributor {
+            KeyDistributor::NoKey => Keys::None,
+            KeyDistributor::KeyRoundRobin => Keys::RoundRobin {
+                count: crate::produce::DEFAULT_KEY_COUNT,
+            },
+            KeyDistributor::RandomNano => Keys::Random {
+                count: crate::produce::DEFAULT_KEY_COUNT,
+            },
+        };
+        let minutes = |m: f64| Duration::from_secs_f64(m * 60.0);
+        Ok(OmbSpec {
+            warmup: minutes(workload.warmup_duration_minutes),
+            test_duration: minutes(workload.test_duration_minutes),
+            driver_name: driver.name.clone().unwrap_or_else(|| "Kafka".into()),
+            replication_factor: driver.replication_factor.unwrap_or(1),
+            workload,
+            producer,
+            consumer,
+            producer_properties,
+            consumer_properties,
+            not_applied,
+            payload,
+            keys,
+            reporting_interval: Duration::from_secs(10),
+            drain: Duration::from_secs(10),
+            search_step: Duration::from_secs(5),
+            seed,
+            topic_prefix: format!("kbench-omb-{:08x}", seed as u32),
+        })
+    }
+
+    pub fn producers(&self) -> u32 {
+        self.workload.topics * self.workload.producers_per_topic
+    }
+
+    pub fn consumers(&self) -> u32 {
+        self.workload.topics
+            * self.workload.subscriptions_per_topic
+            * self.workload.consumer_per_subscription
+    }
+
+    pub fn topic(&self, i: u32) -> String {
+        format!("{}-{i:04}", self.topic_prefix)
+    }
+
+    /// Each producer's spec: its share of the rate, the payload, keys and driver settings.
+    fn producer_spec(&self, topic: &str, rate: Option<f64>, index: u32) -> ProduceSpec {
+        let mut spec = ProduceSpec {
+            topic: topic.to_string(),
+            partitions: self.workload.partitions_per_topic as i32,
+            replication_factor: self.replication_factor,
+            num_records: u64::MAX,
+            payload: self.payload.clone(),
+            keys: self.keys,
+            throughput: rate,
+            // Windows feed the periods (and the backlog): short, so that a period is up to date.
+            reporting_interval: Duration::from_millis(100),
+            seed: self.seed.wrapping_add(u64::from(index)),
+            properties: self.producer_properties.clone(),
+            interval_histograms: true,
+            ..ProduceSpec::default()
+        };
+        spec.apply_settings(&self.producer);
+        spec
+    }
+
+    /// Every check before a run starts.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let probe = self.producer_spec(&self.topic(0), None, 0);
+        probe.validate()?;
+        let memory = probe.memory_needed() * u128::from(self.producers());
+        probe
+            .limits
+            .check_memory("producersPerTopic, messageSize", memory)?;
+        crate::spec::check_range("replicationFactor", self.replication_factor, 1..=i16::MAX)?;
+        Ok(())
+    }
+}
+
+/// Apply one property; keys kbench does not know or support are listed (with their block), a bad
+/// value of a known key is an error.
+fn apply(
+    block: &str,
+    key: &str,
+    value: &str,
+    not_applied: &mut Vec<String>,
+    f: impl FnOnce(&str, &str, &str) -> Result<(), kbench_client::PropertyError>,
+) -> Result<(), String> {
+    use kbench_client::PropertyError as E;
+    match f(block, key, value) {
+        Ok(()) => Ok(()),
+        Err(E::Unknown { .. }) => {
+            not_applied.push(format!("{block} {key}: not a property kbench implements"));
+            Ok(())
+        }
+        Err(E::Unsupported { .. }) => {
+            not_applied.push(format!("{block} {key}: not supported by kbench yet"));
+            Ok(())
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The payload a workload describes: `payloadFile` whole (OMB sends the file's bytes as every
+/// record), a pool of randomized payloads (`randomBytesRatio` of each random, the rest zeros), or
+/// `messageSize` random letters.
+fn payload_of(
+    w: &OmbWorkload,
+    base: Option<&std::path::Path>,
+    seed: u64,
+) -> Result<Payload, String> {
+    if w.use_randomized_payloads {
+        let pool = u128::from(w.randomized_payload_pool_size) * w.message_size as u128;
+        if pool > MAX_POOL_BYTES {
+            return Err(format!(
+                "randomizedPayloadPoolSize × messageSize: {} MiB of payloads, above the {} MiB allowed",
+                pool >> 20,
+                MAX_POOL_BYTES >> 20
+            ));
+        }
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let random = ((w.message_size as f64) * w.random_bytes_ratio).round() as usize;
+        let lines = (0..w.randomized_payload_pool_size)
+            .map(|_| {
+                let mut v = vec![0u8; w.message_size];
+                rng.fill(&mut v[..random.min(w.message_size)]);
+                Bytes::from(v)
+            })
+            .collect();
+        return Ok(Payload::Lines(lines));
+    }
+    if let Some(file) = &w.payload_file {
+        let direct = std::path::PathBuf::from(file);
+        let path = if direct.exists() || base.is_none() {
+            direct
+        } else {
+            base.map(|b| b.join(file)).unwrap_or(direct)
+        };
+        let bytes = std::fs::read(&path)
+            .map_err(|e| format!("payloadFile {}: cannot read it: {e}", path.display()))?;
+        if bytes.is_empty() {
+            return Err(format!("payloadFile {}: empty", path.display()));
+        }
+        return Ok(Payload::Lines(vec![Bytes::from(bytes)]));
+    }
+    Ok(Payload::Random {
+        size: w.message_size,
+    })
+}
+
+/// One reporting period's figures, OMB's units: rates per second, publish and end-to-end latency
+/// in ms, publish delay in µs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Period {
+    /// Seconds since the measured phase began (negative: warm-up).
+    pub at_s: f64,
+    pub warmup: bool,
+    pub publish_rate: f64,
+    pub publish_mb_per_sec: f64,
+    pub publish_error_rate: f64,
+    pub consume_rate: f64,
+    pub consume_mb_per_sec: f64,
+    pub backlog: i64,
+    #[serde(skip)]
+    pub publish_latency: Histogram<u64>,
+    #[serde(skip)]
+    pub publish_delay: Histogram<u64>,
+    #[serde(skip)]
+    pub end_to_end: Histogram<u64>,
+}
+
+/// What producers and consumers report as they go, under one lock.
+struct Tally {
+    acked: u64,
+    failed: u64,
+    pub_bytes: u64,
+    consumed: u64,
+    con_bytes: u64,
+    period_start: Instant,
+    p_acked: u64,
+    p_failed: u64,
+    p_pub_bytes: u64,
+    p_consumed: u64,
+    p_con_bytes: u64,
+    p_latency: Histogram<u64>,
+    p_delay: Histogram<u64>,
+    p_e2e: Histogram<u64>,
+    /// Measured phase: end-to-end latency of every record read since it began.
+    e2e: Histogram<u64>,
+    measuring: bool,
+    joined: u32,
+}
+
+struct Shared {
+    tally: Mutex<Tally>,
+    subscriptions: u32,
+}
+
+impl Shared {
+    fn producer_window(&self, w: &IntervalReport) {
+        let mut t = self.tally.lock().expect("tally lock");
+        t.acked += w.records;
+        t.failed += w.failed;
+        t.pub_bytes += w.bytes;
+        t.p_acked += w.records;
+        t.p_failed += w.failed;
+        t.p_pub_bytes += w.bytes;
+        if let Some(h) = &w.latency {
+            let _ = t.p_latency.add(h);
+        }
+        if let Some(h) = &w.publish_delay {
+            let _ = t.p_delay.add(h);
+        }
+    }
+
+    /// Cut the period: its figures, and fresh counters.
+    fn period(&self, epoch: Instant) -> Period {
+        let mut guard = self.tally.lock().expect("tally lock");
+        let t = &mut *guard;
+        let now = Instant::now();
+        let secs = (now - t.period_start).as_secs_f64().max(1e-9);
+        let fresh = |h: &Histogram<u64>| Histogram::new_from(h);
+        let (fresh_latency, fresh_delay, fresh_e2e) =
+            (fresh(&t.p_latency), fresh(&t.p_delay), fresh(&t.p_e2e));
+        let p = Period {
+            at_s: if now >= epoch {
+                (now - epoch).as_secs_f64()
+            } else {
+                -(epoch - now).as_secs_f64()
+            },
+            warmup: !t.measuring,
+            publish_rate: t.p_acked as f64 / secs,
+            publish_mb_per_sec: t.p_pub_bytes as f64 / secs / MB,
+            publish_error_rate: t.p_failed as f64 / secs,
+            consume_rate: t.p_consumed as f64 / secs,
+            consume_mb_per_sec: t.p_con_bytes as f64 / secs / MB,
+            // Acknowledgements arrive in windows (100 ms), reads at once: never below zero.
+            backlog: ((t.acked * u64::from(self.subscriptions)) as i64 - t.consumed as i64).max(0),
+            publish_latency: std::mem::replace(&mut t.p_latency, fresh_latency),
+            publish_delay: std::mem::replace(&mut t.p_delay, fresh_delay),
+            end_to_end: std::mem::replace(&mut t.p_e2e, fresh_e2e),
+        };
+        t.period_start = now;
+        (
+            t.p_acked,
+            t.p_failed,
+            t.p_pub_bytes,
+            t.p_consumed,
+            t.p_con_bytes,
+        ) = (0, 0, 0, 0, 0);
+        p
+    }
+}
+
+const MB: f64 = 1024.0 * 1024.0;
+
+struct ConsumerHook(Arc<Shared>);
+
+impl ConsumeObserver for ConsumerHook {
+    fn joined(&self) {
+        self.0.tally.lock().expect("tally lock").joined += 1;
+    }
+    fn fetched(&self, records: u64, bytes: u64, end_to_end_us: &[u64]) {
+        let mut t = self.0.tally.lock().expect("tally lock");
+        t.consumed += records;
+        t.con_bytes += bytes;
+        t.p_consumed += records;
+        t.p_con_bytes += bytes;
+        let measuring = t.measuring;
+        for us in end_to_end_us {
+            let _ = t.p_e2e.record(*us);
+            if measuring {
+                let _ = t.e2e.record(*us);
+            }
+        }
+    }
+}
+
+/// What an OMB run leaves.
+#[derive(Debug)]
+pub struct OmbRun {
+    pub started_at: SystemTime,
+    pub ended_at: SystemTime,
+    pub topics: Vec<String>,
+    /// The rate run, records/s over every producer (`None`: unthrottled).
+    pub rate: Option<f64>,
+    /// producerRate 0: the search's steps.
+    pub search: Option<crate::produce::search::MaxRate>,
+    /// The measured phase of every producer, pooled (histograms merged exactly; elapsed times
+    /// add up, one per producer).
+    pub producers: ProduceRun,
+    pub producer_count: usize,
+    /// Warm-up of every producer, pooled (counted, never reported as a figure).
+    pub warmup: Option<ProduceRun>,
+    pub consumers: Vec<ConsumeRun>,
+    /// Measured phase: end-to-end latency, µs.
+    pub end_to_end: Histogram<u64>,
+    /// Measured periods (warm-up periods are printed, not kept).
+    pub periods: Vec<Period>,
+    /// Records read over the whole run by every consumer, and the records every subscription
+    /// should have read (acknowledged × subscriptions per topic).
+    pub consumed: u64,
+    pub expected_consumed: u64,
+    pub negotiated: BTreeMap<String, i16>,
+    pub aborted: Option<String>,
+    /// Producers or consumers that failed (the run went on without them), said here, never dropped.
+    pub errors: Vec<String>,
+}
+
+/// Run the workload. `cluster` is the producers' connection settings (each client gets its own
+/// connections and client id); `on_period` hears every period, warm-up included.
+pub async fn run_omb(
+    spec: &OmbSpec,
+    cluster: ClusterConfig,
+    cancel: CancellationToken,
+    reason: Arc<Mutex<Option<String>>>,
+    on_period: impl Fn(&Period) + Send + Sync + 'static,
+    on_note: impl Fn(&str) + Send + Sync + 'static,
+) -> Result<OmbRun, BenchError> {
+    spec.validate()?;
+    let w = &spec.workload;
+    let admin = crate::produce::job::connect_bounded(cluster.clone(), &cancel).await?;
+    let mut needed = vec![ApiKey::Metadata, ApiKey::Produce, ApiKey::CreateTopics];
+    if spec.consumers() > 0 {
+        needed.extend([
+            ApiKey::Fetch,
+            ApiKey::ListOffsets,
+            ApiKey::FindCoordinator,
+            ApiKey::JoinGroup,
+            ApiKey::SyncGroup,
+            ApiKey::Heartbeat,
+            ApiKey::OffsetFetch,
+            ApiKey::OffsetCommit,
+            ApiKey::LeaveGroup,
+        ]);
+    }
+    admin.check_versions(&needed)?;
+    let mut layouts: Vec<TopicLayout> = Vec::new();
+    for t in 0..w.topics {
+        let name = spec.topic(t);
+        let layout = admin
+            .ensure_topic(
+                &name,
+                w.partitions_per_topic as i32,
+                spec.replication_factor,
+            )
+            .await
+            .map_err(|e| BenchError::topic(&name, e))?;
+        layouts.push(layout);
+    }
+    let negotiated: BTreeMap<String, i16> = admin.negotiated().named().collect();
+    admin.close(Duration::from_secs(2)).await;
+    let started_at = SystemTime::now();
+
+    // producerRate 0: the highest rate one producer set sustains on the first topic.
+    let mut search = None;
+    let rate = if w.producer_rate > 0.0 {
+        Some(w.producer_rate)
+    } else {
+        on_note("producerRate 0: searching for the highest sustainable rate first");
+        // On a topic of its own, so that the consumers never read the search's records.
+        let probe = ProduceSpec {
+            reporting_interval: spec.search_step * 2,
+            interval_histograms: false,
+            ..spec.producer_spec(&format!("{}-search", spec.topic_prefix), None, 0)
+        };
+        let found = crate::produce::search::find_max_rate(
+            &probe,
+            cluster.clone(),
+            false,
+            &crate::produce::search::SearchSettings {
+                step_duration: spec.search_step,
+                ..Default::default()
+            },
+            cancel.clone(),
+            reason.clone(),
+            |_, step| {
+                on_note(&format!(
+                    "  step {:.0} records/s: {}",
+                    step.target_records_per_sec,
+                    if step.kept_up { "kept up" } else { "missed" }
+                ))
+            },
+        )
+        .await?;
+        let chosen = found.chosen;
+        search = Some(found);
+        match chosen {
+            Some(r) => {
+                on_note(&format!("producerRate 0: running at {r:.0} records/s"));
+                Some(r)
+            }
+            None => {
+                return Err(BenchError::Run(
+                    "producerRate 0: no rate kept up, not even the first step's 10000 records/s"
+                        .into(),
+                ));
+            }
+        }
+    };
+
+    let shared = Arc::new(Shared {
+        tally: Mutex::new(Tally {
+            acked: 0,
+            failed: 0,
+            pub_bytes: 0,
+            consumed: 0,
+            con_bytes: 0,
+            period_start: Instant::now(),
+            p_acked: 0,
+            p_failed: 0,
+            p_pub_bytes: 0,
+            p_consumed: 0,
+            p_con_bytes: 0,
+            p_latency: latency_histogram(),
+            p_delay: latency_histogram(),
+            p_e2e: latency_histogram(),
+            e2e: latency_histogram(),
+            measuring: false,
+            joined: 0,
+        }),
+        subscriptions: w.subscriptions_per_topic,
+    });
+
+    // Consumers first, each in its group, reading from the start of the fresh topics.
+    let consumers_stop = CancellationToken::new();
+    let mut consumer_tasks = tokio::task::JoinSet::new();
+    for (t, layout) in layouts.iter().enumerate() {
+        for s in 0..w.subscriptions_per_topic {
+            let group = format!("{}-sub-{t:04}-{s:03}", spec.topic_prefix);
+            for c in 0..w.consumer_per_subscription {
+                let mut settings = spec.consumer.clone();
+                settings.connection.client_id = format!("kbench-omb-consumer-{t}-{s}-{c}");
+                let config = settings
+                    .connection
+                    .cluster_config(cluster.bootstrap.clone(), cluster.pins.clone());
+                let mut cspec = ConsumeSpec {
+                    topic: layout.name.clone(),
+                    messages: u64::MAX,
+                    properties: spec.consumer_properties.clone(),
+                    ..ConsumeSpec::default()
+                };
+                cspec.apply_settings(&settings);
+                cspec.mode = ConsumeMode::Group {
+                    group_id: group.clone(),
+                };
+                cspec.start = StartAt::Reset(kbench_client::OffsetReset::Earliest);
+                cspec.timeout = crate::spec::MAX_WAIT;
+                cspec.reporting_interval = crate::spec::MAX_WAIT;
+                cspec.end_to_end = true;
+                let layout = layout.clone();
+                let hook = Arc::new(ConsumerHook(shared.clone()));
+                let stop = consumers_stop.clone();
+                let reason = reason.clone();
+                consumer_tasks.spawn(async move {
+                    let cluster = crate::produce::job::connect_bounded(config, &stop).await?;
+                    // Its own metadata: the leaders' addresses, on its own connections.
+                    let (_, layout) = cluster
+                        .metadata(&layout.name)
+                        .await
+                        .map_err(|e| BenchError::topic(&layout.name, e))?;
+                    let cluster = Arc::new(cluster);
+                    let run = crate::consume::run_consume(
+                        cluster.clone(),
+                        layout,
+                        &cspec,
+                        stop,
+                        reason,
+                        hook,
+                    )
+                    .await;
+                    cluster.close(Duration::from_secs(2)).await;
+                    run
+                });
+            }
+        }
+    }
+    // Every consumer has its partitions before the first record (bounded by the join's own
+    // patience: the session timeout, twice, and a margin).
+    let joined_by = Instant::now() + spec.consumer.session_timeout * 2 + Duration::from_secs(30);
+    let mut errors: Vec<String> = Vec::new();
+    let mut consumers = Vec::new();
+    while shared.tally.lock().expect("tally lock").joined < spec.consumers() {
+        if Instant::now() > joined_by || cancel.is_cancelled() || consumer_tasks.is_empty() {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_millis(100), consumer_tasks.join_next()).await {
+            Ok(Some(Ok(Err(e)))) => {
+                consumers_stop.cancel();
+                while consumer_tasks.join_next().await.is_some() {}
+                return Err(e);
+            }
+            Ok(Some(Ok(Ok(run)))) => consumers.push(run),
+            Ok(Some(Err(e))) => errors.push(format!("consumer task: {e}")),
+            Ok(None) | Err(_) => {}
+        }
+    }
+    let joined = shared.tally.lock().expect("tally lock").joined;
+    if joined < spec.consumers() {
+        consumers_stop.cancel();
+        while consumer_tasks.join_next().await.is_some() {}
+        return Err(BenchError::Run(format!(
+            "only {joined} of {} consumers joined their groups in time",
+            spec.consumers()
+        )));
+    }
+
+    // Producers: warm-up, a barrier, the measured phase.
+    let per_producer = rate.map(|r| r / f64::from(spec.producers()));
+    let barrier = Arc::new(tokio::sync::Barrier::new(spec.producers() as usize + 1));
+    let mut producer_tasks = tokio::task::JoinSet::new();
+    for (t, layout) in layouts.iter().enumerate() {
+        for p in 0..w.producers_per_topic {
+            let index = t as u32 * w.producers_per_topic + p;
+            let pspec = spec.producer_spec(&layout.name, per_producer, index);
+            let mut config = cluster.clone();
+            config.client_id = format!("kbench-omb-producer-{t}-{p}");
+            let layout = layout.clone();
+            let shared = shared.clone();
+            let barrier = barrier.clone();
+            let cancel = cancel.clone();
+            let reason = reason.clone();
+            let (warmup, test) = (spec.warmup, spec.test_duration);
+            producer_tasks.spawn(async move {
+                let connected = async {
+                    let cluster = crate::produce::job::connect_bounded(config, &cancel).await?;
+                    // Its own metadata: the leaders' addresses, on its own connections.
+                    let (_, layout) = cluster
+                        .metadata(&layout.name)
+                        .await
+                        .map_err(|e| BenchError::topic(&layout.name, e))?;
+                    Ok::<_, BenchError>((Arc::new(cluster), layout))
+                };
+                let (cluster, layout) = match connected.await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        barrier.wait().await;
+                        return Err(e);
+                    }
+                };
+                let phase = |duration: Duration| {
+                    let spec = ProduceSpec {
+                        duration: Some(duration),
+                        ..pspec.clone()
+                    };
+                    let shared = shared.clone();
+                    let (cluster, layout, cancel, reason) = (
+                        cluster.clone(),
+                        layout.clone(),
+                        cancel.clone(),
+                        reason.clone(),
+                    );
+                    async move {
+                        crate::produce::run_produce(
+                            cluster,
+                            layout,
+                            &spec,
+                            cancel,
+                            reason,
+                            move |w| shared.producer_window(w),
+                        )
+                        .await
+                    }
+                };
+                let warm = if warmup.is_zero() {
+                    None
+                } else {
+                    Some(phase(warmup).await)
+                };
+                barrier.wait().await;
+                let measured = phase(test).await;
+                cluster.close(Duration::from_secs(2)).await;
+                Ok::<_, BenchError>((warm, measured))
+            });
+        }
+    }
+
+    // Periods: every reporting interval, and one at the end of each phase.
+    let epoch_guess = Instant::now() + spec.warmup;
+    let mut periods = Vec::new();
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + spec.reporting_interval,
+        spec.reporting_interval,
+    );
+    {
+        let waiting = barrier.wait();
+        tokio::pin!(waiting);
+        loop {
+            tokio::select! {
+                _ = &mut waiting => break,
+                _ = tick.tick() => on_period(&shared.period(epoch_guess)),
+            }
+        }
+    }
+    // The measured phase begins: warm-up figures are left behind.
+    let epoch = Instant::now();
+    {
+        if !spec.warmup.is_zero() {
+            on_period(&shared.period(epoch));
+        }
+        let mut t = shared.tally.lock().expect("tally lock");
+        t.measuring = true;
+        t.period_start = epoch;
+        t.p_latency.reset();
+        t.p_delay.reset();
+        t.p_e2e.reset();
+        (
+            t.p_acked,
+            t.p_failed,
+            t.p_pub_bytes,
+            t.p_consumed,
+            t.p_con_bytes,
+        ) = (0, 0, 0, 0, 0);
+    }
+    tick.reset();
+    let mut warm_runs = Vec::new();
+    let mut measured_runs = Vec::new();
+    loop {
+        tokio::select! {
+            done = producer_tasks.join_next() => match done {
+                None => break,
+                Some(Ok(Ok((warm, measured)))) => {
+                    warm_runs.extend(warm);
+                    measured_runs.push(measured);
+                }
+                Some(Ok(Err(e))) => errors.push(format!("producer: {e}")),
+                Some(Err(e)) => errors.push(format!("producer task: {e}")),
+            },
+            _ = tick.tick() => {
+                let p = shared.period(epoch);
+                on_period(&p);
+                periods.push(p);
+            }
+        }
+    }
+    // Consumers catch up (bounded), then stop: every record acknowledged, warm-up included, once
+    // per subscription.
+    let acked: u64 = warm_runs
+        .iter()
+        .chain(&measured_runs)
+        .map(|r| r.records_acked)
+        .sum();
+    let expected_consumed = acked * u64::from(w.subscriptions_per_topic);
+    let drain_until = Instant::now() + spec.drain;
+    while spec.consumers() > 0 && Instant::now() < drain_until && !cancel.is_cancelled() {
+        if shared.tally.lock().expect("tally lock").consumed >= expected_consumed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let last = shared.period(epoch);
+    if last.publish_rate > 0.0 || last.consume_rate > 0.0 {
+        on_period(&last);
+        periods.push(last);
+    }
+    consumers_stop.cancel();
+    while let Some(done) = consumer_tasks.join_next().await {
+        match done {
+            Ok(Ok(run)) => consumers.push(run),
+            Ok(Err(e)) => errors.push(format!("consumer: {e}")),
+            Err(e) => errors.push(format!("consumer task: {e}")),
+        }
+    }
+    let Some(producers) = ProduceRun::pooled(&measured_runs) else {
+        return Err(BenchError::Run(format!(
+            "no producer ran: {}",
+            errors.join("; ")
+        )));
+    };
+    let t = shared.tally.lock().expect("tally lock");
+    let aborted = cancel.is_cancelled().then(|| {
+        reason
+            .lock()
+            .expect("reason lock")
+            .clone()
+            .unwrap_or_else(|| "stopped".into())
+    });
+    Ok(OmbRun {
+        started_at,
+        ended_at: SystemTime::now(),
+        topics: layouts.iter().map(|l| l.name.clone()).collect(),
+        rate,
+        search,
+        producer_count: measured_runs.len(),
+        producers,
+        warmup: ProduceRun::pooled(&warm_runs),
+        consumers,
+        end_to_end: t.e2e.clone(),
+        periods,
+        consumed: t.consumed,
+        expected_consumed,
+        negotiated,
+        aborted,
+        errors,
+    })
+}

@@ -1,0 +1,353 @@
+//! OMB's own figures under OMB's own names: the periodic and aggregated log lines of its
+//! `WorkloadGenerator`, and its `TestResult` JSON (what OMB's chart scripts read), beside kbench's
+//! result document for the same run.
+//!
+//! Units are OMB's: publish and end-to-end latency in ms, publish delay in µs. kbench's publish
+//! latency counts from each record's *intended* send time (coordinated omission corrected), so
+//! under a rate the client cannot sustain it includes the publish delay; OMB's counts from the
+//! `send()` call.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+
+use crate::measure::LatencySummary;
+use crate::omb::{OmbRun, OmbSpec, Period};
+use crate::result::{Environment, SCHEMA_VERSION, Target, rfc3339};
+
+fn q(h: &Histogram<u64>, quantile: f64) -> u64 {
+    if h.is_empty() {
+        0
+    } else {
+        h.value_at_quantile(quantile)
+    }
+}
+
+fn mean(h: &Histogram<u64>) -> f64 {
+    if h.is_empty() { 0.0 } else { h.mean() }
+}
+
+/// OMB's one decimal.
+fn d1(x: f64) -> String {
+    format!("{x:.1}")
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// OMB's periodic line.
+pub fn period_line(p: &Period) -> String {
+    let l = &p.publish_latency;
+    let d = &p.publish_delay;
+    let e = &p.end_to_end;
+    format!(
+        "{}Pub rate {} msg/s / {} MB/s | Pub err {} err/s | Cons rate {} msg/s / {} MB/s | Backlog: {} K | Pub Latency (ms) avg: {} - 50%: {} - 99%: {} - 99.9%: {} - Max: {} | Pub Delay Latency (us) avg: {} - 50%: {} - 99%: {} - 99.9%: {} - Max: {} | E2E Latency (ms) avg: {} - 50%: {} - 99%: {} - Max: {}",
+        if p.warmup { "[warm-up] " } else { "" },
+        d1(p.publish_rate),
+        d1(p.publish_mb_per_sec),
+        d1(p.publish_error_rate),
+        d1(p.consume_rate),
+        d1(p.consume_mb_per_sec),
+        d1(p.backlog as f64 / 1000.0),
+        d1(mean(l) / 1000.0),
+        d1(ms(q(l, 0.5))),
+        d1(ms(q(l, 0.99))),
+        d1(ms(q(l, 0.999))),
+        d1(ms(l.max())),
+        d1(mean(d)),
+        q(d, 0.5),
+        q(d, 0.99),
+        q(d, 0.999),
+        d.max(),
+        d1(mean(e) / 1000.0),
+        d1(ms(q(e, 0.5))),
+        d1(ms(q(e, 0.99))),
+        d1(ms(e.max())),
+    )
+}
+
+/// OMB's aggregated lines, for the measured phase.
+pub fn aggregated_lines(run: &OmbRun) -> Vec<String> {
+    let l = &run.producers.latency;
+    let d = &run.producers.publish_delay;
+    let e = &run.end_to_end;
+    vec![
+        format!(
+            "----- Aggregated Pub Latency (ms) avg: {} - 50%: {} - 95%: {} - 99%: {} - 99.9%: {} - 99.99%: {} - Max: {} | Pub Delay (us)  avg: {} - 50%: {} - 95%: {} - 99%: {} - 99.9%: {} - 99.99%: {} - Max: {}",
+            d1(mean(l) / 1000.0),
+            d1(ms(q(l, 0.5))),
+            d1(ms(q(l, 0.95))),
+            d1(ms(q(l, 0.99))),
+            d1(ms(q(l, 0.999))),
+            d1(ms(q(l, 0.9999))),
+            d1(ms(l.max())),
+            d1(mean(d)),
+            q(d, 0.5),
+            q(d, 0.95),
+            q(d, 0.99),
+            q(d, 0.999),
+            q(d, 0.9999),
+            d.max(),
+        ),
+        format!(
+            "----- Aggregated E2E Latency (ms) avg: {} - 50%: {} - 95%: {} - 99%: {} - 99.9%: {} - 99.99%: {} - Max: {}",
+            d1(mean(e) / 1000.0),
+            d1(ms(q(e, 0.5))),
+            d1(ms(q(e, 0.95))),
+            d1(ms(q(e, 0.99))),
+            d1(ms(q(e, 0.999))),
+            d1(ms(q(e, 0.9999))),
+            d1(ms(e.max())),
+        ),
+    ]
+}
+
+/// The OMB percentile fields of one histogram, named `{prefix}{Avg,50pct,…,Max}`; `scale` turns µs
+/// into the field's unit; `whole` writes whole numbers (OMB's `long` publish delays).
+fn percentile_fields(
+    out: &mut serde_json::Map<String, Value>,
+    prefix: &str,
+    h: &Histogram<u64>,
+    scale: f64,
+    whole: bool,
+) {
+    let v = |us: u64| -> Value {
+        if whole {
+            json!(us)
+        } else {
+            json!(us as f64 / scale)
+        }
+    };
+    out.insert(format!("{prefix}Avg"), json!(mean(h) / scale));
+    for (name, quantile) in PERCENTILES {
+        out.insert(format!("{prefix}{name}"), v(q(h, quantile)));
+    }
+    out.insert(format!("{prefix}Max"), v(h.max()));
+}
+
+const PERCENTILES: [(&str, f64); 7] = [
+    ("50pct", 0.5),
+    ("75pct", 0.75),
+    ("95pct", 0.95),
+    ("99pct", 0.99),
+    ("999pct", 0.999),
+    ("9999pct", 0.9999),
+    ("99999pct", 0.99999),
+];
+
+/// A list per percentile field over the periods.
+fn series(
+    out: &mut serde_json::Map<String, Value>,
+    prefix: &str,
+    periods: &[&Histogram<u64>],
+    scale: f64,
+    whole: bool,
+) {
+    let mut columns: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for h in periods {
+        let mut one = serde_json::Map::new();
+        percentile_fields(&mut one, prefix, h, scale, whole);
+        for (k, v) in one {
+            columns.entry(k).or_default().push(v);
+        }
+    }
+    if periods.is_empty() {
+        let mut one = serde_json::Map::new();
+        percentile_fields(
+            &mut one,
+            prefix,
+            &crate::measure::latency_histogram(),
+            scale,
+            whole,
+        );
+        for k in one.keys() {
+            columns.entry(k.clone()).or_default();
+        }
+    }
+    for (k, v) in columns {
+        out.insert(k, Value::Array(v));
+    }
+}
+
+/// `percentile → value` as OMB writes its `aggregated…Quantiles` maps (HdrHistogram's percentile
+/// iteration, 100 ticks per half distance).
+fn quantiles(h: &Histogram<u64>, scale: f64, whole: bool) -> Value {
+    let mut m = serde_json::Map::new();
+    if !h.is_empty() {
+        for v in h.iter_quantiles(100) {
+            let key = format!("{:?}", v.percentile());
+            let value = v.value_iterated_to();
+            m.insert(
+                key,
+                if whole {
+                    json!(value)
+                } else {
+                    json!(value as f64 / scale)
+                },
+            );
+        }
+    }
+    Value::Object(m)
+}
+
+/// OMB's `TestResult` JSON for the measured phase.
+pub fn omb_result(spec: &OmbSpec, run: &OmbRun) -> Value {
+    let w = &spec.workload;
+    let mut out = serde_json::Map::new();
+    out.insert("workload".into(), json!(w.name));
+    out.insert("driver".into(), json!(spec.driver_name));
+    out.insert("messageSize".into(), json!(spec.payload.longest()));
+    out.insert("topics".into(), json!(w.topics));
+    out.insert("partitions".into(), json!(w.partitions_per_topic));
+    out.insert("producersPerTopic".into(), json!(w.producers_per_topic));
+    out.insert(
+        "consumersPerTopic".into(),
+        json!(w.consumer_per_subscription),
+    );
+    let measured: Vec<&Period> = run.periods.iter().filter(|p| !p.warmup).collect();
+    out.insert(
+        "publishRate".into(),
+        json!(measured.iter().map(|p| p.publish_rate).collect::<Vec<_>>()),
+    );
+    out.insert(
+        "publishErrorRate".into(),
+        json!(
+            measured
+                .iter()
+                .map(|p| p.publish_error_rate)
+                .collect::<Vec<_>>()
+        ),
+    );
+    out.insert(
+        "consumeRate".into(),
+        json!(measured.iter().map(|p| p.consume_rate).collect::<Vec<_>>()),
+    );
+    out.insert(
+        "backlog".into(),
+        json!(measured.iter().map(|p| p.backlog).collect::<Vec<_>>()),
+    );
+    let lat: Vec<&Histogram<u64>> = measured.iter().map(|p| &p.publish_latency).collect();
+    let delay: Vec<&Histogram<u64>> = measured.iter().map(|p| &p.publish_delay).collect();
+    let e2e: Vec<&Histogram<u64>> = measured.iter().map(|p| &p.end_to_end).collect();
+    series(&mut out, "publishLatency", &lat, 1000.0, false);
+    series(&mut out, "publishDelayLatency", &delay, 1.0, true);
+    series(&mut out, "endToEndLatency", &e2e, 1000.0, false);
+    percentile_fields(
+        &mut out,
+        "aggregatedPublishLatency",
+        &run.producers.latency,
+        1000.0,
+        false,
+    );
+    percentile_fields(
+        &mut out,
+        "aggregatedPublishDelayLatency",
+        &run.producers.publish_delay,
+        1.0,
+        true,
+    );
+    percentile_fields(
+        &mut out,
+        "aggregatedEndToEndLatency",
+        &run.end_to_end,
+        1000.0,
+        false,
+    );
+    out.insert(
+        "aggregatedPublishLatencyQuantiles".into(),
+        quantiles(&run.producers.latency, 1000.0, false),
+    );
+    out.insert(
+        "aggregatedPublishDelayLatencyQuantiles".into(),
+        quantiles(&run.producers.publish_delay, 1.0, true),
+    );
+    out.insert(
+        "aggregatedEndToEndLatencyQuantiles".into(),
+        quantiles(&run.end_to_end, 1000.0, false),
+    );
+    Value::Object(out)
+}
+
+/// kbench's result document for an OMB run (kind `omb`; docs/results.md).
+pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file: &str) -> Value {
+    let p = &run.producers;
+    let consumed_bytes: u64 = run.consumers.iter().map(|c| c.bytes).sum();
+    let secret = |props: &[(String, String)]| -> BTreeMap<String, String> {
+        kbench_client::ProducerSettings::redacted(props)
+    };
+    json!({
+        "schema_version": SCHEMA_VERSION,
+        "kind": "omb",
+        "environment": Environment::here(),
+        "target": target,
+        "settings": {
+            "workload_file": workload_file,
+            "workload": {
+                "name": spec.workload.name,
+                "topics": spec.workload.topics,
+                "partitionsPerTopic": spec.workload.partitions_per_topic,
+                "messageSize": spec.workload.message_size,
+                "payloadFile": spec.workload.payload_file,
+                "useRandomizedPayloads": spec.workload.use_randomized_payloads,
+                "randomBytesRatio": spec.workload.random_bytes_ratio,
+                "randomizedPayloadPoolSize": spec.workload.randomized_payload_pool_size,
+                "subscriptionsPerTopic": spec.workload.subscriptions_per_topic,
+                "producersPerTopic": spec.workload.producers_per_topic,
+                "consumerPerSubscription": spec.workload.consumer_per_subscription,
+                "producerRate": spec.workload.producer_rate,
+                "consumerBacklogSizeGB": spec.workload.consumer_backlog_size_gb,
+                "backlogDrainRatio": spec.workload.backlog_drain_ratio,
+                "keyDistributor": spec.workload.key_distributor.name(),
+                "testDurationMinutes": spec.workload.test_duration_minutes,
+                "warmupDurationMinutes": spec.workload.warmup_duration_minutes,
+            },
+            "driver": spec.driver_name,
+            "replication_factor": spec.replication_factor,
+            "producer_properties": secret(&spec.producer_properties),
+            "consumer_properties": secret(&spec.consumer_properties),
+            "not_applied": spec.not_applied,
+            "keys": spec.keys.describe(),
+            "acks": spec.producer.producer_config().acks.name(),
+            "compression": spec.producer.compression.name(),
+            "batch_size": spec.producer.batch_size,
+            "linger_ms": spec.producer.linger.as_millis() as u64,
+            "warmup_s": spec.warmup.as_secs_f64(),
+            "test_duration_s": spec.test_duration.as_secs_f64(),
+            "reporting_interval_s": spec.reporting_interval.as_secs_f64(),
+        },
+        "seed": spec.seed,
+        "topics": run.topics,
+        "target_records_per_sec": run.rate,
+        "max_rate": run.search.as_ref().map(|s| json!({"chosen": s.chosen, "steps": s.steps})),
+        "negotiated_versions": run.negotiated,
+        "start_time": rfc3339(run.started_at),
+        "end_time": rfc3339(run.ended_at),
+        "duration_s": p.elapsed.as_secs_f64() / (run.producer_count.max(1) as f64),
+        "records_sent": p.records_sent,
+        "records_acked": p.records_acked,
+        "records_failed": p.records_failed,
+        "records_per_sec": p.records_acked as f64 / (p.elapsed.as_secs_f64() / run.producer_count.max(1) as f64).max(1e-9),
+        "latency": LatencySummary::of(&p.latency),
+        "service_time": LatencySummary::of(&p.service_time),
+        "publish_delay": LatencySummary::of(&p.publish_delay),
+        "end_to_end": LatencySummary::of(&run.end_to_end),
+        "saturation": p.saturation,
+        "errors": p.errors,
+        "warmup": run.warmup.as_ref().map(|w| json!({
+            "records_sent": w.records_sent,
+            "records_acked": w.records_acked,
+            "records_failed": w.records_failed,
+        })),
+        "consumed": {
+            "records": run.consumed,
+            "bytes": consumed_bytes,
+            "expected_records": run.expected_consumed,
+            "consumers": run.consumers.len(),
+        },
+        "periods": run.periods,
+        "client_errors": run.errors,
+        "aborted": run.aborted,
+    })
+}

@@ -1,0 +1,277 @@
+//! OpenMessaging Benchmark's workload and Kafka driver files, read as OMB documents them: every
+//! workload field OMB knows, camelCase, and an unknown field is an error naming it and its line.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// OMB's `KeyDistributorType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum KeyDistributor {
+    #[default]
+    NoKey,
+    KeyRoundRobin,
+    RandomNano,
+}
+
+impl KeyDistributor {
+    /// OMB's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyDistributor::NoKey => "NO_KEY",
+            KeyDistributor::KeyRoundRobin => "KEY_ROUND_ROBIN",
+            KeyDistributor::RandomNano => "RANDOM_NANO",
+        }
+    }
+}
+
+/// An OMB workload file (`workloads/*.yaml`). Numbers OMB reads as integers are read as numbers
+/// here, so that a test may run a fraction of a minute (`testDurationMinutes: 0.1`); whole numbers
+/// mean what they mean to OMB.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OmbWorkload {
+    pub name: String,
+    pub topics: u32,
+    pub partitions_per_topic: u32,
+    #[serde(default)]
+    pub key_distributor: KeyDistributor,
+    pub message_size: usize,
+    #[serde(default)]
+    pub use_randomized_payloads: bool,
+    #[serde(default)]
+    pub random_bytes_ratio: f64,
+    #[serde(default)]
+    pub randomized_payload_pool_size: u32,
+    #[serde(default)]
+    pub payload_file: Option<String>,
+    pub subscriptions_per_topic: u32,
+    pub producers_per_topic: u32,
+    pub consumer_per_subscription: u32,
+    /// Records/s over every producer; 0: find the highest sustainable rate.
+    pub producer_rate: f64,
+    #[serde(default, rename = "consumerBacklogSizeGB")]
+    pub consumer_backlog_size_gb: f64,
+    #[serde(default = "one")]
+    pub backlog_drain_ratio: f64,
+    pub test_duration_minutes: f64,
+    #[serde(default = "one")]
+    pub warmup_duration_minutes: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// OMB's Kafka driver file (`driver-kafka/*.yaml`). The property blocks are Java properties text.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OmbDriver {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub driver_class: Option<String>,
+    #[serde(default)]
+    pub replication_factor: Option<i16>,
+    /// Delete the benchmark's topics first (OMB's `reset`): kbench's topics are fresh every run.
+    #[serde(default)]
+    pub reset: Option<bool>,
+    #[serde(default)]
+    pub topic_config: Option<String>,
+    #[serde(default)]
+    pub common_config: Option<String>,
+    #[serde(default)]
+    pub producer_config: Option<String>,
+    #[serde(default)]
+    pub consumer_config: Option<String>,
+}
+
+/// The one error a bad file gets: the file, then what serde_yaml says (the field and the line).
+fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
+    serde_yaml_ng::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+impl OmbWorkload {
+    pub fn read(path: &Path) -> Result<OmbWorkload, String> {
+        let w: OmbWorkload = read_yaml(path)?;
+        w.check().map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(w)
+    }
+
+    pub fn parse(text: &str) -> Result<OmbWorkload, String> {
+        let w: OmbWorkload = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+        w.check()?;
+        Ok(w)
+    }
+
+    /// The values OMB would fail on later, refused now, each naming its field.
+    fn check(&self) -> Result<(), String> {
+        let positive = |field: &str, v: u32| {
+            if v == 0 {
+                Err(format!("{field}: must be at least 1"))
+            } else {
+                Ok(())
+            }
+        };
+        positive("topics", self.topics)?;
+        positive("partitionsPerTopic", self.partitions_per_topic)?;
+        positive("producersPerTopic", self.producers_per_topic)?;
+        if self.subscriptions_per_topic > 0 {
+            positive("consumerPerSubscription", self.consumer_per_subscription)?;
+        }
+        if self.message_size == 0 && self.payload_file.is_none() {
+            return Err("messageSize: must be at least 1".into());
+        }
+        let finite = |field: &str, v: f64, min: f64, max: f64| {
+            if v.is_finite() && (min..=max).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{field}: {v} is outside {min}..={max}"))
+            }
+        };
+        finite("producerRate", self.producer_rate, 0.0, 1e9)?;
+        finite("randomBytesRatio", self.random_bytes_ratio, 0.0, 1.0)?;
+        finite(
+            "consumerBacklogSizeGB",
+            self.consumer_backlog_size_gb,
+            0.0,
+            1e6,
+        )?;
+        finite("backlogDrainRatio", self.backlog_drain_ratio, 0.0, 1e6)?;
+        finite(
+            "testDurationMinutes",
+            self.test_duration_minutes,
+            0.0,
+            44_640.0,
+        )?;
+        finite(
+            "warmupDurationMinutes",
+            self.warmup_duration_minutes,
+            0.0,
+            44_640.0,
+        )?;
+        if self.test_duration_minutes <= 0.0 {
+            return Err("testDurationMinutes: must be above zero".into());
+        }
+        if self.use_randomized_payloads && self.randomized_payload_pool_size == 0 {
+            return Err(
+                "randomizedPayloadPoolSize: must be at least 1 with useRandomizedPayloads".into(),
+            );
+        }
+        let producers = u64::from(self.topics) * u64::from(self.producers_per_topic);
+        let consumers = u64::from(self.topics)
+            * u64::from(self.subscriptions_per_topic)
+            * u64::from(self.consumer_per_subscription);
+        if producers + consumers > 1_000 {
+            return Err(format!(
+                "topics × (producersPerTopic + subscriptionsPerTopic × consumerPerSubscription): {} clients, above the 1000 one kbench process runs",
+                producers + consumers
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl OmbDriver {
+    pub fn read(path: &Path) -> Result<OmbDriver, String> {
+        read_yaml(path)
+    }
+
+    pub fn parse(text: &str) -> Result<OmbDriver, String> {
+        serde_yaml_ng::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
+/// `key=value` lines of a Java properties block (`#` and `!` comments, blank lines skipped);
+/// `field` names the block in errors.
+pub fn properties(field: &str, text: Option<&str>) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.unwrap_or_default().lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=').or_else(|| line.split_once(':')) else {
+            return Err(format!(
+                "{field}, line {} of the block: {line:?} is not key=value",
+                i + 1
+            ));
+        };
+        out.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIMPLE: &str = "name: 1 topic / 1 partition / 100b
+topics: 1
+partitionsPerTopic: 1
+messageSize: 100
+payloadFile: payload/payload-100b.data
+subscriptionsPerTopic: 1
+consumerPerSubscription: 1
+producersPerTopic: 1
+producerRate: 50000
+consumerBacklogSizeGB: 0
+testDurationMinutes: 15
+";
+
+    #[test]
+    fn an_omb_workload_reads_with_omb_defaults() {
+        let w = OmbWorkload::parse(SIMPLE).unwrap();
+        assert_eq!(w.topics, 1);
+        assert_eq!(w.producer_rate, 50_000.0);
+        assert_eq!(w.key_distributor, KeyDistributor::NoKey);
+        assert_eq!(w.warmup_duration_minutes, 1.0);
+        assert_eq!(w.payload_file.as_deref(), Some("payload/payload-100b.data"));
+        let keyed =
+            OmbWorkload::parse(&format!("{SIMPLE}keyDistributor: KEY_ROUND_ROBIN\n")).unwrap();
+        assert_eq!(keyed.key_distributor, KeyDistributor::KeyRoundRobin);
+    }
+
+    #[test]
+    fn an_unknown_field_or_a_bad_type_is_named_with_its_line() {
+        let e = OmbWorkload::parse(&SIMPLE.replace("producerRate", "producerRat")).unwrap_err();
+        assert!(
+            e.contains("unknown field `producerRat`") && e.contains("line 9"),
+            "{e}"
+        );
+        let e = OmbWorkload::parse(&SIMPLE.replace("topics: 1", "topics: one")).unwrap_err();
+        assert!(e.contains("topics") && e.contains("line 2"), "{e}");
+        let e = OmbWorkload::parse(&format!("{SIMPLE}keyDistributor: HASHED\n")).unwrap_err();
+        assert!(e.contains("HASHED") && e.contains("line 12"), "{e}");
+        let e =
+            OmbWorkload::parse(&SIMPLE.replace("partitionsPerTopic: 1", "partitionsPerTopic: 0"))
+                .unwrap_err();
+        assert!(e.starts_with("partitionsPerTopic"), "{e}");
+        let e = OmbDriver::parse("name: Kafka\nreplicationFactor: 1\nbogus: 2\n").unwrap_err();
+        assert!(
+            e.contains("unknown field `bogus`") && e.contains("line 3"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn property_blocks_read_as_java_properties() {
+        let p = properties(
+            "producerConfig",
+            Some("acks=all\n# a comment\n\nlinger.ms = 1\nbatch.size: 1048576\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            vec![
+                ("acks".into(), "all".into()),
+                ("linger.ms".into(), "1".into()),
+                ("batch.size".into(), "1048576".into())
+            ]
+        );
+        assert!(properties("commonConfig", Some("novalue\n")).is_err());
+    }
+}

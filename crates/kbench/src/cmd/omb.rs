@@ -1,0 +1,269 @@
+//! `kbench omb WORKLOAD.yaml [--driver DRIVER.yaml]`: an OpenMessaging Benchmark workload file run
+//! unmodified, OMB's lines on stdout, OMB's result JSON and kbench's result document.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use kbench_bench::omb::{OmbDriver, OmbSpec, OmbWorkload, report, run_omb};
+use kbench_bench::result::Target;
+use kbench_wire::Pins;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{
+    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, parse_duration, spec_error, write_json,
+};
+use crate::embedded::bootstrap_or_embedded;
+
+#[derive(Debug, Args, Default)]
+pub struct OmbArgs {
+    /// An OMB workload file (OMB's workloads/*.yaml format, read unmodified).
+    pub workload: PathBuf,
+
+    /// An OMB Kafka driver file (driver-kafka/*.yaml): replicationFactor, commonConfig,
+    /// producerConfig, consumerConfig; properties kbench does not implement are listed.
+    #[arg(long, short = 'd', visible_alias = "drivers")]
+    pub driver: Option<PathBuf>,
+
+    /// Kafka bootstrap servers (over the driver's bootstrap.servers). Without either, kbench
+    /// starts an embedded broker.
+    #[arg(long, visible_alias = "broker-list")]
+    pub bootstrap_server: Option<String>,
+
+    /// Override testDurationMinutes (e.g. 30s, 5m).
+    #[arg(long, value_parser = parse_duration)]
+    pub test_duration: Option<Duration>,
+
+    /// Override warmupDurationMinutes (OMB's default is 1 minute; 0s for none).
+    #[arg(long, value_parser = parse_duration)]
+    pub warmup_duration: Option<Duration>,
+
+    /// Period of OMB's statistics lines (OMB: 10s).
+    #[arg(long, value_parser = parse_duration)]
+    pub reporting_interval: Option<Duration>,
+
+    /// How long consumers may catch up after the producers stop (default 10s).
+    #[arg(long, value_parser = parse_duration)]
+    pub drain: Option<Duration>,
+
+    /// producerRate 0: each search step's length (default 5s).
+    #[arg(long, value_parser = parse_duration)]
+    pub step_duration: Option<Duration>,
+
+    /// Where OMB's result JSON goes (default: OMB's name, WORKLOAD-DRIVER-DATE.json, here).
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+
+    /// Write kbench's result document (kind "omb") to FILE.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Seed for payloads and topic names (default: random; stored in the result).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// CI gate, e.g. 'latency.p99<50ms,end_to_end.p99<100ms,records_failed==0' (exit 3 when one fails).
+    #[arg(long)]
+    pub slo: Option<String>,
+}
+
+fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condition>>), String> {
+    let workload = OmbWorkload::read(&args.workload)?;
+    let driver = match &args.driver {
+        Some(p) => OmbDriver::read(p)?,
+        None => OmbDriver::default(),
+    };
+    let seed = args.seed.unwrap_or_else(kbench_bench::spec::random_seed);
+    let mut spec = OmbSpec::new(workload, &driver, args.workload.parent(), seed).map_err(|e| {
+        match &args.driver {
+            Some(d) if !e.starts_with("payloadFile") && !e.starts_with("randomized") => {
+                format!("{}: {e}", d.display())
+            }
+            _ => format!("{}: {e}", args.workload.display()),
+        }
+    })?;
+    if let Some(d) = args.test_duration {
+        if d.is_zero() {
+            return Err("--test-duration: must be above zero".into());
+        }
+        spec.test_duration = d;
+    }
+    if let Some(d) = args.warmup_duration {
+        spec.warmup = d;
+    }
+    if let Some(d) = args.reporting_interval {
+        if d < Duration::from_millis(100) {
+            return Err("--reporting-interval: must be at least 100ms".into());
+        }
+        spec.reporting_interval = d;
+    }
+    if let Some(d) = args.drain {
+        spec.drain = d;
+    }
+    if let Some(d) = args.step_duration {
+        if d.is_zero() {
+            return Err("--step-duration: must be above zero".into());
+        }
+        spec.search_step = d;
+    }
+    for (field, d) in [
+        ("--test-duration", spec.test_duration),
+        ("--warmup-duration", spec.warmup),
+        ("--drain", spec.drain),
+        ("--reporting-interval", spec.reporting_interval),
+    ] {
+        kbench_bench::spec::check_duration("", d, kbench_bench::spec::MAX_DURATION)
+            .map_err(|e| format!("{field}: {}", e.reason))?;
+    }
+    spec.validate().map_err(|e| {
+        format!(
+            "{}: {}",
+            args.workload.display(),
+            spec_error(&e).trim_start_matches("--")
+        )
+    })?;
+    let slo = crate::args::parse_slo(args.slo.as_deref(), "omb")?;
+    Ok((spec, slo))
+}
+
+/// `kbench omb`.
+pub async fn run(args: OmbArgs) -> u8 {
+    let (spec, slo) = match plan(&args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    for n in &spec.not_applied {
+        eprintln!("kbench: not applied: {n}");
+    }
+    let given = args
+        .bootstrap_server
+        .clone()
+        .or_else(|| spec.producer.bootstrap_servers.clone());
+    let (servers, mut embedded) = match bootstrap_or_embedded(given.as_deref()).await {
+        Ok(t) => t,
+        Err((code, e)) => {
+            eprintln!("kbench: error: {e}");
+            return code;
+        }
+    };
+    let code = execute(&args, &spec, slo.as_deref(), servers, embedded.as_mut()).await;
+    if let Some(b) = embedded {
+        b.stop().await;
+    }
+    code
+}
+
+async fn execute(
+    args: &OmbArgs,
+    spec: &OmbSpec,
+    slo: Option<&[kbench_bench::slo::Condition]>,
+    servers: Vec<String>,
+    embedded: Option<&mut crate::embedded::EmbeddedBroker>,
+) -> u8 {
+    let embedded_broker = embedded.is_some();
+    let cluster = spec.producer.cluster_config(servers, Pins::default());
+    let target = Target::of(&cluster, embedded_broker);
+    let cancel = CancellationToken::new();
+    let reason = Arc::new(Mutex::new(None::<String>));
+    eprintln!(
+        "kbench: workload {:?}: {} topic(s) × {} partition(s), {} producer(s), {} consumer(s), {} rate, warm-up {:?}, test {:?}",
+        spec.workload.name,
+        spec.workload.topics,
+        spec.workload.partitions_per_topic,
+        spec.producers(),
+        spec.consumers(),
+        if spec.workload.producer_rate > 0.0 {
+            format!("{} msg/s", spec.workload.producer_rate)
+        } else {
+            "searched".into()
+        },
+        spec.warmup,
+        spec.test_duration
+    );
+    let job = run_omb(
+        spec,
+        cluster,
+        cancel.clone(),
+        reason.clone(),
+        |p| println!("{}", report::period_line(p)),
+        |n| eprintln!("kbench: {n}"),
+    );
+    let (outcome, interrupted) =
+        crate::signals::until_stopped(job, &cancel, &reason, embedded).await;
+    let run = match outcome {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return if interrupted {
+                EXIT_INTERRUPTED
+            } else {
+                EXIT_FAILED
+            };
+        }
+    };
+    for line in report::aggregated_lines(&run) {
+        println!("{line}");
+    }
+    for e in &run.errors {
+        eprintln!("kbench: error: {e}");
+    }
+    if run.producers.saturation.saturated {
+        for r in &run.producers.saturation.reasons {
+            eprintln!("WARNING: load generator saturated: {r}");
+        }
+    }
+    let p = &run.producers;
+    let missing = run.expected_consumed.saturating_sub(run.consumed);
+    println!(
+        "kbench: {} records sent, {} acked, {} failed (measured); consumers read {} of {} expected{}",
+        p.records_sent,
+        p.records_acked,
+        p.records_failed,
+        run.consumed,
+        run.expected_consumed,
+        if missing > 0 {
+            format!(" ({missing} not read by the end of the drain)")
+        } else {
+            String::new()
+        }
+    );
+    let omb = report::omb_result(spec, &run);
+    let output = args.output.clone().unwrap_or_else(|| {
+        let date = humantime::format_rfc3339_seconds(run.started_at)
+            .to_string()
+            .replace([':', 'T'], "-")
+            .trim_end_matches('Z')
+            .to_string();
+        PathBuf::from(format!(
+            "{}-{}-{date}.json",
+            spec.workload.name.replace(['/', ' '], "-"),
+            spec.driver_name.replace(['/', ' '], "-")
+        ))
+    });
+    if let Err(e) = write_json(&output, &omb) {
+        eprintln!("kbench: error: --output {e}");
+        return EXIT_FAILED;
+    }
+    eprintln!("kbench: OMB result written to {}", output.display());
+    let doc = report::kbench_result(spec, &run, target, &args.workload.display().to_string());
+    let (doc, slo_met) = crate::args::check_slo(slo, &doc);
+    if let Some(path) = &args.json
+        && let Err(e) = write_json(path, &doc)
+    {
+        eprintln!("kbench: error: --json {e}");
+        return EXIT_FAILED;
+    }
+    if interrupted || run.aborted.is_some() {
+        EXIT_INTERRUPTED
+    } else if p.records_failed > 0 || !run.errors.is_empty() {
+        EXIT_FAILED
+    } else if !slo_met {
+        crate::args::EXIT_SLO
+    } else {
+        0
+    }
+}

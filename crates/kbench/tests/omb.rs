@@ -1,0 +1,331 @@
+//! `kbench omb`: OpenMessaging Benchmark workload and driver files (written for these tests from
+//! OMB's documented format, under tests/omb/) run unmodified against real brokers — the embedded
+//! one and the upstream Tansu binary; OMB's result JSON has every field OMB writes; librdkafka
+//! reads back what the run's producers wrote; bad files get one error naming the field and line.
+
+mod common;
+#[path = "common/librdkafka.rs"]
+mod librdkafka;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn omb_file(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/omb")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Every field of OMB's `TestResult`.
+const OMB_FIELDS: &[&str] = &[
+    "workload",
+    "driver",
+    "messageSize",
+    "topics",
+    "partitions",
+    "producersPerTopic",
+    "consumersPerTopic",
+    "publishRate",
+    "publishErrorRate",
+    "consumeRate",
+    "backlog",
+    "aggregatedPublishLatencyQuantiles",
+    "aggregatedPublishDelayLatencyQuantiles",
+    "aggregatedEndToEndLatencyQuantiles",
+];
+const OMB_PERCENTILES: &[&str] = &[
+    "Avg", "50pct", "75pct", "95pct", "99pct", "999pct", "9999pct", "99999pct", "Max",
+];
+
+fn check_omb_fields(omb: &serde_json::Value) {
+    for f in OMB_FIELDS {
+        assert!(omb.get(*f).is_some(), "OMB field {f} missing");
+    }
+    for prefix in ["publishLatency", "publishDelayLatency", "endToEndLatency"] {
+        for p in OMB_PERCENTILES {
+            let series = format!("{prefix}{p}");
+            assert!(omb[&series].is_array(), "OMB series {series} missing");
+            let aggregated = format!(
+                "aggregated{}{}{p}",
+                prefix[..1].to_uppercase(),
+                &prefix[1..]
+            );
+            assert!(
+                omb[&aggregated].is_number(),
+                "OMB field {aggregated} missing"
+            );
+        }
+    }
+}
+
+/// One topic, 4 partitions, randomized payloads, 2000 msg/s with a warm-up, on both brokers: the
+/// run ends by itself, every acknowledged record is read by the subscription, OMB's JSON has every
+/// field and its figures agree with kbench's, the rate is held, the driver's unknown property and
+/// topic config are listed, and librdkafka reads back exactly the records acknowledged.
+#[test]
+fn an_omb_workload_runs_end_to_end_on_both_brokers() {
+    for kind in BROKERS {
+        let broker = TestBroker::of(kind);
+        let dir = TempDir::new("omb-1");
+        let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
+        let out = Cmd::on("omb", &broker)
+            .arg(omb_file("1-topic-4-partitions-100b.yaml"))
+            .args(&["--driver", &omb_file("kafka-test-driver.yaml")])
+            .args(&[
+                "--reporting-interval",
+                "2s",
+                "-o",
+                &omb_path,
+                "--json",
+                &json,
+            ])
+            .run(LIMIT);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{kind:?}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains("not applied: producerConfig max.block.ms")
+                && stderr.contains("not applied: topicConfig min.insync.replicas=1"),
+            "{stderr}"
+        );
+        assert!(
+            stdout.contains("----- Aggregated Pub Latency (ms) avg:"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.lines().any(|l| l.starts_with("Pub rate ")),
+            "{stdout}"
+        );
+        let omb: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&omb_path).unwrap()).unwrap();
+        check_omb_fields(&omb);
+        let doc = result_json(std::path::Path::new(&json));
+        assert_eq!(doc["kind"], "omb");
+        assert_eq!(doc["records_failed"], 0, "{kind:?}");
+        let acked = doc["records_acked"].as_u64().unwrap();
+        let warm = doc["warmup"]["records_acked"].as_u64().unwrap();
+        // 6 s at 2000 msg/s, warm-up 3 s.
+        assert!(
+            (10_000..=12_100).contains(&acked),
+            "{kind:?}: {acked} acked"
+        );
+        assert!(
+            (5_000..=6_100).contains(&warm),
+            "{kind:?}: {warm} acked in warm-up"
+        );
+        assert_eq!(
+            doc["consumed"]["records"], doc["consumed"]["expected_records"],
+            "{kind:?}: the subscription read every record"
+        );
+        assert_eq!(doc["consumed"]["expected_records"], acked + warm);
+        // OMB's figures are kbench's, in OMB's units.
+        let p50_ms = omb["aggregatedPublishLatency50pct"].as_f64().unwrap();
+        let p50_us = doc["latency"]["p50"].as_u64().unwrap();
+        assert!(
+            (p50_ms * 1000.0 - p50_us as f64).abs() < 1.0,
+            "{p50_ms} ms vs {p50_us} µs"
+        );
+        assert!(p50_ms > 0.0);
+        assert!(doc["end_to_end"]["count"].as_u64().unwrap() >= acked);
+        let rates: Vec<f64> = omb["publishRate"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_f64().unwrap())
+            .collect();
+        assert!(rates.len() >= 3, "{rates:?}");
+        assert!(
+            rates
+                .iter()
+                .take(2)
+                .all(|r| (1_800.0..=2_200.0).contains(r)),
+            "{kind:?}: full periods hold 2000 msg/s: {rates:?}"
+        );
+        assert_eq!(omb["workload"], "1 topic / 4 partitions / 100b");
+        // librdkafka reads exactly what was acknowledged, each value 100 bytes, half of it zeros.
+        let topic = doc["topics"][0].as_str().unwrap();
+        let total = (acked + warm) as usize;
+        let read = librdkafka::read(
+            &broker.addr,
+            topic,
+            4,
+            total,
+            Duration::from_millis(500),
+            LIMIT,
+        );
+        assert_eq!(read.len(), total, "{kind:?}: librdkafka read back");
+        for r in &read {
+            let v = r.value.as_ref().unwrap();
+            assert_eq!(v.len(), 100);
+            assert!(v[50..].iter().all(|b| *b == 0), "randomBytesRatio 0.5");
+        }
+    }
+}
+
+/// Two topics of two keyed producers each and two subscriptions: both subscriptions read every
+/// record, the rate is split over four producers, and keys follow KEY_ROUND_ROBIN (each key in one
+/// partition, read back by librdkafka).
+#[test]
+fn several_topics_producers_and_subscriptions() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("omb-2");
+    let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
+    let out = Cmd::on("omb", &broker)
+        .arg(omb_file("2-topics-keyed-2-subscriptions.yaml"))
+        .args(&["--driver", &omb_file("kafka-test-driver.yaml")])
+        .args(&[
+            "--reporting-interval",
+            "2s",
+            "-o",
+            &omb_path,
+            "--json",
+            &json,
+        ])
+        .run(LIMIT);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let doc = result_json(std::path::Path::new(&json));
+    let acked = doc["records_acked"].as_u64().unwrap();
+    assert!(
+        (20_000..=24_200).contains(&acked),
+        "{acked} acked at 4000 msg/s for 6 s"
+    );
+    assert!(doc["warmup"].is_null());
+    assert_eq!(doc["consumed"]["consumers"], 4);
+    assert_eq!(doc["consumed"]["expected_records"], acked * 2);
+    assert_eq!(
+        doc["consumed"]["records"],
+        acked * 2,
+        "both subscriptions read everything"
+    );
+    assert_eq!(doc["settings"]["keys"], "round-robin:10000");
+    let topics: Vec<&str> = doc["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(topics.len(), 2);
+    let mut total = 0;
+    for topic in topics {
+        let read = librdkafka::read(&broker.addr, topic, 3, 1, Duration::from_secs(2), LIMIT);
+        total += read.len();
+        let mut placed = std::collections::HashMap::new();
+        for r in &read {
+            let key = r.key.clone().expect("keyed");
+            assert_eq!(key.len(), 10);
+            assert_eq!(*placed.entry(key).or_insert(r.partition), r.partition);
+            assert_eq!(r.value.as_ref().unwrap().len(), 256, "payloadFile's bytes");
+        }
+    }
+    assert_eq!(total as u64, acked);
+}
+
+/// producerRate 0: a rate search runs first (on a topic of its own), and the workload runs at the
+/// rate it chose.
+#[test]
+fn producer_rate_zero_searches_first() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("omb-3");
+    let workload = dir.file("max.yaml");
+    std::fs::write(
+        &workload,
+        "name: max rate\ntopics: 1\npartitionsPerTopic: 2\nmessageSize: 100\nsubscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nproducersPerTopic: 1\nproducerRate: 0\ntestDurationMinutes: 0.05\nwarmupDurationMinutes: 0\n",
+    )
+    .unwrap();
+    let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
+    let out = Cmd::on("omb", &broker)
+        .arg(&workload)
+        .args(&["--driver", &omb_file("kafka-test-driver.yaml")])
+        .args(&["--step-duration", "1s", "-o", &omb_path, "--json", &json])
+        .run(LIMIT);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("producerRate 0: running at"), "{stderr}");
+    let doc = result_json(std::path::Path::new(&json));
+    let chosen = doc["max_rate"]["chosen"].as_f64().unwrap();
+    assert!(chosen >= 10_000.0, "{chosen}");
+    assert_eq!(doc["target_records_per_sec"].as_f64().unwrap(), chosen);
+    assert!(doc["max_rate"]["steps"].as_array().unwrap().len() >= 2);
+    assert!(!doc["topics"][0].as_str().unwrap().ends_with("-search"));
+}
+
+/// Bad files and flags: one error naming the file, the field and its line; exit 2; nothing runs.
+#[test]
+fn bad_workload_and_driver_files_are_named() {
+    let dir = TempDir::new("omb-bad");
+    let good = std::fs::read_to_string(omb_file("1-topic-4-partitions-100b.yaml")).unwrap();
+    let cases: [(&str, String, &[&str]); 5] = [
+        (
+            "unknown.yaml",
+            good.replace("producerRate", "producersRate"),
+            &["unknown field `producersRate`", "line 13", "unknown.yaml"],
+        ),
+        (
+            "type.yaml",
+            good.replace("partitionsPerTopic: 4", "partitionsPerTopic: four"),
+            &["partitionsPerTopic", "line 5", "type.yaml"],
+        ),
+        (
+            "zero.yaml",
+            good.replace("topics: 1", "topics: 0"),
+            &["topics: must be at least 1", "zero.yaml"],
+        ),
+        (
+            "payload.yaml",
+            good.replace("useRandomizedPayloads: true", "payloadFile: missing.data"),
+            &["payloadFile", "missing.data"],
+        ),
+        (
+            "keys.yaml",
+            format!("{good}keyDistributor: ZIPF\n"),
+            &["ZIPF", "line 17"],
+        ),
+    ];
+    for (name, body, wanted) in cases {
+        let path = dir.file(name);
+        std::fs::write(&path, body).unwrap();
+        let out = Cmd::new("omb")
+            .args(&["--bootstrap-server", "127.0.0.1:1"])
+            .arg(&path)
+            .run(LIMIT);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        for w in wanted {
+            assert!(stderr.contains(w), "{name}: {w:?} not in {stderr}");
+        }
+        assert_eq!(stderr.lines().count(), 1, "{name}: one error: {stderr}");
+    }
+    let driver = dir.file("driver.yaml");
+    std::fs::write(
+        &driver,
+        "name: Kafka\nreplicationFactor: 1\nproducerConfig: |\n  acks=2\n",
+    )
+    .unwrap();
+    let out = Cmd::new("omb")
+        .arg(omb_file("1-topic-4-partitions-100b.yaml"))
+        .args(&["--driver", &driver, "--bootstrap-server", "127.0.0.1:1"])
+        .run(LIMIT);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("driver.yaml") && stderr.contains("acks"),
+        "{stderr}"
+    );
+    std::fs::write(&driver, "name: Kafka\nreplication: 1\n").unwrap();
+    let out = Cmd::new("omb")
+        .arg(omb_file("1-topic-4-partitions-100b.yaml"))
+        .args(&["--driver", &driver, "--bootstrap-server", "127.0.0.1:1"])
+        .run(LIMIT);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("unknown field `replication`") && stderr.contains("line 2"),
+        "{stderr}"
+    );
+}
