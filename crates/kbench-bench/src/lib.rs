@@ -17,6 +17,7 @@ pub mod omb;
 pub mod produce;
 pub mod result;
 pub mod seed_service;
+pub mod shape;
 pub mod slo;
 pub mod spec;
 pub mod sweep;

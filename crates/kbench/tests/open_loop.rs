@@ -162,3 +162,77 @@ fn find_max_rate_chooses_the_highest_rate_a_step_kept_up_with() {
         text(&out.stderr)
     );
 }
+
+/// Load shapes schedule exactly their integral: steps of 2000 then 6000 records/s for 2 s each send
+/// 16000 records and the later windows carry more; a scenario with a ramp and a pause sends its
+/// integral too; bad shapes get one error naming the flag (and, for a file, the line).
+#[test]
+fn load_shapes_send_their_schedule() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("open-loop-shapes");
+    let json = dir.path().join("steps.json");
+    let out = Cmd::on("produce", &broker)
+        .args(&[
+            "--steps",
+            "2000,6000/s every 2s",
+            "--reporting-interval",
+            "1000",
+        ])
+        .topic("shape-steps")
+        .json(&json)
+        .ok(LIMIT);
+    let doc = result_json(&json);
+    assert_eq!(doc["records_acked"], 16_000, "{doc}");
+    assert_eq!(
+        doc["settings"]["shape"]["phases"].as_array().unwrap().len(),
+        2
+    );
+    let windows: Vec<u64> = text(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("records sent,") && l.ends_with("max latency."))
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(windows.len() >= 3, "{windows:?}");
+    assert!(
+        windows[windows.len() - 1] > windows[0],
+        "the 6000/s step's window carries more than the 2000/s one's: {windows:?}"
+    );
+
+    let scenario = dir.path().join("scenario.yaml");
+    std::fs::write(
+        &scenario,
+        "phases:\n  - ramp: 0..4000\n    duration: 2s\n  - rate: 0\n    duration: 1s\n  - rate: 1000\n    duration: 1s\n",
+    )
+    .unwrap();
+    let json = dir.path().join("scenario.json");
+    Cmd::on("produce", &broker)
+        .args(&["--scenario", scenario.to_str().unwrap()])
+        .topic("shape-scenario")
+        .json(&json)
+        .ok(LIMIT);
+    let doc = result_json(&json);
+    assert_eq!(
+        doc["records_acked"], 5_000,
+        "4000 on the ramp, 1000 after the pause"
+    );
+    assert_eq!(doc["saturation"]["saturated"], false);
+
+    std::fs::write(&scenario, "phases:\n  - rate: 100\n    duraton: 1s\n").unwrap();
+    let cases: [(&[&str], &[&str]); 4] = [
+        (
+            &["--scenario", scenario.to_str().unwrap()],
+            &["--scenario", "duraton", "line 3"],
+        ),
+        (&["--ramp", "0..100/s"], &["--ramp", "over"]),
+        (&["--steps", "100,-5/s every 1s"], &["--steps", "-5"]),
+        (&["--bursts", "100/s for 1s every 5s"], &["--throughput"]),
+    ];
+    for (flags, wanted) in cases {
+        let out = Cmd::on("produce", &broker).args(flags).run(LIMIT);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        for w in wanted {
+            assert!(stderr.contains(w), "{flags:?}: {w:?} not in {stderr}");
+        }
+    }
+}

@@ -189,6 +189,9 @@ pub struct ProduceSpec {
     pub keys: Keys,
     /// Records per second; `None` is unthrottled.
     pub throughput: Option<f64>,
+    /// A rate that changes over the run (ramp, steps, bursts, scenario); the run ends with it.
+    /// Not with `throughput`.
+    pub shape: Option<crate::shape::LoadShape>,
     pub compression: Compression,
     /// Upper bound of a batch's uncompressed size in bytes (`batch.size`).
     pub batch_size: usize,
@@ -235,6 +238,7 @@ impl Default for ProduceSpec {
             payload_file: None,
             keys: Keys::None,
             throughput: None,
+            shape: None,
             compression: Compression::None,
             batch_size: 0,
             max_request_size: 0,
@@ -319,6 +323,15 @@ impl ProduceSpec {
                 ));
             }
         }
+        if let Some(shape) = &self.shape {
+            if self.throughput.is_some() {
+                return Err(SpecError::new(
+                    "throughput",
+                    "a load shape sets the rate: give one or the other",
+                ));
+            }
+            shape.check().map_err(|e| SpecError::new("shape", e))?;
+        }
         check_range("batch_size", self.batch_size, 1..=i32::MAX as usize)?;
         check_range(
             "max_request_size",
@@ -388,6 +401,7 @@ impl ProduceSpec {
             "payload_file": self.payload_file,
             "keys": self.keys.describe(),
             "throughput": self.throughput.unwrap_or(-1.0),
+            "shape": self.shape,
             "acks": self.producer.acks.name(),
             "compression": self.compression.name(),
             "batch_size": self.batch_size,

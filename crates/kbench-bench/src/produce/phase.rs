@@ -733,7 +733,8 @@ pub async fn run_produce(
     let linger = spec.linger;
     let mut i = 0u64;
     let deadline = spec.duration.map(|d| start + d);
-    let throttled = spec.throughput.is_some();
+    let throttled = spec.throughput.is_some() || spec.shape.is_some();
+    let mut schedule = spec.shape.as_ref().map(|s| s.schedule());
     let mut now = start;
     let mut now_us = 0u64;
     'records: while i < spec.num_records {
@@ -751,10 +752,16 @@ pub async fn run_produce(
                 break;
             }
         }
-        // Throttled, the record's intended time from the run's start; unthrottled, its append time.
-        let scheduled = spec
-            .throughput
-            .map(|rate| Duration::from_secs_f64(i as f64 / rate));
+        // Throttled, the record's intended time from the run's start (a shape's ends the run when
+        // the shape ends); unthrottled, its append time.
+        let scheduled = match (&mut schedule, spec.throughput) {
+            (Some(s), _) => match s.time_of(i) {
+                Some(at) => Some(at),
+                None => break,
+            },
+            (None, Some(rate)) => Some(Duration::from_secs_f64(i as f64 / rate)),
+            (None, None) => None,
+        };
         let intended = scheduled.map_or(now, |offset| start + offset);
         // Throttled: wait for the record's intended time, closing lingering batches on the way; the
         // run's duration ends the wait (a slow rate must not run past it).
@@ -927,12 +934,7 @@ pub async fn run_produce(
             .unwrap_or_else(|| "stopped".into())
     });
     let mut t = tally.lock().expect("tally lock");
-    let saturation = Saturation::judge(
-        spec.throughput.is_some(),
-        t.last_publish_delay_us,
-        cpu,
-        elapsed,
-    );
+    let saturation = Saturation::judge(throttled, t.last_publish_delay_us, cpu, elapsed);
     if t.outstanding > 0 {
         let n = t.outstanding;
         t.failed += n;

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use clap::Args;
 use kbench_bench::produce::{IntervalReport, ProduceObserver, ProduceRun, run_job};
 use kbench_bench::result::{ResultDocument, rfc3339};
+use kbench_bench::shape::{LoadShape, Scenario};
 use kbench_bench::spec::{Span, parse_positive_span};
 use kbench_bench::{BenchError, Keys, Payload, ProduceSpec};
 use kbench_client::ProducerSettings;
@@ -67,6 +68,22 @@ pub struct ProduceArgs {
     /// Stop after this long even if --num-records were not all sent (e.g. 30s, 2m).
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
+
+    /// A rate ramp, e.g. '0..100000/s over 60s': the rate moves linearly; the run ends with it.
+    #[arg(long, value_parser = LoadShape::parse_ramp, conflicts_with_all = ["throughput", "steps", "bursts", "scenario", "find_max_rate"])]
+    pub ramp: Option<LoadShape>,
+
+    /// Rate steps, e.g. '1000,5000,10000/s every 30s': each rate held in turn.
+    #[arg(long, value_parser = LoadShape::parse_steps, conflicts_with_all = ["throughput", "bursts", "scenario", "find_max_rate"])]
+    pub steps: Option<LoadShape>,
+
+    /// Bursts over --throughput for --duration, e.g. '50000/s for 1s every 10s'.
+    #[arg(long, requires_all = ["throughput", "duration"], conflicts_with_all = ["scenario", "find_max_rate"])]
+    pub bursts: Option<String>,
+
+    /// A scenario file (kbench's YAML): phases, each a duration and a rate or a ramp.
+    #[arg(long, conflicts_with_all = ["throughput", "find_max_rate"])]
+    pub scenario: Option<PathBuf>,
 
     /// acks: 0, 1 or all (-1). Default: all, as Kafka's producer.
     #[arg(long, allow_negative_numbers = true, value_parser = parse_acks)]
@@ -249,6 +266,20 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     spec.duration = args.duration;
     spec.partition = args.partition;
     spec.throughput = args.throughput.filter(|t| *t > 0.0);
+    spec.shape = match (&args.ramp, &args.steps, &args.bursts, &args.scenario) {
+        (Some(s), ..) | (_, Some(s), ..) => Some(s.clone()),
+        (_, _, Some(b), _) => {
+            let base = spec.throughput.take().unwrap_or(0.0);
+            let total = args.duration.unwrap_or_default();
+            Some(LoadShape::parse_bursts(b, base, total).map_err(|e| format!("--bursts {e}"))?)
+        }
+        (_, _, _, Some(path)) => Some(Scenario::read(path).map_err(|e| format!("--scenario {e}"))?),
+        _ => None,
+    };
+    // A shape ends the run; the record count only bounds it when given.
+    if spec.shape.is_some() && args.num_records.is_none() {
+        spec.num_records = u64::MAX;
+    }
     spec.limits = args.limits.limits();
     spec.validate().map_err(|e| spec_error(&e))?;
     let slo = crate::args::parse_slo(args.slo.as_deref(), "produce")?;
