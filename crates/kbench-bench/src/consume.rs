@@ -300,6 +300,10 @@ pub trait ConsumeObserver: Send + Sync + 'static {
     }
     /// The consumer has its partitions (joined its group, or assigned) and its positions.
     fn joined(&self) {}
+    /// While true the consumer stays in its group (heartbeats) but does not fetch.
+    fn paused(&self) -> bool {
+        false
+    }
     /// One Fetch answer decoded: the records it added, their key and value bytes, and (with
     /// `ConsumeSpec::end_to_end`) each one's end-to-end latency in µs.
     fn fetched(&self, records: u64, bytes: u64, end_to_end_us: &[u64]) {
@@ -745,6 +749,14 @@ pub async fn run_consume<O: ConsumeObserver>(
                     }
                     Err(e) => *errors.entry(format!("commit: {e}")).or_default() += 1,
                 }
+            }
+        }
+        if observer.paused() {
+            // Paused (a backlog being built): in the group, heartbeating, not fetching, not idle.
+            last_record = Instant::now();
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_millis(20)) => continue,
             }
         }
         if positions.is_empty() {

@@ -329,3 +329,47 @@ fn bad_workload_and_driver_files_are_named() {
         "{stderr}"
     );
 }
+
+/// OMB's backlog mode: consumers pause until ~10 MiB wait, then drain it while the producer goes
+/// on; the run says when the backlog was built and drained, and every record is read in the end.
+#[test]
+fn a_backlog_is_built_then_drained() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("omb-backlog");
+    let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
+    let out = Cmd::on("omb", &broker)
+        .arg(omb_file("backlog-1kb.yaml"))
+        .args(&["--driver", &omb_file("kafka-test-driver.yaml")])
+        .args(&[
+            "--reporting-interval",
+            "1s",
+            "-o",
+            &omb_path,
+            "--json",
+            &json,
+        ])
+        .run(LIMIT);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("--- Completed backlog build in"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--- Completed backlog draining in"),
+        "{stderr}"
+    );
+    let doc = result_json(std::path::Path::new(&json));
+    let b = &doc["backlog"];
+    assert_eq!(b["requested_bytes"], 10_737_418);
+    // 10 MiB of 1 KiB records at 5000 records/s: about 2 s to build.
+    let built = b["built_s"].as_f64().unwrap();
+    assert!((1.5..30.0).contains(&built), "{b}");
+    assert!(b["drained_s"].as_f64().unwrap() > 0.0, "{b}");
+    assert!(b["drain_records"].as_u64().unwrap() >= 9_000, "{b}");
+    assert_eq!(
+        doc["consumed"]["records"],
+        doc["consumed"]["expected_records"]
+    );
+    assert_eq!(doc["records_failed"], 0);
+}

@@ -53,6 +53,9 @@ pub struct OmbSpec {
     pub drain: Duration,
     /// producerRate 0: the search's step length.
     pub search_step: Duration,
+    /// consumerBacklogSizeGB > 0: how much longer than the test the producers may go on while the
+    /// backlog drains (OMB waits without a bound).
+    pub backlog_timeout: Duration,
     pub seed: u64,
     /// Topics are `{topic_prefix}-0000`, `-0001`, …; fresh for every run.
     pub topic_prefix: String,
@@ -154,6 +157,7 @@ impl OmbSpec {
             reporting_interval: Duration::from_secs(10),
             drain: Duration::from_secs(10),
             search_step: Duration::from_secs(5),
+            backlog_timeout: Duration::from_secs(1800),
             seed,
             topic_prefix: format!("kbench-omb-{:08x}", seed as u32),
         })
@@ -324,6 +328,8 @@ struct Tally {
 struct Shared {
     tally: Mutex<Tally>,
     subscriptions: u32,
+    /// Consumers hold off fetching (a backlog being built).
+    paused: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -387,6 +393,9 @@ const MB: f64 = 1024.0 * 1024.0;
 struct ConsumerHook(Arc<Shared>);
 
 impl ConsumeObserver for ConsumerHook {
+    fn paused(&self) -> bool {
+        self.0.paused.load(std::sync::atomic::Ordering::Relaxed)
+    }
     fn joined(&self) {
         self.0.tally.lock().expect("tally lock").joined += 1;
     }
@@ -435,7 +444,28 @@ pub struct OmbRun {
     pub aborted: Option<String>,
     /// Producers or consumers that failed (the run went on without them), said here, never dropped.
     pub errors: Vec<String>,
+    /// consumerBacklogSizeGB > 0: how the backlog was built and drained.
+    pub backlog: Option<Backlog>,
 }
+
+/// How long a backlog took to build and to drain, measured from the measured phase's start.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Backlog {
+    pub requested_bytes: u64,
+    /// Draining is done at this many records behind (OMB's rule).
+    pub drained_at_records: u64,
+    /// Seconds from the measured phase's start until the backlog was built.
+    pub built_s: Option<f64>,
+    /// Seconds from then until it was drained (NaN: given up).
+    pub drained_s: Option<f64>,
+    /// Records read while draining.
+    pub drain_records: u64,
+    #[serde(skip)]
+    consumed_at_build: u64,
+}
+
+/// Backlog mode: producers go on in phases of this length until the backlog drained.
+const BACKLOG_EXTENSION: Duration = Duration::from_secs(2);
 
 /// Run the workload. `cluster` is the producers' connection settings (each client gets its own
 /// connections and client id); `on_period` hears every period, warm-up included.
@@ -550,6 +580,7 @@ pub async fn run_omb(
             joined: 0,
         }),
         subscriptions: w.subscriptions_per_topic,
+        paused: std::sync::atomic::AtomicBool::new(false),
     });
 
     // Consumers first, each in its group, reading from the start of the fresh topics.
@@ -638,6 +669,8 @@ pub async fn run_omb(
     // Producers: warm-up, a barrier, the measured phase.
     let per_producer = rate.map(|r| r / f64::from(spec.producers()));
     let barrier = Arc::new(tokio::sync::Barrier::new(spec.producers() as usize + 1));
+    let backlog_bytes = (w.consumer_backlog_size_gb * (1u64 << 30) as f64) as u64;
+    let drained = Arc::new(std::sync::atomic::AtomicBool::new(backlog_bytes == 0));
     let mut producer_tasks = tokio::task::JoinSet::new();
     for (t, layout) in layouts.iter().enumerate() {
         for p in 0..w.producers_per_topic {
@@ -651,6 +684,7 @@ pub async fn run_omb(
             let cancel = cancel.clone();
             let reason = reason.clone();
             let (warmup, test) = (spec.warmup, spec.test_duration);
+            let drained = drained.clone();
             producer_tasks.spawn(async move {
                 let connected = async {
                     let cluster = crate::produce::job::connect_bounded(config, &cancel).await?;
@@ -698,8 +732,14 @@ pub async fn run_omb(
                     Some(phase(warmup).await)
                 };
                 barrier.wait().await;
-                let measured = phase(test).await;
+                let mut measured = vec![phase(test).await];
+                // Backlog mode: producing goes on, in short phases, until the backlog drained.
+                while !drained.load(std::sync::atomic::Ordering::Acquire) && !cancel.is_cancelled()
+                {
+                    measured.push(phase(BACKLOG_EXTENSION).await);
+                }
                 cluster.close(Duration::from_secs(2)).await;
+                let measured = ProduceRun::pooled(&measured).expect("one phase at least");
                 Ok::<_, BenchError>((warm, measured))
             });
         }
@@ -743,10 +783,69 @@ pub async fn run_omb(
         ) = (0, 0, 0, 0, 0);
     }
     tick.reset();
+    // Backlog mode (OMB's): consumers stop while the backlog builds to consumerBacklogSizeGB, then
+    // resume; draining is done when the backlog is down to (1 − backlogDrainRatio) of its size
+    // (at least 1000 records).
+    let record_bytes = spec.payload.longest().max(1) as u64;
+    let mut backlog = (backlog_bytes > 0).then(|| {
+        shared
+            .paused
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        on_note(&format!(
+            "Stopping all consumers to build a backlog of {:.3} GB",
+            w.consumer_backlog_size_gb
+        ));
+        let capacity = backlog_bytes / record_bytes;
+        let empty = ((1.0 - w.backlog_drain_ratio).max(0.0) * capacity as f64) as u64;
+        Backlog {
+            requested_bytes: backlog_bytes,
+            drained_at_records: empty.max(1000),
+            built_s: None,
+            drained_s: None,
+            drain_records: 0,
+            consumed_at_build: 0,
+        }
+    });
+    let mut check = tokio::time::interval(Duration::from_millis(100));
     let mut warm_runs = Vec::new();
     let mut measured_runs = Vec::new();
     loop {
         tokio::select! {
+            _ = check.tick(), if backlog.as_ref().is_some_and(|b| b.drained_s.is_none()) => {
+                let b = backlog.as_mut().expect("backlog mode");
+                let (acked, consumed) = {
+                    let t = shared.tally.lock().expect("tally lock");
+                    (t.acked, t.consumed)
+                };
+                let behind = (acked * u64::from(w.subscriptions_per_topic)).saturating_sub(consumed);
+                let elapsed = epoch.elapsed().as_secs_f64();
+                match b.built_s {
+                    None if behind * record_bytes >= b.requested_bytes => {
+                        b.built_s = Some(elapsed);
+                        b.consumed_at_build = consumed;
+                        shared.paused.store(false, std::sync::atomic::Ordering::Relaxed);
+                        on_note(&format!("--- Completed backlog build in {elapsed:.1} s ---"));
+                        on_note("--- Start draining backlog ---");
+                    }
+                    Some(built) if behind <= b.drained_at_records => {
+                        b.drained_s = Some(elapsed - built);
+                        b.drain_records = consumed - b.consumed_at_build;
+                        drained.store(true, std::sync::atomic::Ordering::Release);
+                        on_note(&format!("--- Completed backlog draining in {:.1} s ---", elapsed - built));
+                    }
+                    _ if epoch.elapsed() > spec.test_duration + spec.backlog_timeout => {
+                        errors.push(format!(
+                            "the backlog was not {} within {:?} after the test duration",
+                            if b.built_s.is_none() { "built" } else { "drained" },
+                            spec.backlog_timeout
+                        ));
+                        b.drained_s = Some(f64::NAN);
+                        shared.paused.store(false, std::sync::atomic::Ordering::Relaxed);
+                        drained.store(true, std::sync::atomic::Ordering::Release);
+                    }
+                    _ => {}
+                }
+            }
             done = producer_tasks.join_next() => match done {
                 None => break,
                 Some(Ok(Ok((warm, measured)))) => {
@@ -822,5 +921,6 @@ pub async fn run_omb(
         negotiated,
         aborted,
         errors,
+        backlog,
     })
 }

@@ -346,6 +346,7 @@ pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file
             "expected_records": run.expected_consumed,
             "consumers": run.consumers.len(),
         },
+        "backlog": run.backlog,
         "periods": run.periods,
         "client_errors": run.errors,
         "aborted": run.aborted,

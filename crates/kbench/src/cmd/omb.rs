@@ -51,6 +51,11 @@ pub struct OmbArgs {
     #[arg(long, value_parser = parse_duration)]
     pub step_duration: Option<Duration>,
 
+    /// consumerBacklogSizeGB > 0: how much longer than the test producers may go on while the
+    /// backlog builds and drains (default 30m; OMB waits without a bound).
+    #[arg(long, value_parser = parse_duration)]
+    pub backlog_timeout: Option<Duration>,
+
     /// Where OMB's result JSON goes (default: OMB's name, WORKLOAD-DRIVER-DATE.json, here).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
@@ -101,6 +106,9 @@ fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condit
     if let Some(d) = args.drain {
         spec.drain = d;
     }
+    if let Some(d) = args.backlog_timeout {
+        spec.backlog_timeout = d;
+    }
     if let Some(d) = args.step_duration {
         if d.is_zero() {
             return Err("--step-duration: must be above zero".into());
@@ -111,6 +119,7 @@ fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condit
         ("--test-duration", spec.test_duration),
         ("--warmup-duration", spec.warmup),
         ("--drain", spec.drain),
+        ("--backlog-timeout", spec.backlog_timeout),
         ("--reporting-interval", spec.reporting_interval),
     ] {
         kbench_bench::spec::check_duration("", d, kbench_bench::spec::MAX_DURATION)
