@@ -252,6 +252,12 @@ pub struct E2eResultDocument {
     pub peak_rss_kib: u64,
     /// Per produce request: sent → acknowledged, µs.
     pub producer_request_duration: LatencySummary,
+    /// Per record: its batch's scheduled time → the batch's request sent, µs (OMB's publish delay).
+    pub publish_delay: LatencySummary,
+    /// Batches that came more than one interval late (the schedule restarted from then).
+    pub schedule_slips: u64,
+    /// Whether kbench, not the target, set the pace (and the evidence).
+    pub saturation: crate::produce::phase::Saturation,
     /// Per record: send time carried in the record → consumer receipt, µs.
     pub whole_trip: LatencySummary,
     /// Per Fetch that returned records: sent → response in hand, µs.
@@ -314,6 +320,9 @@ impl E2eResultDocument {
             client_cpu_sys_s: run.cpu.sys_us as f64 / 1e6,
             peak_rss_kib: run.peak_rss_kib,
             producer_request_duration: LatencySummary::of(&run.producer_latency),
+            publish_delay: LatencySummary::of(&run.publish_delay),
+            schedule_slips: run.schedule_slips,
+            saturation: run.saturation.clone(),
             whole_trip: LatencySummary::of(&run.whole_trip),
             fetch_duration: LatencySummary::of(&run.fetch_duration),
             consumer_processing: LatencySummary::of(&run.consumer_processing),

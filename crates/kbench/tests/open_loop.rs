@@ -236,3 +236,63 @@ fn load_shapes_send_their_schedule() {
         }
     }
 }
+
+/// e2e is open loop too: each record's publish delay (its batch's scheduled time → request sent) is
+/// reported; a broker paused for 1.5 s makes batches come late (the in-flight slots fill), the schedule slips
+/// and the run is flagged saturated, while an unpaused run is not.
+#[test]
+fn e2e_reports_publish_delay_and_a_slipped_schedule() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("open-loop-e2e");
+    let run = |name: &str, pause: bool| {
+        let json = dir.path().join(format!("{name}.json"));
+        let pid = broker.pid() as i32;
+        let pauser = pause.then(|| {
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(2500));
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                std::thread::sleep(Duration::from_millis(1500));
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            })
+        });
+        Cmd::on("e2e", &broker)
+            .args(&[
+                "--duration",
+                "5s",
+                "--batch-interval",
+                "50ms",
+                "--messages-per-batch",
+                "10",
+            ])
+            .topic(&format!("e2e-{name}"))
+            .json(&json)
+            .ok(LIMIT);
+        if let Some(p) = pauser {
+            p.join().unwrap();
+        }
+        result_json(&json)
+    };
+    let calm = run("calm", false);
+    assert_eq!(
+        calm["saturation"]["saturated"], false,
+        "{}",
+        calm["saturation"]
+    );
+    assert_eq!(calm["schedule_slips"], 0);
+    assert_eq!(
+        calm["publish_delay"]["count"], calm["records_produced"],
+        "a publish delay per record"
+    );
+    let paused = run("paused", true);
+    assert_eq!(
+        paused["saturation"]["saturated"], true,
+        "{}",
+        paused["saturation"]
+    );
+    assert!(paused["schedule_slips"].as_u64().unwrap() >= 1);
+    assert!(
+        us(&paused, "publish_delay", "max") >= 1_000_000,
+        "the pause shows in the publish delay: {}",
+        paused["publish_delay"]
+    );
+}

@@ -36,6 +36,11 @@ pub struct E2eLive {
     /// were read again after the drain.
     pub late: AtomicU64,
     pub producer_latency: Mutex<Histogram<u64>>,
+    /// Per record: its batch's scheduled time → the batch's request sent (OMB's publish delay).
+    pub publish_delay: Mutex<Histogram<u64>>,
+    /// Batches whose turn came more than one interval late: the schedule restarted from then (the
+    /// seed's pacing), so the batches in between were never sent — the rate was not sustained.
+    pub schedule_slips: AtomicU64,
     pub whole_trip: Mutex<Histogram<u64>>,
     /// Per Fetch: sent → response in hand (the broker's share of a poll, waiting included).
     pub fetch_duration: Mutex<Histogram<u64>>,
@@ -77,6 +82,8 @@ impl Default for E2eLive {
             gaps_skipped: AtomicU64::new(0),
             late: AtomicU64::new(0),
             producer_latency: Mutex::new(latency_histogram()),
+            publish_delay: Mutex::new(latency_histogram()),
+            schedule_slips: AtomicU64::new(0),
             whole_trip: Mutex::new(latency_histogram()),
             fetch_duration: Mutex::new(latency_histogram()),
             consumer_processing: Mutex::new(latency_histogram()),
@@ -227,6 +234,10 @@ pub struct E2eRun {
     pub heartbeats: u64,
     pub rejoins: u64,
     pub producer_latency: Histogram<u64>,
+    pub publish_delay: Histogram<u64>,
+    pub schedule_slips: u64,
+    /// Whether the load generator set the pace (a slipped schedule, or a busy core).
+    pub saturation: crate::produce::phase::Saturation,
     pub whole_trip: Histogram<u64>,
     pub fetch_duration: Histogram<u64>,
     pub consumer_processing: Histogram<u64>,

@@ -192,7 +192,7 @@ async fn produce(
     epoch: Instant,
     run_tag: u32,
 ) {
-    let mut pacer = Pacer::new(&spec, idx);
+    let mut pacer = Pacer::new(&spec, idx, live.clone());
     let values = pacer.payload(spec.payload_size.max);
     let mut builder = RecordBatchBuilder::new(spec.compression);
     let mut requests = InFlight::new();

@@ -173,6 +173,7 @@ impl InFlight {
 /// flight. Falling behind by more than an interval (a slow broker) resets the schedule instead of
 /// bursting to catch up.
 pub(crate) struct Pacer {
+    live: Arc<E2eLive>,
     rng: SmallRng,
     next: tokio::time::Instant,
     interval: Span<u64>,
@@ -182,8 +183,9 @@ pub(crate) struct Pacer {
 }
 
 impl Pacer {
-    pub(crate) fn new(spec: &E2eSpec, producer: u32) -> Pacer {
+    pub(crate) fn new(spec: &E2eSpec, producer: u32, live: Arc<E2eLive>) -> Pacer {
         Pacer {
+            live,
             rng: SmallRng::seed_from_u64(spec.seed.wrapping_add(u64::from(producer) * 0x9E37_79B9)),
             next: tokio::time::Instant::now(),
             interval: spec.batch_interval_ms,
@@ -211,12 +213,25 @@ impl Pacer {
             _ = stop.cancelled() => return None,
             _ = tokio::time::sleep_until(self.next) => {}
         }
+        let scheduled = self.next;
         let now = tokio::time::Instant::now();
         if now > self.next + Duration::from_millis(self.interval.max.max(1)) {
             self.next = now;
+            self.live
+                .schedule_slips
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         let permit = self.in_flight.clone().acquire_owned().await.ok()?;
-        Some((permit, self.count.draw(&mut self.rng).max(1)))
+        let count = self.count.draw(&mut self.rng).max(1);
+        // Publish delay: the batch's scheduled time → now, when its request goes out.
+        let delay = (tokio::time::Instant::now() - scheduled).as_micros() as u64;
+        let _ = self
+            .live
+            .publish_delay
+            .lock()
+            .expect("latency lock")
+            .record_n(delay.max(1), count as u64);
+        Some((permit, count))
     }
 
     /// The next record's value size.
@@ -424,6 +439,20 @@ pub(crate) fn conclude(
         heartbeats: get(&live.heartbeats),
         rejoins: get(&live.rejoins),
         producer_latency: h(&live.producer_latency),
+        publish_delay: h(&live.publish_delay),
+        schedule_slips: get(&live.schedule_slips),
+        saturation: {
+            let slips = get(&live.schedule_slips);
+            let mut s =
+                crate::produce::phase::Saturation::judge(false, 0, phases.cpu, phases.elapsed);
+            if slips > 0 && spec.mode.has_producers() {
+                s.saturated = true;
+                s.reasons.push(format!(
+                    "the producers' batches came more than an interval late {slips} time(s): the schedule restarted each time, so the batches in between were never sent and the rate was not sustained"
+                ));
+            }
+            s
+        },
         whole_trip: h(&live.whole_trip),
         fetch_duration: h(&live.fetch_duration),
         consumer_processing: h(&live.consumer_processing),

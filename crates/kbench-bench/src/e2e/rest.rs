@@ -252,7 +252,7 @@ async fn produce(
     clock: Arc<Clock>,
     run_tag: u32,
 ) {
-    let mut pacer = Pacer::new(&spec, idx);
+    let mut pacer = Pacer::new(&spec, idx, live.clone());
     let payload = String::from_utf8(pacer.payload(spec.payload_size.max)).unwrap_or_default();
     let mut requests = InFlight::new();
     let mut seq = 0u64;

@@ -389,6 +389,11 @@ async fn drive(
         spec.seed,
     );
     print_summary(&run, &doc);
+    for reason in &run.saturation.reasons {
+        println!(
+            "WARNING: load generator saturated: {reason}. These figures are not the broker's."
+        );
+    }
     let slo = crate::args::parse_slo(args.slo.as_deref(), "e2e").unwrap_or_default();
     let (document, slo_met) = crate::args::check_slo(slo.as_deref(), &doc);
     if let Some(path) = &args.json {
@@ -478,6 +483,7 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
     }
     for (name, l) in [
         ("producer request duration", &doc.producer_request_duration),
+        ("publish delay", &doc.publish_delay),
         ("whole trip", &doc.whole_trip),
         ("fetch duration", &doc.fetch_duration),
         ("consumer processing per poll", &doc.consumer_processing),
