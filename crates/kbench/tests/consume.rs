@@ -347,3 +347,48 @@ fn consume_alone_fills_an_embedded_broker_and_reads_it() {
     assert_eq!(doc["records_consumed"], 5000);
     assert_eq!(doc["target"]["embedded_broker"], true);
 }
+
+/// Backlog drain: a backlog of 50000 records is read while a producer keeps producing 5000
+/// records/s beside it; the consumer reads exactly the backlog, the producer's records are all
+/// acknowledged and stop with the drain, and the result carries both.
+#[test]
+fn a_backlog_drains_while_a_producer_keeps_producing() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("consume-backlog");
+    let json = dir.path().join("drain.json");
+    let out = Cmd::on("consume", &broker)
+        .args(&[
+            "--produce-first",
+            "--messages",
+            "50000",
+            "--partitions",
+            "2",
+            "--produce-rate",
+            "5000",
+        ])
+        .topic("backlog-drain")
+        .json(&json)
+        .ok(LIMIT);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("kbench: backlog of 50000 records drained in"),
+        "{stdout}"
+    );
+    let doc = result_json(&json);
+    assert_eq!(doc["records_consumed"], 50_000);
+    let b = &doc["backlog"];
+    assert_eq!(b["records"], 50_000);
+    assert_eq!(b["produce_rate"], 5000.0);
+    let produced = &b["produced"];
+    assert_eq!(produced["records_failed"], 0, "{b}");
+    assert_eq!(produced["records_sent"], produced["records_acked"], "{b}");
+    assert!(produced["records_acked"].as_u64().unwrap() > 0, "{b}");
+    assert!(b["drain_records_per_sec"].as_f64().unwrap() > 0.0);
+    // --produce-rate needs a topic to drain.
+    let out = Cmd::on("consume", &broker)
+        .args(&["--produce-rate", "100", "--messages", "10"])
+        .topic("no-such-backlog")
+        .run(LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--produce-rate"));
+}

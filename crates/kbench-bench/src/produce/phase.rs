@@ -638,6 +638,29 @@ pub async fn run_produce(
     abort_reason: Arc<Mutex<Option<String>>>,
     on_interval: impl Fn(&IntervalReport) + Send + Sync + 'static,
 ) -> ProduceRun {
+    run_produce_until(
+        cluster,
+        topic,
+        spec,
+        cancel,
+        abort_reason,
+        on_interval,
+        CancellationToken::new(),
+    )
+    .await
+}
+
+/// [`run_produce`], ending when `finish` is cancelled as it ends at its duration: no more records,
+/// every batch sent and every request answered (a load that runs beside another measurement).
+pub async fn run_produce_until(
+    cluster: Arc<Cluster>,
+    topic: TopicLayout,
+    spec: &ProduceSpec,
+    cancel: CancellationToken,
+    abort_reason: Arc<Mutex<Option<String>>>,
+    on_interval: impl Fn(&IntervalReport) + Send + Sync + 'static,
+    finish: CancellationToken,
+) -> ProduceRun {
     let partitions: Vec<i32> = match spec.partition {
         Some(p) => vec![p],
         None => topic.partitions.iter().map(|p| p.partition).collect(),
@@ -747,7 +770,7 @@ pub async fn run_produce(
             now = Instant::now();
             now_us = (now - start).as_micros() as u64;
             if deadline.is_some_and(|d| now >= d)
-                || (i.is_multiple_of(1024) && cancel.is_cancelled())
+                || (i.is_multiple_of(1024) && (cancel.is_cancelled() || finish.is_cancelled()))
             {
                 break;
             }
@@ -776,6 +799,7 @@ pub async fn run_produce(
             let waiting = !sender.ready.is_empty();
             tokio::select! {
                 _ = cancel.cancelled() => break 'records,
+                _ = finish.cancelled() => break 'records,
                 _ = tokio::time::sleep_until(wake.into()) => {}
                 permit = slot.acquire_owned(), if waiting => {
                     if let Ok(permit) = permit {

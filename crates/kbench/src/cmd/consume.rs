@@ -99,6 +99,13 @@ pub struct ConsumeArgs {
     #[arg(long)]
     pub produce_first: bool,
 
+    /// Backlog drain: while the consumer reads the --messages records already there (the
+    /// backlog, e.g. from --produce-first), a producer keeps producing this many records/s to
+    /// the topic (open loop, its own connections), as OMB's backlog drain; the result gets the
+    /// producer's figures under `backlog`.
+    #[arg(long, value_parser = crate::args::parse_throughput)]
+    pub produce_rate: Option<f64>,
+
     /// Records' value size when filling the topic (default 100).
     #[arg(long, allow_negative_numbers = true, value_parser = positive_usize)]
     pub record_size: Option<usize>,
@@ -280,6 +287,16 @@ async fn execute(
     if !args.hide_header {
         println!("{}", header_line(args.show_detailed_stats));
     }
+    let finish = CancellationToken::new();
+    let producer = match args.produce_rate.filter(|r| *r > 0.0) {
+        None => None,
+        Some(rate) => {
+            match load_beside(args, plan, cluster.clone(), rate, &cancel, &finish).await {
+                Ok(task) => Some((rate, task)),
+                Err(code) => return code,
+            }
+        }
+    };
     let job = run_consume_job(
         &plan.spec,
         cluster,
@@ -293,6 +310,18 @@ async fn execute(
     );
     let (outcome, interrupted) =
         crate::signals::until_stopped(job, &cancel, &reason, embedded).await;
+    // The drain is over: the producer beside it stops as at the end of a duration.
+    finish.cancel();
+    let beside = match producer {
+        Some((rate, task)) => match task.await {
+            Ok(run) => Some((rate, run)),
+            Err(e) => {
+                eprintln!("kbench: error: the producer beside the drain: {e}");
+                return EXIT_FAILED;
+            }
+        },
+        None => None,
+    };
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -361,6 +390,57 @@ async fn execute(
     for (error, n) in &run.errors {
         eprintln!("kbench: {n} × {error}");
     }
+    let mut doc_value = serde_json::to_value(doc).unwrap_or_default();
+    if let Some((rate, p)) = &beside {
+        let secs = run.elapsed.as_secs_f64().max(1e-9);
+        println!(
+            "kbench: backlog of {} records drained in {:.2} s ({:.1} records/s) while producing {} records at {:.1} of {rate} records/s (p99 {:.2} ms, {} failed)",
+            run.records,
+            secs,
+            run.records as f64 / secs,
+            p.records_acked,
+            p.records_acked as f64 / p.elapsed.as_secs_f64().max(1e-9),
+            if p.latency.is_empty() {
+                0.0
+            } else {
+                p.latency.value_at_quantile(0.99) as f64 / 1000.0
+            },
+            p.records_failed
+        );
+        for reason in &p.saturation.reasons {
+            println!(
+                "WARNING: load generator saturated: {reason}. These figures are not the broker's."
+            );
+        }
+        if p.records_failed > 0 {
+            for (e, n) in &p.errors {
+                eprintln!("kbench: producer: {n} × {e}");
+            }
+            code = EXIT_FAILED;
+        }
+        if let Some(map) = doc_value.as_object_mut() {
+            map.insert(
+                "backlog".into(),
+                serde_json::json!({
+                    "records": run.records,
+                    "drain_s": secs,
+                    "drain_records_per_sec": run.records as f64 / secs,
+                    "produce_rate": rate,
+                    "produced": {
+                        "records_sent": p.records_sent,
+                        "records_acked": p.records_acked,
+                        "records_failed": p.records_failed,
+                        "records_per_sec": p.records_acked as f64 / p.elapsed.as_secs_f64().max(1e-9),
+                        "latency": kbench_bench::measure::LatencySummary::of(&p.latency),
+                        "publish_delay": kbench_bench::measure::LatencySummary::of(&p.publish_delay),
+                        "saturation": p.saturation,
+                        "errors": p.errors,
+                    },
+                }),
+            );
+        }
+    }
+    let doc = &doc_value;
     if let Some(why) = &run.aborted {
         eprintln!("kbench: the run stopped early: {why}");
         code = if interrupted {
@@ -443,4 +523,67 @@ async fn fill(
             Err(EXIT_FAILED)
         }
     }
+}
+
+/// The producer beside a backlog drain: `rate` records/s to the topic until `finish`, on its own
+/// connections, with the run's record size and compression.
+async fn load_beside(
+    args: &ConsumeArgs,
+    plan: &Plan,
+    cluster: kbench_client::ClusterConfig,
+    rate: f64,
+    cancel: &CancellationToken,
+    finish: &CancellationToken,
+) -> Result<tokio::task::JoinHandle<kbench_bench::ProduceRun>, u8> {
+    let mut spec = ProduceSpec {
+        topic: plan.spec.topic.clone(),
+        num_records: u64::MAX,
+        throughput: Some(rate),
+        compression: args.compression.unwrap_or(Compression::None),
+        reporting_interval: Duration::from_secs(3600),
+        ..ProduceSpec::default()
+    };
+    spec.producer.acks = kbench_client::Acks::Leader;
+    if let Some(size) = args.record_size {
+        spec.payload = kbench_bench::Payload::Random { size };
+    }
+    if let Err(e) = spec.validate() {
+        eprintln!("kbench: error: {}", spec_error(&e));
+        return Err(EXIT_USAGE);
+    }
+    let connected = async {
+        let c = kbench_client::Cluster::connect(cluster).await?;
+        let (_, layout) = c.metadata(&spec.topic).await?;
+        Ok::<_, kbench_client::ClientError>((c, layout))
+    };
+    let (c, layout) = match connected.await {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("kbench: error: the producer beside the drain: {e}");
+            return Err(EXIT_FAILED);
+        }
+    };
+    if layout.partitions.is_empty() {
+        eprintln!(
+            "kbench: error: --produce-rate: topic {} does not exist (use --produce-first to make a backlog)",
+            spec.topic
+        );
+        return Err(EXIT_USAGE);
+    }
+    let (cancel, finish) = (cancel.clone(), finish.clone());
+    Ok(tokio::spawn(async move {
+        let c = Arc::new(c);
+        let run = kbench_bench::produce::phase::run_produce_until(
+            c.clone(),
+            layout,
+            &spec,
+            cancel,
+            Arc::new(Mutex::new(None)),
+            |_| {},
+            finish,
+        )
+        .await;
+        c.close(Duration::from_secs(2)).await;
+        run
+    }))
 }
