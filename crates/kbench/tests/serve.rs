@@ -493,6 +493,13 @@ fn bad_input_gets_its_status_and_names_its_field() {
             json!({"workload": "produce", "partitions": 1_000_000}),
             "partitions",
         ),
+        (json!({"workload": "produce", "slo": "p99<"}), "slo"),
+        (
+            json!({"workload": "e2e", "slo": "fetch_latency.p99<1ms"}),
+            "slo",
+        ),
+        (json!({"workload": "produce", "slo": 5}), "slo"),
+        (json!({"workload": "produce", "keys": "hash"}), "keys"),
         (
             json!({"workload": "e2e", "duration": "18446744073709551615s"}),
             "duration",
@@ -784,7 +791,7 @@ fn v1_runs_finish_persist_and_survive_a_restart() {
         let (status, created, raw) = http.json(
             "POST",
             &runs,
-            Some(&json!({"workload": "e2e", "producers": 2, "duration": "2s", "batch_interval": "5..15ms", "topic": "v1-e2e"})),
+            Some(&json!({"workload": "e2e", "producers": 2, "duration": "2s", "batch_interval": "5..15ms", "topic": "v1-e2e", "slo": "lost==0,p99<60s"})),
         );
         assert_eq!(status, 201, "{raw}");
         let e2e_id = created["id"].as_str().unwrap().to_string();
@@ -795,17 +802,26 @@ fn v1_runs_finish_persist_and_survive_a_restart() {
         assert!(doc["records_acked"].as_u64().unwrap() > 0);
         assert_eq!(doc["records_consumed"], doc["records_acked"]);
         assert_eq!(doc["records_lost"], 0);
+        assert_eq!(doc["slo"]["passed"], true, "{}", doc["slo"]);
+        assert_eq!(doc["slo"]["checks"].as_array().unwrap().len(), 2);
 
         let (status, created, raw) = http.json(
             "POST",
             &runs,
-            Some(&json!({"workload": "produce", "num_records": 20000, "record_size": 100, "acks": "1", "topic": "v1-produce"})),
+            Some(&json!({"workload": "produce", "num_records": 20000, "record_size": 100, "acks": "1", "topic": "v1-produce", "keys": "round-robin:50", "slo": "records_per_sec>=1000000000000,failed==0"})),
         );
         assert_eq!(status, 201, "{raw}");
         let produce_id = created["id"].as_str().unwrap().to_string();
         let run = wait_finished(&http, &format!("{runs}/{produce_id}"));
         assert_eq!(run["status"], "finished", "{run}");
         assert_eq!(run["result"]["records_acked"], 20000);
+        assert_eq!(run["result"]["settings"]["keys"], "round-robin:50");
+        // An SLO missed is said in the result; the run itself finished.
+        assert_eq!(
+            run["result"]["slo"]["passed"], false,
+            "{}",
+            run["result"]["slo"]
+        );
         let (status, list, _) = http.json("GET", &runs, None);
         assert_eq!(status, 200);
         assert_eq!(list["runs"].as_array().unwrap().len(), 2);

@@ -282,6 +282,25 @@ impl Registry {
 
     /// Record a run's end: write its result document first (off the runtime thread), then mark it.
     async fn finish(&self, id: &str, mut outcome: Outcome) {
+        // A /v1 run's `slo`, evaluated on its result (checked when the run was accepted).
+        let slo = {
+            let runs = self.runs.lock().expect("runs lock");
+            runs.iter()
+                .find(|r| r.id == id)
+                .and_then(|r| Some((r.kind, r.config.get("slo")?.as_str()?.to_string())))
+        };
+        if let (Some((kind, text)), Some(doc)) = (slo, outcome.result.as_mut())
+            && let Ok(conditions) = kbench_bench::slo::parse(&text, kind)
+        {
+            let checks = kbench_bench::slo::evaluate(&conditions, doc);
+            let passed = checks.iter().all(|c| c.passed);
+            if let Some(map) = doc.as_object_mut() {
+                map.insert(
+                    "slo".into(),
+                    serde_json::json!({"passed": passed, "checks": checks}),
+                );
+            }
+        }
         if let Some(doc) = &outcome.result {
             let path = self.results_dir.join(format!("{id}.json"));
             let doc = doc.clone();

@@ -260,6 +260,17 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
             ));
         }
     };
+    // A CI gate, checked against the workload's figures before anything starts.
+    let slo = match obj.remove("slo") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => {
+            if matches!(kind.as_str(), "e2e" | "produce") {
+                kbench_bench::slo::parse(&text, &kind).map_err(|e| ApiError::field("slo", e))?;
+            }
+            Some(text)
+        }
+        Some(_) => return Err(ApiError::field("slo", "must be a string of conditions")),
+    };
     // Connection and security properties, by the CLI's names: {"security.protocol": "SSL", …}.
     let client = match obj.remove("properties") {
         None | Some(Value::Null) => None,
@@ -272,6 +283,9 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         }
     };
     let mut config = raw.clone();
+    if let Some(text) = &slo {
+        config["slo"] = json!(text);
+    }
     if let Some(props) = body_properties(&body) {
         // Stored and answered with secret values masked.
         config["properties"] = Value::Object(
