@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::e2e::live::{E2eLive, add};
+use crate::e2e::live::{E2eLive, add, get};
 use crate::e2e::phases::{
     CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, InFlight, Pacer,
     RECORD_ID_LEN, Seen, missing, record_id,
@@ -311,7 +311,13 @@ async fn consume(
                 Err(e) => live.error(format!("heartbeat: {e}"), 0),
             }
         }
-        let asked: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+        let mut asked: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+        // Each Fetch starts from the next partition (KIP-74), as in `consume`: a broker serving
+        // partitions in request order would otherwise starve the last ones.
+        if !asked.is_empty() {
+            let n = (get(&live.fetches) as usize) % asked.len();
+            asked.rotate_left(n);
+        }
         if asked.is_empty() {
             // Nothing assigned (another member has every partition): wait for a rebalance.
             tokio::select! {
