@@ -248,8 +248,10 @@ fn e2e_reports_publish_delay_and_a_slipped_schedule() {
         let json = dir.path().join(format!("{name}.json"));
         let pid = broker.pid() as i32;
         let pauser = pause.then(|| {
+            // Well after the consumer joined (startup is well under a second here), well before
+            // the 8 s load ends.
             std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(2500));
+                std::thread::sleep(Duration::from_millis(3000));
                 unsafe { libc::kill(pid, libc::SIGSTOP) };
                 std::thread::sleep(Duration::from_millis(1500));
                 unsafe { libc::kill(pid, libc::SIGCONT) };
@@ -258,7 +260,7 @@ fn e2e_reports_publish_delay_and_a_slipped_schedule() {
         Cmd::on("e2e", &broker)
             .args(&[
                 "--duration",
-                "5s",
+                "8s",
                 "--batch-interval",
                 "50ms",
                 "--messages-per-batch",
