@@ -17,7 +17,6 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use kbench_client::{ClusterConfig, ConsumerSettings, ProducerSettings, TopicLayout};
-use kbench_wire::ApiKey;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio_util::sync::CancellationToken;
@@ -480,19 +479,9 @@ pub async fn run_omb(
     spec.validate()?;
     let w = &spec.workload;
     let admin = crate::produce::job::connect_bounded(cluster.clone(), &cancel).await?;
-    let mut needed = vec![ApiKey::Metadata, ApiKey::Produce, ApiKey::CreateTopics];
+    let mut needed = ProduceSpec::APIS.to_vec();
     if spec.consumers() > 0 {
-        needed.extend([
-            ApiKey::Fetch,
-            ApiKey::ListOffsets,
-            ApiKey::FindCoordinator,
-            ApiKey::JoinGroup,
-            ApiKey::SyncGroup,
-            ApiKey::Heartbeat,
-            ApiKey::OffsetFetch,
-            ApiKey::OffsetCommit,
-            ApiKey::LeaveGroup,
-        ]);
+        needed.extend_from_slice(ConsumeSpec::APIS);
     }
     admin.check_versions(&needed)?;
     let mut layouts: Vec<TopicLayout> = Vec::new();
@@ -764,24 +753,12 @@ pub async fn run_omb(
     }
     // The measured phase begins: warm-up figures are left behind.
     let epoch = Instant::now();
-    {
-        if !spec.warmup.is_zero() {
-            on_period(&shared.period(epoch));
-        }
-        let mut t = shared.tally.lock().expect("tally lock");
-        t.measuring = true;
-        t.period_start = epoch;
-        t.p_latency.reset();
-        t.p_delay.reset();
-        t.p_e2e.reset();
-        (
-            t.p_acked,
-            t.p_failed,
-            t.p_pub_bytes,
-            t.p_consumed,
-            t.p_con_bytes,
-        ) = (0, 0, 0, 0, 0);
+    // The warm-up's last period is cut (and shown, if there was a warm-up).
+    let last_warmup = shared.period(epoch);
+    if !spec.warmup.is_zero() {
+        on_period(&last_warmup);
     }
+    shared.tally.lock().expect("tally lock").measuring = true;
     tick.reset();
     // Backlog mode (OMB's): consumers stop while the backlog builds to consumerBacklogSizeGB, then
     // resume; draining is done when the backlog is down to (1 − backlogDrainRatio) of its size

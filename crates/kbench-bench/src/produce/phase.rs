@@ -335,6 +335,33 @@ fn earliest_due(
     None
 }
 
+/// Close every open batch whose `linger.ms` has passed at `now`: whether any closed, or `None` when
+/// the run was cancelled, or `deadline` passed, while a batch waited for a slot.
+async fn close_lingered(
+    now: Instant,
+    lingering: &mut std::collections::VecDeque<Lingering>,
+    opens: &mut [OpenBatch],
+    sender: &mut Sender,
+    keyed: bool,
+    cancel: &CancellationToken,
+    deadline: Option<Instant>,
+) -> Option<bool> {
+    let mut closed = false;
+    while let Some(due) = earliest_due(lingering, opens)
+        && now >= due
+    {
+        let l = lingering.pop_front().expect("an entry was just seen");
+        if !sender
+            .close(keyed.then_some(l.idx), &mut opens[l.idx], cancel, deadline)
+            .await
+        {
+            return None;
+        }
+        closed = true;
+    }
+    Some(closed)
+}
+
 /// Each record's key and the open batch it goes into: unkeyed, the one open batch (it closes to
 /// the next partition, round-robin); keyed, the batch of the partition murmur2 of the key picks.
 struct KeyChooser {
@@ -812,16 +839,19 @@ pub async fn run_produce_until(
             if deadline.is_some_and(|d| now >= d) {
                 break 'records;
             }
-            while let Some(due) = earliest_due(&mut lingering, &opens)
-                && now >= due
+            if close_lingered(
+                now,
+                &mut lingering,
+                &mut opens,
+                &mut sender,
+                keyed,
+                &cancel,
+                deadline,
+            )
+            .await
+            .is_none()
             {
-                let l = lingering.pop_front().expect("an entry was just seen");
-                if !sender
-                    .close(keyed.then_some(l.idx), &mut opens[l.idx], &cancel, deadline)
-                    .await
-                {
-                    break 'records;
-                }
+                break 'records;
             }
         }
         let key = keys.choose(&mut rng);
@@ -832,19 +862,19 @@ pub async fn run_produce_until(
             None => &values[rng.random_range(0..values.len())],
         };
         // Batches past their linger.ms close, and so does this record's batch when it is full.
-        let mut closed = false;
-        while let Some(due) = earliest_due(&mut lingering, &opens)
-            && now >= due
-        {
-            let l = lingering.pop_front().expect("an entry was just seen");
-            if !sender
-                .close(keyed.then_some(l.idx), &mut opens[l.idx], &cancel, deadline)
-                .await
-            {
-                break 'records;
-            }
-            closed = true;
-        }
+        let Some(mut closed) = close_lingered(
+            now,
+            &mut lingering,
+            &mut opens,
+            &mut sender,
+            keyed,
+            &cancel,
+            deadline,
+        )
+        .await
+        else {
+            break 'records;
+        };
         let open = &mut opens[idx];
         let full = !open.builder.is_empty()
             && (open.builder.uncompressed_len() + value.len() + 16 > spec.batch_size

@@ -471,22 +471,7 @@ async fn fill(
     cluster: kbench_client::ClusterConfig,
     embedded: bool,
 ) -> Result<(), u8> {
-    let mut spec = ProduceSpec {
-        topic: plan.spec.topic.clone(),
-        num_records: plan.spec.messages,
-        partitions: args.partitions.unwrap_or(1),
-        compression: args.compression.unwrap_or(Compression::None),
-        reporting_interval: Duration::from_secs(3600),
-        ..ProduceSpec::default()
-    };
-    spec.producer.acks = kbench_client::Acks::Leader;
-    if let Some(size) = args.record_size {
-        spec.payload = kbench_bench::Payload::Random { size };
-    }
-    if let Err(e) = spec.validate() {
-        eprintln!("kbench: error: {}", spec_error(&e));
-        return Err(EXIT_USAGE);
-    }
+    let spec = producer_spec(args, plan, |s| s.num_records = plan.spec.messages)?;
     eprintln!(
         "kbench: filling topic {} with {} records of {} (unmeasured)",
         spec.topic,
@@ -525,6 +510,32 @@ async fn fill(
     }
 }
 
+/// The spec of a producer this command runs (the fill, the load beside a drain): the topic, the
+/// fill flags, acks=1, no progress lines; `adjust` sets the rest; checked.
+fn producer_spec(
+    args: &ConsumeArgs,
+    plan: &Plan,
+    adjust: impl FnOnce(&mut ProduceSpec),
+) -> Result<ProduceSpec, u8> {
+    let mut spec = ProduceSpec {
+        topic: plan.spec.topic.clone(),
+        partitions: args.partitions.unwrap_or(1),
+        compression: args.compression.unwrap_or(Compression::None),
+        reporting_interval: Duration::from_secs(3600),
+        ..ProduceSpec::default()
+    };
+    spec.producer.acks = kbench_client::Acks::Leader;
+    if let Some(size) = args.record_size {
+        spec.payload = kbench_bench::Payload::Random { size };
+    }
+    adjust(&mut spec);
+    if let Err(e) = spec.validate() {
+        eprintln!("kbench: error: {}", spec_error(&e));
+        return Err(EXIT_USAGE);
+    }
+    Ok(spec)
+}
+
 /// The producer beside a backlog drain: `rate` records/s to the topic until `finish`, on its own
 /// connections, with the run's record size and compression.
 async fn load_beside(
@@ -535,22 +546,10 @@ async fn load_beside(
     cancel: &CancellationToken,
     finish: &CancellationToken,
 ) -> Result<tokio::task::JoinHandle<kbench_bench::ProduceRun>, u8> {
-    let mut spec = ProduceSpec {
-        topic: plan.spec.topic.clone(),
-        num_records: u64::MAX,
-        throughput: Some(rate),
-        compression: args.compression.unwrap_or(Compression::None),
-        reporting_interval: Duration::from_secs(3600),
-        ..ProduceSpec::default()
-    };
-    spec.producer.acks = kbench_client::Acks::Leader;
-    if let Some(size) = args.record_size {
-        spec.payload = kbench_bench::Payload::Random { size };
-    }
-    if let Err(e) = spec.validate() {
-        eprintln!("kbench: error: {}", spec_error(&e));
-        return Err(EXIT_USAGE);
-    }
+    let spec = producer_spec(args, plan, |s| {
+        s.num_records = u64::MAX;
+        s.throughput = Some(rate);
+    })?;
     let connected = async {
         let c = kbench_client::Cluster::connect(cluster).await?;
         let (_, layout) = c.metadata(&spec.topic).await?;
