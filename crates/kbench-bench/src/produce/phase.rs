@@ -861,20 +861,25 @@ pub async fn run_produce_until(
             None if values.len() == 1 => &values[0],
             None => &values[rng.random_range(0..values.len())],
         };
-        // Batches past their linger.ms close, and so does this record's batch when it is full.
-        let Some(mut closed) = close_lingered(
-            now,
-            &mut lingering,
-            &mut opens,
-            &mut sender,
-            keyed,
-            &cancel,
-            deadline,
-        )
-        .await
-        else {
-            break 'records;
-        };
+        // Batches past their linger.ms close, and so does this record's batch when it is full
+        // (the check is inline: no future is made per record unless a batch is due).
+        let mut closed = false;
+        if earliest_due(&mut lingering, &opens).is_some_and(|due| now >= due) {
+            match close_lingered(
+                now,
+                &mut lingering,
+                &mut opens,
+                &mut sender,
+                keyed,
+                &cancel,
+                deadline,
+            )
+            .await
+            {
+                Some(c) => closed = c,
+                None => break 'records,
+            }
+        }
         let open = &mut opens[idx];
         let full = !open.builder.is_empty()
             && (open.builder.uncompressed_len() + value.len() + 16 > spec.batch_size
