@@ -22,6 +22,38 @@ fn omb_file(name: &str) -> String {
         .to_string()
 }
 
+/// What one `kbench omb` run left: its output, OMB's result JSON and kbench's document.
+struct OmbRun {
+    stdout: String,
+    stderr: String,
+    omb: serde_json::Value,
+    doc: serde_json::Value,
+}
+
+/// `kbench omb WORKLOAD --driver kafka-test-driver.yaml FLAGS… -o … --json …` against `broker`,
+/// required to exit 0.
+fn run_omb(broker: &TestBroker, workload: &str, flags: &[&str], dir: &TempDir) -> OmbRun {
+    let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
+    let out = Cmd::on("omb", broker)
+        .arg(workload)
+        .args(&["--driver", &omb_file("kafka-test-driver.yaml")])
+        .args(flags)
+        .args(&["-o", &omb_path, "--json", &json])
+        .run(LIMIT);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{:?} {workload}: {stdout}\n{stderr}",
+        broker.kind
+    );
+    OmbRun {
+        stdout,
+        stderr,
+        omb: serde_json::from_str(&std::fs::read_to_string(&omb_path).unwrap()).unwrap(),
+        doc: result_json(std::path::Path::new(&json)),
+    }
+}
+
 /// Every field of OMB's `TestResult`.
 const OMB_FIELDS: &[&str] = &[
     "workload",
@@ -73,21 +105,17 @@ fn an_omb_workload_runs_end_to_end_on_both_brokers() {
     for kind in BROKERS {
         let broker = TestBroker::of(kind);
         let dir = TempDir::new("omb-1");
-        let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
-        let out = Cmd::on("omb", &broker)
-            .arg(omb_file("1-topic-4-partitions-100b.yaml"))
-            .args(&["--driver", &omb_file("kafka-test-driver.yaml")])
-            .args(&[
-                "--reporting-interval",
-                "2s",
-                "-o",
-                &omb_path,
-                "--json",
-                &json,
-            ])
-            .run(LIMIT);
-        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-        assert!(out.status.success(), "{kind:?}: {stdout}\n{stderr}");
+        let OmbRun {
+            stdout,
+            stderr,
+            omb,
+            doc,
+        } = run_omb(
+            &broker,
+            &omb_file("1-topic-4-partitions-100b.yaml"),
+            &["--reporting-interval", "2s"],
+            &dir,
+        );
         assert!(
             stderr.contains("not applied: producerConfig max.block.ms")
                 && stderr.contains("not applied: topicConfig min.insync.replicas=1"),
@@ -101,10 +129,7 @@ fn an_omb_workload_runs_end_to_end_on_both_brokers() {
             stdout.lines().any(|l| l.starts_with("Pub rate ")),
             "{stdout}"
         );
-        let omb: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&omb_path).unwrap()).unwrap();
         check_omb_fields(&omb);
-        let doc = result_json(std::path::Path::new(&json));
         assert_eq!(doc["kind"], "omb");
         assert_eq!(doc["records_failed"], 0, "{kind:?}");
         let acked = doc["records_acked"].as_u64().unwrap();
@@ -174,22 +199,13 @@ fn an_omb_workload_runs_end_to_end_on_both_brokers() {
 fn several_topics_producers_and_subscriptions() {
     let broker = TestBroker::start();
     let dir = TempDir::new("omb-2");
-    let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
-    let out = Cmd::on("omb", &broker)
-        .arg(omb_file("2-topics-keyed-2-subscriptions.yaml"))
-        .args(&["--driver", &omb_file("kafka-test-driver.yaml")])
-        .args(&[
-            "--reporting-interval",
-            "2s",
-            "-o",
-            &omb_path,
-            "--json",
-            &json,
-        ])
-        .run(LIMIT);
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let doc = result_json(std::path::Path::new(&json));
+    let doc = run_omb(
+        &broker,
+        &omb_file("2-topics-keyed-2-subscriptions.yaml"),
+        &["--reporting-interval", "2s"],
+        &dir,
+    )
+    .doc;
     let acked = doc["records_acked"].as_u64().unwrap();
     assert!(
         (20_000..=24_200).contains(&acked),
@@ -238,16 +254,8 @@ fn producer_rate_zero_searches_first() {
         "name: max rate\ntopics: 1\npartitionsPerTopic: 2\nmessageSize: 100\nsubscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nproducersPerTopic: 1\nproducerRate: 0\ntestDurationMinutes: 0.05\nwarmupDurationMinutes: 0\n",
     )
     .unwrap();
-    let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
-    let out = Cmd::on("omb", &broker)
-        .arg(&workload)
-        .args(&["--driver", &omb_file("kafka-test-driver.yaml")])
-        .args(&["--step-duration", "1s", "-o", &omb_path, "--json", &json])
-        .run(LIMIT);
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let OmbRun { stderr, doc, .. } = run_omb(&broker, &workload, &["--step-duration", "1s"], &dir);
     assert!(stderr.contains("producerRate 0: running at"), "{stderr}");
-    let doc = result_json(std::path::Path::new(&json));
     let chosen = doc["max_rate"]["chosen"].as_f64().unwrap();
     assert!(chosen >= 10_000.0, "{chosen}");
     assert_eq!(doc["target_records_per_sec"].as_f64().unwrap(), chosen);
@@ -336,21 +344,12 @@ fn bad_workload_and_driver_files_are_named() {
 fn a_backlog_is_built_then_drained() {
     let broker = TestBroker::start();
     let dir = TempDir::new("omb-backlog");
-    let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
-    let out = Cmd::on("omb", &broker)
-        .arg(omb_file("backlog-1kb.yaml"))
-        .args(&["--driver", &omb_file("kafka-test-driver.yaml")])
-        .args(&[
-            "--reporting-interval",
-            "1s",
-            "-o",
-            &omb_path,
-            "--json",
-            &json,
-        ])
-        .run(LIMIT);
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let OmbRun { stderr, doc, .. } = run_omb(
+        &broker,
+        &omb_file("backlog-1kb.yaml"),
+        &["--reporting-interval", "1s"],
+        &dir,
+    );
     assert!(
         stderr.contains("--- Completed backlog build in"),
         "{stderr}"
@@ -359,7 +358,6 @@ fn a_backlog_is_built_then_drained() {
         stderr.contains("--- Completed backlog draining in"),
         "{stderr}"
     );
-    let doc = result_json(std::path::Path::new(&json));
     let b = &doc["backlog"];
     assert_eq!(b["requested_bytes"], 10_737_418);
     // 10 MiB of 1 KiB records at 5000 records/s: about 2 s to build.

@@ -124,14 +124,10 @@ pub fn produce(
     codec: &str,
     records: impl IntoIterator<Item = (i32, Vec<u8>, Vec<u8>)>,
 ) -> (u64, u64) {
-    let producer: BaseProducer<Deliveries> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("compression.codec", codec)
-        .set("linger.ms", "5")
-        .set("acks", "all")
-        .set("client.id", "librdkafka-peer")
-        .create_with_context(Deliveries::default())
-        .expect("librdkafka producer");
+    let producer = producer(
+        bootstrap,
+        &[("compression.codec", codec), ("linger.ms", "5")],
+    );
     for (partition, key, value) in records {
         let mut record = BaseRecord::to(topic)
             .partition(partition)
@@ -149,6 +145,25 @@ pub fn produce(
         }
         producer.poll(Duration::ZERO);
     }
+    flushed(&producer)
+}
+
+/// A librdkafka producer with acks=all counting its delivery reports, and `properties` besides.
+fn producer(bootstrap: &str, properties: &[(&str, &str)]) -> BaseProducer<Deliveries> {
+    let mut config = ClientConfig::new();
+    for (k, v) in properties {
+        config.set(*k, *v);
+    }
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .set("client.id", "librdkafka-peer")
+        .create_with_context(Deliveries::default())
+        .expect("librdkafka producer")
+}
+
+/// Flush, then (delivered, failed) once every delivery report is in.
+fn flushed(producer: &BaseProducer<Deliveries>) -> (u64, u64) {
     producer
         .flush(Duration::from_secs(60))
         .expect("librdkafka flush");
@@ -163,13 +178,7 @@ pub fn produce(
 /// librdkafka's `murmur2_random` partitioner (the Java client's default for keyed records); returns
 /// (delivered, failed).
 pub fn produce_keyed(bootstrap: &str, topic: &str, keys: &[Vec<u8>]) -> (u64, u64) {
-    let producer: BaseProducer<Deliveries> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("partitioner", "murmur2_random")
-        .set("acks", "all")
-        .set("client.id", "librdkafka-peer")
-        .create_with_context(Deliveries::default())
-        .expect("librdkafka producer");
+    let producer = producer(bootstrap, &[("partitioner", "murmur2_random")]);
     for key in keys {
         let record: BaseRecord<'_, Vec<u8>, [u8]> = BaseRecord::to(topic).key(key).payload(&[]);
         if let Err((e, _)) = producer.send(record) {
@@ -177,12 +186,5 @@ pub fn produce_keyed(bootstrap: &str, topic: &str, keys: &[Vec<u8>]) -> (u64, u6
         }
         producer.poll(Duration::ZERO);
     }
-    producer
-        .flush(Duration::from_secs(60))
-        .expect("librdkafka flush");
-    let c = producer.context();
-    (
-        c.delivered.load(Ordering::Relaxed),
-        c.failed.load(Ordering::Relaxed),
-    )
+    flushed(&producer)
 }
