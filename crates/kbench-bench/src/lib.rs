@@ -6,9 +6,11 @@
 //! accounted for (sent = acked + failed).
 
 pub mod broker_metrics;
+pub mod clock;
 pub mod codec;
 pub mod compare;
 pub mod consume;
+pub mod distributed;
 pub mod e2e;
 pub mod error;
 pub mod iso8601;

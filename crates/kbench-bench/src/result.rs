@@ -269,6 +269,9 @@ pub struct E2eResultDocument {
     pub rest_proxy: Option<RestSummary>,
     pub errors: BTreeMap<String, u64>,
     pub aborted: Option<String>,
+    /// A distributed run's consumer: what it read of each producer agent's records.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<crate::e2e::SegmentFigures>,
 }
 
 impl E2eResultDocument {
@@ -340,6 +343,7 @@ impl E2eResultDocument {
             }),
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
+            segments: run.segments.clone(),
         }
     }
 }

@@ -14,9 +14,9 @@ use serde::Deserialize;
 use crate::spec::{MAX_DURATION, parse_duration};
 
 /// One phase: `duration` long, the rate moving linearly from `from` to `to` records/s.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Phase {
-    #[serde(serialize_with = "secs")]
+    #[serde(serialize_with = "secs", deserialize_with = "from_secs")]
     pub duration: Duration,
     pub from: f64,
     pub to: f64,
@@ -26,8 +26,13 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
+fn from_secs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = f64::deserialize(d)?;
+    Duration::try_from_secs_f64(s).map_err(serde::de::Error::custom)
+}
+
 /// A rate over time.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoadShape {
     pub phases: Vec<Phase>,
 }
@@ -68,6 +73,21 @@ impl LoadShape {
             return Err("the phases send no record (every rate is 0)".into());
         }
         Ok(())
+    }
+
+    /// The same shape at `factor` times the rate (an agent's share of a distributed run).
+    pub fn scaled(&self, factor: f64) -> LoadShape {
+        LoadShape {
+            phases: self
+                .phases
+                .iter()
+                .map(|p| Phase {
+                    from: p.from * factor,
+                    to: p.to * factor,
+                    ..*p
+                })
+                .collect(),
+        }
     }
 
     /// How long the shape lasts.

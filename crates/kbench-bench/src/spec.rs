@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::error::SpecError;
 
 /// An inclusive range drawn from uniformly.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Span<T> {
     pub min: T,
     pub max: T,
@@ -45,7 +45,7 @@ pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 /// What a run may use: the largest record, and the memory its buffers may hold at once. Checked by
 /// every spec's `validate()`, so that the CLI, `/v1`, `/pub-sub-demo` (and workload files and agents
 /// later) refuse the same runs.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     pub max_record_bytes: usize,
     pub memory_budget_bytes: u64,

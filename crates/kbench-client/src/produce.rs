@@ -11,7 +11,7 @@ use crate::cluster::{Cluster, TopicLayout};
 use crate::error::ClientError;
 
 /// Kafka's `acks`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Acks {
     /// acks=0: no response; a request counts as delivered once written.
     None,
@@ -55,7 +55,7 @@ impl std::str::FromStr for Acks {
 
 /// Delivery settings for produce requests. The default is Kafka's producer's (see
 /// [`ProducerSettings`](crate::ProducerSettings)).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProducerConfig {
     pub acks: Acks,
     /// The broker-side timeout carried in the request (`request.timeout.ms`).

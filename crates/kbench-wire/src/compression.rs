@@ -8,7 +8,9 @@ use std::str::FromStr;
 use bytes::{BufMut, BytesMut};
 
 /// A compression codec, with its id in the batch attributes (bits 0–2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Compression {
     None = 0,
     Gzip = 1,

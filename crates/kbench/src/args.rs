@@ -12,6 +12,8 @@ use kbench_wire::Compression;
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_INTERRUPTED: u8 = 130;
+/// A distributed run that lost an agent: its result is written, marked degraded.
+pub const EXIT_DEGRADED: u8 = 4;
 
 /// The command-line flag for a spec field: `payload_size` → `--payload-size` (each of a list of
 /// fields, `a, b` → `--a, --b`).
@@ -350,6 +352,16 @@ impl ConnectionArgs {
             is_connection_property,
         )
         .map(|(s, _)| s)
+    }
+
+    /// The properties as given (files first, then `-X`), checked: what an agent is sent.
+    pub fn pairs(&self) -> Result<Vec<(String, String)>, String> {
+        client_settings(
+            &self.command_config,
+            &[("-X", &self.property)],
+            is_connection_property,
+        )
+        .map(|(_, given)| given)
     }
 
     /// The arguments as a log line may show them: secret values masked.

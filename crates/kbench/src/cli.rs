@@ -48,6 +48,8 @@ pub enum Command {
     E2e(Box<E2eArgs>),
     /// The HTTP control API: POST /pub-sub-demo (seed-compatible) and /v1/runs.
     Serve(Box<ServeArgs>),
+    /// A load-generating agent of distributed runs (--agents): the serve machinery plus /agent/v1.
+    Agent(Box<ServeArgs>),
     /// Compare two sets of results (files or folders): ratio, 95 % CI and verdict per cell and metric.
     Compare(CompareArgs),
 }

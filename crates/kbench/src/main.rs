@@ -5,6 +5,7 @@
 mod args;
 mod cli;
 mod cmd;
+mod coordinator;
 #[cfg(test)]
 mod defaults_agree;
 mod embedded;
@@ -80,7 +81,8 @@ fn main() -> ExitCode {
             Command::Sweep(args) => cmd::sweep::run(*args).await,
             Command::Suite(args) => cmd::suite::run(args).await,
             Command::E2e(args) => cmd::e2e::run(*args).await,
-            Command::Serve(args) => serve::run(*args).await,
+            Command::Serve(args) => serve::run(*args, false).await,
+            Command::Agent(args) => serve::run(*args, true).await,
         }
     });
     ExitCode::from(code)

@@ -59,6 +59,8 @@ pub struct E2eLive {
     pub rest_records_per_get: Mutex<Histogram<u64>>,
     pub rest_empty_gets: AtomicU64,
     pub errors: Mutex<BTreeMap<String, u64>>,
+    /// A distributed run's consumer: this run's records read, per agent's producers.
+    pub segments: Mutex<Segments>,
     phase: Mutex<&'static str>,
     pub(crate) started: Mutex<Option<Instant>>,
 }
@@ -95,9 +97,85 @@ impl Default for E2eLive {
             rest_records_per_get: Mutex::new(latency_histogram()),
             rest_empty_gets: AtomicU64::new(0),
             errors: Mutex::new(BTreeMap::new()),
+            segments: Mutex::new(Segments::default()),
             phase: Mutex::new("starting"),
             started: Mutex::new(None),
         }
+    }
+}
+
+/// The producers of a distributed run as its consumer counts them: each agent's range of producer
+/// ids, the run's records read from them (once each), and — told after the producers ended — how
+/// many each agent's producers had acknowledged (`None` for an agent lost mid-run).
+#[derive(Debug, Default)]
+pub struct Segments {
+    ranges: Vec<std::ops::Range<u32>>,
+    read: Vec<u64>,
+    acked: Option<Vec<Option<u64>>>,
+}
+
+/// One agent's producers, as the consumer of a distributed run counted them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SegmentFigures {
+    pub first_producer: u32,
+    pub producers: u32,
+    /// Distinct records of the run read from these producers (re-read late ones included).
+    pub records_read: u64,
+    /// What these producers acknowledged, as the coordinator told the consumer.
+    pub records_acked: Option<u64>,
+}
+
+impl Segments {
+    /// Segments for these producer ranges, nothing read yet.
+    pub fn new(ranges: Vec<std::ops::Range<u32>>) -> Segments {
+        Segments {
+            read: vec![0; ranges.len()],
+            ranges,
+            acked: None,
+        }
+    }
+
+    /// A record of producer `p` read for the first time.
+    pub(crate) fn count(&mut self, p: u32) {
+        if let Some(i) = self.ranges.iter().position(|r| r.contains(&p)) {
+            self.read[i] += 1;
+        }
+    }
+
+    /// The producers' acknowledged counts, per segment; from now on the drain waits for them.
+    pub fn set_acked(&mut self, acked: Vec<Option<u64>>) {
+        self.acked = Some(acked);
+    }
+
+    /// Acknowledged records not read yet (over the segments whose counts are known), and records
+    /// read beyond what was acknowledged; `None` before the counts were told.
+    pub(crate) fn missing_and_extra(&self) -> Option<(u64, u64)> {
+        let acked = self.acked.as_ref()?;
+        let mut missing = 0u64;
+        let mut extra = 0u64;
+        for (read, acked) in self.read.iter().zip(acked) {
+            if let Some(a) = acked {
+                missing += a.saturating_sub(*read);
+                extra += read.saturating_sub(*a);
+            }
+        }
+        Some((missing, extra))
+    }
+
+    pub fn figures(&self) -> Vec<SegmentFigures> {
+        self.ranges
+            .iter()
+            .enumerate()
+            .map(|(i, r)| SegmentFigures {
+                first_producer: r.start,
+                producers: r.end - r.start,
+                records_read: self.read[i],
+                records_acked: self
+                    .acked
+                    .as_ref()
+                    .and_then(|a| a.get(i).copied().flatten()),
+            })
+            .collect()
     }
 }
 
@@ -243,6 +321,8 @@ pub struct E2eRun {
     pub consumer_processing: Histogram<u64>,
     /// The REST Proxy driver's own figures (None for the native driver).
     pub rest: Option<RestFigures>,
+    /// A distributed run's consumer: its counts per agent's producers (empty otherwise).
+    pub segments: Vec<SegmentFigures>,
     /// Which clock whole trip was measured on.
     pub clock: &'static str,
     pub group_id: String,

@@ -27,10 +27,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::BenchError;
 pub use crate::spec::Span;
-pub use live::{E2eLive, E2eRun, E2eSnapshot, RestFigures};
+pub use live::{E2eLive, E2eRun, E2eSnapshot, RestFigures, SegmentFigures, Segments};
 pub use native::SENT_HEADER;
 pub use phases::RECORD_ID_LEN;
-pub use spec::{CommitMode, E2eMode, E2eSpec, RestApi, RestSpec, clock_for};
+pub use spec::{CommitMode, E2eMode, E2eSpec, ProducerSegment, RestApi, RestSpec, clock_for};
 
 /// Run the e2e workload until `stop` is cancelled or `spec.duration` passes, then drain. `cluster`
 /// is where the native driver connects (each producer and the consumer on connections of their own);

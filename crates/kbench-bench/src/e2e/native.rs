@@ -30,6 +30,9 @@ use crate::error::BenchError;
 
 /// The header that carries a record's send time (8 bytes, big-endian µs since the run's epoch).
 pub const SENT_HEADER: &[u8] = b"kbench-sent-us";
+/// The header that carries a distributed run's record's send time (8 bytes, big-endian µs since
+/// the Unix epoch on the producer agent's clock, [`crate::clock::wall_us`]).
+pub const SENT_WALL_HEADER: &[u8] = b"kbench-sent-wall-us";
 
 /// The native driver, connected and with its topic ensured.
 pub(crate) struct Native {
@@ -55,7 +58,9 @@ impl Native {
             },
             clusters: Vec::new(),
             epoch: Instant::now(),
-            run_tag: SmallRng::seed_from_u64(spec.seed ^ now_ms() as u64).random(),
+            run_tag: spec
+                .run_tag
+                .unwrap_or_else(|| SmallRng::seed_from_u64(spec.seed ^ now_ms() as u64).random()),
         };
         let admin = native.connect(cluster.client_id.clone()).await?;
         native.layout = admin
@@ -154,11 +159,17 @@ impl Driver for Native {
             connected[idx] = Some(c);
             done += 1;
         }
+        // A distributed segment: every agent's producers start at the one instant chosen ahead.
+        if let Some(at) = self.spec.start_at_us
+            && !crate::clock::sleep_until_wall(at, run_stop).await
+        {
+            return Ok(());
+        }
         for (idx, c) in connected.into_iter().enumerate() {
             let Some(c) = c else { continue };
             producers.spawn(produce(
                 self.spec.clone(),
-                idx as u32,
+                self.spec.producer_base + idx as u32,
                 c,
                 self.layout.clone(),
                 live.clone(),
@@ -203,11 +214,22 @@ async fn produce(
     let mut key = [0u8; RECORD_ID_LEN];
     key[0..4].copy_from_slice(&run_tag.to_be_bytes());
     key[4..8].copy_from_slice(&idx.to_be_bytes());
+    // A distributed run's consumer is in another process, on another clock: the send time goes
+    // as wall-clock µs, which the consumer corrects by the clocks' estimated offset.
+    let (sent_key, wall) = if spec.run_tag.is_some() {
+        (SENT_WALL_HEADER, true)
+    } else {
+        (SENT_HEADER, false)
+    };
     while let Some((permit, count)) = pacer.next_batch(&stop).await {
-        let sent_us = epoch.elapsed().as_micros() as u64;
+        let sent_us = if wall {
+            crate::clock::wall_us()
+        } else {
+            epoch.elapsed().as_micros() as u64
+        };
         let sent = sent_us.to_be_bytes();
         let header = [RecordHeader {
-            key: SENT_HEADER,
+            key: sent_key,
             value: Some(&sent),
         }];
         builder.start_now();
@@ -298,7 +320,25 @@ async fn consume(
     let mut last_heartbeat = Instant::now();
     let mut async_commits: JoinSet<()> = JoinSet::new();
     let wait_ms = spec.consume_wait.as_millis().min(i32::MAX as u128) as i32;
-    let wall_clock = spec.mode == E2eMode::Consumer;
+    // Consumer only: without a run tag every kbench record counts, timed from its CreateTime (ms);
+    // a distributed run's consumer counts its run's records, timed from their wall-clock send
+    // header, corrected per producer agent.
+    let peers = spec.peers_consumer();
+    let wall_clock = spec.mode == E2eMode::Consumer && !peers;
+    let clock_ahead = |producer: u32| -> i64 {
+        spec.producer_segments
+            .iter()
+            .find(|s| (s.first_producer..s.first_producer + s.producers).contains(&producer))
+            .map_or(0, |s| s.clock_ahead_us)
+    };
+    if peers {
+        *live.segments.lock().expect("segments lock") = crate::e2e::Segments::new(
+            spec.producer_segments
+                .iter()
+                .map(|s| s.first_producer..s.first_producer + s.producers)
+                .collect(),
+        );
+    }
     while !stop.is_cancelled() {
         if last_heartbeat.elapsed() >= spec.heartbeat_interval {
             last_heartbeat = Instant::now();
@@ -343,6 +383,8 @@ async fn consume(
         let in_hand = Instant::now();
         let received_us = in_hand.duration_since(epoch).as_micros() as u64;
         let received_wall_ms = now_ms();
+        let received_wall_us = crate::clock::wall_us();
+        let mut firsts: Vec<u32> = Vec::new();
         let mut got = 0u64;
         let mut trips: Vec<u64> = Vec::new();
         for (partition, data) in &fetched {
@@ -368,10 +410,25 @@ async fn consume(
                             add(&live.duplicates, 1);
                             return;
                         }
+                        if peers {
+                            firsts.push(producer);
+                        }
                         if !spec.gather_latencies {
                             return;
                         }
-                        if wall_clock {
+                        if peers {
+                            if let Some(sent) = record
+                                .headers()
+                                .find(|(k, _)| *k == SENT_WALL_HEADER)
+                                .and_then(|(_, v)| v)
+                                .and_then(|v| <[u8; 8]>::try_from(v).ok())
+                            {
+                                let trip = received_wall_us as i64
+                                    - u64::from_be_bytes(sent) as i64
+                                    + clock_ahead(producer);
+                                trips.push(trip.max(1) as u64);
+                            }
+                        } else if wall_clock {
                             let trip_ms = received_wall_ms.saturating_sub(record.timestamp);
                             trips.push((trip_ms.max(0) as u64) * 1000);
                         } else if let Some(sent) = record
@@ -391,6 +448,12 @@ async fn consume(
             }
             if next > position {
                 positions.insert(*partition, next);
+            }
+        }
+        if !firsts.is_empty() {
+            let mut segments = live.segments.lock().expect("segments lock");
+            for p in firsts {
+                segments.count(p);
             }
         }
         if !trips.is_empty() {
@@ -442,7 +505,7 @@ async fn consume(
     if let Err(e) = member.leave().await {
         live.error(format!("leave group: {e}"), 0);
     }
-    if spec.mode == E2eMode::ConsumerAndProducers && missing(&live) > 0 {
+    if (spec.mode == E2eMode::ConsumerAndProducers || peers) && missing(&live) > 0 {
         tracing::info!(
             missing = missing(&live),
             "re-reading missing offsets after the drain"
@@ -594,6 +657,7 @@ impl Reread<'_> {
                     end = end.min(fetched.high_watermark);
                 }
                 let from = offset;
+                let mut late_producers: Vec<u32> = Vec::new();
                 let decoded = decoder.decode_all(&fetched.records, |header, record| {
                     offset =
                         offset.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
@@ -605,8 +669,15 @@ impl Reread<'_> {
                         && !seen.mark(tag, producer, seq)
                     {
                         add(&live.late, 1);
+                        late_producers.push(producer);
                     }
                 });
+                if !late_producers.is_empty() {
+                    let mut segments = live.segments.lock().expect("segments lock");
+                    for p in late_producers.drain(..) {
+                        segments.count(p);
+                    }
+                }
                 if let Err(e) = decoded {
                     live.error(
                         format!("re-reading {}-{partition}: {e}", self.layout.name),

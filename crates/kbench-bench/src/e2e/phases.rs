@@ -54,7 +54,13 @@ pub(crate) trait Driver {
     /// The clock whole trip is measured on, and the driver's own figures.
     fn figures(&self, live: &E2eLive) -> (&'static str, Option<RestFigures>) {
         let _ = live;
-        (clock_for(self.spec().mode), None)
+        let spec = self.spec();
+        let clock = if spec.peers_consumer() {
+            crate::e2e::spec::PEERS_CLOCK
+        } else {
+            clock_for(spec.mode)
+        };
+        (clock, None)
     }
 
     /// Close every connection; the API versions used.
@@ -349,8 +355,11 @@ pub(crate) async fn drive(
     // Drain: until every acknowledged record was consumed, or the drain time is up.
     live.set_phase("draining");
     let drain_started = Instant::now();
-    let mut drained = !spec.mode.has_producers() || !spec.mode.has_consumer();
-    if consumer.is_some() && spec.mode.has_producers() {
+    // A distributed run's consumer drains too: the agents' producers ran elsewhere, and the
+    // coordinator told it what they acknowledged before stopping it.
+    let peers = spec.peers_consumer();
+    let mut drained = !peers && (!spec.mode.has_producers() || !spec.mode.has_consumer());
+    if consumer.is_some() && (spec.mode.has_producers() || peers) {
         loop {
             if missing(live) == 0 {
                 drained = true;
@@ -405,14 +414,19 @@ pub(crate) fn conclude(
     let duplicates = get(&live.duplicates);
     let unique = consumed.saturating_sub(duplicates);
     let late = get(&live.late);
+    let segments = live.segments.lock().expect("segments lock");
     let (lost, unexpected) = if spec.mode == E2eMode::ConsumerAndProducers {
         (
             acked.saturating_sub(unique).saturating_sub(late),
             unique.saturating_sub(acked),
         )
     } else {
-        (0, 0)
+        // A distributed run's consumer, per producer agent (late records were counted into their
+        // agent's segment when re-read); otherwise nothing to compare with.
+        segments.missing_and_extra().unwrap_or_default()
     };
+    let segment_figures = segments.figures();
+    drop(segments);
     let h = |m: &Mutex<Histogram<u64>>| m.lock().expect("latency lock").clone();
     E2eRun {
         startup: phases.startup,
@@ -457,6 +471,7 @@ pub(crate) fn conclude(
         fetch_duration: h(&live.fetch_duration),
         consumer_processing: h(&live.consumer_processing),
         rest,
+        segments: segment_figures,
         clock,
         group_id: spec.group_id.clone(),
         member_id: phases.member_id,
@@ -475,8 +490,17 @@ pub(crate) struct ConsumerDone {
     pub(crate) assignment: Vec<i32>,
 }
 
-/// Acknowledged records of this run not (yet) consumed.
+/// Acknowledged records of this run not (yet) consumed. A distributed run's consumer counts per
+/// agent's producers, against what the coordinator said they acknowledged.
 pub(crate) fn missing(live: &E2eLive) -> u64 {
+    if let Some((missing, _)) = live
+        .segments
+        .lock()
+        .expect("segments lock")
+        .missing_and_extra()
+    {
+        return missing;
+    }
     let unique = get(&live.consumed).saturating_sub(get(&live.duplicates));
     get(&live.acked)
         .saturating_sub(unique)

@@ -15,7 +15,7 @@ use crate::spec::{
 };
 
 /// When the consumer commits. Either way it commits only what moved since the last commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CommitMode {
     /// After every poll that moved a position, awaited before the next poll.
     Sync,
@@ -49,7 +49,7 @@ impl std::str::FromStr for CommitMode {
 }
 
 /// Which sides of the pipe run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum E2eMode {
     ConsumerAndProducers,
@@ -154,7 +154,8 @@ pub const MAX_RECORDS_PER_REQUEST: usize = 1_000_000;
 pub const MAX_PRODUCERS: usize = 10_000;
 
 /// An e2e run's settings.
-#[derive(Debug, Clone, PartialEq)]
+/// Serialisable (the REST driver's settings excepted): the same spec travels to distributed agents.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct E2eSpec {
     pub topic: String,
     /// Partitions and replication factor, used when kbench has to create the topic.
@@ -189,10 +190,33 @@ pub struct E2eSpec {
     /// Record latency histograms (counts are always kept).
     pub gather_latencies: bool,
     pub seed: u64,
-    /// Through a Kafka REST Proxy instead of the Kafka protocol.
+    /// Through a Kafka REST Proxy instead of the Kafka protocol (never sent to agents).
+    #[serde(skip)]
     pub rest: Option<RestSpec>,
     /// The largest record and the memory the run may hold.
     pub limits: Limits,
+    /// A distributed segment: the load starts when this process's wall clock
+    /// ([`crate::clock`]) reads this, µs since the Unix epoch (every agent's producers at once).
+    pub start_at_us: Option<u64>,
+    /// A distributed run's tag, shared by every agent (otherwise each run draws its own). With
+    /// it, producers carry their wall-clock send time (`kbench-sent-wall-us`) and a consumer-only
+    /// run counts this run's records per [`ProducerSegment`].
+    pub run_tag: Option<u32>,
+    /// The id of this segment's first producer: agents' producers are numbered apart, so that
+    /// records keep distinct ids and each producer its own seeded schedule.
+    pub producer_base: u32,
+    /// A distributed run's consumer: each agent's producers and its clock against the consumer's.
+    pub producer_segments: Vec<ProducerSegment>,
+}
+
+/// One agent's producers, as a distributed run's consumer needs to know them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProducerSegment {
+    pub first_producer: u32,
+    pub producers: u32,
+    /// How far the producers' agent's clock is ahead of the consumer's agent's clock, µs (as the
+    /// coordinator estimated it); whole-trip times are corrected by it.
+    pub clock_ahead_us: i64,
 }
 
 impl Default for E2eSpec {
@@ -225,11 +249,20 @@ impl Default for E2eSpec {
             seed: random_seed(),
             rest: None,
             limits: Limits::default(),
+            start_at_us: None,
+            run_tag: None,
+            producer_base: 0,
+            producer_segments: Vec::new(),
         }
     }
 }
 
 impl E2eSpec {
+    /// Whether this is the consumer of a distributed run (producers on other agents).
+    pub fn peers_consumer(&self) -> bool {
+        self.mode == E2eMode::Consumer && self.run_tag.is_some()
+    }
+
     /// The Kafka APIs a native e2e run sends (what may be pinned).
     pub const APIS: &[kbench_wire::ApiKey] = {
         use kbench_wire::ApiKey::*;
@@ -298,6 +331,14 @@ impl E2eSpec {
             "producers, payload_size, messages_per_batch",
             self.memory_needed(),
         )?;
+        if self.mode.has_producers()
+            && self
+                .producer_base
+                .checked_add(self.producers as u32)
+                .is_none()
+        {
+            return Err(SpecError::new("producer_base", "producer ids past 2^32"));
+        }
         if self.group_id.is_empty() {
             return Err(SpecError::new("group", "must not be empty"));
         }
@@ -371,6 +412,9 @@ impl E2eSpec {
         })
     }
 }
+
+/// The clock statement for a distributed run's consumer.
+pub const PEERS_CLOCK: &str = "wall: send time carried in kbench-sent-wall-us on the producer agent's clock, receipt on the consumer agent's, corrected by the coordinator's estimate of the two clocks' offset (its bound is in distributed.clock)";
 
 /// The clock statement for a run.
 pub fn clock_for(mode: E2eMode) -> &'static str {

@@ -109,6 +109,13 @@ pub async fn run_job<O: ProduceObserver>(
     }
     tracing::debug!(topic = %spec.topic, partitions = topic.partitions.len(), "produce job ready");
     let cluster = Arc::new(cluster);
+    // A distributed segment: connected and ready, every agent starts at the one instant.
+    if let Some(at) = spec.start_at_us
+        && !crate::clock::sleep_until_wall(at, &cancel).await
+    {
+        cluster.close(Duration::from_secs(1)).await;
+        return Err(BenchError::Run("stopped before the barrier start".into()));
+    }
     let mut runs = Vec::with_capacity(spec.repetitions);
     for i in 0..spec.repetitions {
         observer.repetition(i, spec.repetitions);

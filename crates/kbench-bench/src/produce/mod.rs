@@ -33,7 +33,7 @@ pub const MIN_RATE: f64 = 0.001;
 pub const MAX_RATE: f64 = 1e9;
 
 /// What each record's value is.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Payload {
     /// One random payload of this many bytes (uppercase letters, as kafka-producer-perf-test makes it),
     /// reused for every record.
@@ -84,7 +84,7 @@ pub const DEFAULT_KEY_COUNT: u32 = 10_000;
 /// picks (murmur2 of the key), as every Java and librdkafka producer would send them; unkeyed
 /// records fill one partition's batch at a time, round-robin per batch (the sticky partitioner).
 /// Key number `i` is the ten ASCII digits of `i` (OMB's keys are ten characters too).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Keys {
     /// No key (OMB's `NO_KEY`).
     #[default]
@@ -173,7 +173,8 @@ impl Keys {
 }
 
 /// A produce run's settings.
-#[derive(Debug, Clone, PartialEq)]
+/// Serialisable: the same spec travels to distributed agents (`crate::distributed`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProduceSpec {
     /// The topic; created when missing, with `partitions` and `replication_factor`.
     pub topic: String,
@@ -221,6 +222,9 @@ pub struct ProduceSpec {
     /// percentiles, as OMB reports them), and report the last, partial window too, so that the
     /// windows add up to the run; off, a window has sums and maxima only.
     pub interval_histograms: bool,
+    /// A distributed segment: the measured phase starts when this process's wall clock
+    /// ([`crate::clock`]) reads this, µs since the Unix epoch (every agent at once).
+    pub start_at_us: Option<u64>,
 }
 
 impl Default for ProduceSpec {
@@ -253,6 +257,7 @@ impl Default for ProduceSpec {
             properties: Vec::new(),
             limits: Limits::default(),
             interval_histograms: false,
+            start_at_us: None,
         };
         spec.apply_settings(&ProducerSettings::default());
         spec

@@ -28,6 +28,14 @@ pub struct E2eArgs {
     pub limits: crate::args::LimitArgs,
 
     #[command(flatten)]
+    pub distributed: crate::coordinator::DistributedArgs,
+
+    /// With --agents: the agent that runs the consumer (default: the first); the producers are
+    /// split over the others.
+    #[arg(long, value_name = "URL")]
+    pub consumer_agent: Option<String>,
+
+    #[command(flatten)]
     pub connection: crate::args::ConnectionArgs,
 
     /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
@@ -276,6 +284,18 @@ pub async fn run(args: E2eArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    match args.distributed.list().await {
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+        Ok(Some(agents)) => return distributed(&args, &spec, agents).await,
+        Ok(None) if args.consumer_agent.is_some() => {
+            eprintln!("kbench: error: --consumer-agent: only with --agents or --agents-dns");
+            return EXIT_USAGE;
+        }
+        Ok(None) => {}
+    }
     if let Some(rest) = &spec.rest {
         let url = rest.proxy.url.clone();
         return drive(&args, spec, &settings, vec![url], Pins::default(), None).await;
@@ -404,6 +424,196 @@ async fn drive(
         eprintln!("kbench: wrote {}", path.display());
     }
     if run.failed > 0 || run.lost > 0 || run.late > 0 || (run.aborted.is_some() && !interrupted) {
+        EXIT_FAILED
+    } else if interrupted && args.duration.is_some() {
+        EXIT_INTERRUPTED
+    } else if !slo_met {
+        crate::args::EXIT_SLO
+    } else {
+        0
+    }
+}
+
+/// `--agents`: the consumer on one agent, the producers split over the others, merged exactly.
+async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator::AgentList) -> u8 {
+    use crate::coordinator::{Coordinator, Target, live_sum, print_agents, run_e2e};
+    let consumer = match &args.consumer_agent {
+        None => Ok(0),
+        Some(c) => crate::coordinator::parse_agents(c, "--consumer-agent").and_then(|c| {
+            agents
+                .urls
+                .iter()
+                .position(|u| *u == c[0])
+                .ok_or_else(|| format!("--consumer-agent {}: not one of the agents", c[0]))
+        }),
+    };
+    let refused = if let Err(e) = &consumer {
+        Some(e.clone())
+    } else if spec.rest.is_some() {
+        Some(
+            "--via rest-proxy: a distributed run speaks the Kafka protocol; not with --agents"
+                .into(),
+        )
+    } else if !args.pin.is_empty() {
+        Some("--pin: not with --agents yet (agents negotiate versions themselves)".into())
+    } else if args.mode.is_some() {
+        Some("--mode: a distributed run places the consumer and the producers itself".into())
+    } else if args.bootstrap_server.is_none() {
+        Some("--agents: the agents need a cluster they all reach: give --bootstrap-server".into())
+    } else if agents.urls.len() < 2 {
+        Some(
+            "--agents: an e2e run needs two agents or more: one consumer, producers on the others"
+                .into(),
+        )
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        eprintln!("kbench: error: {e}");
+        return EXIT_USAGE;
+    }
+    let consumer = consumer.unwrap_or(0);
+    let bootstrap = match kbench_bench::spec::bootstrap_list(
+        args.bootstrap_server.as_deref().unwrap_or_default(),
+    ) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("kbench: error: --bootstrap-server {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let properties = match args.connection.pairs() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let coordinator = match Coordinator::connect(&agents).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    println!(
+        "kbench e2e: {} producer(s) over {} agents, the consumer on {}; group {}, seed {}; clock offsets within {} µs",
+        spec.producers,
+        agents.urls.len() - 1,
+        agents.urls[consumer],
+        spec.group_id,
+        spec.seed,
+        coordinator
+            .clocks()
+            .iter()
+            .map(|c| c.bound_us)
+            .max()
+            .unwrap_or(0)
+    );
+    let target = Target {
+        bootstrap,
+        properties,
+        run: kbench_bench::spec::fresh_id("kbench-e2e"),
+    };
+    let every = args
+        .reporting_interval
+        .filter(|d| !d.is_zero())
+        .unwrap_or(Duration::from_secs(5));
+    let quiet = args.reporting_interval.is_some_and(|d| d.is_zero());
+    let progress = |lives: &[(String, serde_json::Value)]| {
+        if !quiet {
+            println!(
+                "{} records acked, {} failed, {} consumed over {} agents",
+                live_sum(lives, "records_acked"),
+                live_sum(lives, "records_failed"),
+                live_sum(lives, "records_consumed"),
+                lives.len()
+            );
+        }
+    };
+    let cancel = CancellationToken::new();
+    let reason = std::sync::Mutex::new(None::<String>);
+    let job = run_e2e(
+        &coordinator,
+        spec,
+        consumer,
+        &target,
+        every,
+        &cancel,
+        &progress,
+    );
+    let (merged, interrupted) = crate::signals::until_stopped(job, &cancel, &reason, None).await;
+    let doc = match merged {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let n = |k: &str| doc.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    println!();
+    println!(
+        "{} records produced, {} acknowledged, {} failed, {} consumed in {:.1} s ({:.1} records/sec); drain {:.2} s",
+        n("records_produced"),
+        n("records_acked"),
+        n("records_failed"),
+        n("records_consumed"),
+        doc.get("duration_s")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0),
+        doc.get("records_per_sec")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0),
+        doc.get("drain_s")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0),
+    );
+    println!(
+        "{} lost, {} late, {} duplicated, {} unexpected, {} foreign",
+        n("records_lost"),
+        n("records_late"),
+        n("records_duplicated"),
+        n("records_unexpected"),
+        n("records_foreign")
+    );
+    for name in ["producer_request_duration", "publish_delay", "whole_trip"] {
+        let q = |p: &str| {
+            doc.pointer(&format!("/{name}/{p}"))
+                .and_then(serde_json::Value::as_f64)
+                .unwrap_or(0.0)
+                / 1000.0
+        };
+        println!(
+            "{} (ms, {} samples): p50 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3}",
+            name.replace('_', " "),
+            doc.pointer(&format!("/{name}/count"))
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0),
+            q("p50"),
+            q("p99"),
+            q("p99.9"),
+            q("max")
+        );
+    }
+    println!(
+        "clock: {}",
+        doc.get("clock")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("?")
+    );
+    print_agents(&doc);
+    let slo = crate::args::parse_slo(args.slo.as_deref(), "e2e").unwrap_or_default();
+    let (document, slo_met) = crate::args::check_slo(slo.as_deref(), &doc);
+    if let Some(path) = &args.json {
+        if let Err(e) = write_json(path, &document) {
+            eprintln!("kbench: error: {e}");
+            return EXIT_FAILED;
+        }
+        eprintln!("kbench: wrote {}", path.display());
+    }
+    if doc.pointer("/distributed/degraded") == Some(&serde_json::Value::Bool(true)) {
+        crate::args::EXIT_DEGRADED
+    } else if n("records_failed") > 0 || n("records_lost") > 0 || n("records_late") > 0 {
         EXIT_FAILED
     } else if interrupted && args.duration.is_some() {
         EXIT_INTERRUPTED

@@ -29,6 +29,9 @@ pub struct ProduceArgs {
     #[command(flatten)]
     pub limits: crate::args::LimitArgs,
 
+    #[command(flatten)]
+    pub distributed: crate::coordinator::DistributedArgs,
+
     /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
     #[arg(long, visible_alias = "broker-list")]
     pub bootstrap_server: Option<String>,
@@ -336,6 +339,14 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
             return EXIT_USAGE;
         }
     };
+    match args.distributed.list().await {
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+        Ok(Some(agents)) => return distributed(&args, &plan, agents).await,
+        Ok(None) => {}
+    }
     let (servers, mut embedded) =
         match bootstrap_or_embedded(plan.settings.bootstrap_servers.as_deref()).await {
             Ok(t) => t,
@@ -550,6 +561,143 @@ async fn search(args: &ProduceArgs, plan: &Plan, servers: Vec<String>, embedded:
     }
     if interrupted {
         EXIT_INTERRUPTED
+    } else if !slo_met {
+        crate::args::EXIT_SLO
+    } else {
+        0
+    }
+}
+
+/// `--agents`: the run split over the agents, started at one instant, merged exactly.
+async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator::AgentList) -> u8 {
+    use crate::coordinator::{Coordinator, Target, live_sum, print_agents, run_produce};
+    let refused = if args.find_max_rate {
+        Some("--find-max-rate: searches from one machine; not with --agents")
+    } else if !args.pin.is_empty() {
+        Some("--pin: not with --agents yet (agents negotiate versions themselves)")
+    } else if plan.settings.bootstrap_servers.is_none() {
+        Some("--agents: the agents need a cluster they all reach: give --bootstrap-server")
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        eprintln!("kbench: error: {e}");
+        return EXIT_USAGE;
+    }
+    let bootstrap = match kbench_bench::spec::bootstrap_list(
+        plan.settings
+            .bootstrap_servers
+            .as_deref()
+            .unwrap_or_default(),
+    ) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("kbench: error: --bootstrap-server {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let coordinator = match Coordinator::connect(&agents).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    println!(
+        "kbench produce: {} agents, seed {}; clock offsets within {} µs",
+        agents.urls.len(),
+        plan.spec.seed,
+        coordinator
+            .clocks()
+            .iter()
+            .map(|c| c.bound_us)
+            .max()
+            .unwrap_or(0)
+    );
+    let target = Target {
+        bootstrap,
+        // Connection and security properties only: everything else is in the spec.
+        properties: plan
+            .spec
+            .properties
+            .iter()
+            .filter(|(k, _)| crate::args::is_connection_property(k) && k != "bootstrap.servers")
+            .cloned()
+            .collect(),
+        run: kbench_bench::spec::fresh_id("kbench-produce"),
+    };
+    let cancel = CancellationToken::new();
+    let last = Mutex::new((std::time::Instant::now(), 0u64));
+    let total = agents.urls.len();
+    let progress = |lives: &[(String, serde_json::Value)]| {
+        let acked = live_sum(lives, "records_acked");
+        let failed = live_sum(lives, "records_failed");
+        let mut last = last.lock().expect("progress lock");
+        let secs = last.0.elapsed().as_secs_f64().max(1e-9);
+        println!(
+            "{acked} records sent, {:.1} records/sec over {total} agents, {failed} failed.",
+            acked.saturating_sub(last.1) as f64 / secs
+        );
+        *last = (std::time::Instant::now(), acked);
+    };
+    let reason = Mutex::new(None::<String>);
+    let job = run_produce(&coordinator, &plan.spec, &target, &cancel, &progress);
+    let (merged, interrupted) = crate::signals::until_stopped(job, &cancel, &reason, None).await;
+    let doc = match merged {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let field = |k: &str| {
+        doc.get(k)
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0)
+    };
+    let q = |k: &str| {
+        doc.pointer(&format!("/latency/{k}"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+            / 1000
+    };
+    println!(
+        "{} records sent, {:.6} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
+        field("records_acked") as u64,
+        field("records_per_sec"),
+        field("mb_per_sec"),
+        doc.pointer("/latency/mean")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0)
+            / 1000.0,
+        doc.pointer("/latency/max")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0) as f64
+            / 1000.0,
+        q("p50"),
+        q("p95"),
+        q("p99"),
+        q("p99.9"),
+    );
+    print_agents(&doc);
+    let failed = field("records_failed") as u64;
+    if failed > 0 {
+        println!("{failed} records failed.");
+    }
+    let (document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &doc);
+    if let Some(path) = &args.json {
+        if let Err(e) = write_json(path, &document) {
+            eprintln!("kbench: error: --json {e}");
+            return EXIT_FAILED;
+        }
+        eprintln!("kbench: wrote {}", path.display());
+    }
+    if doc.pointer("/distributed/degraded") == Some(&serde_json::Value::Bool(true)) {
+        crate::args::EXIT_DEGRADED
+    } else if interrupted {
+        EXIT_INTERRUPTED
+    } else if failed > 0 {
+        EXIT_FAILED
     } else if !slo_met {
         crate::args::EXIT_SLO
     } else {

@@ -23,6 +23,8 @@ pub struct App {
     pub limits: kbench_bench::spec::Limits,
     /// Connection and security properties for runs against the server's default cluster.
     pub client: kbench_client::ProducerSettings,
+    /// `kbench agent`: the `/agent/v1` routes are served.
+    pub agent: bool,
 }
 
 impl App {

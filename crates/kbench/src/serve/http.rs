@@ -14,10 +14,29 @@ use tracing::Instrument as _;
 
 use crate::serve::app::App;
 use crate::serve::error::{ApiError, json_response};
-use crate::serve::{pub_sub, v1};
+use crate::serve::{agent, pub_sub, v1};
 
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
+    let routes = if app.agent {
+        Router::new()
+            .route("/agent/v1/hello", get(agent::hello))
+            .route("/agent/v1/clock", get(agent::clock))
+            .route(
+                "/agent/v1/segments",
+                axum::routing::post(agent::create.layer(middleware::from_fn(json_only))),
+            )
+            .route(
+                "/agent/v1/segments/{id}",
+                get(agent::get).delete(agent::delete),
+            )
+            .route(
+                "/agent/v1/segments/{id}/drain",
+                axum::routing::post(agent::drain.layer(middleware::from_fn(json_only))),
+            )
+    } else {
+        Router::new()
+    };
+    routes
         .route(
             "/pub-sub-demo",
             get(pub_sub::get)

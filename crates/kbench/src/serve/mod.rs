@@ -3,6 +3,7 @@
 //! `pub_sub` (the seed's `/pub-sub-demo`), `v1` (kbench's own `/v1/runs`) and `http` (routes, auth,
 //! OpenAPI). Every request body becomes the same spec types the CLI builds.
 
+mod agent;
 mod app;
 mod error;
 mod http;
@@ -63,8 +64,22 @@ pub struct ServeArgs {
     pub results_dir: PathBuf,
 }
 
-/// `kbench serve`.
-pub async fn run(args: ServeArgs) -> u8 {
+/// `kbench serve`; with `agent`, `kbench agent` (the `/agent/v1` routes too).
+pub async fn run(args: ServeArgs, agent: bool) -> u8 {
+    if agent {
+        // A test hook, documented in docs/distributed.md: an agent whose clock is wrong.
+        if let Ok(ms) = std::env::var("KBENCH_TEST_CLOCK_SHIFT_MS") {
+            match ms.trim().parse::<i64>() {
+                Ok(ms) => kbench_bench::clock::set_shift_us(ms.saturating_mul(1000)),
+                Err(_) => {
+                    eprintln!(
+                        "kbench: error: KBENCH_TEST_CLOCK_SHIFT_MS: not a whole number of ms"
+                    );
+                    return crate::args::EXIT_USAGE;
+                }
+            }
+        }
+    }
     let default_bootstrap = match args.bootstrap_server.as_deref() {
         Some(s) => match kbench_bench::spec::bootstrap_list(s) {
             Ok(v) => Some(v),
@@ -139,10 +154,12 @@ pub async fn run(args: ServeArgs) -> u8 {
         request_ids: std::sync::atomic::AtomicU64::new(0),
         limits: args.limits.limits(),
         client,
+        agent,
     });
     let router = http::router(app.clone());
     let max_connections = listen::connection_limit(listen::raise_fd_limit());
-    println!("kbench serve: listening on http://{addr}");
+    let name = if agent { "agent" } else { "serve" };
+    println!("kbench {name}: listening on http://{addr}");
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
     listen::serve(listener, router, max_connections, async {

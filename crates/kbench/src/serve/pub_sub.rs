@@ -434,6 +434,7 @@ pub async fn post(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         spec,
         bootstrap,
         client,
+        true,
     )
     .await?;
     let body = json!({ "id": id, "status": "running", "config": public_config(&raw) });

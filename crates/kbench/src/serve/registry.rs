@@ -370,6 +370,20 @@ impl Registry {
         Ok(())
     }
 
+    /// Ask a run to stop, without waiting for it.
+    pub fn stop(&self, id: &str) -> Result<(), ApiError> {
+        let mut runs = self.runs.lock().expect("runs lock");
+        let r = runs.iter_mut().find(|r| r.id == id).ok_or_else(|| {
+            ApiError::new(StatusCode::NOT_FOUND, format!("no run with id {id:?}"))
+        })?;
+        if r.status == Status::Running {
+            r.status = Status::Stopping;
+            r.kill_time = Some(SystemTime::now());
+            r.stop.cancel();
+        }
+        Ok(())
+    }
+
     /// Ask every active run to stop; what to wait on for each.
     pub fn stop_all(&self) -> Vec<String> {
         self.read(|runs| {

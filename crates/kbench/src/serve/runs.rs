@@ -17,6 +17,8 @@ use crate::serve::error::ApiError;
 use crate::serve::registry::{Api, Live, Outcome, ProduceLive};
 
 const CLIENT_ID: &str = "kbench-serve";
+/// The client id of an agent's segments.
+const AGENT_CLIENT_ID: &str = "kbench-agent";
 
 /// Delete a finished run's topic from the embedded broker the server keeps: its in-memory storage
 /// would otherwise hold every run's records for the server's life. A failure is logged, not fatal.
@@ -60,13 +62,18 @@ fn cluster_for(
         None => ProducerSettings::default(),
     };
     let mut config = settings.cluster_config(servers, Pins::default());
-    config.client_id = CLIENT_ID.into();
+    config.client_id = if app.agent {
+        AGENT_CLIENT_ID
+    } else {
+        CLIENT_ID
+    }
+    .into();
     config
 }
 
-/// Start an e2e run; answer once it is under way (group joined, producers started) or has failed to
-/// start, so that an unreachable broker is an error to this request (502), not a failed run found
-/// later.
+/// Start an e2e run; with `wait`, answer once it is under way (group joined, producers started) or
+/// has failed to start, so that an unreachable broker is an error to this request (502), not a
+/// failed run found later. (An agent's producer segment does not wait: it waits for its barrier.)
 pub async fn start_e2e(
     app: &Arc<App>,
     api: Api,
@@ -74,6 +81,7 @@ pub async fn start_e2e(
     spec: E2eSpec,
     bootstrap: Option<Vec<String>>,
     client: Option<ProducerSettings>,
+    wait: bool,
 ) -> Result<String, ApiError> {
     app.runs.ensure_idle()?;
     let own = bootstrap.is_some();
@@ -133,7 +141,7 @@ pub async fn start_e2e(
         }
     });
     // Wait until the run leaves its start-up phase, or ends.
-    {
+    if wait {
         let ended = app.runs.wait_done(&id);
         tokio::pin!(ended);
         loop {

@@ -215,7 +215,7 @@ fn body_properties(body: &[u8]) -> Option<serde_json::Map<String, Value>> {
 }
 
 /// Connection and security properties from a body: checked, TLS built; an error names the key.
-fn client_from(
+pub(crate) fn client_from(
     props: &serde_json::Map<String, Value>,
 ) -> Result<kbench_client::ProducerSettings, ApiError> {
     let mut settings = kbench_client::ProducerSettings::default();
@@ -305,7 +305,7 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
     let id = match kind.as_str() {
         "e2e" => {
             let (spec, bootstrap) = e2e_spec(&from_value(raw)?, app.limits)?;
-            start_e2e(&app, Api::V1, config, spec, bootstrap, client).await?
+            start_e2e(&app, Api::V1, config, spec, bootstrap, client, true).await?
         }
         "produce" => {
             let (spec, bootstrap) = produce_spec(&from_value(raw)?, app.limits)?;

@@ -1,0 +1,666 @@
+//! The coordinator of a distributed run: the HTTP side of `--agents`. It checks every agent before
+//! any load (reachable, token accepted, same agent protocol, idle, listed once), estimates each
+//! agent's clock, hands out the segments the library split (`kbench_bench::distributed`), starts them
+//! at one instant, polls them (live progress; an agent that stops answering is lost, not waited
+//! for), and merges the results exactly. Used by the CLI (`produce`, `e2e`) and by `/v1/runs`.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use kbench_bench::ProduceSpec;
+use kbench_bench::clock::wall_us;
+use kbench_bench::distributed::{
+    AGENT_PROTOCOL, AgentPart, ClockEstimate, ClockSample, MAX_AGENTS, merge_e2e, merge_produce,
+    producer_segments, split_e2e, split_produce,
+};
+use kbench_bench::e2e::E2eSpec;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Clock exchanges per agent and estimate.
+const CLOCK_SAMPLES: usize = 8;
+/// An agent that has not answered for this long is lost.
+const LOST_AFTER: Duration = Duration::from_secs(5);
+/// The time between choosing the start instant and the start: every agent must have its segment,
+/// and be connected to the cluster, by then.
+const START_LEAD: Duration = Duration::from_secs(2);
+/// How long one control request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Told each agent's live figures (its address, its `live` block) at every poll.
+pub type Progress<'a> = dyn Fn(&[(String, Value)]) + Send + Sync + 'a;
+
+/// Where the agents are and how to reach them.
+#[derive(Debug, Clone)]
+pub struct AgentList {
+    pub urls: Vec<String>,
+    pub token: Option<String>,
+}
+
+/// `--agents URL,URL,…`: each an http(s) URL, none twice. `flag` names the source in errors.
+pub fn parse_agents(list: &str, flag: &str) -> Result<Vec<String>, String> {
+    let mut seen = BTreeSet::new();
+    let mut urls = Vec::new();
+    for raw in list.split(',').map(str::trim) {
+        if raw.is_empty() {
+            return Err(format!("{flag}: an empty entry (a stray comma?)"));
+        }
+        let with_scheme = if raw.contains("://") {
+            raw.to_string()
+        } else {
+            format!("http://{raw}")
+        };
+        let url = reqwest::Url::parse(&with_scheme)
+            .map_err(|e| format!("{flag} {raw}: not a URL ({e})"))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return Err(format!("{flag} {raw}: expected http://HOST:PORT"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(format!(
+                "{flag}: an agent URL with credentials is refused; give the token with --agent-token or KBENCH_AGENT_TOKEN"
+            ));
+        }
+        let normal = url.as_str().trim_end_matches('/').to_string();
+        if !seen.insert(normal.clone()) {
+            return Err(format!(
+                "{flag} {raw}: given twice (each agent once; one agent runs one segment)"
+            ));
+        }
+        urls.push(normal);
+    }
+    if urls.len() > MAX_AGENTS {
+        return Err(format!("{flag}: more than {MAX_AGENTS} agents"));
+    }
+    Ok(urls)
+}
+
+/// `--agents-dns NAME[:PORT]`: every address the name resolves to (a headless Service's pods), as
+/// agent URLs (port 8080 unless given).
+pub async fn resolve_agents(name: &str) -> Result<Vec<String>, String> {
+    let target = if name
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        name.to_string()
+    } else {
+        format!("{name}:8080")
+    };
+    let addrs: BTreeSet<std::net::SocketAddr> = tokio::net::lookup_host(&target)
+        .await
+        .map_err(|e| format!("--agents-dns {name}: cannot resolve it: {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("--agents-dns {name}: resolves to no address"));
+    }
+    Ok(addrs.iter().map(|a| format!("http://{a}")).collect())
+}
+
+/// The control conversation with the agents.
+pub struct Coordinator {
+    http: reqwest::Client,
+    token: Option<String>,
+    agents: Vec<String>,
+    clocks: Vec<ClockEstimate>,
+}
+
+/// A segment handed to an agent, as the poll loop follows it.
+struct Running {
+    agent: usize,
+    id: String,
+    role: &'static str,
+    last_ok: Instant,
+    last_live: Value,
+    status: String,
+    result: Option<Value>,
+    error: Option<String>,
+}
+
+impl Running {
+    fn done(&self) -> bool {
+        matches!(self.status.as_str(), "finished" | "failed" | "lost")
+    }
+}
+
+impl Coordinator {
+    /// Check every agent (reachable, token accepted, same protocol, idle) and estimate its clock:
+    /// any problem is one error naming the agent, before any load.
+    pub async fn connect(list: &AgentList) -> Result<Coordinator, String> {
+        if list.urls.is_empty() {
+            return Err("--agents: no agent given".into());
+        }
+        let http = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(Duration::from_secs(3))
+            .build()
+            .map_err(|e| format!("no HTTP client: {e}"))?;
+        let mut c = Coordinator {
+            http,
+            token: list.token.clone(),
+            agents: list.urls.clone(),
+            clocks: Vec::new(),
+        };
+        for url in &c.agents {
+            let hello = c
+                .call(reqwest::Method::GET, url, "/agent/v1/hello", None)
+                .await?;
+            let protocol = hello.get("protocol").and_then(Value::as_u64);
+            if protocol != Some(u64::from(AGENT_PROTOCOL)) {
+                return Err(format!(
+                    "--agents {url}: the agent speaks agent protocol {}, this kbench {AGENT_PROTOCOL} (kbench {} there, {} here): run the same version",
+                    protocol.map_or_else(|| "none".into(), |p| p.to_string()),
+                    hello
+                        .get("kbench_version")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?"),
+                    env!("CARGO_PKG_VERSION"),
+                ));
+            }
+            if let Some(busy) = hello.get("busy_with").and_then(Value::as_str) {
+                return Err(format!(
+                    "--agents {url}: busy with run {busy} (stop it, or use another agent)"
+                ));
+            }
+        }
+        let mut clocks = Vec::new();
+        for url in &c.agents {
+            clocks.push(c.clock(url).await?);
+        }
+        c.clocks = clocks;
+        Ok(c)
+    }
+
+    pub fn clocks(&self) -> &[ClockEstimate] {
+        &self.clocks
+    }
+
+    /// One control request; an error names the agent and says what to do.
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, String> {
+        let mut request = self.http.request(method, format!("{url}{path}"));
+        if let Some(t) = &self.token {
+            request = request.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let response = request.send().await.map_err(|e| {
+            let why = if e.is_timeout() {
+                "no answer in time".to_string()
+            } else if e.is_connect() {
+                "cannot connect (is `kbench agent` running there?)".to_string()
+            } else {
+                e.to_string()
+            };
+            format!("--agents {url}: {why}")
+        })?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(format!(
+                "--agents {url}: the agent refused the token (give the agents' token with --agent-token or KBENCH_AGENT_TOKEN)"
+            ));
+        }
+        if !status.is_success() {
+            let message = body
+                .get("error")
+                .and_then(Value::as_str)
+                .map_or_else(|| text.chars().take(200).collect(), str::to_string);
+            if status == reqwest::StatusCode::NOT_FOUND && path == "/agent/v1/hello" {
+                return Err(format!(
+                    "--agents {url}: not a kbench agent (start it with `kbench agent`)"
+                ));
+            }
+            return Err(format!("--agents {url}: {status}: {message}"));
+        }
+        Ok(body)
+    }
+
+    /// The agent's clock against ours, from [`CLOCK_SAMPLES`] timed exchanges.
+    async fn clock(&self, url: &str) -> Result<ClockEstimate, String> {
+        let mut samples = Vec::with_capacity(CLOCK_SAMPLES);
+        for _ in 0..CLOCK_SAMPLES {
+            let sent_us = wall_us();
+            let answer = self
+                .call(reqwest::Method::GET, url, "/agent/v1/clock", None)
+                .await?;
+            let received_us = wall_us();
+            let agent_us = answer
+                .get("unix_us")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| format!("--agents {url}: the clock answer has no unix_us"))?;
+            samples.push(ClockSample {
+                sent_us,
+                agent_us,
+                received_us,
+            });
+        }
+        ClockEstimate::from_samples(&samples)
+            .ok_or_else(|| format!("--agents {url}: no usable clock sample"))
+    }
+
+    /// The clocks again, after the run (drift); an agent that no longer answers has none.
+    async fn clocks_after(&self) -> Vec<Option<ClockEstimate>> {
+        let mut out = Vec::new();
+        for url in &self.agents {
+            out.push(self.clock(url).await.ok());
+        }
+        out
+    }
+
+    /// Hand `segment` to agent `i`.
+    async fn start(
+        &self,
+        i: usize,
+        segment: &Value,
+        role: &'static str,
+    ) -> Result<Running, String> {
+        let answer = self
+            .call(
+                reqwest::Method::POST,
+                &self.agents[i],
+                "/agent/v1/segments",
+                Some(segment),
+            )
+            .await?;
+        let id = answer
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("--agents {}: no segment id in the answer", self.agents[i]))?;
+        Ok(Running {
+            agent: i,
+            id: id.to_string(),
+            role,
+            last_ok: Instant::now(),
+            last_live: Value::Null,
+            status: "running".into(),
+            result: None,
+            error: None,
+        })
+    }
+
+    /// Poll one segment: its status, live figures and (once done) result; lost after
+    /// [`LOST_AFTER`] without an answer.
+    async fn poll(&self, s: &mut Running) {
+        if s.done() {
+            return;
+        }
+        let path = format!("/agent/v1/segments/{}", s.id);
+        match self
+            .call(reqwest::Method::GET, &self.agents[s.agent], &path, None)
+            .await
+        {
+            Ok(v) => {
+                s.last_ok = Instant::now();
+                s.last_live = v.get("live").cloned().unwrap_or(Value::Null);
+                s.status = v
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .unwrap_or("running")
+                    .to_string();
+                s.error = v.get("error").and_then(Value::as_str).map(str::to_string);
+                if s.status == "finished" {
+                    s.result = v.get("result").cloned().filter(|r| !r.is_null());
+                }
+            }
+            Err(e) => {
+                if s.last_ok.elapsed() >= LOST_AFTER {
+                    tracing::warn!(agent = %self.agents[s.agent], "lost: {e}");
+                    s.status = "lost".into();
+                    s.error = Some(format!(
+                        "no answer for {} s (last: {e})",
+                        LOST_AFTER.as_secs()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Ask every segment not done yet to stop (best effort).
+    async fn stop_all(&self, segments: &[Running]) {
+        for s in segments.iter().filter(|s| !s.done()) {
+            let path = format!("/agent/v1/segments/{}", s.id);
+            let url = &self.agents[s.agent];
+            let _ = self
+                .http
+                .request(reqwest::Method::DELETE, format!("{url}{path}"))
+                .bearer_auth(self.token.clone().unwrap_or_default())
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await;
+        }
+    }
+
+    /// Poll `segments` every `every` until all are done; `progress` gets a line each time. On
+    /// `cancel`, they are asked to stop and still awaited (their results kept).
+    async fn follow(
+        &self,
+        segments: &mut [Running],
+        every: Duration,
+        cancel: &CancellationToken,
+        progress: &Progress<'_>,
+    ) {
+        let mut stopped = false;
+        loop {
+            for s in segments.iter_mut() {
+                self.poll(s).await;
+            }
+            if segments.iter().all(Running::done) {
+                return;
+            }
+            let lives: Vec<(String, Value)> = segments
+                .iter()
+                .map(|s| (self.agents[s.agent].clone(), s.last_live.clone()))
+                .collect();
+            progress(&lives);
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = cancel.cancelled(), if !stopped => {
+                    stopped = true;
+                    self.stop_all(segments).await;
+                }
+            }
+        }
+    }
+
+    /// The part each segment played, for the merge.
+    fn parts(&self, segments: &[Running], after: &[Option<ClockEstimate>]) -> Vec<AgentPart> {
+        segments
+            .iter()
+            .map(|s| AgentPart {
+                agent: self.agents[s.agent].clone(),
+                role: s.role,
+                clock_before: self.clocks.get(s.agent).copied(),
+                clock_after: after.get(s.agent).copied().flatten(),
+                result: s.result.clone(),
+                lost: if s.result.is_some() {
+                    None
+                } else {
+                    Some(s.error.clone().unwrap_or_else(|| s.status.clone()))
+                },
+                last_live: s.last_live.clone(),
+            })
+            .collect()
+    }
+
+    /// The start instant in each agent's own clock: now + the lead, shifted by its offset.
+    fn start_at(&self) -> Vec<u64> {
+        let worst_rtt = self.clocks.iter().map(|c| c.rtt_us).max().unwrap_or(0);
+        let at = wall_us() + START_LEAD.as_micros() as u64 + 4 * worst_rtt;
+        self.clocks
+            .iter()
+            .map(|c| (at as i64 + c.offset_us).max(0) as u64)
+            .collect()
+    }
+}
+
+/// What a distributed run needs besides its spec: the cluster and its connection properties.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub bootstrap: Vec<String>,
+    pub properties: Vec<(String, String)>,
+    /// The run's name on the agents.
+    pub run: String,
+}
+
+fn segment(target: &Target, workload: &str, spec: Value) -> Value {
+    json!({
+        "protocol": AGENT_PROTOCOL,
+        "run": target.run,
+        workload: spec,
+        "bootstrap_servers": target.bootstrap,
+        "properties": target.properties,
+    })
+}
+
+/// A produce run spread over every agent: split, barrier start, followed, merged.
+pub async fn run_produce(
+    c: &Coordinator,
+    spec: &ProduceSpec,
+    target: &Target,
+    cancel: &CancellationToken,
+    progress: &Progress<'_>,
+) -> Result<Value, String> {
+    let parts = split_produce(spec, c.agents.len()).map_err(|e| crate::args::spec_error(&e))?;
+    let start_at = c.start_at();
+    let mut segments = Vec::new();
+    for (i, mut part) in parts.into_iter().enumerate() {
+        part.start_at_us = Some(start_at[i]);
+        let body = segment(
+            target,
+            "produce",
+            serde_json::to_value(&part).map_err(|e| e.to_string())?,
+        );
+        match c.start(i, &body, "produce").await {
+            Ok(s) => segments.push(s),
+            Err(e) => {
+                c.stop_all(&segments).await;
+                return Err(e);
+            }
+        }
+    }
+    c.follow(&mut segments, spec.reporting_interval, cancel, progress)
+        .await;
+    let after = c.clocks_after().await;
+    merge_produce(&c.parts(&segments, &after))
+}
+
+/// An e2e run: the consumer on `consumer_agent` (joined before any producer starts), the producers
+/// split over the other agents and started at one instant, the consumer told what they acknowledged
+/// and drained, the parts merged.
+pub async fn run_e2e(
+    c: &Coordinator,
+    spec: &E2eSpec,
+    consumer_agent: usize,
+    target: &Target,
+    every: Duration,
+    cancel: &CancellationToken,
+    progress: &Progress<'_>,
+) -> Result<Value, String> {
+    let producer_agents: Vec<usize> = (0..c.agents.len())
+        .filter(|i| *i != consumer_agent)
+        .collect();
+    let run_tag = rand::random::<u32>();
+    let (mut consumer, producers) =
+        split_e2e(spec, producer_agents.len(), run_tag).map_err(|e| crate::args::spec_error(&e))?;
+    let producer_clocks: Vec<ClockEstimate> =
+        producer_agents.iter().map(|i| c.clocks[*i]).collect();
+    consumer.producer_segments =
+        producer_segments(&producers, &producer_clocks, &c.clocks[consumer_agent]);
+    let body = segment(
+        target,
+        "e2e",
+        serde_json::to_value(&consumer).map_err(|e| e.to_string())?,
+    );
+    // Answered once the consumer has joined its group and is positioned.
+    let mut consumer_run = c.start(consumer_agent, &body, "consumer").await?;
+    let start_at = c.start_at();
+    let mut running = Vec::new();
+    for (k, mut part) in producers.into_iter().enumerate() {
+        let i = producer_agents[k];
+        part.start_at_us = Some(start_at[i]);
+        let body = segment(
+            target,
+            "e2e",
+            serde_json::to_value(&part).map_err(|e| e.to_string())?,
+        );
+        match c.start(i, &body, "producer").await {
+            Ok(s) => running.push(s),
+            Err(e) => {
+                c.stop_all(&running).await;
+                c.stop_all(std::slice::from_ref(&consumer_run)).await;
+                return Err(e);
+            }
+        }
+    }
+    // The producers run (their duration, or until stopped); the consumer's progress goes along.
+    {
+        let consumer_live = std::sync::Mutex::new(Value::Null);
+        let show = |lives: &[(String, Value)]| {
+            let mut all = lives.to_vec();
+            all.push((
+                c.agents[consumer_agent].clone(),
+                consumer_live.lock().expect("live lock").clone(),
+            ));
+            progress(&all);
+        };
+        let follow = c.follow(&mut running, every, cancel, &show);
+        tokio::pin!(follow);
+        loop {
+            tokio::select! {
+                _ = &mut follow => break,
+                _ = tokio::time::sleep(every) => {
+                    c.poll(&mut consumer_run).await;
+                    *consumer_live.lock().expect("live lock") = consumer_run.last_live.clone();
+                }
+            }
+        }
+    }
+    // Tell the consumer what each producer agent acknowledged; it drains, then finishes.
+    let acked: Vec<Option<u64>> = running
+        .iter()
+        .map(|s| {
+            s.result
+                .as_ref()
+                .and_then(|r| r.get("records_acked"))
+                .and_then(Value::as_u64)
+        })
+        .collect();
+    if !consumer_run.done() {
+        let path = format!("/agent/v1/segments/{}/drain", consumer_run.id);
+        if let Err(e) = c
+            .call(
+                reqwest::Method::POST,
+                &c.agents[consumer_agent],
+                &path,
+                Some(&json!({ "acked": acked })),
+            )
+            .await
+        {
+            tracing::warn!("drain: {e}");
+        }
+        c.follow(
+            std::slice::from_mut(&mut consumer_run),
+            every,
+            cancel,
+            &|_: &[(String, Value)]| {},
+        )
+        .await;
+    }
+    let after = c.clocks_after().await;
+    let consumer_part = c
+        .parts(std::slice::from_ref(&consumer_run), &after)
+        .remove(0);
+    merge_e2e(&consumer_part, &c.parts(&running, &after))
+}
+
+/// `--agents`, `--agents-dns` and `--agent-token`, for every workload that can be split.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DistributedArgs {
+    /// Spread the run over these agents (`kbench agent`), e.g. http://10.0.0.5:8080,host2:8080:
+    /// the load is split between them, started at one instant, and merged exactly. Needs
+    /// --bootstrap-server (a cluster every agent can reach).
+    #[arg(long, value_name = "URL,…", conflicts_with = "agents_dns")]
+    pub agents: Option<String>,
+
+    /// Find the agents by DNS: every address NAME[:PORT] resolves to (a headless Service), port
+    /// 8080 unless given.
+    #[arg(long, value_name = "NAME[:PORT]")]
+    pub agents_dns: Option<String>,
+
+    /// The agents' bearer token. Prefer KBENCH_AGENT_TOKEN: a flag is visible to anyone who can
+    /// list processes.
+    #[arg(long, env = "KBENCH_AGENT_TOKEN", hide_env_values = true)]
+    pub agent_token: Option<String>,
+}
+
+impl DistributedArgs {
+    /// The agents, when the run is distributed.
+    pub async fn list(&self) -> Result<Option<AgentList>, String> {
+        let urls = match (&self.agents, &self.agents_dns) {
+            (Some(a), _) => parse_agents(a, "--agents")?,
+            (None, Some(name)) => resolve_agents(name).await?,
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(AgentList {
+            urls,
+            token: self.agent_token.clone().filter(|t| !t.is_empty()),
+        }))
+    }
+}
+
+/// The agents' part of a result, one line each, and the clock statement.
+pub fn print_agents(doc: &Value) {
+    let Some(agents) = doc.pointer("/distributed/agents").and_then(Value::as_array) else {
+        return;
+    };
+    println!();
+    println!("Agents:");
+    for a in agents {
+        let s = |p: &str| a.pointer(p).cloned().unwrap_or(Value::Null);
+        let count = ["/records_acked", "/records_consumed"]
+            .iter()
+            .find_map(|p| a.pointer(p).and_then(Value::as_u64));
+        println!(
+            "  {} ({}, {}): {} records; clock offset {} µs ± {} µs (rtt {} µs, drift {} µs){}",
+            s("/agent").as_str().unwrap_or("?"),
+            s("/role").as_str().unwrap_or("?"),
+            s("/status").as_str().unwrap_or("?"),
+            count.map_or_else(|| "?".to_string(), |c| c.to_string()),
+            s("/clock/offset_us"),
+            s("/clock/bound_us"),
+            s("/clock/rtt_us"),
+            s("/clock/drift_us"),
+            a.get("error")
+                .and_then(Value::as_str)
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default(),
+        );
+    }
+    if doc.pointer("/distributed/degraded") == Some(&Value::Bool(true)) {
+        println!(
+            "DEGRADED: agent(s) {} lost mid-run; the figures are the other agents' (the lost agents' last live counts are in distributed.agents)",
+            doc.pointer("/distributed/lost_agents")
+                .cloned()
+                .unwrap_or(Value::Null)
+        );
+    }
+}
+
+/// Sum of a numeric live field over the agents' lines.
+pub fn live_sum(lives: &[(String, Value)], field: &str) -> u64 {
+    lives
+        .iter()
+        .filter_map(|(_, v)| v.get(field).and_then(Value::as_u64))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_lists_are_checked() {
+        assert_eq!(
+            parse_agents("h1:8080, http://h2:9/", "--agents").unwrap(),
+            vec!["http://h1:8080".to_string(), "http://h2:9".to_string()]
+        );
+        for (bad, says) in [
+            ("h1:1,h1:1", "given twice"),
+            ("h1:1,,h2:2", "empty entry"),
+            ("ftp://h:1", "expected http"),
+            ("http://user:pw@h:1", "credentials"),
+        ] {
+            let e = parse_agents(bad, "--agents").unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(!e.contains("pw@"), "{e}");
+        }
+    }
+}

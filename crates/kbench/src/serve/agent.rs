@@ -1,0 +1,194 @@
+//! `/agent/v1`: what `kbench agent` adds to the serve machinery. A coordinator says hello (protocol
+//! version), reads the agent's clock several times (offset estimation), hands it a *segment* — the
+//! same spec type the CLI builds, serialised, with the cluster to reach and a barrier start time —
+//! and polls it; a distributed e2e run's consumer is told what the producers acknowledged before it
+//! drains. A segment is a run in the registry: supervised, one at a time, its result written.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use kbench_bench::ProduceSpec;
+use kbench_bench::distributed::AGENT_PROTOCOL;
+use kbench_bench::e2e::E2eSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::serve::app::App;
+use crate::serve::error::{ApiError, ApiResult, from_value, json_object, json_response};
+use crate::serve::registry::{Live, run_json};
+use crate::serve::runs::{start_e2e, start_produce};
+
+/// A segment of a distributed run, as the coordinator sends it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Segment {
+    /// The coordinator's [`AGENT_PROTOCOL`].
+    pub protocol: u32,
+    /// The run this segment belongs to (for the agent's logs and result file).
+    pub run: String,
+    /// Exactly one of the two specs.
+    pub produce: Option<ProduceSpec>,
+    pub e2e: Option<E2eSpec>,
+    pub bootstrap_servers: Vec<String>,
+    /// Connection and security properties (secrets included: the agent needs them to connect;
+    /// never shown back).
+    pub properties: Vec<(String, String)>,
+}
+
+pub async fn hello(State(app): State<Arc<App>>) -> ApiResult {
+    let busy = app.runs.read(|runs| {
+        runs.iter()
+            .find(|r| r.status.active())
+            .map(|r| r.id.clone())
+    });
+    Ok(json_response(
+        StatusCode::OK,
+        json!({
+            "protocol": AGENT_PROTOCOL,
+            "kbench_version": env!("CARGO_PKG_VERSION"),
+            "environment": kbench_bench::Environment::here(),
+            "busy_with": busy,
+        }),
+    ))
+}
+
+pub async fn clock() -> ApiResult {
+    Ok(json_response(
+        StatusCode::OK,
+        json!({ "unix_us": kbench_bench::clock::wall_us() }),
+    ))
+}
+
+pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
+    let raw = json_object(&body)?;
+    // The version first, whatever else the body holds: another version's segment may not parse.
+    let protocol = raw.get("protocol").and_then(Value::as_u64);
+    if protocol != Some(u64::from(AGENT_PROTOCOL)) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "protocol: this agent speaks agent protocol {AGENT_PROTOCOL} (kbench {}), the coordinator {}: run the same kbench version on both",
+                env!("CARGO_PKG_VERSION"),
+                protocol.map_or_else(|| "none".to_string(), |p| p.to_string())
+            ),
+        ));
+    }
+    let segment: Segment = from_value(raw)?;
+    let mut props = serde_json::Map::new();
+    for (k, v) in &segment.properties {
+        props.insert(k.clone(), json!(v));
+    }
+    let client = Some(crate::serve::v1::client_from(&props)?);
+    let masked: serde_json::Map<String, Value> = segment
+        .properties
+        .iter()
+        .map(|(k, v)| {
+            let v = if kbench_client::is_secret(k) {
+                "***"
+            } else {
+                v.as_str()
+            };
+            (k.clone(), json!(v))
+        })
+        .collect();
+    let bootstrap = Some(segment.bootstrap_servers.clone());
+    let (id, workload) = match (segment.produce, segment.e2e) {
+        (Some(mut spec), None) => {
+            spec.limits = app.limits;
+            spec.validate()
+                .map_err(|e| ApiError::field(e.field, e.reason))?;
+            let config = json!({
+                "segment_of": segment.run, "workload": "produce",
+                "settings": spec.settings_json(&kbench_client::ClusterConfig::new(
+                    segment.bootstrap_servers.clone(), "kbench-agent", Default::default())),
+                "start_at_us": spec.start_at_us, "properties": masked,
+            });
+            (
+                start_produce(&app, config, spec, bootstrap, client).await?,
+                "produce",
+            )
+        }
+        (None, Some(mut spec)) => {
+            spec.limits = app.limits;
+            spec.validate()
+                .map_err(|e| ApiError::field(e.field, e.reason))?;
+            let config = json!({
+                "segment_of": segment.run, "workload": "e2e",
+                "settings": spec.settings_json(), "start_at_us": spec.start_at_us,
+                "properties": masked,
+            });
+            // A consumer is answered once it has joined its group (its producers must not start
+            // before); producers at once (they wait for the barrier).
+            let wait = spec.mode.has_consumer();
+            (
+                start_e2e(
+                    &app,
+                    crate::serve::registry::Api::V1,
+                    config,
+                    spec,
+                    bootstrap,
+                    client,
+                    wait,
+                )
+                .await?,
+                "e2e",
+            )
+        }
+        _ => {
+            return Err(ApiError::field(
+                "produce",
+                "a segment carries exactly one spec: produce or e2e",
+            ));
+        }
+    };
+    Ok(json_response(
+        StatusCode::CREATED,
+        json!({ "id": id, "workload": workload, "status": "running" }),
+    ))
+}
+
+pub async fn get(State(app): State<Arc<App>>, UrlPath(id): UrlPath<String>) -> ApiResult {
+    let body = app.runs.read_run(&id, |r| run_json(r, true))?;
+    Ok(json_response(StatusCode::OK, body))
+}
+
+/// What the producers of a distributed e2e run acknowledged, per producer agent (`null` for one
+/// lost); the consumer then drains until it has read them.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Drain {
+    pub acked: Vec<Option<u64>>,
+}
+
+pub async fn drain(
+    State(app): State<Arc<App>>,
+    UrlPath(id): UrlPath<String>,
+    body: Bytes,
+) -> ApiResult {
+    let drain: Drain = from_value(json_object(&body)?)?;
+    let live = app.runs.read_run(&id, |r| match &r.live {
+        Live::E2e(live) => Some(live.clone()),
+        _ => None,
+    })?;
+    let Some(live) = live else {
+        return Err(ApiError::field(
+            "acked",
+            format!("segment {id} is not an e2e consumer"),
+        ));
+    };
+    live.segments
+        .lock()
+        .expect("segments lock")
+        .set_acked(drain.acked);
+    app.runs.stop(&id)?;
+    let body = app.runs.read_run(&id, |r| run_json(r, false))?;
+    Ok(json_response(StatusCode::ACCEPTED, body))
+}
+
+pub async fn delete(State(app): State<Arc<App>>, UrlPath(id): UrlPath<String>) -> ApiResult {
+    app.runs.stop_and_wait(&id).await?;
+    let body = app.runs.read_run(&id, |r| run_json(r, true))?;
+    Ok(json_response(StatusCode::OK, body))
+}
