@@ -1,0 +1,696 @@
+//! Distributed runs: `kbench agent` processes on loopback (and, as root, in network namespaces
+//! behind a delayed veth path) and a coordinator (`--agents`). Produce and e2e are split and merged;
+//! the merged counts equal the agents' own, the merged percentiles equal those of the union of the
+//! agents' own histograms (merged here, independently); agents started with wrong clocks (the
+//! `KBENCH_TEST_CLOCK_SHIFT_MS` test hook) are estimated within the reported bound and whole trip
+//! comes out corrected; an agent killed mid-run degrades the result; bad agent lists, tokens and
+//! versions are refused before any load.
+
+mod common;
+#[path = "common/librdkafka.rs"]
+mod librdkafka;
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// A `kbench agent` child process, killed on drop.
+struct Agent {
+    child: Child,
+    url: String,
+    results: PathBuf,
+}
+
+impl Agent {
+    /// An agent on a free loopback port whose clock is shifted by `shift_ms`.
+    fn start(dir: &TempDir, name: &str, shift_ms: i64, token: Option<&str>) -> Agent {
+        let addr = format!("127.0.0.1:{}", free_port());
+        Agent::spawn(
+            Command::new(env!("CARGO_BIN_EXE_kbench")),
+            &addr,
+            dir,
+            name,
+            shift_ms,
+            token,
+            &[],
+        )
+    }
+
+    fn spawn(
+        mut command: Command,
+        addr: &str,
+        dir: &TempDir,
+        name: &str,
+        shift_ms: i64,
+        token: Option<&str>,
+        extra: &[&str],
+    ) -> Agent {
+        let results = dir.path().join(name);
+        command
+            .args(["agent", "--listen", addr, "--results-dir"])
+            .arg(&results)
+            .args(extra)
+            .env("KBENCH_TEST_CLOCK_SHIFT_MS", shift_ms.to_string())
+            .env_remove("KBENCH_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        if let Some(t) = token {
+            command.env("KBENCH_TOKEN", t);
+        }
+        let child = command.spawn().expect("spawn kbench agent");
+        let agent = Agent {
+            child,
+            url: format!("http://{addr}"),
+            results,
+        };
+        wait_until("the agent listens", Duration::from_secs(30), || {
+            TcpStream::connect(addr).is_ok()
+        });
+        agent
+    }
+
+    /// The result document of this agent's one segment.
+    fn result(&self) -> Value {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&self.results)
+            .expect("agent results")
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), 1, "one segment per agent: {files:?}");
+        result_json(&files[0])
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn urls(agents: &[Agent]) -> String {
+    agents
+        .iter()
+        .map(|a| a.url.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn histogram(doc: &Value, field: &str) -> Histogram<u64> {
+    let text = doc[field]["histogram"].as_str().expect("a histogram");
+    kbench_bench::measure::decode_histogram(text).expect("decodes")
+}
+
+/// The histograms of `field` in `docs`, added up here, independently of kbench's merge.
+fn union(docs: &[Value], field: &str) -> Histogram<u64> {
+    let mut all = kbench_bench::measure::latency_histogram();
+    for d in docs {
+        all.add(histogram(d, field)).unwrap();
+    }
+    all
+}
+
+/// The merged summary of `field` equals the union's, percentile by percentile.
+fn assert_exact(merged: &Value, docs: &[Value], field: &str) {
+    let all = union(docs, field);
+    assert_eq!(merged[field]["count"], all.len(), "{field} count");
+    assert_eq!(merged[field]["max"], all.max(), "{field} max");
+    for (name, q) in [("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999)] {
+        assert_eq!(
+            merged[field][name],
+            all.value_at_quantile(q),
+            "{field} {name}"
+        );
+    }
+}
+
+fn start_times_ms(docs: &[Value]) -> Vec<i64> {
+    docs.iter()
+        .map(|d| {
+            let t = humantime::parse_rfc3339(d["start_time"].as_str().unwrap()).unwrap();
+            t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+        })
+        .collect()
+}
+
+#[test]
+fn produce_over_three_agents_merges_exactly_on_both_brokers() {
+    for kind in BROKERS {
+        let broker = TestBroker::of(kind);
+        let dir = TempDir::new("dist-produce");
+        // Clocks wrong by up to 3 s: the barrier still starts every agent at one real instant.
+        let agents: Vec<Agent> = [(0, 3_000), (1, -2_000), (2, 500)]
+            .iter()
+            .map(|(i, shift)| Agent::start(&dir, &format!("a{i}"), *shift, None))
+            .collect();
+        let json = dir.path().join("merged.json");
+        let topic = "dist-produce";
+        let out = Cmd::on("produce", &broker)
+            .topic(topic)
+            .args(&["--agents", &urls(&agents), "--num-records", "30001"])
+            .args(&[
+                "--throughput",
+                "10000",
+                "--partitions",
+                "3",
+                "--record-size",
+                "200",
+            ])
+            .args(&["--reporting-interval", "1000"])
+            .json(&json)
+            .ok(LIMIT);
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("records sent,"), "{stdout}");
+        let merged = result_json(&json);
+        let docs: Vec<Value> = agents.iter().map(Agent::result).collect();
+        // Counts: the parts sum to the whole, and to what was asked.
+        let acked: Vec<u64> = docs
+            .iter()
+            .map(|d| d["records_acked"].as_u64().unwrap())
+            .collect();
+        assert_eq!(acked.iter().sum::<u64>(), 30_001, "{kind:?}: {acked:?}");
+        assert_eq!(merged["records_acked"], 30_001);
+        assert_eq!(merged["records_sent"], 30_001);
+        assert_eq!(merged["records_failed"], 0);
+        // Percentiles: from the merged histograms, equal to those of the union of the agents'.
+        for field in ["latency", "service_time", "publish_delay"] {
+            assert_exact(&merged, &docs, field);
+        }
+        // The barrier: every agent's measured phase began within 100 ms of the others'.
+        let starts = start_times_ms(&docs);
+        let spread = starts.iter().max().unwrap() - starts.iter().min().unwrap();
+        assert!(spread < 100, "{kind:?}: start times {starts:?}");
+        // The clocks: each estimate within its bound (+1 ms: the two readings are not atomic).
+        for (a, shift) in merged["distributed"]["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip([3_000_000i64, -2_000_000, 500_000])
+        {
+            let offset = a["clock"]["offset_us"].as_i64().unwrap();
+            let bound = a["clock"]["bound_us"].as_i64().unwrap();
+            assert!(
+                (offset - shift).abs() <= bound + 1_000,
+                "{kind:?}: offset {offset} for a shift of {shift} (bound {bound})"
+            );
+            assert_eq!(a["status"], "finished");
+        }
+        assert_eq!(merged["distributed"]["degraded"], false);
+        // An independent client reads back exactly what the agents wrote.
+        let read = librdkafka::read(
+            &broker.addr,
+            topic,
+            3,
+            30_001,
+            Duration::from_millis(500),
+            Duration::from_secs(60),
+        );
+        assert_eq!(read.len(), 30_001, "{kind:?}");
+    }
+}
+
+#[test]
+fn e2e_with_the_consumer_on_one_agent_corrects_whole_trip_for_the_clocks() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("dist-e2e");
+    // The consumer's clock 1.5 s ahead, one producer agent 0.7 s behind, one right: uncorrected,
+    // whole trips would be 2.2 s and 1.5 s too short (clamped to 1 µs).
+    let agents: Vec<Agent> = [(0, 1_500), (1, -700), (2, 0)]
+        .iter()
+        .map(|(i, shift)| Agent::start(&dir, &format!("a{i}"), *shift, Some("t0ken")))
+        .collect();
+    let json = dir.path().join("merged.json");
+    let out = Cmd::on("e2e", &broker)
+        .topic("dist-e2e")
+        .args(&["--agents", &urls(&agents), "--agent-token", "t0ken"])
+        .args(&["--producers", "5", "--batch-interval", "5..15ms"])
+        .args(&["--messages-per-batch", "1..4", "--partitions", "2"])
+        .args(&["--duration", "4s", "--reporting-interval", "1s"])
+        .json(&json)
+        .ok(LIMIT);
+    let stdout = text(&out.stdout);
+    let merged = result_json(&json);
+    let docs: Vec<Value> = agents.iter().map(Agent::result).collect();
+    let (consumer, producers) = (&docs[0], &docs[1..]);
+    // Producers split 3 + 2, numbered apart; every record accounted for.
+    let sum = |f: &str| {
+        producers
+            .iter()
+            .map(|d| d[f].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(merged["records_produced"], sum("records_produced"));
+    assert_eq!(merged["records_acked"], sum("records_acked"));
+    assert_eq!(
+        merged["records_produced"].as_u64(),
+        Some(sum("records_acked") + sum("records_failed"))
+    );
+    assert!(sum("records_acked") > 500, "{stdout}");
+    assert_eq!(merged["settings"]["producers"], 5);
+    // The consumer read every acknowledged record, once, counted per producer agent.
+    assert_eq!(
+        merged["records_consumed"], merged["records_acked"],
+        "{stdout}"
+    );
+    for f in ["records_lost", "records_duplicated", "records_unexpected"] {
+        assert_eq!(merged[f], 0, "{f}: {stdout}");
+    }
+    let segments = consumer["segments"].as_array().expect("per-agent counts");
+    for (s, p) in segments.iter().zip(producers) {
+        assert_eq!(s["records_read"], p["records_acked"]);
+        assert_eq!(s["records_acked"], p["records_acked"]);
+    }
+    // Exact merges: the producers' histograms; whole trip is the consumer's own.
+    assert_exact(&merged, producers, "producer_request_duration");
+    assert_exact(&merged, producers, "publish_delay");
+    assert_eq!(merged["whole_trip"], consumer["whole_trip"]);
+    // Corrected: a loopback trip through a broker is more than 100 µs and well under the skew.
+    let trip = &merged["whole_trip"];
+    assert_eq!(trip["count"], merged["records_acked"]);
+    assert!(trip["min"].as_u64().unwrap() >= 100, "{trip}");
+    assert!(trip["p99"].as_u64().unwrap() < 500_000, "{trip}");
+    assert!(merged["clock"].as_str().unwrap().contains("corrected"));
+    assert!(merged["distributed"]["clock_bound_us"].as_u64().unwrap() > 0);
+    // An independent client reads the records the agents wrote.
+    let read = librdkafka::read(
+        &broker.addr,
+        "dist-e2e",
+        2,
+        merged["records_acked"].as_u64().unwrap() as usize,
+        Duration::from_millis(500),
+        Duration::from_secs(60),
+    );
+    assert_eq!(read.len() as u64, merged["records_acked"].as_u64().unwrap());
+}
+
+#[test]
+fn an_agent_killed_mid_run_degrades_the_result_and_the_rest_is_exact() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("dist-kill");
+    let mut agents: Vec<Agent> = (0..3)
+        .map(|i| Agent::start(&dir, &format!("a{i}"), 0, None))
+        .collect();
+    let json = dir.path().join("merged.json");
+    let cmd = Cmd::on("produce", &broker)
+        .topic("dist-kill")
+        .args(&["--agents", &urls(&agents), "--num-records", "1000000000"])
+        .args(&["--throughput", "3000", "--duration", "8s"])
+        .args(&["--reporting-interval", "1000"])
+        .json(&json);
+    let victim = agents[1].url.clone();
+    let run = std::thread::spawn(move || cmd.run(LIMIT));
+    std::thread::sleep(Duration::from_secs(5));
+    agents[1].kill();
+    let out = run.join().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{stdout}\n{stderr}");
+    assert!(stdout.contains("DEGRADED"), "{stdout}");
+    let merged = result_json(&json);
+    assert_eq!(merged["distributed"]["degraded"], true);
+    assert_eq!(
+        merged["distributed"]["lost_agents"],
+        serde_json::json!([victim])
+    );
+    let lost = &merged["distributed"]["agents"][1];
+    assert_eq!(lost["status"], "lost");
+    assert!(
+        lost["last_live"]["records_acked"].as_u64().unwrap() > 0,
+        "{lost}"
+    );
+    // The survivors: exact, and sent = acked + failed.
+    let docs = [agents[0].result(), agents[2].result()];
+    let acked: u64 = docs
+        .iter()
+        .map(|d| d["records_acked"].as_u64().unwrap())
+        .sum();
+    assert_eq!(merged["records_acked"], acked);
+    assert_eq!(
+        merged["records_sent"].as_u64(),
+        Some(acked + merged["records_failed"].as_u64().unwrap())
+    );
+    assert_exact(&merged, &docs, "latency");
+}
+
+/// An HTTP answer from a port: a stand-in for an agent of another kbench version (this build can
+/// only be its own version), answering every request with `body`.
+fn fake_agent(body: &'static str) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("dist-bad");
+    let good = Agent::start(&dir, "good", 0, Some("right"));
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let other_version = fake_agent(r#"{"protocol": 999, "kbench_version": "9.9.9"}"#);
+    let cases: [(String, Option<&str>, i32, &str); 5] = [
+        (
+            format!("{},{nobody}", good.url),
+            Some("right"),
+            1,
+            "cannot connect",
+        ),
+        (good.url.clone(), Some("wrong"), 1, "refused the token"),
+        (good.url.clone(), None, 1, "refused the token"),
+        (
+            format!("{},{}", good.url, good.url),
+            Some("right"),
+            2,
+            "given twice",
+        ),
+        (
+            format!("{},{other_version}", good.url),
+            Some("right"),
+            1,
+            "agent protocol 999",
+        ),
+    ];
+    for (agents, token, code, says) in cases {
+        let mut cmd = Cmd::on("produce", &broker).topic("dist-bad").args(&[
+            "--agents",
+            &agents,
+            "--num-records",
+            "100",
+        ]);
+        if let Some(t) = token {
+            cmd = cmd.args(&["--agent-token", t]);
+        }
+        let out = cmd.run(LIMIT);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{agents}: {stderr}");
+        assert!(stderr.contains(says), "{agents}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one error: {stderr}");
+        assert!(
+            !stderr.contains("right"),
+            "the token is never shown: {stderr}"
+        );
+    }
+    // Nothing ran: the good agent was never given a segment.
+    let listed = runtime().block_on(async {
+        reqwest::Client::new()
+            .get(format!("{}/v1/runs", good.url))
+            .bearer_auth("right")
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    });
+    assert_eq!(listed["runs"], serde_json::json!([]), "{listed}");
+    // The agent itself refuses a segment of another protocol version, naming it.
+    let answer = runtime().block_on(async {
+        reqwest::Client::new()
+            .post(format!("{}/agent/v1/segments", good.url))
+            .bearer_auth("right")
+            .header("content-type", "application/json")
+            .body(r#"{"protocol": 2, "run": "x"}"#)
+            .send()
+            .await
+            .unwrap()
+    });
+    assert_eq!(answer.status(), 409);
+    let body: Value = runtime().block_on(answer.json()).unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("agent protocol 1"),
+        "{body}"
+    );
+    // An e2e run needs a consumer agent and a producer agent.
+    let out = Cmd::on("e2e", &broker)
+        .args(&[
+            "--agents",
+            &good.url,
+            "--agent-token",
+            "right",
+            "--duration",
+            "1s",
+        ])
+        .run(LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("two agents or more"));
+    // --agents without a cluster the agents can reach.
+    let out = run(
+        &["produce", "--agents", &good.url, "--num-records", "10"],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--bootstrap-server"));
+}
+
+/// Run `ip` (as root), failing the test with its output when it fails.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Network namespaces with a veth pair each, removed on drop.
+struct Namespaces(Vec<String>);
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+/// A delay line: a TCP relay on loopback to `target` that forwards every chunk, both ways, `delay`
+/// after it arrived (in order). The stand-in for `tc netem` where the kernel has no `sch_netem`.
+fn delay_line(target: String, delay: Duration) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for inbound in listener.incoming().flatten() {
+            let Ok(outbound) = TcpStream::connect(&target) else {
+                continue;
+            };
+            for (from, to) in [
+                (inbound.try_clone().unwrap(), outbound.try_clone().unwrap()),
+                (outbound, inbound),
+            ] {
+                let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+                let mut from = from;
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = from.read(&mut buf) {
+                        if n == 0
+                            || tx
+                                .send((Instant::now() + delay, buf[..n].to_vec()))
+                                .is_err()
+                        {
+                            break;
+                        }
+                    }
+                });
+                let mut to = to;
+                std::thread::spawn(move || {
+                    for (due, bytes) in rx {
+                        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                        if to.write_all(&bytes).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        }
+    });
+    addr
+}
+
+/// Whether this kernel has `tc netem` (sch_netem), tried in a namespace of its own.
+fn netem_available(tag: u32) -> bool {
+    let ns = format!("kbt{tag}probe");
+    ip(&["netns", "add", &ns]);
+    let ok = Command::new("ip")
+        .args([
+            "netns", "exec", &ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay",
+            "1ms",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let _ = Command::new("ip").args(["netns", "del", &ns]).output();
+    ok
+}
+
+#[test]
+fn agents_in_network_namespaces_behind_a_delay_measure_the_path() {
+    // Root only (CI runs as root): namespaces and netem need CAP_NET_ADMIN.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: network namespaces need root");
+        return;
+    }
+    let tag = std::process::id() % 10_000;
+    let dir = TempDir::new("dist-netns");
+    let mut names = Namespaces(Vec::new());
+    let mut agents = Vec::new();
+    // Two agents, each in a namespace behind a veth pair with 3 ms of delay on both ends (netem):
+    // 6 ms one way to the broker and the coordinator, 12 ms round trip. Where the kernel has no
+    // netem, the control path goes through a 6 ms-each-way delay line instead, and the Kafka
+    // traffic crosses the veth pairs undelayed.
+    let netem = netem_available(tag);
+    eprintln!(
+        "delay: {}",
+        if netem {
+            "tc netem on the veth pairs"
+        } else {
+            "no sch_netem in this kernel: a delay line on the control path"
+        }
+    );
+    for i in 0..2u32 {
+        let ns = format!("kbt{tag}a{i}");
+        let (host_if, ns_if) = (format!("kbh{tag}{i}"), format!("kbn{tag}{i}"));
+        let net = (tag % 120) * 2 + i;
+        let (host_ip, ns_ip) = (format!("10.201.{net}.1"), format!("10.201.{net}.2"));
+        ip(&["netns", "add", &ns]);
+        names.0.push(ns.clone());
+        ip(&[
+            "link", "add", &host_if, "type", "veth", "peer", "name", &ns_if,
+        ]);
+        ip(&["link", "set", &ns_if, "netns", &ns]);
+        ip(&["addr", "add", &format!("{host_ip}/24"), "dev", &host_if]);
+        ip(&["link", "set", &host_if, "up"]);
+        ip(&[
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("{ns_ip}/24"),
+            "dev",
+            &ns_if,
+        ]);
+        ip(&["-n", &ns, "link", "set", &ns_if, "up"]);
+        ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        ip(&["-n", &ns, "route", "add", "default", "via", &host_ip]);
+        for (netns, dev) in [(None, &host_if), (Some(&ns), &ns_if)]
+            .into_iter()
+            .filter(|_| netem)
+        {
+            let mut tc = Command::new("tc");
+            if let Some(n) = netns {
+                tc = Command::new("ip");
+                tc.args(["netns", "exec", n, "tc"]);
+            }
+            let out = tc
+                .args(["qdisc", "add", "dev", dev, "root", "netem", "delay", "3ms"])
+                .output()
+                .expect("tc");
+            assert!(
+                out.status.success(),
+                "tc: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_kbench")]);
+        let addr = format!("{ns_ip}:8080");
+        agents.push(Agent::spawn(
+            command,
+            &addr,
+            &dir,
+            &format!("a{i}"),
+            0,
+            None,
+            &["--allowed-host", "*"],
+        ));
+    }
+    // The broker on every address of this host, reached from the namespaces by the host side of
+    // their veth (its advertised address is the first one's).
+    let broker_port = free_port();
+    let net0 = (tag % 120) * 2;
+    let bootstrap = format!("10.201.{net0}.1:{broker_port}");
+    let mut broker = common::kbench()
+        .args([
+            "broker",
+            "--quiet",
+            "--listen",
+            &format!("0.0.0.0:{broker_port}"),
+        ])
+        .args(["--advertise", &bootstrap])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("broker");
+    wait_until("the broker listens", Duration::from_secs(30), || {
+        TcpStream::connect(("127.0.0.1", broker_port)).is_ok()
+    });
+    let json = dir.path().join("merged.json");
+    let started = Instant::now();
+    let agent_urls = if netem {
+        urls(&agents)
+    } else {
+        agents
+            .iter()
+            .map(|a| {
+                let target = a.url.trim_start_matches("http://").to_string();
+                format!("http://{}", delay_line(target, Duration::from_millis(6)))
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let out = Cmd::new("e2e")
+        .args(&["--bootstrap-server", &bootstrap, "--agents", &agent_urls])
+        .args(&[
+            "--producers",
+            "2",
+            "--batch-interval",
+            "10ms",
+            "--duration",
+            "3s",
+        ])
+        .json(&json)
+        .run(LIMIT);
+    let _ = broker.kill();
+    let _ = broker.wait();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let merged = result_json(&json);
+    for a in merged["distributed"]["agents"].as_array().unwrap() {
+        let rtt = a["clock"]["rtt_us"].as_u64().unwrap();
+        let bound = a["clock"]["bound_us"].as_u64().unwrap();
+        assert!(rtt >= 12_000, "round trip {rtt} µs over a 12 ms path: {a}");
+        assert!((6_000..50_000).contains(&bound), "bound {bound}: {a}");
+    }
+    // With netem, producer → broker → consumer crosses both delayed paths: 6 ms to the broker from
+    // the producer's namespace, 6 ms back to the consumer's.
+    let trip = &merged["whole_trip"];
+    if netem {
+        assert!(trip["p50"].as_u64().unwrap() >= 12_000, "{trip}");
+    }
+    assert!(trip["count"].as_u64().unwrap() > 0, "{trip}");
+    assert_eq!(
+        merged["records_consumed"], merged["records_acked"],
+        "{stdout}"
+    );
+    assert!(started.elapsed() < LIMIT);
+}
