@@ -694,3 +694,98 @@ fn agents_in_network_namespaces_behind_a_delay_measure_the_path() {
     );
     assert!(started.elapsed() < LIMIT);
 }
+
+/// One JSON request; the status and the body.
+fn http(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    runtime().block_on(async {
+        let mut request = reqwest::Client::new()
+            .request(reqwest::Method::from_bytes(method.as_bytes()).unwrap(), url)
+            .timeout(Duration::from_secs(60));
+        if let Some(b) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let response = request.send().await.expect("HTTP request");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    })
+}
+
+#[test]
+fn v1_runs_spread_over_agents_with_the_consumer_where_asked() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("dist-v1");
+    let agents: Vec<Agent> = (0..3)
+        .map(|i| Agent::start(&dir, &format!("a{i}"), 250 * i as i64, Some("agents-secret")))
+        .collect();
+    let mut server = common::kbench()
+        .args(["serve", "--listen", "127.0.0.1:0", "--bootstrap-server", &broker.addr])
+        .arg("--results-dir")
+        .arg(dir.path().join("server"))
+        .env("KBENCH_AGENT_TOKEN", "agents-secret")
+        .env_remove("KBENCH_TOKEN")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("kbench serve");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let base = line.trim().rsplit_once("listening on ").unwrap().1.to_string();
+    let list: Vec<&str> = agents.iter().map(|a| a.url.as_str()).collect();
+    // Bad agent lists: refused before anything starts, naming `agents`.
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    for (agents_field, status) in [
+        (serde_json::json!([list[0], list[0]]), 400),
+        (serde_json::json!([list[0], nobody]), 502),
+        (serde_json::json!(5), 400),
+    ] {
+        let (s, body) = http(
+            "POST",
+            &format!("{base}/v1/runs"),
+            Some(serde_json::json!({"workload": "produce", "agents": agents_field})),
+        );
+        assert_eq!(s, status, "{agents_field}: {body}");
+        assert_eq!(body["field"], "agents", "{body}");
+    }
+    // The consumer on the second agent; producers on the first and third.
+    let (s, body) = http(
+        "POST",
+        &format!("{base}/v1/runs"),
+        Some(serde_json::json!({
+            "workload": "e2e", "agents": list, "consumer_agent": list[1],
+            "producers": 4, "batch_interval": "10ms", "duration": "3s", "topic": "dist-v1",
+        })),
+    );
+    assert_eq!(s, 201, "{body}");
+    let url = format!("{base}/v1/runs/{}", body["id"].as_str().unwrap());
+    let mut saw_agents_live = false;
+    let started = Instant::now();
+    let run = loop {
+        let (_, run) = http("GET", &url, None);
+        saw_agents_live |= run["live"]["agents"].as_array().is_some_and(|a| !a.is_empty());
+        if run["status"] != "running" && run["status"] != "stopping" {
+            break run;
+        }
+        assert!(started.elapsed() < LIMIT, "the run did not finish: {run}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(run["status"], "finished", "{run}");
+    assert!(saw_agents_live, "GET showed the agents' live figures while running");
+    assert_eq!(run["config"]["agents"], serde_json::json!(list));
+    assert!(!run.to_string().contains("agents-secret"), "the token is never shown");
+    let doc = &run["result"];
+    assert_eq!(doc["distributed"]["agents"][0]["agent"], list[1]);
+    assert_eq!(doc["distributed"]["agents"][0]["role"], "consumer");
+    assert!(doc["records_acked"].as_u64().unwrap() > 100, "{doc}");
+    assert_eq!(doc["records_consumed"], doc["records_acked"]);
+    assert_eq!(doc["records_lost"], 0);
+    let producers = [agents[0].result(), agents[2].result()];
+    assert_exact(doc, &producers, "producer_request_duration");
+    assert_eq!(doc["whole_trip"], agents[1].result()["whole_trip"]);
+    let _ = server.kill();
+    let _ = server.wait();
+}

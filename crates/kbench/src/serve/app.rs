@@ -23,8 +23,12 @@ pub struct App {
     pub limits: kbench_bench::spec::Limits,
     /// Connection and security properties for runs against the server's default cluster.
     pub client: kbench_client::ProducerSettings,
+    /// The same, as given (what a distributed run's agents are sent).
+    pub client_pairs: Vec<(String, String)>,
     /// `kbench agent`: the `/agent/v1` routes are served.
     pub agent: bool,
+    /// The token of the agents distributed runs go to (`--agent-token`).
+    pub agent_token: Option<String>,
 }
 
 impl App {

@@ -5,6 +5,7 @@
 
 mod agent;
 mod app;
+mod distributed;
 mod error;
 mod http;
 mod listen;
@@ -59,6 +60,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ORIGIN")]
     pub cors_origin: Vec<String>,
 
+    /// The token of the agents a /v1 run spreads over (`agents`), unless the request gives its own
+    /// `agent_token`.
+    #[arg(long, env = "KBENCH_AGENT_TOKEN", hide_env_values = true)]
+    pub agent_token: Option<String>,
+
     /// Where every finished run's result document is written (and read back at start).
     #[arg(long, default_value = "kbench-results")]
     pub results_dir: PathBuf,
@@ -99,6 +105,13 @@ pub async fn run(args: ServeArgs, agent: bool) -> u8 {
             }
         },
         None => args.token.clone(),
+    };
+    let client_pairs = match args.connection.pairs() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return crate::args::EXIT_USAGE;
+        }
     };
     let client = match args.connection.settings() {
         Ok(s) => s,
@@ -154,7 +167,9 @@ pub async fn run(args: ServeArgs, agent: bool) -> u8 {
         request_ids: std::sync::atomic::AtomicU64::new(0),
         limits: args.limits.limits(),
         client,
+        client_pairs,
         agent,
+        agent_token: args.agent_token.clone().filter(|t| !t.is_empty()),
     });
     let router = http::router(app.clone());
     let max_connections = listen::connection_limit(listen::raise_fd_limit());

@@ -68,6 +68,8 @@ impl ProduceObserver for ProduceLive {
 pub enum Live {
     E2e(Arc<E2eLive>),
     Produce(Arc<ProduceLive>),
+    /// A distributed run: each agent's live figures, as last polled.
+    Agents(Arc<Mutex<Value>>),
     None,
 }
 
@@ -494,6 +496,7 @@ pub fn live_json(r: &RunEntry) -> Value {
             "records_acked": live.acked.load(Ordering::Relaxed),
             "records_failed": live.failed.load(Ordering::Relaxed),
         }),
+        Live::Agents(agents) => json!({ "agents": agents.lock().expect("live lock").clone() }),
         Live::None => Value::Null,
     }
 }

@@ -271,6 +271,8 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         }
         Some(_) => return Err(ApiError::field("slo", "must be a string of conditions")),
     };
+    // Spread over agents: checked here, before anything starts.
+    let spread = crate::serve::distributed::take(obj)?;
     // Connection and security properties, by the CLI's names: {"security.protocol": "SSL", …}.
     let client = match obj.remove("properties") {
         None | Some(Value::Null) => None,
@@ -286,6 +288,19 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
     if let Some(text) = &slo {
         config["slo"] = json!(text);
     }
+    if let Some(s) = &spread
+        && let (Some(map), Value::Object(shown)) =
+            (config.as_object_mut(), crate::serve::distributed::shown(s))
+    {
+        map.extend(shown);
+    }
+    // What agents are sent: the properties as given.
+    let pairs: Option<Vec<(String, String)>> = body_properties(&body).map(|props| {
+        props
+            .into_iter()
+            .map(|(k, v)| (k, v.as_str().unwrap_or_default().to_string()))
+            .collect()
+    });
     if let Some(props) = body_properties(&body) {
         // Stored and answered with secret values masked.
         config["properties"] = Value::Object(
@@ -302,16 +317,31 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
                 .collect(),
         );
     }
-    let id = match kind.as_str() {
-        "e2e" => {
+    use crate::serve::distributed as spread_over;
+    let id = match (kind.as_str(), spread) {
+        ("e2e", None) => {
             let (spec, bootstrap) = e2e_spec(&from_value(raw)?, app.limits)?;
             start_e2e(&app, Api::V1, config, spec, bootstrap, client, true).await?
         }
-        "produce" => {
+        ("e2e", Some(spread)) => {
+            let (spec, bootstrap) = e2e_spec(&from_value(raw)?, app.limits)?;
+            spread_over::start_e2e(&app, config, spec, bootstrap, pairs, spread).await?
+        }
+        ("produce", None) => {
             let (spec, bootstrap) = produce_spec(&from_value(raw)?, app.limits)?;
             start_produce(&app, config, spec, bootstrap, client).await?
         }
-        other => {
+        ("produce", Some(spread)) if spread.has_consumer_agent() => {
+            return Err(ApiError::field(
+                "consumer_agent",
+                "only for e2e runs (a produce run has no consumer)",
+            ));
+        }
+        ("produce", Some(spread)) => {
+            let (spec, bootstrap) = produce_spec(&from_value(raw)?, app.limits)?;
+            spread_over::start_produce(&app, config, spec, bootstrap, pairs, spread).await?
+        }
+        (other, _) => {
             return Err(ApiError::field(
                 "workload",
                 format!("unknown workload {other:?} (e2e or produce)"),
