@@ -575,6 +575,15 @@ pub struct DistributedArgs {
     #[arg(long, value_name = "NAME[:PORT]")]
     pub agents_dns: Option<String>,
 
+    /// With --agents-dns: wait until the name resolves to at least this many agents (pods start
+    /// at their own pace), at most --agents-wait.
+    #[arg(long, value_name = "N", requires = "agents_dns", value_parser = crate::args::positive_usize)]
+    pub agents_count: Option<usize>,
+
+    /// With --agents-count: how long to wait for the agents (default 5m).
+    #[arg(long, value_name = "DURATION", requires = "agents_count", value_parser = crate::args::parse_duration)]
+    pub agents_wait: Option<Duration>,
+
     /// The agents' bearer token. Prefer KBENCH_AGENT_TOKEN: a flag is visible to anyone who can
     /// list processes.
     #[arg(long, env = "KBENCH_AGENT_TOKEN", hide_env_values = true)]
@@ -586,7 +595,27 @@ impl DistributedArgs {
     pub async fn list(&self) -> Result<Option<AgentList>, String> {
         let urls = match (&self.agents, &self.agents_dns) {
             (Some(a), _) => parse_agents(a, "--agents")?,
-            (None, Some(name)) => resolve_agents(name).await?,
+            (None, Some(name)) => {
+                let want = self.agents_count.unwrap_or(1);
+                let deadline =
+                    Instant::now() + self.agents_wait.unwrap_or(Duration::from_secs(300));
+                loop {
+                    let found = resolve_agents(name).await;
+                    match found {
+                        Ok(urls) if urls.len() >= want => break urls,
+                        _ if Instant::now() >= deadline => {
+                            let have = found.map_or(0, |u| u.len());
+                            return Err(format!(
+                                "--agents-dns {name}: {have} agent(s) found, {want} wanted, after waiting {} s",
+                                self.agents_wait
+                                    .unwrap_or(Duration::from_secs(300))
+                                    .as_secs()
+                            ));
+                        }
+                        _ => tokio::time::sleep(Duration::from_secs(2)).await,
+                    }
+                }
+            }
             (None, None) => return Ok(None),
         };
         Ok(Some(AgentList {

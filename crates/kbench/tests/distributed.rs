@@ -717,10 +717,23 @@ fn v1_runs_spread_over_agents_with_the_consumer_where_asked() {
     let broker = TestBroker::start();
     let dir = TempDir::new("dist-v1");
     let agents: Vec<Agent> = (0..3)
-        .map(|i| Agent::start(&dir, &format!("a{i}"), 250 * i as i64, Some("agents-secret")))
+        .map(|i| {
+            Agent::start(
+                &dir,
+                &format!("a{i}"),
+                250 * i as i64,
+                Some("agents-secret"),
+            )
+        })
         .collect();
     let mut server = common::kbench()
-        .args(["serve", "--listen", "127.0.0.1:0", "--bootstrap-server", &broker.addr])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--bootstrap-server",
+            &broker.addr,
+        ])
         .arg("--results-dir")
         .arg(dir.path().join("server"))
         .env("KBENCH_AGENT_TOKEN", "agents-secret")
@@ -734,7 +747,12 @@ fn v1_runs_spread_over_agents_with_the_consumer_where_asked() {
         &mut line,
     )
     .unwrap();
-    let base = line.trim().rsplit_once("listening on ").unwrap().1.to_string();
+    let base = line
+        .trim()
+        .rsplit_once("listening on ")
+        .unwrap()
+        .1
+        .to_string();
     let list: Vec<&str> = agents.iter().map(|a| a.url.as_str()).collect();
     // Bad agent lists: refused before anything starts, naming `agents`.
     let nobody = format!("http://127.0.0.1:{}", free_port());
@@ -766,7 +784,9 @@ fn v1_runs_spread_over_agents_with_the_consumer_where_asked() {
     let started = Instant::now();
     let run = loop {
         let (_, run) = http("GET", &url, None);
-        saw_agents_live |= run["live"]["agents"].as_array().is_some_and(|a| !a.is_empty());
+        saw_agents_live |= run["live"]["agents"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty());
         if run["status"] != "running" && run["status"] != "stopping" {
             break run;
         }
@@ -774,9 +794,15 @@ fn v1_runs_spread_over_agents_with_the_consumer_where_asked() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(run["status"], "finished", "{run}");
-    assert!(saw_agents_live, "GET showed the agents' live figures while running");
+    assert!(
+        saw_agents_live,
+        "GET showed the agents' live figures while running"
+    );
     assert_eq!(run["config"]["agents"], serde_json::json!(list));
-    assert!(!run.to_string().contains("agents-secret"), "the token is never shown");
+    assert!(
+        !run.to_string().contains("agents-secret"),
+        "the token is never shown"
+    );
     let doc = &run["result"];
     assert_eq!(doc["distributed"]["agents"][0]["agent"], list[1]);
     assert_eq!(doc["distributed"]["agents"][0]["role"], "consumer");
@@ -788,4 +814,63 @@ fn v1_runs_spread_over_agents_with_the_consumer_where_asked() {
     assert_eq!(doc["whole_trip"], agents[1].result()["whole_trip"]);
     let _ = server.kill();
     let _ = server.wait();
+}
+
+#[test]
+fn agents_found_by_dns_run_their_segment_and_exit_when_told() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("dist-dns");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut agent = Agent::spawn(
+        Command::new(env!("CARGO_BIN_EXE_kbench")),
+        &addr,
+        &dir,
+        "a0",
+        0,
+        None,
+        &["--exit-after-segments", "1"],
+    );
+    // Fewer agents than wanted: one error after the wait.
+    let out = Cmd::on("produce", &broker)
+        .args(&[
+            "--agents-dns",
+            &addr,
+            "--agents-count",
+            "2",
+            "--agents-wait",
+            "1s",
+        ])
+        .run(LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("1 agent(s) found, 2 wanted"),
+        "{}",
+        text(&out.stderr)
+    );
+    let json = dir.path().join("merged.json");
+    Cmd::on("produce", &broker)
+        .topic("dist-dns")
+        .args(&[
+            "--agents-dns",
+            &addr,
+            "--agents-count",
+            "1",
+            "--num-records",
+            "5000",
+        ])
+        .json(&json)
+        .ok(LIMIT);
+    assert_eq!(result_json(&json)["records_acked"], 5000);
+    // Its one segment delivered, the agent exits by itself (after its grace).
+    let started = Instant::now();
+    wait_until("the agent exits", Duration::from_secs(60), || {
+        agent.child.try_wait().unwrap().is_some()
+    });
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "not before the grace"
+    );
+    assert!(agent.child.try_wait().unwrap().unwrap().success());
+    agent.kill();
 }

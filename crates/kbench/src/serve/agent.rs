@@ -150,9 +150,25 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
 }
 
 pub async fn get(State(app): State<Arc<App>>, UrlPath(id): UrlPath<String>) -> ApiResult {
-    let body = app.runs.read_run(&id, |r| run_json(r, true))?;
+    let (body, ended) = app
+        .runs
+        .read_run(&id, |r| (run_json(r, true), !r.status.active()))?;
+    if ended && let Some(n) = app.exit_after {
+        let mut delivered = app.delivered.lock().expect("delivered lock");
+        if delivered.insert(id) && delivered.len() == n {
+            let app = app.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(EXIT_GRACE).await;
+                app.exit.notify_one();
+            });
+        }
+    }
     Ok(json_response(StatusCode::OK, body))
 }
+
+/// How long an agent that will exit still answers after its last result was read: the
+/// coordinator reads its clock again after the run.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What the producers of a distributed e2e run acknowledged, per producer agent (`null` for one
 /// lost); the consumer then drains until it has read them.

@@ -29,6 +29,11 @@ pub struct App {
     pub agent: bool,
     /// The token of the agents distributed runs go to (`--agent-token`).
     pub agent_token: Option<String>,
+    /// `kbench agent --exit-after-segments N`: the segments whose result a coordinator has read,
+    /// and when to exit (a Kubernetes Job's agents end with the run).
+    pub exit_after: Option<usize>,
+    pub delivered: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    pub exit: tokio::sync::Notify,
 }
 
 impl App {

@@ -182,7 +182,18 @@ pub async fn start_e2e(
     app.runs.spawn(run, async move {
         let progress = live_of(&shared);
         let every = Duration::from_secs(1);
-        outcome(run_e2e(&coordinator, &spec, consumer, &target, every, &stop, &progress).await)
+        outcome(
+            run_e2e(
+                &coordinator,
+                &spec,
+                consumer,
+                &target,
+                every,
+                &stop,
+                &progress,
+            )
+            .await,
+        )
     });
     Ok(id)
 }

@@ -65,6 +65,12 @@ pub struct ServeArgs {
     #[arg(long, env = "KBENCH_AGENT_TOKEN", hide_env_values = true)]
     pub agent_token: Option<String>,
 
+    /// `kbench agent`: exit once this many segments have ended and their results were read by
+    /// the coordinator (10 s later, so that it can still read the clock), e.g. as the pods of a
+    /// Kubernetes Job.
+    #[arg(long, value_name = "N", value_parser = crate::args::positive_usize)]
+    pub exit_after_segments: Option<usize>,
+
     /// Where every finished run's result document is written (and read back at start).
     #[arg(long, default_value = "kbench-results")]
     pub results_dir: PathBuf,
@@ -72,6 +78,10 @@ pub struct ServeArgs {
 
 /// `kbench serve`; with `agent`, `kbench agent` (the `/agent/v1` routes too).
 pub async fn run(args: ServeArgs, agent: bool) -> u8 {
+    if !agent && args.exit_after_segments.is_some() {
+        eprintln!("kbench: error: --exit-after-segments: only for `kbench agent`");
+        return crate::args::EXIT_USAGE;
+    }
     if agent {
         // A test hook, documented in docs/distributed.md: an agent whose clock is wrong.
         if let Ok(ms) = std::env::var("KBENCH_TEST_CLOCK_SHIFT_MS") {
@@ -170,6 +180,9 @@ pub async fn run(args: ServeArgs, agent: bool) -> u8 {
         client_pairs,
         agent,
         agent_token: args.agent_token.clone().filter(|t| !t.is_empty()),
+        exit_after: args.exit_after_segments,
+        delivered: Default::default(),
+        exit: tokio::sync::Notify::new(),
     });
     let router = http::router(app.clone());
     let max_connections = listen::connection_limit(listen::raise_fd_limit());
@@ -177,8 +190,12 @@ pub async fn run(args: ServeArgs, agent: bool) -> u8 {
     println!("kbench {name}: listening on http://{addr}");
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    listen::serve(listener, router, max_connections, async {
-        crate::signals::stop_requested().await;
+    let exit = app.clone();
+    listen::serve(listener, router, max_connections, async move {
+        tokio::select! {
+            _ = crate::signals::stop_requested() => {}
+            () = exit.exit.notified() => println!("kbench agent: every segment delivered; exiting"),
+        }
     })
     .await;
     // Stop whatever runs and let it write its result (bounded), then stop the embedded broker.
