@@ -384,7 +384,7 @@ fn brief(doc: Option<&Value>, field: &str) -> Value {
 pub fn merge_produce(parts: &[AgentPart]) -> Result<Value, String> {
     let done: Vec<&AgentPart> = parts.iter().filter(|p| p.result.is_some()).collect();
     let Some(template) = done.first().and_then(|p| p.result.clone()) else {
-        return Err("no agent returned a result".into());
+        return Err(no_result(parts));
     };
     let mut doc = template;
     let latency = merged(&done, "latency")?;
@@ -459,6 +459,15 @@ pub fn merge_produce(parts: &[AgentPart]) -> Result<Value, String> {
     Ok(doc)
 }
 
+/// Why there is nothing to merge: every agent's reason.
+fn no_result(parts: &[AgentPart]) -> String {
+    let why: Vec<String> = parts
+        .iter()
+        .map(|p| format!("{}: {}", p.agent, p.lost.as_deref().unwrap_or("no result")))
+        .collect();
+    format!("no agent returned a result ({})", why.join("; "))
+}
+
 /// Write every field of `fields` over `doc`.
 fn overlay(doc: &mut Value, fields: Value) {
     if let (Some(map), Value::Object(fields)) = (doc.as_object_mut(), fields) {
@@ -472,14 +481,37 @@ fn overlay(doc: &mut Value, fields: Value) {
 /// unexpected records counted per producer agent by the consumer against what that agent
 /// acknowledged.
 pub fn merge_e2e(consumer: &AgentPart, producers: &[AgentPart]) -> Result<Value, String> {
-    let Some(mut doc) = consumer.result.clone() else {
-        return Err(format!(
-            "the consumer's agent {} returned no result: {}",
-            consumer.agent,
-            consumer.lost.as_deref().unwrap_or("unknown")
-        ));
-    };
     let done: Vec<&AgentPart> = producers.iter().filter(|p| p.result.is_some()).collect();
+    // Without the consumer's result, the producers' figures still stand (degraded): the consumer
+    // side is unknown, said as null, never as zero.
+    let consumer_lost = consumer.result.is_none();
+    let mut doc = match (&consumer.result, done.first()) {
+        (Some(d), _) => d.clone(),
+        (None, Some(p)) => {
+            let mut d = p.result.clone().unwrap_or(Value::Null);
+            for f in [
+                "records_consumed",
+                "records_lost",
+                "records_late",
+                "records_duplicated",
+                "records_unexpected",
+                "records_foreign",
+                "whole_trip",
+                "fetch_duration",
+                "consumer_processing",
+                "member_id",
+                "drained",
+            ] {
+                d[f] = Value::Null;
+            }
+            d
+        }
+        (None, None) => {
+            let mut all = vec![consumer.clone()];
+            all.extend(producers.iter().cloned());
+            return Err(no_result(&all));
+        }
+    };
     let request = merged(&done, "producer_request_duration")?;
     let delay = merged(&done, "publish_delay")?;
     let acked = sum(&done, "records_acked");
@@ -510,7 +542,9 @@ pub fn merge_e2e(consumer: &AgentPart, producers: &[AgentPart]) -> Result<Value,
         "aborted": every.iter().find_map(|p| p.result.as_ref()?.get("aborted")?.as_str().map(|a| format!("agent {}: {a}", p.agent))),
         "distributed": distributed_block(&all, |p| {
             let d = p.result.as_ref();
-            if p.role == "consumer" {
+            if p.role == "consumer" && consumer_lost {
+                json!({ "note": "the consumer's agent was lost: nothing is known of what was read" })
+            } else if p.role == "consumer" {
                 json!({
                     "records_consumed": d.map(|d| num(d, "records_consumed")),
                     "whole_trip": brief(d, "whole_trip"),
@@ -650,6 +684,43 @@ mod tests {
         }
     }
 
+    fn e2e_part(agent: &str, role: &'static str, fields: Value) -> AgentPart {
+        let s = serde_json::to_value(LatencySummary::of(&latency_histogram())).unwrap();
+        let mut doc = json!({
+            "kind": "e2e", "producer_request_duration": s, "publish_delay": s, "whole_trip": s,
+            "settings": {"producers": 2},
+        });
+        overlay(&mut doc, fields);
+        AgentPart {
+            agent: agent.into(),
+            role,
+            clock_before: None,
+            clock_after: None,
+            result: Some(doc),
+            lost: None,
+            last_live: Value::Null,
+        }
+    }
+
+    #[test]
+    fn an_e2e_run_without_its_consumer_keeps_the_producers_figures() {
+        let mut consumer = e2e_part("c", "consumer", json!({}));
+        consumer.result = None;
+        consumer.lost = Some("no answer for 5 s".into());
+        let p1 = e2e_part(
+            "p1",
+            "producer",
+            json!({"records_acked": 10, "records_consumed": 0}),
+        );
+        let p2 = e2e_part("p2", "producer", json!({"records_acked": 5}));
+        let doc = merge_e2e(&consumer, &[p1, p2]).unwrap();
+        assert_eq!(doc["records_acked"], 15);
+        assert_eq!(doc["records_consumed"], Value::Null, "unknown, not zero");
+        assert_eq!(doc["whole_trip"], Value::Null);
+        assert_eq!(doc["settings"]["producers"], 4);
+        assert_eq!(doc["distributed"]["lost_agents"], json!(["c"]));
+    }
+
     #[test]
     fn produce_results_merge_exactly_and_a_lost_agent_is_named() {
         let a = part("a", &[10, 20, 30], 3);
@@ -669,6 +740,11 @@ mod tests {
         assert_eq!(doc["errors"]["x"], 2);
         assert_eq!(doc["distributed"]["degraded"], true);
         assert_eq!(doc["distributed"]["lost_agents"], json!(["c"]));
+        let mut none = part("e", &[], 0);
+        none.result = None;
+        none.lost = Some("segment failed: cannot connect".into());
+        let e = merge_produce(&[none]).unwrap_err();
+        assert!(e.contains("e: segment failed: cannot connect"), "{e}");
         let mut broken = part("d", &[1], 1);
         broken.result.as_mut().unwrap()["latency"]["histogram"] = json!("not base64!");
         assert!(merge_produce(&[broken]).unwrap_err().contains("agent d"));

@@ -24,6 +24,8 @@ const LOST_AFTER: Duration = Duration::from_secs(5);
 /// The time between choosing the start instant and the start: every agent must have its segment,
 /// and be connected to the cluster, by then.
 const START_LEAD: Duration = Duration::from_secs(2);
+/// How often each agent is polled (progress lines come every reporting interval).
+const POLL: Duration = Duration::from_secs(1);
 /// How long one control request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -338,8 +340,9 @@ impl Coordinator {
         }
     }
 
-    /// Poll `segments` every `every` until all are done; `progress` gets a line each time. On
-    /// `cancel`, they are asked to stop and still awaited (their results kept).
+    /// Poll `segments` every [`POLL`] until all are done; `progress` gets the agents' live
+    /// figures every `every`. On `cancel`, they are asked to stop and still awaited (their results
+    /// kept).
     async fn follow(
         &self,
         segments: &mut [Running],
@@ -348,6 +351,7 @@ impl Coordinator {
         progress: &Progress<'_>,
     ) {
         let mut stopped = false;
+        let mut shown = Instant::now();
         loop {
             for s in segments.iter_mut() {
                 self.poll(s).await;
@@ -355,13 +359,16 @@ impl Coordinator {
             if segments.iter().all(Running::done) {
                 return;
             }
-            let lives: Vec<(String, Value)> = segments
-                .iter()
-                .map(|s| (self.agents[s.agent].clone(), s.last_live.clone()))
-                .collect();
-            progress(&lives);
+            if shown.elapsed() + POLL / 2 >= every {
+                shown = Instant::now();
+                let lives: Vec<(String, Value)> = segments
+                    .iter()
+                    .map(|s| (self.agents[s.agent].clone(), s.last_live.clone()))
+                    .collect();
+                progress(&lives);
+            }
             tokio::select! {
-                _ = tokio::time::sleep(every) => {}
+                _ = tokio::time::sleep(POLL.min(every)) => {}
                 _ = cancel.cancelled(), if !stopped => {
                     stopped = true;
                     self.stop_all(segments).await;
@@ -516,7 +523,7 @@ pub async fn run_e2e(
         loop {
             tokio::select! {
                 _ = &mut follow => break,
-                _ = tokio::time::sleep(every) => {
+                _ = tokio::time::sleep(POLL.min(every)) => {
                     c.poll(&mut consumer_run).await;
                     *consumer_live.lock().expect("live lock") = consumer_run.last_live.clone();
                 }

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# The same total load from 1 agent and from 3 agents on this machine, side by side (alternating):
+# produce (records/s, latency p50/p99 from the merged histograms) and e2e (one consumer agent; the
+# producers on 1 or 2 agents: whole trip p50/p99), and the coordinator's CPU per merged interval
+# (its user+sys CPU over the run, from getrusage of the child, divided by the progress intervals).
+#   python3 scripts/bench-distributed.py [KBENCH=target/release/kbench] [reps=3] [rate=60000] [seconds=20]
+# DIST_PRODUCE_FLAGS: more produce flags (e.g. "--linger-ms 0"); DIST_SKIP_E2E=1: produce only.
+# Starts its own embedded broker and three agents on loopback; kills them at the end.
+import json, os, resource, socket, statistics, subprocess, sys, tempfile, time
+
+kbench = sys.argv[1] if len(sys.argv) > 1 else "target/release/kbench"
+reps = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+rate = int(sys.argv[3]) if len(sys.argv) > 3 else 60000
+seconds = int(sys.argv[4]) if len(sys.argv) > 4 else 20
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+def wait_port(port):
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close(); return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit(f"nothing listens on {port}")
+
+work = tempfile.mkdtemp(prefix="kbench-dist-bench-")
+procs = []
+try:
+    bport = free_port()
+    procs.append(subprocess.Popen([kbench, "broker", "--quiet", "--listen", f"127.0.0.1:{bport}"]))
+    wait_port(bport)
+    agents = []
+    for i in range(3):
+        p = free_port()
+        procs.append(subprocess.Popen([kbench, "agent", "--listen", f"127.0.0.1:{p}", "--results-dir", f"{work}/a{i}"],
+                                      stdout=subprocess.DEVNULL))
+        wait_port(p)
+        agents.append(f"http://127.0.0.1:{p}")
+
+    def run(args, name):
+        doc = f"{work}/{name}.json"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = subprocess.run([kbench] + args + ["--bootstrap-server", f"127.0.0.1:{bport}", "--json", doc],
+                             check=True, capture_output=True, text=True).stdout
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return json.load(open(doc)), out, cpu
+
+    rows = {}
+    for r in range(reps):
+        for n in (1, 3):
+            d, out, cpu = run(["produce", "--agents", ",".join(agents[:n]), "--topic", f"dist-p-{n}-{r}",
+                               "--num-records", str(rate * seconds), "--throughput", str(rate), "--record-size", "100",
+                               "--acks", "1", "--reporting-interval", "1000"] + os.environ.get("DIST_PRODUCE_FLAGS", "").split(), f"p{n}-{r}")
+            intervals = max(1, sum(1 for l in out.splitlines() if "records/sec over" in l))
+            rows.setdefault(("produce", n), []).append((d["records_per_sec"], d["latency"]["p50"], d["latency"]["p99"], cpu * 1e3 / intervals, cpu))
+            if os.environ.get("DIST_SKIP_E2E"):
+                continue
+            # e2e: the consumer on the first agent, producers on the next one or two.
+            per_agent_load = "--producers 6 --batch-interval 10ms --messages-per-batch 10".split()
+            e_agents = ",".join(agents[: 2 if n == 1 else 3])
+            d, out, cpu = run(["e2e", "--agents", e_agents, "--topic", f"dist-e-{n}-{r}", "--duration", f"{seconds}s",
+                               "--reporting-interval", "1s"] + per_agent_load, f"e{n}-{r}")
+            intervals = max(1, sum(1 for l in out.splitlines() if "consumed over" in l))
+            rows.setdefault(("e2e", n), []).append((d["records_per_sec"], d["whole_trip"]["p50"], d["whole_trip"]["p99"], cpu * 1e3 / intervals, cpu))
+    print(f"{reps} alternating runs each, {seconds} s; medians (min–max)")
+    print("| workload | producer agents | records/s | p50 ms | p99 ms | coordinator CPU ms / interval | coordinator CPU s |")
+    print("|---|---|---|---|---|---|---|")
+    for (w, n), xs in sorted(rows.items()):
+        f = lambda i, s=1.0: f"{statistics.median(x[i] for x in xs) * s:,.2f} ({min(x[i] for x in xs) * s:,.2f}–{max(x[i] for x in xs) * s:,.2f})"
+        label = f"{n}" if w == "produce" else f"{1 if n == 1 else 2} (+1 consumer agent)"
+        print(f"| {w} | {label} | {f(0)} | {f(1, 1e-3)} | {f(2, 1e-3)} | {f(3)} | {f(4)} |")
+finally:
+    for p in procs:
+        p.kill()
+        p.wait()
+    import shutil
+    shutil.rmtree(work, ignore_errors=True)
