@@ -433,6 +433,7 @@ pub fn merge_produce(parts: &[AgentPart]) -> Result<Value, String> {
         "record_batches": sum(&done, "record_batches"),
         "frames_written": sum(&done, "frames_written"),
         "socket_writes": sum(&done, "socket_writes"),
+        "intervals": merged_intervals(&done),
         "repetitions": [{
             "duration_s": duration,
             "records_acked": acked,
@@ -457,6 +458,44 @@ pub fn merge_produce(parts: &[AgentPart]) -> Result<Value, String> {
     });
     overlay(&mut doc, fields);
     Ok(doc)
+}
+
+/// The agents' `intervals`, window by window (the agents start together and tick at the same
+/// interval): whole-number counters summed, rates recomputed; the per-window percentiles are each
+/// agent's own (in its document) and not repeated here, where they could only be approximated.
+fn merged_intervals(parts: &[&AgentPart]) -> Value {
+    let lists: Vec<&Vec<Value>> = parts
+        .iter()
+        .filter_map(|p| p.result.as_ref()?.get("intervals")?.as_array())
+        .collect();
+    let len = lists.iter().map(|l| l.len()).max().unwrap_or(0);
+    let mut out = Vec::with_capacity(len);
+    for i in 0..len {
+        let windows: Vec<&Value> = lists.iter().filter_map(|l| l.get(i)).collect();
+        let mut merged = serde_json::Map::new();
+        let first = windows[0];
+        merged.insert("t_s".into(), first["t_s"].clone());
+        let duration = windows
+            .iter()
+            .filter_map(|w| w["duration_s"].as_f64())
+            .fold(0.0, f64::max);
+        merged.insert("duration_s".into(), json!(duration));
+        for (k, v) in first.as_object().into_iter().flatten() {
+            if v.is_u64() && k != "t_s" {
+                let total: u64 = windows.iter().filter_map(|w| w[k].as_u64()).sum();
+                merged.insert(k.clone(), json!(total));
+                let secs = duration.max(1e-9);
+                if k == "bytes" {
+                    merged.insert("mb_per_sec".into(), json!(total as f64 / secs / 1048576.0));
+                } else if first.get(format!("{k}_per_sec")).is_some() {
+                    merged.insert(format!("{k}_per_sec"), json!(total as f64 / secs));
+                }
+            }
+        }
+        merged.insert("agents".into(), json!(windows.len()));
+        out.push(Value::Object(merged));
+    }
+    Value::Array(out)
 }
 
 /// Why there is nothing to merge: every agent's reason.
@@ -535,6 +574,7 @@ pub fn merge_e2e(consumer: &AgentPart, producers: &[AgentPart]) -> Result<Value,
         "client_cpu_user_s": fsum(&every, "client_cpu_user_s"),
         "client_cpu_sys_s": fsum(&every, "client_cpu_sys_s"),
         "peak_rss_kib": every.iter().filter_map(|p| p.result.as_ref()).map(|d| num(d, "peak_rss_kib")).max(),
+        "intervals": merged_intervals(&every),
         "producer_request_duration": summary(&request),
         "publish_delay": summary(&delay),
         "saturation": saturation(&every),

@@ -23,6 +23,7 @@ pub mod shape;
 pub mod slo;
 pub mod spec;
 pub mod sweep;
+pub mod timeline;
 
 pub use error::{BenchError, SpecError};
 pub use measure::{CpuTime, LatencySummary};

@@ -10,7 +10,7 @@ use crate::measure::LatencySummary;
 use crate::produce::ProduceRun;
 
 /// The version of the result schema written by this build.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Where a run ran.
 #[derive(Debug, Clone, Serialize)]
@@ -117,6 +117,10 @@ pub struct ResultDocument {
     pub socket_writes: u64,
     /// Each repetition's own figures, in the order run (one entry without `--repetitions`).
     pub repetitions: Vec<Repetition>,
+    /// The measured phase window by window (`settings.timeline_interval_ms`, 1 s by default):
+    /// records, failed, bytes and their rates, and each window's latency, service time and
+    /// publish delay percentiles ([`crate::timeline::intervals_json`]).
+    pub intervals: serde_json::Value,
 }
 
 /// One repetition's figures: the samples `kbench compare` works on.
@@ -198,6 +202,11 @@ impl ResultDocument {
             frames_written: run.frames_written,
             socket_writes: run.socket_writes,
             repetitions: repetitions.iter().map(Repetition::of).collect(),
+            intervals: crate::timeline::intervals_json(
+                run.started_at,
+                crate::produce::phase::TIMELINE_COUNTERS,
+                &run.timeline,
+            ),
         }
     }
 }
@@ -272,6 +281,10 @@ pub struct E2eResultDocument {
     /// A distributed run's consumer: what it read of each producer agent's records.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub segments: Vec<crate::e2e::SegmentFigures>,
+    /// The load and drain window by window (`settings.timeline_interval_ms`): records acked,
+    /// failed, consumed and their rates; each window's request duration, publish delay and whole
+    /// trip percentiles.
+    pub intervals: serde_json::Value,
 }
 
 impl E2eResultDocument {
@@ -344,6 +357,11 @@ impl E2eResultDocument {
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
             segments: run.segments.clone(),
+            intervals: crate::timeline::intervals_json(
+                run.started_at,
+                crate::e2e::live::TIMELINE_COUNTERS,
+                &run.timeline,
+            ),
         }
     }
 }

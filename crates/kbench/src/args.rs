@@ -162,6 +162,24 @@ pub fn check_slo<T: serde::Serialize>(
     (value, passed)
 }
 
+/// Write a run's timeline as an HdrHistogram interval log, creating its folder.
+pub fn write_histogram_log(
+    path: &Path,
+    start: std::time::SystemTime,
+    windows: &[kbench_bench::timeline::Window],
+) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?,
+    );
+    kbench_bench::timeline::write_interval_log(&mut out, start, windows)
+        .and_then(|()| std::io::Write::flush(&mut out))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// Write a result document as pretty JSON, creating its folder.
 pub fn write_json<T: serde::Serialize>(path: &Path, doc: &T) -> Result<(), String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

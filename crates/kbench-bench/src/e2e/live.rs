@@ -179,6 +179,27 @@ impl Segments {
     }
 }
 
+/// An e2e timeline's counters.
+pub const TIMELINE_COUNTERS: &[&str] = &["records", "failed", "consumed"];
+/// An e2e timeline's histograms.
+pub const TIMELINE_HISTOGRAMS: &[&str] =
+    &["producer_request_duration", "publish_delay", "whole_trip"];
+
+impl E2eLive {
+    /// The cumulative figures a timeline window is the difference of.
+    pub(crate) fn timeline_snapshot(&self) -> ([u64; 3], Vec<Histogram<u64>>) {
+        let h = |m: &Mutex<Histogram<u64>>| m.lock().expect("latency lock").clone();
+        (
+            [get(&self.acked), get(&self.failed), get(&self.consumed)],
+            vec![
+                h(&self.producer_latency),
+                h(&self.publish_delay),
+                h(&self.whole_trip),
+            ],
+        )
+    }
+}
+
 pub(crate) fn get(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
 }
@@ -323,6 +344,9 @@ pub struct E2eRun {
     pub rest: Option<RestFigures>,
     /// A distributed run's consumer: its counts per agent's producers (empty otherwise).
     pub segments: Vec<SegmentFigures>,
+    /// The load and drain window by window: counters [`TIMELINE_COUNTERS`], histograms
+    /// [`TIMELINE_HISTOGRAMS`].
+    pub timeline: Vec<crate::timeline::Window>,
     /// Which clock whole trip was measured on.
     pub clock: &'static str,
     pub group_id: String,

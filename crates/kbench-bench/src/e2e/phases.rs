@@ -309,6 +309,7 @@ pub(crate) struct Phases {
     assignment: Vec<i32>,
     aborted: Option<String>,
     cpu: CpuTime,
+    timeline: Vec<crate::timeline::Window>,
 }
 
 /// The shared middle of every e2e run, whatever the driver: run the load until the duration or a
@@ -327,6 +328,14 @@ pub(crate) async fn drive(
     let started = Instant::now();
     *live.started.lock().expect("started lock") = Some(started);
     live.set_phase("running");
+    // The timeline: a snapshot of the live figures every interval, through the drain.
+    let mut timeline = crate::timeline::Timeline::new(
+        started_at,
+        crate::e2e::live::TIMELINE_COUNTERS,
+        crate::e2e::live::TIMELINE_HISTOGRAMS,
+    );
+    let every = spec.timeline_interval.max(Duration::from_millis(10));
+    let mut next_window = tokio::time::Instant::now() + every;
 
     let mut aborted = None;
     let until_end = async {
@@ -336,11 +345,19 @@ pub(crate) async fn drive(
         }
     };
     tokio::pin!(until_end);
+    let window = |timeline: &mut crate::timeline::Timeline, next: &mut tokio::time::Instant| {
+        if tokio::time::Instant::now() >= *next {
+            let (counts, histograms) = live.timeline_snapshot();
+            timeline.take(SystemTime::now(), &counts, histograms);
+            *next += every;
+        }
+    };
     loop {
         tokio::select! {
             _ = &mut until_end => break,
             _ = stop.cancelled() => break,
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+            _ = tokio::time::sleep(Duration::from_millis(100).min(every)) => {
+                window(&mut timeline, &mut next_window);
                 if consumer.as_ref().is_some_and(|t| t.is_finished()) {
                     aborted = Some("the consumer stopped during the run".to_string());
                     break;
@@ -349,7 +366,16 @@ pub(crate) async fn drive(
         }
     }
     produce_stop.cancel();
-    while producers.join_next().await.is_some() {}
+    {
+        let settle = async { while producers.join_next().await.is_some() {} };
+        tokio::pin!(settle);
+        loop {
+            tokio::select! {
+                () = &mut settle => break,
+                _ = tokio::time::sleep(Duration::from_millis(100).min(every)) => window(&mut timeline, &mut next_window),
+            }
+        }
+    }
     let elapsed = started.elapsed();
 
     // Drain: until every acknowledged record was consumed, or the drain time is up.
@@ -370,6 +396,7 @@ pub(crate) async fn drive(
             {
                 break;
             }
+            window(&mut timeline, &mut next_window);
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -387,7 +414,11 @@ pub(crate) async fn drive(
             Err(e) => aborted = aborted.or(Some(format!("the consumer task failed: {e}"))),
         }
     }
+    // The last, partial window: the windows add up to the run.
+    let (counts, histograms) = live.timeline_snapshot();
+    timeline.take(SystemTime::now(), &counts, histograms);
     Phases {
+        timeline: timeline.into_windows(),
         startup: Duration::ZERO,
         started_at,
         elapsed,
@@ -472,6 +503,7 @@ pub(crate) fn conclude(
         consumer_processing: h(&live.consumer_processing),
         rest,
         segments: segment_figures,
+        timeline: phases.timeline,
         clock,
         group_id: spec.group_id.clone(),
         member_id: phases.member_id,

@@ -195,6 +195,8 @@ pub struct E2eSpec {
     pub rest: Option<RestSpec>,
     /// The largest record and the memory the run may hold.
     pub limits: Limits,
+    /// The length of a timeline window (the result's `intervals`, `--histogram-log`).
+    pub timeline_interval: Duration,
     /// A distributed segment: the load starts when this process's wall clock
     /// ([`crate::clock`]) reads this, µs since the Unix epoch (every agent's producers at once).
     pub start_at_us: Option<u64>,
@@ -249,6 +251,7 @@ impl Default for E2eSpec {
             seed: random_seed(),
             rest: None,
             limits: Limits::default(),
+            timeline_interval: crate::timeline::DEFAULT_INTERVAL,
             start_at_us: None,
             run_tag: None,
             producer_base: 0,
@@ -319,6 +322,10 @@ impl E2eSpec {
         }
         check_duration("consume_wait", self.consume_wait, MAX_WAIT)?;
         check_duration("drain", self.drain, MAX_WAIT)?;
+        if self.timeline_interval < Duration::from_millis(10) {
+            return Err(SpecError::new("timeline_interval", "must be at least 10ms"));
+        }
+        check_duration("timeline_interval", self.timeline_interval, MAX_WAIT)?;
         check_duration("session_timeout", self.session_timeout, MAX_WAIT)?;
         check_duration("heartbeat_interval", self.heartbeat_interval, MAX_WAIT)?;
         if let Some(d) = self.duration {
@@ -399,6 +406,7 @@ impl E2eSpec {
             "heartbeat_interval_ms": self.heartbeat_interval.as_millis() as u64,
             "duration_s": self.duration.map(|d| d.as_secs_f64()),
             "drain_s": self.drain.as_secs_f64(),
+            "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "gather_latencies": self.gather_latencies,
             "via": if self.rest.is_some() { "rest-proxy" } else { "kafka" },
             "rest_proxy": self.rest.as_ref().map(|r| serde_json::json!({

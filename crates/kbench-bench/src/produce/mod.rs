@@ -222,6 +222,8 @@ pub struct ProduceSpec {
     /// percentiles, as OMB reports them), and report the last, partial window too, so that the
     /// windows add up to the run; off, a window has sums and maxima only.
     pub interval_histograms: bool,
+    /// The length of a timeline window (the result's `intervals`, `--histogram-log`).
+    pub timeline_interval: Duration,
     /// A distributed segment: the measured phase starts when this process's wall clock
     /// ([`crate::clock`]) reads this, µs since the Unix epoch (every agent at once).
     pub start_at_us: Option<u64>,
@@ -258,6 +260,7 @@ impl Default for ProduceSpec {
             limits: Limits::default(),
             interval_histograms: false,
             start_at_us: None,
+            timeline_interval: crate::timeline::DEFAULT_INTERVAL,
         };
         spec.apply_settings(&ProducerSettings::default());
         spec
@@ -356,6 +359,10 @@ impl ProduceSpec {
             return Err(SpecError::new("reporting_interval", "must be above zero"));
         }
         check_duration("reporting_interval", self.reporting_interval, MAX_WAIT)?;
+        if self.timeline_interval < Duration::from_millis(10) {
+            return Err(SpecError::new("timeline_interval", "must be at least 10ms"));
+        }
+        check_duration("timeline_interval", self.timeline_interval, MAX_WAIT)?;
         if let Some(p) = self.partition
             && p < 0
         {
@@ -422,6 +429,7 @@ impl ProduceSpec {
             "retry_backoff_ms": self.producer.retry_backoff.as_millis() as u64,
             "delivery_timeout_ms": self.producer.delivery_timeout.as_millis() as u64,
             "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
+            "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "repetitions": self.repetitions,
             "properties": properties,
         })

@@ -99,6 +99,28 @@ pub struct ProduceRun {
     /// them (every queued request goes in one vectored write).
     pub frames_written: u64,
     pub socket_writes: u64,
+    /// The measured phase window by window ([`crate::timeline`]): counters [`TIMELINE_COUNTERS`],
+    /// histograms [`TIMELINE_HISTOGRAMS`].
+    pub timeline: Vec<crate::timeline::Window>,
+}
+
+/// A produce timeline's counters (acknowledged records, failed records, acknowledged value bytes).
+pub const TIMELINE_COUNTERS: &[&str] = &["records", "failed", "bytes"];
+/// A produce timeline's histograms.
+pub const TIMELINE_HISTOGRAMS: &[&str] = &["latency", "service_time", "publish_delay"];
+
+impl Tally {
+    /// The cumulative figures a timeline window is the difference of.
+    fn timeline_snapshot(&self) -> ([u64; 3], Vec<Histogram<u64>>) {
+        (
+            [self.acked, self.failed, self.bytes_acked],
+            vec![
+                self.latency.clone(),
+                self.service_time.clone(),
+                self.publish_delay.clone(),
+            ],
+        )
+    }
 }
 
 impl ProduceRun {
@@ -146,6 +168,7 @@ impl ProduceRun {
             if all.aborted.is_none() {
                 all.aborted = r.aborted.clone();
             }
+            all.timeline.extend(r.timeline.iter().cloned());
         }
         Some(all)
     }
@@ -750,6 +773,30 @@ pub async fn run_produce_until(
         })
     };
 
+    // The timeline: a snapshot of the cumulative figures every interval (off the hot path).
+    let timeline = Arc::new(Mutex::new(crate::timeline::Timeline::new(
+        started_at,
+        TIMELINE_COUNTERS,
+        TIMELINE_HISTOGRAMS,
+    )));
+    let timeliner = {
+        let tally = tally.clone();
+        let timeline = timeline.clone();
+        let every = spec.timeline_interval.max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                tick.tick().await;
+                let (counts, histograms) = tally.lock().expect("tally lock").timeline_snapshot();
+                timeline.lock().expect("timeline lock").take(
+                    SystemTime::now(),
+                    &counts,
+                    histograms,
+                );
+            }
+        })
+    };
+
     let keyed = spec.keys != Keys::None;
     let mut opens: Vec<OpenBatch> = (0..if keyed { partitions.len() } else { 1 })
         .map(|_| OpenBatch::new(spec, start))
@@ -971,6 +1018,8 @@ pub async fn run_produce_until(
     }
     while requests.join_next().await.is_some() {}
     reporter.abort();
+    timeliner.abort();
+    let _ = timeliner.await;
     // With interval histograms, the windows cover the whole run: the last, partial one is reported
     // too (kafka-producer-perf-test's lines, without them, end at the last full window).
     if spec.interval_histograms {
@@ -993,6 +1042,16 @@ pub async fn run_produce_until(
             .unwrap_or_else(|| "stopped".into())
     });
     let mut t = tally.lock().expect("tally lock");
+    // The last, partial window: the windows add up to the run.
+    let timeline = {
+        let (counts, histograms) = t.timeline_snapshot();
+        let mut timeline = std::mem::replace(
+            &mut *timeline.lock().expect("timeline lock"),
+            crate::timeline::Timeline::new(started_at, &[], &[]),
+        );
+        timeline.take(SystemTime::now(), &counts, histograms);
+        timeline.into_windows()
+    };
     let saturation = Saturation::judge(throttled, t.last_publish_delay_us, cpu, elapsed);
     if t.outstanding > 0 {
         let n = t.outstanding;
@@ -1030,6 +1089,7 @@ pub async fn run_produce_until(
         batches: t.batches,
         frames_written: writes_after.0 - writes_before.0,
         socket_writes: writes_after.1 - writes_before.1,
+        timeline,
     }
 }
 

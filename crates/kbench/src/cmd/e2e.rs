@@ -120,6 +120,15 @@ pub struct E2eArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
 
+    /// The length of the result's timeline windows (`intervals`, --histogram-log); default 1s.
+    #[arg(long, value_parser = parse_duration)]
+    pub timeline_interval: Option<Duration>,
+
+    /// Write an HdrHistogram interval log (format 1.3): one line per timeline window and
+    /// histogram (producer_request_duration, publish_delay, whole_trip; µs).
+    #[arg(long, value_name = "FILE")]
+    pub histogram_log: Option<PathBuf>,
+
     /// Conditions the run must meet, e.g. 'p99<50ms,lost==0' (p99: whole trip): a table after the
     /// run, and exit code 3 when one fails.
     #[arg(long, value_name = "CONDITIONS")]
@@ -199,6 +208,7 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     set(&mut spec.consumer_id, args.consumer_id.clone());
     set(&mut spec.mode, args.mode);
     set(&mut spec.seed, args.seed);
+    set(&mut spec.timeline_interval, args.timeline_interval);
     spec.duration = args.duration;
     spec.rest = rest_from(args)?;
     spec.limits = args.limits.limits();
@@ -409,6 +419,13 @@ async fn drive(
         spec.seed,
     );
     print_summary(&run, &doc);
+    if let Some(path) = &args.histogram_log {
+        if let Err(e) = crate::args::write_histogram_log(path, run.started_at, &run.timeline) {
+            eprintln!("kbench: error: --histogram-log {e}");
+            return EXIT_FAILED;
+        }
+        eprintln!("kbench: wrote {}", path.display());
+    }
     for reason in &run.saturation.reasons {
         println!(
             "WARNING: load generator saturated: {reason}. These figures are not the broker's."
@@ -456,6 +473,11 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
         )
     } else if !args.pin.is_empty() {
         Some("--pin: not with --agents yet (agents negotiate versions themselves)".into())
+    } else if args.histogram_log.is_some() {
+        Some(
+            "--histogram-log: not with --agents yet (each agent's windows are in its own result)"
+                .into(),
+        )
     } else if args.mode.is_some() {
         Some("--mode: a distributed run places the consumer and the producers itself".into())
     } else if args.bootstrap_server.is_none() {

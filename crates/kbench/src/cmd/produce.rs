@@ -149,6 +149,16 @@ pub struct ProduceArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
 
+    /// The length of the result's timeline windows (`intervals`, --histogram-log); default 1s.
+    #[arg(long, value_parser = parse_duration)]
+    pub timeline_interval: Option<Duration>,
+
+    /// Write an HdrHistogram interval log (format 1.3: HistogramLogProcessor and
+    /// HistogramLogAnalyzer read it): one line per timeline window and histogram (latency,
+    /// service_time, publish_delay; µs).
+    #[arg(long, value_name = "FILE")]
+    pub histogram_log: Option<PathBuf>,
+
     /// Seed for the payload generator (default: random; printed and stored in the result).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -264,6 +274,7 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     set(&mut spec.partitions, args.partitions);
     set(&mut spec.replication_factor, args.replication_factor);
     set(&mut spec.reporting_interval, args.reporting_interval);
+    set(&mut spec.timeline_interval, args.timeline_interval);
     set(&mut spec.repetitions, args.repetitions);
     set(&mut spec.seed, args.seed);
     spec.duration = args.duration;
@@ -364,6 +375,7 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
             embedded.as_mut(),
             mode,
             args.json.as_deref(),
+            args.histogram_log.as_deref(),
         )
         .await
     };
@@ -399,6 +411,7 @@ async fn execute(
     embedded: Option<&mut crate::embedded::EmbeddedBroker>,
     mode: Mode,
     json: Option<&Path>,
+    histogram_log: Option<&Path>,
 ) -> u8 {
     let embedded_broker = embedded.is_some();
     let bootstrap = servers.join(",");
@@ -450,6 +463,13 @@ async fn execute(
     }
     if mode == Mode::Quickstart {
         print_summary(&outcome.document);
+    }
+    if let Some(path) = histogram_log {
+        if let Err(e) = crate::args::write_histogram_log(path, run.started_at, &run.timeline) {
+            eprintln!("kbench: error: --histogram-log {e}");
+            return EXIT_FAILED;
+        }
+        eprintln!("kbench: wrote {}", path.display());
     }
     let (document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &outcome.document);
     if !slo_met && code == 0 {
@@ -575,6 +595,8 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
         Some("--find-max-rate: searches from one machine; not with --agents")
     } else if !args.pin.is_empty() {
         Some("--pin: not with --agents yet (agents negotiate versions themselves)")
+    } else if args.histogram_log.is_some() {
+        Some("--histogram-log: not with --agents yet (each agent's windows are in its own result)")
     } else if plan.settings.bootstrap_servers.is_none() {
         Some("--agents: the agents need a cluster they all reach: give --bootstrap-server")
     } else {

@@ -1,0 +1,249 @@
+//! Per-interval series: what a run did in each window of its measured phase (1 s by default), for
+//! timelines in reports and HdrHistogram interval logs. Nothing is added to the hot path: a window
+//! is the difference between two snapshots of the run's cumulative counters and histograms, taken
+//! every interval, so the windows add up to the run exactly. Each window keeps its histograms
+//! compressed (V2 + deflate, a few hundred bytes), so an hour of windows stays small.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
+use serde_json::{Value, json};
+
+/// The interval unless told otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// One window: when it started (µs since the Unix epoch), how long it lasted, the change of each
+/// counter, and each histogram's records in it (compressed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    pub start_us: u64,
+    pub duration: Duration,
+    pub counts: Vec<u64>,
+    /// `(tag, V2-deflate bytes)` per histogram.
+    pub histograms: Vec<(&'static str, Vec<u8>)>,
+}
+
+impl Window {
+    /// The window's histogram of `tag`.
+    pub fn histogram(&self, tag: &str) -> Option<Histogram<u64>> {
+        let (_, bytes) = self.histograms.iter().find(|(t, _)| *t == tag)?;
+        Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
+    }
+}
+
+/// Takes windows from cumulative figures.
+pub struct Timeline {
+    tags: &'static [&'static str],
+    last_counts: Vec<u64>,
+    last_histograms: Vec<Histogram<u64>>,
+    last_at: SystemTime,
+    windows: Vec<Window>,
+    serializer: V2DeflateSerializer,
+}
+
+impl Timeline {
+    /// A timeline of `counters` and of the histograms `tags`, all zero at `start`.
+    pub fn new(
+        start: SystemTime,
+        counters: &'static [&'static str],
+        tags: &'static [&'static str],
+    ) -> Timeline {
+        Timeline {
+            tags,
+            last_counts: vec![0; counters.len()],
+            last_histograms: tags
+                .iter()
+                .map(|_| crate::measure::latency_histogram())
+                .collect(),
+            last_at: start,
+            windows: Vec::new(),
+            serializer: V2DeflateSerializer::new(),
+        }
+    }
+
+    /// Close the window ending `now`, given the cumulative counters and histograms (in the order
+    /// named at `new`).
+    pub fn take(&mut self, now: SystemTime, counts: &[u64], histograms: Vec<Histogram<u64>>) {
+        let mut window = Window {
+            start_us: micros(self.last_at),
+            duration: now.duration_since(self.last_at).unwrap_or_default(),
+            counts: counts
+                .iter()
+                .zip(&self.last_counts)
+                .map(|(now, before)| now.saturating_sub(*before))
+                .collect(),
+            histograms: Vec::with_capacity(self.tags.len()),
+        };
+        for ((tag, total), last) in self.tags.iter().zip(&histograms).zip(&self.last_histograms) {
+            let mut delta = total.clone();
+            // Cumulative histograms only grow, so the difference is exactly this window's records.
+            if delta.subtract(last).is_err() {
+                delta.reset();
+            }
+            let mut bytes = Vec::new();
+            if self.serializer.serialize(&delta, &mut bytes).is_err() {
+                bytes.clear();
+            }
+            window.histograms.push((tag, bytes));
+        }
+        self.last_counts = counts.to_vec();
+        self.last_histograms = histograms;
+        self.last_at = now;
+        self.windows.push(window);
+    }
+
+    pub fn into_windows(self) -> Vec<Window> {
+        self.windows
+    }
+}
+
+fn micros(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The windows as the result document's `intervals`: each window's offset from `start` and length
+/// (s), its counters by name (`bytes` also as MB/s; the first counter also per second), and each
+/// histogram's count, p50, p90, p99 and max (µs).
+pub fn intervals_json(start: SystemTime, counters: &[&str], windows: &[Window]) -> Value {
+    let start_us = micros(start);
+    let list: Vec<Value> = windows
+        .iter()
+        .map(|w| {
+            let secs = w.duration.as_secs_f64().max(1e-9);
+            let mut v = json!({
+                "t_s": (w.start_us.saturating_sub(start_us)) as f64 / 1e6,
+                "duration_s": w.duration.as_secs_f64(),
+            });
+            for (name, n) in counters.iter().zip(&w.counts) {
+                v[*name] = json!(n);
+                if *name == "bytes" {
+                    v["mb_per_sec"] = json!(*n as f64 / secs / (1024.0 * 1024.0));
+                }
+            }
+            if let (Some(first), Some(n)) = (counters.first(), w.counts.first()) {
+                v[format!("{first}_per_sec")] = json!(*n as f64 / secs);
+            }
+            for (tag, _) in &w.histograms {
+                let h = w.histogram(tag);
+                let q = |q: f64| {
+                    h.as_ref()
+                        .filter(|h| !h.is_empty())
+                        .map_or(0, |h| h.value_at_quantile(q))
+                };
+                v[*tag] = json!({
+                    "count": h.as_ref().map_or(0, Histogram::len),
+                    "p50": q(0.5), "p90": q(0.9), "p99": q(0.99),
+                    "max": h.as_ref().map_or(0, Histogram::max),
+                });
+            }
+            v
+        })
+        .collect();
+    Value::Array(list)
+}
+
+/// Write `windows` as an HdrHistogram interval log (format 1.3, as HistogramLogProcessor and
+/// HistogramLogAnalyzer read it): the header, `StartTime` (the run's start), the legend, then one
+/// line per window and histogram, tagged with the histogram's name; values in µs, the max column
+/// in ms.
+pub fn write_interval_log(
+    out: &mut impl std::io::Write,
+    start: SystemTime,
+    windows: &[Window],
+) -> std::io::Result<()> {
+    let start_s = micros(start) as f64 / 1e6;
+    writeln!(out, "#[Histogram log format version 1.3]")?;
+    writeln!(
+        out,
+        "#[Written by kbench {}; values in µs]",
+        env!("CARGO_PKG_VERSION")
+    )?;
+    writeln!(out, "#[StartTime: {start_s:.3} (seconds since epoch)]")?;
+    writeln!(
+        out,
+        "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
+    )?;
+    let mut serializer = V2Serializer::new();
+    let mut log = IntervalLogWriterBuilder::new()
+        .with_max_value_divisor(1000.0)
+        .begin_log_with(out, &mut serializer)?;
+    let start_us = micros(start);
+    for w in windows {
+        let offset = Duration::from_micros(w.start_us.saturating_sub(start_us));
+        for (tag, _) in &w.histograms {
+            let Some(h) = w.histogram(tag) else { continue };
+            let tag = Tag::new(tag).ok_or_else(|| std::io::Error::other("bad tag"))?;
+            log.write_histogram(&h, offset, w.duration, Some(tag))
+                .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+    #[test]
+    fn windows_add_up_to_the_run_and_the_log_reads_back() {
+        let start = SystemTime::now();
+        let mut t = Timeline::new(start, &["records"], &["latency"]);
+        let mut total = crate::measure::latency_histogram();
+        let mut n = 0;
+        for (i, values) in [vec![10u64, 20], vec![], vec![5_000, 7, 7, 900_000]]
+            .iter()
+            .enumerate()
+        {
+            for v in values {
+                total.record(*v).unwrap();
+                n += 1;
+            }
+            t.take(
+                start + Duration::from_secs(i as u64 + 1),
+                &[n],
+                vec![total.clone()],
+            );
+        }
+        let windows = t.into_windows();
+        assert_eq!(windows.len(), 3);
+        assert_eq!(windows.iter().map(|w| w.counts[0]).sum::<u64>(), 6);
+        assert_eq!(windows[1].histogram("latency").unwrap().len(), 0);
+        let json = intervals_json(start, &["records"], &windows);
+        assert_eq!(json[2]["t_s"], 2.0);
+        assert_eq!(json[2]["latency"]["count"], 4);
+        let mut log = Vec::new();
+        write_interval_log(&mut log, start, &windows).unwrap();
+        let text = String::from_utf8(log.clone()).unwrap();
+        assert!(
+            text.starts_with("#[Histogram log format version 1.3]\n"),
+            "{text}"
+        );
+        assert!(text.contains("#[StartTime: "), "{text}");
+        let mut sum = crate::measure::latency_histogram();
+        let mut lines = 0;
+        for entry in IntervalLogIterator::new(&log) {
+            if let LogEntry::Interval(h) = entry.unwrap() {
+                assert_eq!(
+                    h.tag().map(|t| t.as_str().to_string()),
+                    Some("latency".into())
+                );
+                let bytes = base64::Engine::decode(
+                    &base64::engine::general_purpose::STANDARD,
+                    h.encoded_histogram(),
+                )
+                .unwrap();
+                let w: Histogram<u64> = Deserializer::new()
+                    .deserialize(&mut bytes.as_slice())
+                    .unwrap();
+                sum.add(&w).unwrap();
+                lines += 1;
+            }
+        }
+        assert_eq!(lines, 3);
+        assert_eq!(sum, total, "the windows sum to the run's histogram exactly");
+    }
+}

@@ -1,0 +1,149 @@
+//! Per-interval series: the result's `intervals` and `--histogram-log` (HdrHistogram's interval log
+//! format 1.3), for produce and e2e against the embedded broker. Read back with the hdrhistogram
+//! crate's own interval-log reader, the windows' histograms sum exactly to the run's, and the
+//! windows' counts to the run's counts.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The log's windows per tag, summed, and how many lines each tag had.
+fn read_log(path: &str) -> std::collections::BTreeMap<String, (Histogram<u64>, usize)> {
+    let bytes = std::fs::read(path).expect("the log");
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    assert!(
+        text.starts_with("#[Histogram log format version 1.3]\n"),
+        "{text}"
+    );
+    assert!(text.contains("#[StartTime: "), "{text}");
+    assert!(
+        text.contains("\"StartTimestamp\",\"Interval_Length\""),
+        "{text}"
+    );
+    let mut sums = std::collections::BTreeMap::new();
+    let mut last_start = -1.0;
+    for entry in IntervalLogIterator::new(&bytes) {
+        let LogEntry::Interval(h) = entry.expect("a well-formed log") else {
+            continue;
+        };
+        let tag = h.tag().expect("tagged").as_str().to_string();
+        let start = h.start_timestamp().as_secs_f64();
+        assert!(start >= last_start - 1e-3, "windows in order");
+        last_start = start;
+        let raw = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            h.encoded_histogram(),
+        )
+        .unwrap();
+        let w: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut raw.as_slice())
+            .unwrap();
+        let entry = sums
+            .entry(tag)
+            .or_insert_with(|| (kbench_bench::measure::latency_histogram(), 0));
+        entry.0.add(&w).unwrap();
+        entry.1 += 1;
+    }
+    sums
+}
+
+fn total(doc: &Value, field: &str) -> Histogram<u64> {
+    kbench_bench::measure::decode_histogram(doc[field]["histogram"].as_str().unwrap()).unwrap()
+}
+
+fn sum(doc: &Value, field: &str) -> u64 {
+    doc["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w[field].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn produce_windows_add_up_to_the_run_and_the_log_round_trips() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("timeline-produce");
+    let (json, log) = (dir.path().join("run.json"), dir.file("run.hlog"));
+    Cmd::on("produce", &broker)
+        .topic("timeline-produce")
+        .args(&[
+            "--num-records",
+            "12000",
+            "--throughput",
+            "4000",
+            "--record-size",
+            "100",
+        ])
+        .args(&["--histogram-log", &log, "--timeline-interval", "500ms"])
+        .json(&json)
+        .ok(LIMIT);
+    let doc = result_json(&json);
+    assert_eq!(doc["schema_version"], kbench_bench::SCHEMA_VERSION);
+    let windows = doc["intervals"].as_array().unwrap();
+    // 3 s at 500 ms windows, the last one partial.
+    assert!(
+        (6..=8).contains(&windows.len()),
+        "{} windows",
+        windows.len()
+    );
+    assert_eq!(sum(&doc, "records"), doc["records_acked"].as_u64().unwrap());
+    assert_eq!(sum(&doc, "bytes"), doc["bytes_acked"].as_u64().unwrap());
+    let middle = &windows[2];
+    assert!(
+        (middle["duration_s"].as_f64().unwrap() - 0.5).abs() < 0.1,
+        "{middle}"
+    );
+    let rate = middle["records_per_sec"].as_f64().unwrap();
+    assert!((3_000.0..5_000.0).contains(&rate), "{middle}");
+    assert!(middle["latency"]["p99"].as_u64().unwrap() > 0, "{middle}");
+    let logged = read_log(&log);
+    for tag in ["latency", "service_time", "publish_delay"] {
+        let (h, lines) = &logged[tag];
+        assert_eq!(*lines, windows.len(), "{tag}: one line per window");
+        assert_eq!(
+            *h,
+            total(&doc, tag),
+            "{tag}: the windows sum to the run exactly"
+        );
+    }
+}
+
+#[test]
+fn e2e_windows_add_up_to_the_run_and_the_log_round_trips() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("timeline-e2e");
+    let (json, log) = (dir.path().join("run.json"), dir.file("run.hlog"));
+    Cmd::on("e2e", &broker)
+        .topic("timeline-e2e")
+        .args(&[
+            "--producers",
+            "2",
+            "--batch-interval",
+            "10ms",
+            "--duration",
+            "3s",
+        ])
+        .args(&["--histogram-log", &log])
+        .json(&json)
+        .ok(LIMIT);
+    let doc = result_json(&json);
+    assert_eq!(sum(&doc, "records"), doc["records_acked"].as_u64().unwrap());
+    assert_eq!(
+        sum(&doc, "consumed"),
+        doc["records_consumed"].as_u64().unwrap()
+    );
+    let logged = read_log(&log);
+    for tag in ["producer_request_duration", "publish_delay", "whole_trip"] {
+        assert_eq!(logged[tag].0, total(&doc, tag), "{tag}");
+    }
+    assert!(logged["whole_trip"].0.len() > 100);
+}
