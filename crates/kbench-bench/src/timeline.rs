@@ -33,8 +33,39 @@ impl Window {
     }
 }
 
+/// Where a run's timeline windows go as they close (live metrics). Not part of a spec's identity:
+/// any two are equal, and it is never serialised.
+#[derive(Clone, Default)]
+pub struct WindowSink(Option<std::sync::Arc<OnWindow>>);
+
+/// What a [`WindowSink`] calls with each window.
+type OnWindow = dyn Fn(&Window) + Send + Sync;
+
+impl WindowSink {
+    pub fn new(f: impl Fn(&Window) + Send + Sync + 'static) -> WindowSink {
+        WindowSink(Some(std::sync::Arc::new(f)))
+    }
+}
+
+impl std::fmt::Debug for WindowSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "WindowSink(set)"
+        } else {
+            "WindowSink(none)"
+        })
+    }
+}
+
+impl PartialEq for WindowSink {
+    fn eq(&self, _: &WindowSink) -> bool {
+        true
+    }
+}
+
 /// Takes windows from cumulative figures.
 pub struct Timeline {
+    sink: WindowSink,
     tags: &'static [&'static str],
     last_counts: Vec<u64>,
     last_histograms: Vec<Histogram<u64>>,
@@ -51,6 +82,7 @@ impl Timeline {
         tags: &'static [&'static str],
     ) -> Timeline {
         Timeline {
+            sink: WindowSink::default(),
             tags,
             last_counts: vec![0; counters.len()],
             last_histograms: tags
@@ -91,7 +123,16 @@ impl Timeline {
         self.last_counts = counts.to_vec();
         self.last_histograms = histograms;
         self.last_at = now;
+        if let Some(f) = &self.sink.0 {
+            f(&window);
+        }
         self.windows.push(window);
+    }
+
+    /// Send every window to `sink` as it closes.
+    pub fn with_sink(mut self, sink: WindowSink) -> Timeline {
+        self.sink = sink;
+        self
     }
 
     pub fn into_windows(self) -> Vec<Window> {

@@ -9,6 +9,7 @@ mod coordinator;
 #[cfg(test)]
 mod defaults_agree;
 mod embedded;
+mod metrics;
 mod serve;
 mod signals;
 #[cfg(feature = "embedded-broker")]

@@ -333,7 +333,8 @@ pub(crate) async fn drive(
         started_at,
         crate::e2e::live::TIMELINE_COUNTERS,
         crate::e2e::live::TIMELINE_HISTOGRAMS,
-    );
+    )
+    .with_sink(spec.window_sink.clone());
     let every = spec.timeline_interval.max(Duration::from_millis(10));
     let mut next_window = tokio::time::Instant::now() + every;
 

@@ -197,6 +197,9 @@ pub struct E2eSpec {
     pub limits: Limits,
     /// The length of a timeline window (the result's `intervals`, `--histogram-log`).
     pub timeline_interval: Duration,
+    /// Where timeline windows go as they close (live metrics).
+    #[serde(skip)]
+    pub window_sink: crate::timeline::WindowSink,
     /// A distributed segment: the load starts when this process's wall clock
     /// ([`crate::clock`]) reads this, µs since the Unix epoch (every agent's producers at once).
     pub start_at_us: Option<u64>,
@@ -252,6 +255,7 @@ impl Default for E2eSpec {
             rest: None,
             limits: Limits::default(),
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
+            window_sink: Default::default(),
             start_at_us: None,
             run_tag: None,
             producer_base: 0,

@@ -224,6 +224,9 @@ pub struct ProduceSpec {
     pub interval_histograms: bool,
     /// The length of a timeline window (the result's `intervals`, `--histogram-log`).
     pub timeline_interval: Duration,
+    /// Where timeline windows go as they close (live metrics).
+    #[serde(skip)]
+    pub window_sink: crate::timeline::WindowSink,
     /// A distributed segment: the measured phase starts when this process's wall clock
     /// ([`crate::clock`]) reads this, µs since the Unix epoch (every agent at once).
     pub start_at_us: Option<u64>,
@@ -261,6 +264,7 @@ impl Default for ProduceSpec {
             interval_histograms: false,
             start_at_us: None,
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
+            window_sink: Default::default(),
         };
         spec.apply_settings(&ProducerSettings::default());
         spec

@@ -104,16 +104,17 @@ pub struct ProduceRun {
     pub timeline: Vec<crate::timeline::Window>,
 }
 
-/// A produce timeline's counters (acknowledged records, failed records, acknowledged value bytes).
-pub const TIMELINE_COUNTERS: &[&str] = &["records", "failed", "bytes"];
+/// A produce timeline's counters (acknowledged records, failed records, acknowledged value bytes,
+/// records sent).
+pub const TIMELINE_COUNTERS: &[&str] = &["records", "failed", "bytes", "sent"];
 /// A produce timeline's histograms.
 pub const TIMELINE_HISTOGRAMS: &[&str] = &["latency", "service_time", "publish_delay"];
 
 impl Tally {
     /// The cumulative figures a timeline window is the difference of.
-    fn timeline_snapshot(&self) -> ([u64; 3], Vec<Histogram<u64>>) {
+    fn timeline_snapshot(&self) -> ([u64; 4], Vec<Histogram<u64>>) {
         (
-            [self.acked, self.failed, self.bytes_acked],
+            [self.acked, self.failed, self.bytes_acked, self.sent],
             vec![
                 self.latency.clone(),
                 self.service_time.clone(),
@@ -774,11 +775,10 @@ pub async fn run_produce_until(
     };
 
     // The timeline: a snapshot of the cumulative figures every interval (off the hot path).
-    let timeline = Arc::new(Mutex::new(crate::timeline::Timeline::new(
-        started_at,
-        TIMELINE_COUNTERS,
-        TIMELINE_HISTOGRAMS,
-    )));
+    let timeline = Arc::new(Mutex::new(
+        crate::timeline::Timeline::new(started_at, TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS)
+            .with_sink(spec.window_sink.clone()),
+    ));
     let timeliner = {
         let tally = tally.clone();
         let timeline = timeline.clone();

@@ -30,6 +30,9 @@ pub struct E2eArgs {
     #[command(flatten)]
     pub distributed: crate::coordinator::DistributedArgs,
 
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
+
     /// With --agents: the agent that runs the consumer (default: the first); the producers are
     /// split over the others.
     #[arg(long, value_name = "URL")]
@@ -276,7 +279,7 @@ pub async fn run(args: E2eArgs) -> u8 {
         eprintln!("kbench: error: {e}");
         return EXIT_USAGE;
     }
-    let spec = match spec_from(&args) {
+    let mut spec = match spec_from(&args) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("kbench: error: {e}");
@@ -306,9 +309,32 @@ pub async fn run(args: E2eArgs) -> u8 {
         }
         Ok(None) => {}
     }
+    let endpoint = match args
+        .metrics
+        .start(
+            "e2e",
+            &spec.topic,
+            kbench_bench::e2e::live::TIMELINE_COUNTERS,
+        )
+        .await
+    {
+        Ok(Some((metrics, endpoint))) => {
+            spec.window_sink = metrics.sink();
+            Some(endpoint)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
     if let Some(rest) = &spec.rest {
         let url = rest.proxy.url.clone();
-        return drive(&args, spec, &settings, vec![url], Pins::default(), None).await;
+        let code = drive(&args, spec, &settings, vec![url], Pins::default(), None).await;
+        if let Some(e) = endpoint {
+            e.finish().await;
+        }
+        return code;
     }
     let (servers, mut embedded) =
         match bootstrap_or_embedded(args.bootstrap_server.as_deref()).await {
@@ -321,6 +347,9 @@ pub async fn run(args: E2eArgs) -> u8 {
     let code = drive(&args, spec, &settings, servers, pins, embedded.as_mut()).await;
     if let Some(b) = embedded {
         b.stop().await;
+    }
+    if let Some(e) = endpoint {
+        e.finish().await;
     }
     code
 }
@@ -478,6 +507,8 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
             "--histogram-log: not with --agents yet (each agent's windows are in its own result)"
                 .into(),
         )
+    } else if args.metrics.metrics_listen.is_some() {
+        Some("--metrics-listen: with --agents, scrape each agent's /metrics".into())
     } else if args.mode.is_some() {
         Some("--mode: a distributed run places the consumer and the producers itself".into())
     } else if args.bootstrap_server.is_none() {

@@ -32,6 +32,9 @@ pub struct ProduceArgs {
     #[command(flatten)]
     pub distributed: crate::coordinator::DistributedArgs,
 
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
+
     /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
     #[arg(long, visible_alias = "broker-list")]
     pub bootstrap_server: Option<String>,
@@ -343,7 +346,7 @@ pub enum Mode {
 
 /// `kbench produce`.
 pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
-    let plan = match plan(&args) {
+    let mut plan = match plan(&args) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("kbench: error: {e}");
@@ -358,6 +361,25 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
         Ok(Some(agents)) => return distributed(&args, &plan, agents).await,
         Ok(None) => {}
     }
+    let endpoint = match args
+        .metrics
+        .start(
+            "produce",
+            &plan.spec.topic,
+            kbench_bench::produce::phase::TIMELINE_COUNTERS,
+        )
+        .await
+    {
+        Ok(Some((metrics, endpoint))) => {
+            plan.spec.window_sink = metrics.sink();
+            Some(endpoint)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let (servers, mut embedded) =
         match bootstrap_or_embedded(plan.settings.bootstrap_servers.as_deref()).await {
             Ok(t) => t,
@@ -381,6 +403,9 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
     };
     if let Some(b) = embedded {
         b.stop().await;
+    }
+    if let Some(e) = endpoint {
+        e.finish().await;
     }
     code
 }
@@ -597,6 +622,8 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
         Some("--pin: not with --agents yet (agents negotiate versions themselves)")
     } else if args.histogram_log.is_some() {
         Some("--histogram-log: not with --agents yet (each agent's windows are in its own result)")
+    } else if args.metrics.metrics_listen.is_some() {
+        Some("--metrics-listen: with --agents, scrape each agent's /metrics")
     } else if plan.settings.bootstrap_servers.is_none() {
         Some("--agents: the agents need a cluster they all reach: give --bootstrap-server")
     } else {

@@ -34,9 +34,25 @@ pub struct App {
     pub exit_after: Option<usize>,
     pub delivered: std::sync::Mutex<std::collections::BTreeSet<String>>,
     pub exit: tokio::sync::Notify,
+    /// The latest run's Prometheus metrics (`/metrics`).
+    pub metrics: std::sync::Mutex<Option<Arc<crate::metrics::RunMetrics>>>,
 }
 
 impl App {
+    /// A new run's metrics, now the ones `/metrics` shows; what its timeline feeds them through.
+    pub fn metrics_for(
+        &self,
+        workload: &str,
+        topic: &str,
+        run_id: &str,
+        counters: &'static [&'static str],
+    ) -> kbench_bench::timeline::WindowSink {
+        let m = crate::metrics::RunMetrics::new(workload, topic, run_id, counters);
+        let sink = m.sink();
+        *self.metrics.lock().expect("metrics lock") = Some(m);
+        sink
+    }
+
     /// A fresh request id.
     pub fn next_request_id(&self) -> u64 {
         self.request_ids

@@ -49,6 +49,7 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/v1/runs/{id}", get(v1::get).delete(v1::delete))
         .route("/v1/openapi.json", get(openapi))
+        .route("/metrics", get(metrics))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
@@ -180,6 +181,12 @@ fn cors_headers(r: &mut Response, origin: Option<&str>) {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The latest run's Prometheus metrics (empty before the first run).
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let current = app.metrics.lock().expect("metrics lock").clone();
+    crate::metrics::text(current.map(|m| m.encode()).unwrap_or_default())
 }
 
 async fn openapi(State(app): State<Arc<App>>) -> Response {

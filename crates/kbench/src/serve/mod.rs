@@ -183,6 +183,7 @@ pub async fn run(args: ServeArgs, agent: bool) -> u8 {
         exit_after: args.exit_after_segments,
         delivered: Default::default(),
         exit: tokio::sync::Notify::new(),
+        metrics: Default::default(),
     });
     let router = http::router(app.clone());
     let max_connections = listen::connection_limit(listen::raise_fd_limit());

@@ -78,7 +78,7 @@ pub async fn start_e2e(
     app: &Arc<App>,
     api: Api,
     config: Value,
-    spec: E2eSpec,
+    mut spec: E2eSpec,
     bootstrap: Option<Vec<String>>,
     client: Option<ProducerSettings>,
     wait: bool,
@@ -97,6 +97,12 @@ pub async fn start_e2e(
         .runs
         .register("e2e", api, config, Live::E2e(live.clone()))?;
     let id = run.id.clone();
+    spec.window_sink = app.metrics_for(
+        "e2e",
+        &spec.topic,
+        &id,
+        kbench_bench::e2e::live::TIMELINE_COUNTERS,
+    );
     let stop = run.stop.clone();
     let registry = app.runs.clone();
     let start_time = registry.read_run(&id, |r| r.start_time)?;
@@ -173,7 +179,7 @@ pub async fn start_e2e(
 pub async fn start_produce(
     app: &Arc<App>,
     config: Value,
-    spec: ProduceSpec,
+    mut spec: ProduceSpec,
     bootstrap: Option<Vec<String>>,
     client: Option<ProducerSettings>,
 ) -> Result<String, ApiError> {
@@ -187,6 +193,12 @@ pub async fn start_produce(
         .runs
         .register("produce", Api::V1, config, Live::Produce(live.clone()))?;
     let id = run.id.clone();
+    spec.window_sink = app.metrics_for(
+        "produce",
+        &spec.topic,
+        &id,
+        kbench_bench::produce::phase::TIMELINE_COUNTERS,
+    );
     let stop = run.stop.clone();
     app.runs.spawn(run, async move {
         let job = kbench_bench::produce::run_job(

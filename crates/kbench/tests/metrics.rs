@@ -1,0 +1,199 @@
+//! Prometheus metrics: `--metrics-listen` on a produce run and `/metrics` on `kbench serve`, scraped
+//! while the run goes and parsed with an independent exposition-format parser (prometheus-parse):
+//! counters only go up, and end equal to the result document's counts.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use prometheus_parse::{Scrape, Value};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn scrape(url: &str) -> Option<Scrape> {
+    let body = runtime().block_on(async {
+        let r = reqwest::Client::new()
+            .get(url)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .ok()?;
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain; version=0.0.4"),
+            "the text exposition format"
+        );
+        r.text().await.ok()
+    })?;
+    Some(Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("a valid exposition"))
+}
+
+fn counter(s: &Scrape, name: &str) -> Option<f64> {
+    s.samples
+        .iter()
+        .find(|x| x.metric == name)
+        .map(|x| match x.value {
+            Value::Counter(v) | Value::Untyped(v) | Value::Gauge(v) => v,
+            _ => panic!("{name} is not a counter"),
+        })
+}
+
+#[test]
+fn produce_metrics_only_go_up_and_end_at_the_results_counts() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("metrics-produce");
+    let json = dir.path().join("run.json");
+    let port = free_port();
+    let cmd = Cmd::on("produce", &broker)
+        .topic("metrics-produce")
+        .args(&[
+            "--num-records",
+            "9000",
+            "--throughput",
+            "3000",
+            "--record-size",
+            "100",
+        ])
+        .args(&[
+            "--metrics-listen",
+            &format!("127.0.0.1:{port}"),
+            "--metrics-hold",
+            "5s",
+        ])
+        .json(&json);
+    let run = std::thread::spawn(move || cmd.ok(LIMIT));
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let started = Instant::now();
+    let mut seen: Vec<(f64, f64)> = Vec::new();
+    // Scrape while the run goes, until its result is written (the endpoint is held after it).
+    while !json.exists() {
+        assert!(started.elapsed() < LIMIT, "the run did not finish");
+        if let Some(s) = scrape(&url)
+            && let (Some(acked), Some(sent)) = (
+                counter(&s, "kbench_records_acked_total"),
+                counter(&s, "kbench_records_sent_total"),
+            )
+        {
+            seen.push((acked, sent));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let last = scrape(&url).expect("served after the run (--metrics-hold)");
+    let doc = result_json(&json);
+    for w in seen.windows(2) {
+        assert!(
+            w[1].0 >= w[0].0 && w[1].1 >= w[0].1,
+            "counters only go up: {seen:?}"
+        );
+    }
+    let distinct: std::collections::BTreeSet<u64> = seen.iter().map(|x| x.0 as u64).collect();
+    assert!(
+        distinct.len() >= 3,
+        "the counts moved during the run: {seen:?}"
+    );
+    assert_eq!(
+        counter(&last, "kbench_records_acked_total"),
+        doc["records_acked"].as_f64()
+    );
+    assert_eq!(
+        counter(&last, "kbench_records_sent_total"),
+        doc["records_sent"].as_f64()
+    );
+    assert_eq!(counter(&last, "kbench_records_failed_total"), Some(0.0));
+    assert_eq!(
+        counter(&last, "kbench_bytes_acked_total"),
+        doc["bytes_acked"].as_f64()
+    );
+    let latency = last
+        .samples
+        .iter()
+        .find(|x| x.metric == "kbench_produce_latency_seconds")
+        .expect("the latency histogram");
+    assert_eq!(latency.labels.get("workload"), Some("produce"));
+    assert_eq!(latency.labels.get("topic"), Some("metrics-produce"));
+    let Value::Histogram(buckets) = &latency.value else {
+        panic!("a histogram");
+    };
+    let inf = buckets.iter().find(|b| b.less_than.is_infinite()).unwrap();
+    assert_eq!(inf.count, doc["latency"]["count"].as_f64().unwrap());
+    assert!(
+        buckets.windows(2).all(|w| w[1].count >= w[0].count),
+        "cumulative buckets"
+    );
+    let out = run.join().unwrap();
+    assert!(
+        text(&out.stderr).contains("/metrics"),
+        "the address is printed"
+    );
+}
+
+#[test]
+fn serve_exposes_the_latest_runs_metrics() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("metrics-serve");
+    let mut server = common::kbench()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--bootstrap-server",
+            &broker.addr,
+        ])
+        .arg("--results-dir")
+        .arg(dir.path())
+        .env_remove("KBENCH_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let base = line
+        .trim()
+        .rsplit_once("listening on ")
+        .unwrap()
+        .1
+        .to_string();
+    let before = scrape(&format!("{base}/metrics")).unwrap();
+    assert!(before.samples.is_empty(), "no run yet");
+    let rt = runtime();
+    let created: serde_json::Value = rt.block_on(async {
+        reqwest::Client::new()
+            .post(format!("{base}/v1/runs"))
+            .header("content-type", "application/json")
+            .body(r#"{"workload": "produce", "num_records": 5000, "topic": "metrics-serve"}"#)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    let url = format!("{base}/v1/runs/{}", created["id"].as_str().unwrap());
+    let run = loop {
+        let r: serde_json::Value =
+            rt.block_on(async { reqwest::get(&url).await.unwrap().json().await.unwrap() });
+        if r["status"] == "finished" {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let after = scrape(&format!("{base}/metrics")).unwrap();
+    assert_eq!(counter(&after, "kbench_records_acked_total"), Some(5000.0));
+    assert_eq!(run["result"]["records_acked"], 5000);
+    let acked = after
+        .samples
+        .iter()
+        .find(|x| x.metric == "kbench_records_acked_total")
+        .unwrap();
+    assert_eq!(acked.labels.get("run_id"), run["id"].as_str());
+    let _ = server.kill();
+    let _ = server.wait();
+}
