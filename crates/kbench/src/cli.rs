@@ -50,6 +50,8 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// A load-generating agent of distributed runs (--agents): the serve machinery plus /agent/v1.
     Agent(Box<ServeArgs>),
+    /// One self-contained HTML page (inline SVG charts) from result documents of any kind.
+    Report(crate::report::ReportArgs),
     /// Compare two sets of results (files or folders): ratio, 95 % CI and verdict per cell and metric.
     Compare(CompareArgs),
 }

@@ -10,6 +10,7 @@ mod coordinator;
 mod defaults_agree;
 mod embedded;
 mod metrics;
+mod report;
 mod serve;
 mod signals;
 #[cfg(feature = "embedded-broker")]
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
         // Pure computation: no runtime, no broker.
         Command::Codec(args) => return ExitCode::from(cmd::codec::run(*args)),
         Command::Compare(args) => return ExitCode::from(cmd::compare::run(args)),
+        Command::Report(args) => return ExitCode::from(report::run(args)),
         other => other,
     };
     tracing_subscriber::fmt()
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
             Command::Broker(args) => cmd::broker::run(args).await,
             Command::Codec(args) => cmd::codec::run(*args),
             Command::Compare(args) => cmd::compare::run(args),
+            Command::Report(args) => report::run(args),
             Command::Sweep(args) => cmd::sweep::run(*args).await,
             Command::Suite(args) => cmd::suite::run(args).await,
             Command::E2e(args) => cmd::e2e::run(*args).await,

@@ -22,6 +22,10 @@ pub struct CompareArgs {
     /// Also write the table as Markdown to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+
+    /// Also write the comparison as a result document (kind "compare", for `kbench report`).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 fn parse_threshold(s: &str) -> Result<f64, String> {
@@ -188,6 +192,24 @@ pub fn run(args: CompareArgs) -> u8 {
     {
         eprintln!("kbench: error: --markdown {}: {e}", path.display());
         return 2;
+    }
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "schema_version": kbench_bench::SCHEMA_VERSION,
+            "kind": "compare",
+            "environment": kbench_bench::Environment::here(),
+            "baseline": args.baseline.display().to_string(),
+            "candidate": args.candidate.display().to_string(),
+            "threshold": args.threshold,
+            "seed": args.seed,
+            "rows": rows,
+            "only_in_baseline": only_a,
+            "only_in_candidate": only_b,
+        });
+        if let Err(e) = crate::args::write_json(path, &doc) {
+            eprintln!("kbench: error: --json {e}");
+            return 2;
+        }
     }
     if regressions > 0 { 1 } else { 0 }
 }

@@ -1,0 +1,667 @@
+//! `kbench report RESULT… -o report.html`: result documents of any kind turned into one
+//! self-contained HTML page (styles inline, charts as inline SVG written by [`svg`], no script, no
+//! network): latency distributions on HdrHistogram's 1/(1−q) axis (several results overlaid),
+//! throughput and latency timelines from `intervals`, counts and accounting, the method; sweep
+//! tables with a heat map against the newest version; codec bars; compare's ratios with their
+//! confidence intervals.
+
+mod svg;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::Value;
+
+use svg::escape;
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result documents (`--json` files of any command, `kbench compare --json`), or folders of them.
+    #[arg(required = true, value_name = "RESULT")]
+    pub results: Vec<PathBuf>,
+
+    /// The HTML file to write.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// The page's title (default: "kbench report").
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+/// One loaded document and the name it is shown by.
+struct Doc {
+    label: String,
+    value: Value,
+}
+
+impl Doc {
+    fn kind(&self) -> &str {
+        self.value
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+    }
+}
+
+fn load(paths: &[PathBuf]) -> Result<Vec<Doc>, String> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut inner: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| format!("{}: {e}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "json"))
+                .collect();
+            inner.sort();
+            if inner.is_empty() {
+                return Err(format!(
+                    "{}: no result documents (*.json) in it",
+                    p.display()
+                ));
+            }
+            files.extend(inner);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let mut docs = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let value: Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", f.display()))?;
+        if value.get("kind").and_then(Value::as_str).is_none() {
+            return Err(format!(
+                "{}: not a kbench result document (no `kind`)",
+                f.display()
+            ));
+        }
+        let label = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        docs.push(Doc { label, value });
+    }
+    Ok(docs)
+}
+
+/// `kbench report`.
+pub fn run(args: ReportArgs) -> u8 {
+    let docs = match load(&args.results) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return crate::args::EXIT_USAGE;
+        }
+    };
+    let title = args.title.as_deref().unwrap_or("kbench report");
+    let html = page(title, &docs);
+    if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty())
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        eprintln!("kbench: error: -o {}: {e}", dir.display());
+        return crate::args::EXIT_FAILED;
+    }
+    if let Err(e) = std::fs::write(&args.output, html) {
+        eprintln!("kbench: error: -o {}: {e}", args.output.display());
+        return crate::args::EXIT_FAILED;
+    }
+    eprintln!("kbench: wrote {}", args.output.display());
+    0
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}h3{font-size:15px;margin:18px 0 6px}
+table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f5f5f5}td.l,th.l{text-align:left}
+.chart{display:block;margin:8px 0 14px;background:#fff}.chart .title{font-weight:600;font-size:13px}.chart .tick{font-size:11px;fill:#444}.chart .axis{font-size:12px;fill:#222}.chart .legend{font-size:11px}
+.muted{color:#666}.bad{color:#b00020;font-weight:600}.good{color:#006b3c;font-weight:600}code{background:#f3f3f3;padding:0 3px}";
+
+fn page(title: &str, docs: &[Doc]) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1><p class=\"muted\">{} result(s), written by kbench {}. Percentiles come from each run's HdrHistogram; every figure carries its method below.</p>",
+        docs.len(),
+        env!("CARGO_PKG_VERSION"),
+        t = escape(title)
+    );
+    overview(&mut h, docs);
+    let latency_kinds = ["produce", "consume", "e2e", "omb"];
+    let runs: Vec<&Doc> = docs
+        .iter()
+        .filter(|d| latency_kinds.contains(&d.kind()))
+        .collect();
+    if !runs.is_empty() {
+        distributions(&mut h, &runs);
+        timelines(&mut h, &runs);
+        for d in &runs {
+            accounting(&mut h, d);
+        }
+    }
+    for d in docs {
+        match d.kind() {
+            "sweep" => sweep(&mut h, d),
+            "codec" => codec(&mut h, d),
+            "compare" => compare(&mut h, d),
+            _ => {}
+        }
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+fn num(v: &Value) -> String {
+    match v {
+        Value::Number(n) => {
+            let f = n.as_f64().unwrap_or(0.0);
+            if n.is_f64() {
+                if f.abs() >= 100.0 {
+                    format!("{f:.0}")
+                } else {
+                    format!("{f:.3}")
+                }
+            } else {
+                n.to_string()
+            }
+        }
+        Value::Null => "–".into(),
+        Value::String(s) => escape(s),
+        other => escape(&other.to_string()),
+    }
+}
+
+fn overview(h: &mut String, docs: &[Doc]) {
+    h.push_str("<h2>Results</h2><table><tr><th class=\"l\">result</th><th class=\"l\">kind</th><th class=\"l\">start</th><th>duration s</th><th>records/s</th><th>MB/s</th><th>target</th></tr>");
+    for d in docs {
+        let v = &d.value;
+        let _ = write!(
+            h,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+            escape(&d.label),
+            escape(d.kind()),
+            num(&v["start_time"]),
+            num(&v["duration_s"]),
+            num(&v["records_per_sec"]),
+            num(&v["mb_per_sec"]),
+            num(v
+                .pointer("/target/bootstrap_servers")
+                .unwrap_or(&v["bootstrap_servers"])),
+        );
+    }
+    h.push_str("</table>");
+}
+
+/// Every latency summary of a document (an object with a `histogram`), by field name.
+fn summaries(v: &Value) -> Vec<(&str, &Value)> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, s)| {
+            s.get("histogram")
+                .and_then(Value::as_str)
+                .is_some_and(|t| !t.is_empty())
+        })
+        .filter(|(_, s)| s.get("count").and_then(Value::as_u64).unwrap_or(0) > 0)
+        .map(|(k, s)| (k.as_str(), s))
+        .collect()
+}
+
+fn distributions(h: &mut String, runs: &[&Doc]) {
+    let mut fields: Vec<&str> = Vec::new();
+    for d in runs {
+        for (f, _) in summaries(&d.value) {
+            if !fields.contains(&f) {
+                fields.push(f);
+            }
+        }
+    }
+    if fields.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Latency distributions</h2><p class=\"muted\">HdrHistogram's percentile plot: the value (ms) at each percentile, the x axis 1/(1−q) on a log scale; several results overlaid.</p>");
+    for f in fields {
+        let series: Vec<(String, Vec<(f64, f64)>)> = runs
+            .iter()
+            .filter_map(|d| {
+                let s = d.value.get(f)?;
+                let hist = kbench_bench::measure::decode_histogram(s.get("histogram")?.as_str()?)?;
+                let points = hist
+                    .iter_quantiles(5)
+                    .map(|v| {
+                        (
+                            v.quantile_iterated_to(),
+                            v.value_iterated_to() as f64 / 1000.0,
+                        )
+                    })
+                    .collect();
+                Some((d.label.clone(), points))
+            })
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        h.push_str(&svg::percentiles(
+            &format!("distribution-{f}"),
+            &format!("{} (ms)", f.replace('_', " ")),
+            &series,
+        ));
+        h.push_str("<table><tr><th class=\"l\">result</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>");
+        for d in runs {
+            let Some(s) = d.value.get(f) else { continue };
+            let ms = |k: &str| {
+                s.get(k)
+                    .and_then(Value::as_f64)
+                    .map_or("–".into(), |v| format!("{:.3}", v / 1000.0))
+            };
+            let _ = write!(
+                h,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&d.label),
+                num(&s["count"]),
+                ms("p50"),
+                ms("p90"),
+                ms("p99"),
+                ms("p99.9"),
+                ms("max")
+            );
+        }
+        h.push_str("</table>");
+    }
+}
+
+fn timelines(h: &mut String, runs: &[&Doc]) {
+    let with: Vec<&&Doc> = runs
+        .iter()
+        .filter(|d| {
+            d.value["intervals"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        })
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Timelines</h2><p class=\"muted\">Per interval of the measured phase (the result's <code>intervals</code>), each point at its window's end; a partial window shorter than half the interval (a run's or a repetition's last) is left out of the charts, where its rate would be a spike of few records, and kept in the data.</p>");
+    let series = |f: &dyn Fn(&Value) -> Option<f64>| -> Vec<(String, Vec<(f64, f64)>)> {
+        with.iter()
+            .map(|d| {
+                let windows: Vec<&Value> = d.value["intervals"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let full = windows
+                    .iter()
+                    .filter_map(|w| w["duration_s"].as_f64())
+                    .fold(0.0, f64::max);
+                let points = windows
+                    .iter()
+                    .filter(|w| w["duration_s"].as_f64().unwrap_or(0.0) >= full / 2.0)
+                    .filter_map(|w| Some((w["t_s"].as_f64()? + w["duration_s"].as_f64()?, f(w)?)))
+                    .collect();
+                (d.label.clone(), points)
+            })
+            .collect()
+    };
+    h.push_str(&svg::lines(&svg::Lines {
+        name: "timeline-throughput",
+        title: "throughput (records acknowledged per second)",
+        x_label: "s into the run",
+        y_label: "records/s",
+        series: series(&|w| w["records_per_sec"].as_f64()),
+    }));
+    // The headline latency of each kind: produce's latency, e2e's whole trip.
+    for (field, title) in [
+        ("latency", "latency per interval (ms)"),
+        ("whole_trip", "whole trip per interval (ms)"),
+    ] {
+        let mut s = Vec::new();
+        for (q, suffix) in [("p50", "p50"), ("p99", "p99")] {
+            for (label, points) in series(&|w| w.get(field)?.get(q)?.as_f64().map(|v| v / 1000.0)) {
+                if !points.is_empty() {
+                    s.push((format!("{label} {suffix}"), points));
+                }
+            }
+        }
+        if !s.is_empty() {
+            h.push_str(&svg::lines(&svg::Lines {
+                name: &format!("timeline-{field}"),
+                title,
+                x_label: "s into the run",
+                y_label: "ms",
+                series: s,
+            }));
+        }
+    }
+}
+
+fn accounting(h: &mut String, d: &Doc) {
+    let v = &d.value;
+    let _ = write!(h, "<h2>{} — {}</h2>", escape(&d.label), escape(d.kind()));
+    h.push_str("<h3>Counts and accounting</h3><table>");
+    for f in [
+        "records_sent",
+        "records_produced",
+        "records_acked",
+        "records_failed",
+        "records_consumed",
+        "records_lost",
+        "records_late",
+        "records_duplicated",
+        "records_unexpected",
+        "bytes_acked",
+        "records_per_sec",
+        "mb_per_sec",
+        "client_cpu_us_per_record",
+        "peak_rss_kib",
+    ] {
+        if let Some(x) = v.get(f) {
+            let class =
+                if (f == "records_failed" || f == "records_lost") && x.as_u64().unwrap_or(0) > 0 {
+                    " class=\"bad\""
+                } else {
+                    ""
+                };
+            let _ = write!(
+                h,
+                "<tr><th class=\"l\">{f}</th><td{class}>{}</td></tr>",
+                num(x)
+            );
+        }
+    }
+    if let (Some(s), Some(a), Some(f)) = (
+        v["records_sent"]
+            .as_u64()
+            .or(v["records_produced"].as_u64()),
+        v["records_acked"].as_u64(),
+        v["records_failed"].as_u64(),
+    ) {
+        let ok = s == a + f;
+        let _ = write!(
+            h,
+            "<tr><th class=\"l\">sent = acked + failed</th><td class=\"{}\">{}</td></tr>",
+            if ok { "good" } else { "bad" },
+            if ok { "holds" } else { "does NOT hold" }
+        );
+    }
+    h.push_str("</table><h3>Method</h3><table>");
+    let row = |h: &mut String, k: &str, val: String| {
+        let _ = write!(
+            h,
+            "<tr><th class=\"l\">{}</th><td class=\"l\">{val}</td></tr>",
+            escape(k)
+        );
+    };
+    for k in ["negotiated_versions", "pinned_versions"] {
+        if let Some(m) = v
+            .get(k)
+            .and_then(Value::as_object)
+            .filter(|m| !m.is_empty())
+        {
+            let list: Vec<String> = m.iter().map(|(a, n)| format!("{a} v{n}")).collect();
+            row(h, k, escape(&list.join(", ")));
+        }
+    }
+    for k in ["seed", "clock", "start_time", "end_time"] {
+        if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
+            row(h, k, num(x));
+        }
+    }
+    if let Some(env) = v.get("environment") {
+        row(
+            h,
+            "environment",
+            escape(&format!(
+                "kbench {} on {} ({} cores, {} {})",
+                env["kbench_version"].as_str().unwrap_or("?"),
+                env["hostname"].as_str().unwrap_or("?"),
+                env["cores"],
+                env["os"].as_str().unwrap_or("?"),
+                env["arch"].as_str().unwrap_or("?")
+            )),
+        );
+    }
+    if let Some(reasons) = v.pointer("/saturation/reasons").and_then(Value::as_array) {
+        let text: Vec<&str> = reasons.iter().filter_map(Value::as_str).collect();
+        row(
+            h,
+            "saturation",
+            if text.is_empty() {
+                "not saturated".into()
+            } else {
+                format!("<span class=\"bad\">{}</span>", escape(&text.join("; ")))
+            },
+        );
+    }
+    if let Some(agents) = v.pointer("/distributed/agents").and_then(Value::as_array) {
+        let list: Vec<String> = agents
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} ({}, {}, clock ± {} µs)",
+                    a["agent"].as_str().unwrap_or("?"),
+                    a["role"].as_str().unwrap_or("?"),
+                    a["status"].as_str().unwrap_or("?"),
+                    a.pointer("/clock/bound_us")
+                        .map_or("?".into(), |b| b.to_string())
+                )
+            })
+            .collect();
+        row(h, "agents", escape(&list.join("; ")));
+    }
+    if let Some(settings) = v.get("settings").and_then(Value::as_object) {
+        let list: Vec<String> = settings
+            .iter()
+            .filter(|(_, x)| !x.is_object() && !x.is_array() && !x.is_null())
+            .map(|(k, x)| {
+                format!(
+                    "{k}={}",
+                    x.as_str().map_or_else(|| x.to_string(), str::to_string)
+                )
+            })
+            .collect();
+        row(h, "settings", escape(&list.join(", ")));
+    }
+    h.push_str("</table>");
+}
+
+/// A heat-map colour for a ratio against the reference (1 = white; worse red, better green).
+fn heat(ratio: f64, lower_is_better: bool) -> String {
+    if !ratio.is_finite() {
+        return "#fff".into();
+    }
+    let worse = if lower_is_better {
+        ratio - 1.0
+    } else {
+        1.0 - ratio
+    };
+    let t = (worse.abs() / 0.5).min(1.0);
+    let (r, g, b) = if worse > 0.0 {
+        (255.0, 255.0 - 130.0 * t, 255.0 - 130.0 * t)
+    } else {
+        (255.0 - 130.0 * t, 255.0, 255.0 - 130.0 * t)
+    };
+    format!("#{:02x}{:02x}{:02x}", r as u8, g as u8, b as u8)
+}
+
+fn sweep(h: &mut String, d: &Doc) {
+    let _ = write!(
+        h,
+        "<h2>{} — sweep</h2><p class=\"muted\">Client CPU µs per message for each pinned version; each cell coloured by its ratio to the newest version of its row group (red: costlier, green: cheaper).</p>",
+        escape(&d.label)
+    );
+    let cells = d.value["cells"].as_array().cloned().unwrap_or_default();
+    for api in ["produce", "fetch"] {
+        let mut rows: Vec<&Value> = cells
+            .iter()
+            .filter(|c| c.pointer("/cell/api").and_then(Value::as_str) == Some(api))
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let group = |c: &Value| {
+            let cell = &c["cell"];
+            format!(
+                "{} {}",
+                cell.get("workload").and_then(Value::as_str).unwrap_or(""),
+                cell.get("acks")
+                    .and_then(Value::as_str)
+                    .map(|a| format!("acks={a}"))
+                    .unwrap_or_default()
+            )
+        };
+        rows.sort_by_key(|c| {
+            (
+                group(c),
+                c.pointer("/cell/version")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(-1),
+            )
+        });
+        let newest = |g: &str| {
+            rows.iter()
+                .filter(|c| group(c) == g)
+                .max_by_key(|c| {
+                    c.pointer("/cell/version")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(-1)
+                })
+                .and_then(|c| c["cpu_us_per_msg"].as_f64())
+        };
+        let _ = write!(
+            h,
+            "<h3>{api}</h3><table><tr><th class=\"l\">cell</th><th>version</th><th>CPU µs/msg</th><th>vs newest</th><th>msgs/s</th><th>spread</th><th class=\"l\">verdict</th></tr>"
+        );
+        for c in &rows {
+            let cpu = c["cpu_us_per_msg"].as_f64();
+            let ratio = match (cpu, newest(&group(c))) {
+                (Some(a), Some(b)) if b > 0.0 => a / b,
+                _ => f64::NAN,
+            };
+            let _ = write!(
+                h,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td style=\"background:{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                escape(c["label"].as_str().unwrap_or("")),
+                num(&c["cell"]["version"]),
+                heat(ratio, true),
+                num(&c["cpu_us_per_msg"]),
+                if ratio.is_finite() {
+                    format!("{ratio:.3}")
+                } else {
+                    "–".into()
+                },
+                num(&c["msgs_per_sec"]),
+                num(&c["spread"]),
+                num(&c["verdict"])
+            );
+        }
+        h.push_str("</table>");
+    }
+}
+
+fn codec(h: &mut String, d: &Doc) {
+    let _ = write!(h, "<h2>{} — codec</h2>", escape(&d.label));
+    let mut cells = d.value["cells"].as_array().cloned().unwrap_or_default();
+    // Grouped as people read them: API, shape, batch size, compression, then version.
+    cells.sort_by_key(|c| {
+        let s = &c["spec"];
+        (
+            s["api"].as_str().unwrap_or("").to_string(),
+            s["shape"].as_str().unwrap_or("").to_string(),
+            s["records"].as_u64().unwrap_or(0),
+            s["compression"].as_str().unwrap_or("").to_string(),
+            s["subject"].as_str().unwrap_or("").to_string(),
+            s["version"].as_i64().unwrap_or(-1),
+        )
+    });
+    let rows: Vec<(String, f64, usize)> = cells
+        .iter()
+        .filter(|c| c["skipped"].is_null())
+        .filter_map(|c| {
+            let api = c.pointer("/spec/api").and_then(Value::as_str).unwrap_or("");
+            Some((
+                c["label"].as_str()?.to_string(),
+                c["ns_per_record"].as_f64()?,
+                usize::from(api == "fetch"),
+            ))
+        })
+        .collect();
+    if !rows.is_empty() {
+        h.push_str(&svg::bars(
+            "codec-ns-per-record",
+            "ns per record, by version and shape (blue: produce, orange: fetch)",
+            "ns",
+            &rows,
+        ));
+    }
+    h.push_str("<table><tr><th class=\"l\">cell</th><th>ns/record</th><th>spread</th><th>allocs/record</th><th>wire bytes</th></tr>");
+    for c in &cells {
+        let _ = write!(
+            h,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(c["label"].as_str().unwrap_or("")),
+            if c["skipped"].is_null() {
+                num(&c["ns_per_record"])
+            } else {
+                format!("skipped: {}", num(&c["skipped"]))
+            },
+            num(&c["spread"]),
+            num(&c["allocs_per_record"]),
+            num(&c["wire_bytes"])
+        );
+    }
+    h.push_str("</table>");
+}
+
+fn compare(h: &mut String, d: &Doc) {
+    let _ = write!(
+        h,
+        "<h2>{} — compare</h2><p class=\"muted\">B/A for each cell and metric with its 95 % bootstrap confidence interval; red a regression, green an improvement, grey inside the noise. A: {}; B: {}.</p>",
+        escape(&d.label),
+        num(&d.value["baseline"]),
+        num(&d.value["candidate"])
+    );
+    let rows = d.value["rows"].as_array().cloned().unwrap_or_default();
+    let colour = |v: &str| match v {
+        "regression" => "#b00020",
+        "improvement" => "#006b3c",
+        _ => "#888888",
+    };
+    // The plot names each row by its number in the table and its metric (cells are long).
+    let plot: Vec<(String, f64, f64, f64, &str)> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            (
+                format!("{} · {}", i + 1, r["metric"].as_str().unwrap_or("")),
+                r["ratio"].as_f64().unwrap_or(f64::NAN),
+                r["ci_low"].as_f64().unwrap_or(f64::NAN),
+                r["ci_high"].as_f64().unwrap_or(f64::NAN),
+                colour(r["verdict"].as_str().unwrap_or("")),
+            )
+        })
+        .collect();
+    if !plot.is_empty() {
+        h.push_str(&svg::intervals("compare-ratios", "B/A with 95 % CI", &plot));
+    }
+    h.push_str("<table><tr><th>#</th><th class=\"l\">cell</th><th class=\"l\">metric</th><th>A</th><th>B</th><th>B/A</th><th>95 % CI</th><th class=\"l\">verdict</th></tr>");
+    for (i, r) in rows.iter().enumerate() {
+        let verdict = r["verdict"].as_str().unwrap_or("");
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}–{}</td><td class=\"l\" style=\"color:{}\">{}</td></tr>",
+            i + 1,
+            escape(r["cell"].as_str().unwrap_or("")),
+            escape(r["metric"].as_str().unwrap_or("")),
+            num(&r["a_median"]),
+            num(&r["b_median"]),
+            num(&r["ratio"]),
+            num(&r["ci_low"]),
+            num(&r["ci_high"]),
+            colour(verdict),
+            escape(&verdict.replace('_', " "))
+        );
+    }
+    h.push_str("</table>");
+}
