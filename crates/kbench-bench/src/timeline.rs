@@ -45,6 +45,18 @@ impl WindowSink {
     pub fn new(f: impl Fn(&Window) + Send + Sync + 'static) -> WindowSink {
         WindowSink(Some(std::sync::Arc::new(f)))
     }
+
+    /// Both sinks, this one first.
+    pub fn and(self, other: WindowSink) -> WindowSink {
+        match (self.0, other.0) {
+            (None, b) => WindowSink(b),
+            (a, None) => WindowSink(a),
+            (Some(a), Some(b)) => WindowSink::new(move |w| {
+                a(w);
+                b(w);
+            }),
+        }
+    }
 }
 
 impl std::fmt::Debug for WindowSink {

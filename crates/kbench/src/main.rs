@@ -10,6 +10,7 @@ mod coordinator;
 mod defaults_agree;
 mod embedded;
 mod metrics;
+mod progress;
 mod report;
 mod serve;
 mod signals;

@@ -33,6 +33,9 @@ pub struct E2eArgs {
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
 
+    #[command(flatten)]
+    pub progress: crate::progress::ProgressArgs,
+
     /// With --agents: the agent that runs the consumer (default: the first); the producers are
     /// split over the others.
     #[arg(long, value_name = "URL")]
@@ -356,7 +359,7 @@ pub async fn run(args: E2eArgs) -> u8 {
 
 async fn drive(
     args: &E2eArgs,
-    spec: E2eSpec,
+    mut spec: E2eSpec,
     settings: &kbench_client::ProducerSettings,
     servers: Vec<String>,
     pins: Pins,
@@ -382,6 +385,15 @@ async fn drive(
         spec.group_id,
         spec.seed
     );
+    let bar = crate::progress::Progress::new(
+        &args.progress,
+        crate::progress::Planned {
+            records: None,
+            duration: spec.duration,
+        },
+    );
+    spec.window_sink = std::mem::take(&mut spec.window_sink)
+        .and(bar.sink(kbench_bench::e2e::live::TIMELINE_COUNTERS, "whole_trip"));
     let live = Arc::new(E2eLive::default());
     let stop = CancellationToken::new();
     let why = Arc::new(std::sync::Mutex::new(None::<(String, bool)>));
@@ -400,6 +412,7 @@ async fn drive(
     };
     let progress = {
         let live = live.clone();
+        let bar = bar.clone();
         let every = args.reporting_interval.unwrap_or(Duration::from_secs(5));
         async move {
             if every.is_zero() {
@@ -412,7 +425,7 @@ async fn drive(
                     continue;
                 }
                 let (line, snap) = live.progress_line(last.as_ref());
-                println!("{line}");
+                bar.line(&line);
                 last = Some(snap);
             }
         }
@@ -422,6 +435,7 @@ async fn drive(
         never = watcher => match never {},
         never = progress => match never {},
     };
+    bar.finish();
     let mut run = match result {
         Ok(r) => r,
         Err(e) => {

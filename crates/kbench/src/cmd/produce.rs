@@ -35,6 +35,9 @@ pub struct ProduceArgs {
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
 
+    #[command(flatten)]
+    pub progress: crate::progress::ProgressArgs,
+
     /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
     #[arg(long, visible_alias = "broker-list")]
     pub bootstrap_server: Option<String>,
@@ -380,6 +383,25 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let progress = crate::progress::Progress::new(
+        &args.progress,
+        crate::progress::Planned {
+            records: Some(
+                plan.spec
+                    .num_records
+                    .saturating_mul(plan.spec.repetitions as u64),
+            ),
+            duration: plan
+                .spec
+                .duration
+                .or(plan.spec.shape.as_ref().map(|s| s.duration()))
+                .filter(|_| plan.spec.repetitions == 1),
+        },
+    );
+    if !args.find_max_rate {
+        plan.spec.window_sink = std::mem::take(&mut plan.spec.window_sink)
+            .and(progress.sink(kbench_bench::produce::phase::TIMELINE_COUNTERS, "latency"));
+    }
     let (servers, mut embedded) =
         match bootstrap_or_embedded(plan.settings.bootstrap_servers.as_deref()).await {
             Ok(t) => t,
@@ -398,6 +420,7 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
             mode,
             args.json.as_deref(),
             args.histogram_log.as_deref(),
+            progress,
         )
         .await
     };
@@ -410,23 +433,23 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
     code
 }
 
-/// kafka-producer-perf-test's lines, as the job goes.
-struct Lines;
+/// kafka-producer-perf-test's lines, as the job goes (above the progress bar on a terminal).
+struct Lines(Arc<crate::progress::Progress>);
 
 impl ProduceObserver for Lines {
     fn interval(&self, w: &IntervalReport) {
-        println!("{}", w.line());
+        self.0.line(&w.line());
         if w.failed > 0 {
-            println!("{} records failed.", w.failed);
+            self.0.line(&format!("{} records failed.", w.failed));
         }
     }
     fn repetition(&self, index: usize, of: usize) {
         if of > 1 {
-            println!("Repetition {} of {of}", index + 1);
+            self.0.line(&format!("Repetition {} of {of}", index + 1));
         }
     }
     fn finished(&self, run: &ProduceRun) {
-        println!("{}", run.final_line());
+        self.0.always(&run.final_line());
     }
 }
 
@@ -437,6 +460,7 @@ async fn execute(
     mode: Mode,
     json: Option<&Path>,
     histogram_log: Option<&Path>,
+    progress: Arc<crate::progress::Progress>,
 ) -> u8 {
     let embedded_broker = embedded.is_some();
     let bootstrap = servers.join(",");
@@ -449,10 +473,11 @@ async fn execute(
         embedded_broker,
         cancel.clone(),
         reason.clone(),
-        Arc::new(Lines),
+        Arc::new(Lines(progress.clone())),
     );
     let (outcome, interrupted) =
         crate::signals::until_stopped(job, &cancel, &reason, embedded).await;
+    progress.finish();
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
