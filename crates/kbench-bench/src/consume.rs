@@ -72,7 +72,16 @@ pub struct ConsumeSpec {
     /// Record each record's end-to-end latency: the wall clock when its fetch was answered less its
     /// timestamp (CreateTime, ms), as OMB measures it.
     pub end_to_end: bool,
+    /// The length of a timeline window (the result's `intervals`, `--histogram-log`).
+    pub timeline_interval: Duration,
+    /// Where timeline windows go as they close (live metrics, progress).
+    pub window_sink: crate::timeline::WindowSink,
 }
+
+/// A consume timeline's counters.
+pub const TIMELINE_COUNTERS: &[&str] = &["consumed", "bytes_consumed"];
+/// A consume timeline's histograms.
+pub const TIMELINE_HISTOGRAMS: &[&str] = &["fetch_latency", "end_to_end"];
 
 impl Default for ConsumeSpec {
     /// kafka-consumer-perf-test's shape: 1 000 000 records of `kbench-perf` (what `kbench produce`
@@ -97,6 +106,8 @@ impl Default for ConsumeSpec {
             heartbeat_interval: Duration::ZERO,
             properties: Vec::new(),
             end_to_end: false,
+            timeline_interval: crate::timeline::DEFAULT_INTERVAL,
+            window_sink: Default::default(),
         };
         spec.apply_settings(&ConsumerSettings::default());
         spec.start = StartAt::Reset(OffsetReset::Earliest);
@@ -221,6 +232,7 @@ impl ConsumeSpec {
             "fetch_max_wait_ms": self.fetch_max_wait.as_millis() as u64,
             "timeout_ms": self.timeout.as_millis() as u64,
             "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
+            "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "commit": self.commit,
             "auto_commit_interval_ms": self.auto_commit_interval.as_millis() as u64,
             "session_timeout_ms": self.session_timeout.as_millis() as u64,
@@ -356,6 +368,8 @@ pub struct ConsumeRun {
     pub member_id: Option<String>,
     /// With `ConsumeSpec::end_to_end`: every record's end-to-end latency, µs (ms resolution).
     pub end_to_end: Histogram<u64>,
+    /// The run window by window: [`TIMELINE_COUNTERS`], [`TIMELINE_HISTOGRAMS`].
+    pub timeline: Vec<crate::timeline::Window>,
 }
 
 impl ConsumeRun {
@@ -425,6 +439,9 @@ pub struct ConsumeResultDocument {
     pub timed_out: bool,
     /// Offsets passed over in every partition (see [`PartitionSpan::skipped`]).
     pub offsets_skipped: u64,
+    /// The run window by window (`settings.timeline_interval_ms`): records and bytes consumed and
+    /// their rates, each window's fetch latency (and end-to-end) percentiles.
+    pub intervals: serde_json::Value,
     pub partitions: BTreeMap<i32, PartitionSpan>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub member_id: Option<String>,
@@ -476,6 +493,11 @@ impl ConsumeResultDocument {
             complete: run.records >= spec.messages,
             timed_out: run.timed_out,
             offsets_skipped: run.partitions.values().map(|p| p.skipped).sum(),
+            intervals: crate::timeline::intervals_json(
+                run.started_at,
+                TIMELINE_COUNTERS,
+                &run.timeline,
+            ),
             partitions: run.partitions.clone(),
             member_id: run.member_id.clone(),
             errors: run.errors.clone(),
@@ -676,6 +698,11 @@ pub async fn run_consume<O: ConsumeObserver>(
     let mut prefetch: Option<(Vec<(i32, i64)>, FetchTask)> = None;
     // Which partition the next Fetch starts from.
     let mut rotation = 0usize;
+    let mut timeline =
+        crate::timeline::Timeline::new(started_at, TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS)
+            .with_sink(spec.window_sink.clone());
+    let every = spec.timeline_interval.max(Duration::from_millis(10));
+    let mut next_window = start + every;
 
     while records < spec.messages {
         if cancel.is_cancelled() {
@@ -685,6 +712,14 @@ pub async fn run_consume<O: ConsumeObserver>(
         if now - last_record > spec.timeout {
             timed_out = true;
             break;
+        }
+        if now >= next_window {
+            next_window += every;
+            timeline.take(
+                SystemTime::now(),
+                &[records, bytes],
+                vec![fetch_latency.clone(), end_to_end.clone()],
+            );
         }
         if now - window_start >= spec.reporting_interval {
             observer.interval(&ConsumeWindow {
@@ -906,6 +941,12 @@ pub async fn run_consume<O: ConsumeObserver>(
     let elapsed = start.elapsed();
     let cpu = CpuTime::now().since(cpu_start);
     let ended_at = SystemTime::now();
+    // The last, partial window: the windows add up to the run.
+    timeline.take(
+        ended_at,
+        &[records, bytes],
+        vec![fetch_latency.clone(), end_to_end.clone()],
+    );
     if let Some(m) = member.as_ref() {
         if spec.commit && positions != committed {
             match m.commit(&layout, &positions).await {
@@ -944,6 +985,7 @@ pub async fn run_consume<O: ConsumeObserver>(
         partitions: spans,
         member_id: member.map(|m| m.member_id().to_string()),
         end_to_end,
+        timeline: timeline.into_windows(),
     })
 }
 
@@ -1191,6 +1233,7 @@ mod tests {
             join: Duration::from_millis(500),
             cpu: CpuTime::default(),
             peak_rss_kib: 0,
+            timeline: Vec::new(),
             fetch_latency: latency_histogram(),
             fetches: 1,
             empty_fetches: 0,

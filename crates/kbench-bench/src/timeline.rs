@@ -172,7 +172,7 @@ pub fn intervals_json(start: SystemTime, counters: &[&str], windows: &[Window]) 
             });
             for (name, n) in counters.iter().zip(&w.counts) {
                 v[*name] = json!(n);
-                if *name == "bytes" {
+                if *name == "bytes" || *name == "bytes_consumed" {
                     v["mb_per_sec"] = json!(*n as f64 / secs / (1024.0 * 1024.0));
                 }
             }

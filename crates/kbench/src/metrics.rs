@@ -52,6 +52,11 @@ const COUNTERS: &[Exposed] = &[
         name: "kbench_records_consumed",
         help: "Records of the run received by the consumer.",
     },
+    Exposed {
+        window_field: "bytes_consumed",
+        name: "kbench_bytes_consumed",
+        help: "Key and value bytes of the records consumed.",
+    },
 ];
 
 const HISTOGRAMS: &[Exposed] = &[
@@ -74,6 +79,16 @@ const HISTOGRAMS: &[Exposed] = &[
         window_field: "whole_trip",
         name: "kbench_e2e_latency_seconds",
         help: "Per record: send time to the consumer's receipt.",
+    },
+    Exposed {
+        window_field: "fetch_latency",
+        name: "kbench_fetch_latency_seconds",
+        help: "Per Fetch call: sent to answered.",
+    },
+    Exposed {
+        window_field: "end_to_end",
+        name: "kbench_consume_end_to_end_seconds",
+        help: "Per record: its CreateTime to the Fetch answer that brought it (ms resolution).",
     },
 ];
 

@@ -86,18 +86,19 @@ impl Progress {
         }
     }
 
-    /// Feed the bar from the run's windows: `records` is the counter that advances it (and its
-    /// rate), `latency` the histogram whose p99 it shows.
+    /// Feed the bar from the run's windows: `advance` is the counter that moves it (and its rate),
+    /// `latency` the histogram whose p99 it shows.
     pub fn sink(
         self: &Arc<Self>,
         counters: &'static [&'static str],
+        advance: &'static str,
         latency: &'static str,
     ) -> WindowSink {
         if self.bar.is_none() {
             return WindowSink::default();
         }
         let me = self.clone();
-        let records = counters.iter().position(|c| *c == "records");
+        let records = counters.iter().position(|c| *c == advance);
         let failed = counters.iter().position(|c| *c == "failed");
         WindowSink::new(move |w: &Window| {
             let Some(bar) = &me.bar else { return };

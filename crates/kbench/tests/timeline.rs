@@ -147,3 +147,38 @@ fn e2e_windows_add_up_to_the_run_and_the_log_round_trips() {
     }
     assert!(logged["whole_trip"].0.len() > 100);
 }
+
+#[test]
+fn consume_windows_add_up_to_the_run_and_the_log_round_trips() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("timeline-consume");
+    Cmd::on("produce", &broker)
+        .topic("timeline-consume")
+        .args(&["--num-records", "20000", "--throughput", "10000"])
+        .ok(LIMIT);
+    let (json, log) = (dir.path().join("run.json"), dir.file("run.hlog"));
+    Cmd::on("consume", &broker)
+        .topic("timeline-consume")
+        .args(&[
+            "--messages",
+            "20000",
+            "--histogram-log",
+            &log,
+            "--timeline-interval",
+            "100ms",
+        ])
+        .json(&json)
+        .ok(LIMIT);
+    let doc = result_json(&json);
+    assert_eq!(sum(&doc, "consumed"), 20_000);
+    assert_eq!(
+        sum(&doc, "bytes_consumed"),
+        doc["bytes_consumed"].as_u64().unwrap()
+    );
+    let logged = read_log(&log);
+    assert_eq!(logged["fetch_latency"].0, total(&doc, "fetch_latency"));
+    assert_eq!(
+        logged["fetch_latency"].1,
+        doc["intervals"].as_array().unwrap().len()
+    );
+}

@@ -122,6 +122,21 @@ pub struct ConsumeArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
 
+    /// The length of the result's timeline windows (`intervals`, --histogram-log); default 1s.
+    #[arg(long, value_parser = crate::args::parse_duration)]
+    pub timeline_interval: Option<std::time::Duration>,
+
+    /// Write an HdrHistogram interval log (format 1.3): one line per timeline window and
+    /// histogram (fetch_latency, end_to_end; µs).
+    #[arg(long, value_name = "FILE")]
+    pub histogram_log: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
+
+    #[command(flatten)]
+    pub progress: crate::progress::ProgressArgs,
+
     /// Conditions the run must meet, e.g. 'records_per_sec>=1000000,p99<600ms' (p99: Fetch
     /// latency): a table after the run, and exit code 3 when one fails.
     #[arg(long, value_name = "CONDITIONS")]
@@ -227,24 +242,51 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
     })
 }
 
-/// The detailed lines, as the run goes.
+/// The detailed lines, as the run goes (above the progress bar on a terminal).
 struct Lines {
     detailed: bool,
     date: DateFormat,
+    progress: Arc<crate::progress::Progress>,
 }
 
 impl ConsumeObserver for Lines {
     fn interval(&self, w: &ConsumeWindow) {
         if self.detailed {
-            println!("{}", w.detailed_line(&self.date));
+            self.progress.line(&w.detailed_line(&self.date));
         }
     }
 }
 
 /// `kbench consume`.
 pub async fn run(args: ConsumeArgs) -> u8 {
-    let plan = match plan(&args) {
+    let mut plan = match plan(&args) {
         Ok(p) => p,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(t) = args.timeline_interval {
+        if t < std::time::Duration::from_millis(10) {
+            eprintln!("kbench: error: --timeline-interval: must be at least 10ms");
+            return EXIT_USAGE;
+        }
+        plan.spec.timeline_interval = t;
+    }
+    let endpoint = match args
+        .metrics
+        .start(
+            "consume",
+            &plan.spec.topic,
+            kbench_bench::consume::TIMELINE_COUNTERS,
+        )
+        .await
+    {
+        Ok(Some((metrics, endpoint))) => {
+            plan.spec.window_sink = metrics.sink();
+            Some(endpoint)
+        }
+        Ok(None) => None,
         Err(e) => {
             eprintln!("kbench: error: {e}");
             return EXIT_USAGE;
@@ -261,6 +303,9 @@ pub async fn run(args: ConsumeArgs) -> u8 {
     let code = execute(&args, &plan, servers, embedded.as_mut()).await;
     if let Some(b) = embedded {
         b.stop().await;
+    }
+    if let Some(e) = endpoint {
+        e.finish().await;
     }
     code
 }
@@ -284,9 +329,23 @@ async fn execute(
     {
         return code;
     }
-    if !args.hide_header {
+    if !args.hide_header && !args.progress.quiet {
         println!("{}", header_line(args.show_detailed_stats));
     }
+    // The bar starts with the measured run (after any fill), fed by its windows.
+    let progress = crate::progress::Progress::new(
+        &args.progress,
+        crate::progress::Planned {
+            records: Some(plan.spec.messages),
+            duration: None,
+        },
+    );
+    let mut spec = plan.spec.clone();
+    spec.window_sink = std::mem::take(&mut spec.window_sink).and(progress.sink(
+        kbench_bench::consume::TIMELINE_COUNTERS,
+        "consumed",
+        "fetch_latency",
+    ));
     let finish = CancellationToken::new();
     let producer = match args.produce_rate.filter(|r| *r > 0.0) {
         None => None,
@@ -298,7 +357,7 @@ async fn execute(
         }
     };
     let job = run_consume_job(
-        &plan.spec,
+        &spec,
         cluster,
         embedded_broker,
         cancel.clone(),
@@ -306,10 +365,12 @@ async fn execute(
         Arc::new(Lines {
             detailed: args.show_detailed_stats,
             date: plan.date.clone(),
+            progress: progress.clone(),
         }),
     );
     let (outcome, interrupted) =
         crate::signals::until_stopped(job, &cancel, &reason, embedded).await;
+    progress.finish();
     // The drain is over: the producer beside it stops as at the end of a duration.
     finish.cancel();
     let beside = match producer {
@@ -338,6 +399,13 @@ async fn execute(
     };
     let run = &outcome.run;
     let doc = &outcome.document;
+    if let Some(path) = &args.histogram_log {
+        if let Err(e) = crate::args::write_histogram_log(path, run.started_at, &run.timeline) {
+            eprintln!("kbench: error: --histogram-log {e}");
+            return EXIT_FAILED;
+        }
+        eprintln!("kbench: wrote {}", path.display());
+    }
     if run.timed_out {
         println!(
             "WARNING: Exiting before consuming the expected number of messages: timeout ({} ms) exceeded. You can use the --timeout option to increase the timeout.",

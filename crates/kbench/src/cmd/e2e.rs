@@ -392,8 +392,11 @@ async fn drive(
             duration: spec.duration,
         },
     );
-    spec.window_sink = std::mem::take(&mut spec.window_sink)
-        .and(bar.sink(kbench_bench::e2e::live::TIMELINE_COUNTERS, "whole_trip"));
+    spec.window_sink = std::mem::take(&mut spec.window_sink).and(bar.sink(
+        kbench_bench::e2e::live::TIMELINE_COUNTERS,
+        "records",
+        "whole_trip",
+    ));
     let live = Arc::new(E2eLive::default());
     let stop = CancellationToken::new();
     let why = Arc::new(std::sync::Mutex::new(None::<(String, bool)>));

@@ -399,8 +399,11 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
         },
     );
     if !args.find_max_rate {
-        plan.spec.window_sink = std::mem::take(&mut plan.spec.window_sink)
-            .and(progress.sink(kbench_bench::produce::phase::TIMELINE_COUNTERS, "latency"));
+        plan.spec.window_sink = std::mem::take(&mut plan.spec.window_sink).and(progress.sink(
+            kbench_bench::produce::phase::TIMELINE_COUNTERS,
+            "records",
+            "latency",
+        ));
     }
     let (servers, mut embedded) =
         match bootstrap_or_embedded(plan.settings.bootstrap_servers.as_deref()).await {
