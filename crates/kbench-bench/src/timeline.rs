@@ -20,6 +20,8 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 pub struct Window {
     pub start_us: u64,
     pub duration: Duration,
+    /// The counters' names, in the order of `counts`.
+    pub counters: &'static [&'static str],
     pub counts: Vec<u64>,
     /// `(tag, V2-deflate bytes)` per histogram.
     pub histograms: Vec<(&'static str, Vec<u8>)>,
@@ -78,6 +80,7 @@ impl PartialEq for WindowSink {
 /// Takes windows from cumulative figures.
 pub struct Timeline {
     sink: WindowSink,
+    counters: &'static [&'static str],
     tags: &'static [&'static str],
     last_counts: Vec<u64>,
     last_histograms: Vec<Histogram<u64>>,
@@ -95,6 +98,7 @@ impl Timeline {
     ) -> Timeline {
         Timeline {
             sink: WindowSink::default(),
+            counters,
             tags,
             last_counts: vec![0; counters.len()],
             last_histograms: tags
@@ -113,6 +117,7 @@ impl Timeline {
         let mut window = Window {
             start_us: micros(self.last_at),
             duration: now.duration_since(self.last_at).unwrap_or_default(),
+            counters: self.counters,
             counts: counts
                 .iter()
                 .zip(&self.last_counts)

@@ -96,7 +96,6 @@ const HISTOGRAMS: &[Exposed] = &[
 #[derive(Debug)]
 pub struct RunMetrics {
     labels: Vec<(String, String)>,
-    counters: &'static [&'static str],
     state: Mutex<State>,
 }
 
@@ -107,21 +106,15 @@ struct State {
 }
 
 impl RunMetrics {
-    /// A run of `workload` on `topic`, known as `run_id`, whose windows carry `counters` (the
-    /// timeline's counter names, in order).
-    pub fn new(
-        workload: &str,
-        topic: &str,
-        run_id: &str,
-        counters: &'static [&'static str],
-    ) -> Arc<RunMetrics> {
+    /// A run of `workload` on `topic`, known as `run_id`. Its windows may come from several
+    /// timelines (OMB's producers and consumers): each names its counters.
+    pub fn new(workload: &str, topic: &str, run_id: &str) -> Arc<RunMetrics> {
         Arc::new(RunMetrics {
             labels: vec![
                 ("workload".into(), workload.into()),
                 ("topic".into(), topic.into()),
                 ("run_id".into(), run_id.into()),
             ],
-            counters,
             state: Mutex::new(State::default()),
         })
     }
@@ -134,7 +127,7 @@ impl RunMetrics {
 
     fn add(&self, w: &Window) {
         let mut s = self.state.lock().expect("metrics lock");
-        for (name, n) in self.counters.iter().zip(&w.counts) {
+        for (name, n) in w.counters.iter().zip(&w.counts) {
             *s.counts.entry(name).or_default() += n;
         }
         for (tag, _) in &w.histograms {
@@ -178,11 +171,11 @@ impl EncodeMetric for CounterValue {
 impl prometheus_client::collector::Collector for RunMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.state.lock().expect("metrics lock");
+        // A counter appears with the first window that carries it.
         for c in COUNTERS {
-            if !self.counters.contains(&c.window_field) {
+            let Some(n) = s.counts.get(c.window_field).copied() else {
                 continue;
-            }
-            let n = s.counts.get(c.window_field).copied().unwrap_or(0);
+            };
             let mut m = encoder.encode_descriptor(c.name, c.help, None, MetricType::Counter)?;
             let family = m.encode_family(&self.labels)?;
             CounterValue(n).encode(family)?;
@@ -259,13 +252,12 @@ impl MetricsArgs {
         &self,
         workload: &str,
         topic: &str,
-        counters: &'static [&'static str],
     ) -> Result<Option<(Arc<RunMetrics>, Endpoint)>, String> {
         let Some(addr) = self.metrics_listen else {
             return Ok(None);
         };
         let run_id = kbench_bench::spec::fresh_id(&format!("kbench-{workload}"));
-        let metrics = RunMetrics::new(workload, topic, &run_id, counters);
+        let metrics = RunMetrics::new(workload, topic, &run_id);
         let (bound, task) = serve(addr, metrics.clone()).await?;
         eprintln!("kbench: metrics at http://{bound}/metrics (run_id {run_id})");
         Ok(Some((
@@ -332,12 +324,7 @@ mod tests {
 
     #[test]
     fn windows_become_counters_and_buckets() {
-        let m = RunMetrics::new(
-            "produce",
-            "t",
-            "r1",
-            &["records", "failed", "bytes", "sent"],
-        );
+        let m = RunMetrics::new("produce", "t", "r1");
         let mut t = kbench_bench::timeline::Timeline::new(
             std::time::SystemTime::now(),
             &["records", "failed", "bytes", "sent"],

@@ -197,3 +197,52 @@ fn serve_exposes_the_latest_runs_metrics() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn an_omb_run_exposes_its_producers_and_consumers() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("metrics-omb");
+    let (json, omb) = (dir.path().join("run.json"), dir.path().join("omb.json"));
+    let port = free_port();
+    let workload = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/omb");
+    let cmd = Cmd::on("omb", &broker)
+        .arg(
+            workload
+                .join("1-topic-4-partitions-100b.yaml")
+                .to_str()
+                .unwrap(),
+        )
+        .args(&[
+            "--driver",
+            workload.join("kafka-test-driver.yaml").to_str().unwrap(),
+        ])
+        .args(&[
+            "--metrics-listen",
+            &format!("127.0.0.1:{port}"),
+            "--metrics-hold",
+            "5s",
+        ])
+        .args(&["-o", omb.to_str().unwrap()])
+        .json(&json);
+    let run = std::thread::spawn(move || cmd.ok(LIMIT));
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let started = Instant::now();
+    while !json.exists() {
+        assert!(started.elapsed() < LIMIT, "the run did not finish");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let last = scrape(&url).expect("served after the run");
+    let doc = result_json(&json);
+    let warmup = doc["warmup"]["records_acked"].as_f64().unwrap_or(0.0);
+    assert_eq!(
+        counter(&last, "kbench_records_acked_total"),
+        Some(doc["records_acked"].as_f64().unwrap() + warmup),
+        "the measured phase and the warm-up"
+    );
+    let consumed = counter(&last, "kbench_records_consumed_total").expect("the consumers' counter");
+    assert!(consumed > 0.0 && consumed <= doc["records_acked"].as_f64().unwrap() + warmup);
+    let labels = &last.samples[0].labels;
+    assert_eq!(labels.get("workload"), Some("omb"));
+    run.join().unwrap();
+}

@@ -58,6 +58,8 @@ pub struct OmbSpec {
     pub seed: u64,
     /// Topics are `{topic_prefix}-0000`, `-0001`, …; fresh for every run.
     pub topic_prefix: String,
+    /// Where every producer's and consumer's timeline windows go (live metrics).
+    pub window_sink: crate::timeline::WindowSink,
 }
 
 /// The largest payload pool a workload may ask for, in bytes.
@@ -159,6 +161,7 @@ impl OmbSpec {
             backlog_timeout: Duration::from_secs(1800),
             seed,
             topic_prefix: format!("kbench-omb-{:08x}", seed as u32),
+            window_sink: Default::default(),
         })
     }
 
@@ -191,6 +194,7 @@ impl OmbSpec {
             seed: self.seed.wrapping_add(u64::from(index)),
             properties: self.producer_properties.clone(),
             interval_histograms: true,
+            window_sink: self.window_sink.clone(),
             ..ProduceSpec::default()
         };
         spec.apply_settings(&self.producer);
@@ -511,6 +515,8 @@ pub async fn run_omb(
         let probe = ProduceSpec {
             reporting_interval: spec.search_step * 2,
             interval_histograms: false,
+            // The search is not the run: its records are not the run's metrics.
+            window_sink: Default::default(),
             ..spec.producer_spec(&format!("{}-search", spec.topic_prefix), None, 0)
         };
         let found = crate::produce::search::find_max_rate(
@@ -588,6 +594,7 @@ pub async fn run_omb(
                     topic: layout.name.clone(),
                     messages: u64::MAX,
                     properties: spec.consumer_properties.clone(),
+                    window_sink: spec.window_sink.clone(),
                     ..ConsumeSpec::default()
                 };
                 cspec.apply_settings(&settings);

@@ -273,15 +273,7 @@ pub async fn run(args: ConsumeArgs) -> u8 {
         }
         plan.spec.timeline_interval = t;
     }
-    let endpoint = match args
-        .metrics
-        .start(
-            "consume",
-            &plan.spec.topic,
-            kbench_bench::consume::TIMELINE_COUNTERS,
-        )
-        .await
-    {
+    let endpoint = match args.metrics.start("consume", &plan.spec.topic).await {
         Ok(Some((metrics, endpoint))) => {
             plan.spec.window_sink = metrics.sink();
             Some(endpoint)

@@ -312,15 +312,7 @@ pub async fn run(args: E2eArgs) -> u8 {
         }
         Ok(None) => {}
     }
-    let endpoint = match args
-        .metrics
-        .start(
-            "e2e",
-            &spec.topic,
-            kbench_bench::e2e::live::TIMELINE_COUNTERS,
-        )
-        .await
-    {
+    let endpoint = match args.metrics.start("e2e", &spec.topic).await {
         Ok(Some((metrics, endpoint))) => {
             spec.window_sink = metrics.sink();
             Some(endpoint)

@@ -71,6 +71,9 @@ pub struct OmbArgs {
     /// CI gate, e.g. 'latency.p99<50ms,end_to_end.p99<100ms,records_failed==0' (exit 3 when one fails).
     #[arg(long)]
     pub slo: Option<String>,
+
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condition>>), String> {
@@ -138,7 +141,7 @@ fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condit
 
 /// `kbench omb`.
 pub async fn run(args: OmbArgs) -> u8 {
-    let (spec, slo) = match plan(&args) {
+    let (mut spec, slo) = match plan(&args) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("kbench: error: {e}");
@@ -148,6 +151,17 @@ pub async fn run(args: OmbArgs) -> u8 {
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
     }
+    let endpoint = match args.metrics.start("omb", &spec.topic_prefix).await {
+        Ok(Some((metrics, endpoint))) => {
+            spec.window_sink = metrics.sink();
+            Some(endpoint)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let given = args
         .bootstrap_server
         .clone()
@@ -162,6 +176,9 @@ pub async fn run(args: OmbArgs) -> u8 {
     let code = execute(&args, &spec, slo.as_deref(), servers, embedded.as_mut()).await;
     if let Some(b) = embedded {
         b.stop().await;
+    }
+    if let Some(e) = endpoint {
+        e.finish().await;
     }
     code
 }

@@ -364,15 +364,7 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
         Ok(Some(agents)) => return distributed(&args, &plan, agents).await,
         Ok(None) => {}
     }
-    let endpoint = match args
-        .metrics
-        .start(
-            "produce",
-            &plan.spec.topic,
-            kbench_bench::produce::phase::TIMELINE_COUNTERS,
-        )
-        .await
-    {
+    let endpoint = match args.metrics.start("produce", &plan.spec.topic).await {
         Ok(Some((metrics, endpoint))) => {
             plan.spec.window_sink = metrics.sink();
             Some(endpoint)

@@ -45,9 +45,8 @@ impl App {
         workload: &str,
         topic: &str,
         run_id: &str,
-        counters: &'static [&'static str],
     ) -> kbench_bench::timeline::WindowSink {
-        let m = crate::metrics::RunMetrics::new(workload, topic, run_id, counters);
+        let m = crate::metrics::RunMetrics::new(workload, topic, run_id);
         let sink = m.sink();
         *self.metrics.lock().expect("metrics lock") = Some(m);
         sink
