@@ -279,7 +279,25 @@ fn timelines(h: &mut String, runs: &[&Doc]) {
                 .is_some_and(|a| !a.is_empty())
         })
         .collect();
-    if with.is_empty() {
+    // OMB's own periods (its 10 s lines): publish and consume rates.
+    let omb: Vec<(String, Vec<(f64, f64)>)> = runs
+        .iter()
+        .filter_map(|d| {
+            let periods = d.value["periods"].as_array().filter(|p| !p.is_empty())?;
+            let points = |field: &str| -> Vec<(f64, f64)> {
+                periods
+                    .iter()
+                    .filter_map(|p| Some((p["at_s"].as_f64()?, p[field].as_f64()?)))
+                    .collect()
+            };
+            Some(vec![
+                (format!("{} publish", d.label), points("publish_rate")),
+                (format!("{} consume", d.label), points("consume_rate")),
+            ])
+        })
+        .flatten()
+        .collect();
+    if with.is_empty() && omb.is_empty() {
         return;
     }
     h.push_str("<h2>Timelines</h2><p class=\"muted\">Per interval of the measured phase (the result's <code>intervals</code>), each point at its window's end; a partial window shorter than half the interval (a run's or a repetition's last) is left out of the charts, where its rate would be a spike of few records, and kept in the data.</p>");
@@ -309,7 +327,11 @@ fn timelines(h: &mut String, runs: &[&Doc]) {
         title: "throughput (records acknowledged per second)",
         x_label: "s into the run",
         y_label: "records/s",
-        series: series(&|w| w["records_per_sec"].as_f64()),
+        series: series(&|w| w["records_per_sec"].as_f64())
+            .into_iter()
+            .filter(|(_, p)| !p.is_empty())
+            .chain(omb)
+            .collect(),
     }));
     // The headline latency of each kind: produce's latency, e2e's whole trip.
     for (field, title) in [
