@@ -171,8 +171,9 @@ impl Coordinator {
         Ok(c)
     }
 
-    pub fn clocks(&self) -> &[ClockEstimate] {
-        &self.clocks
+    /// The largest of the agents' clock bounds, µs.
+    pub fn clock_bound_us(&self) -> u64 {
+        self.clocks.iter().map(|c| c.bound_us).max().unwrap_or(0)
     }
 
     /// One control request; an error names the agent and says what to do.
@@ -629,6 +630,61 @@ impl DistributedArgs {
             urls,
             token: self.agent_token.clone().filter(|t| !t.is_empty()),
         }))
+    }
+}
+
+/// The CLI's start of a distributed run, for every workload: the cluster's addresses
+/// (`--bootstrap-server`) and the agents checked; each failure is one error line and its exit code.
+pub async fn cli_connect(
+    bootstrap: Option<&str>,
+    agents: &AgentList,
+) -> Result<(Vec<String>, Coordinator), u8> {
+    let Some(bootstrap) = bootstrap else {
+        eprintln!(
+            "kbench: error: --agents: the agents need a cluster they all reach: give --bootstrap-server"
+        );
+        return Err(crate::args::EXIT_USAGE);
+    };
+    let bootstrap = kbench_bench::spec::bootstrap_list(bootstrap).map_err(|e| {
+        eprintln!("kbench: error: --bootstrap-server {e}");
+        crate::args::EXIT_USAGE
+    })?;
+    let coordinator = Coordinator::connect(agents).await.map_err(|e| {
+        eprintln!("kbench: error: {e}");
+        crate::args::EXIT_FAILED
+    })?;
+    Ok((bootstrap, coordinator))
+}
+
+/// The CLI's end of a distributed run: the agents' lines, the `--slo` table, the result file; the
+/// exit code — 4 when degraded, 130 when interrupted, 1 with failed (or lost) records, 3 when an
+/// `--slo` condition failed.
+pub fn cli_finish(
+    doc: &Value,
+    slo: Option<&[kbench_bench::slo::Condition]>,
+    json: Option<&std::path::Path>,
+    failed: bool,
+    interrupted: bool,
+) -> u8 {
+    print_agents(doc);
+    let (document, slo_met) = crate::args::check_slo(slo, doc);
+    if let Some(path) = json {
+        if let Err(e) = crate::args::write_json(path, &document) {
+            eprintln!("kbench: error: --json {e}");
+            return crate::args::EXIT_FAILED;
+        }
+        eprintln!("kbench: wrote {}", path.display());
+    }
+    if doc.pointer("/distributed/degraded") == Some(&Value::Bool(true)) {
+        crate::args::EXIT_DEGRADED
+    } else if interrupted {
+        crate::args::EXIT_INTERRUPTED
+    } else if failed {
+        crate::args::EXIT_FAILED
+    } else if !slo_met {
+        crate::args::EXIT_SLO
+    } else {
+        0
     }
 }
 

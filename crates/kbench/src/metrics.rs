@@ -270,6 +270,29 @@ impl MetricsArgs {
     }
 }
 
+impl MetricsArgs {
+    /// [`MetricsArgs::start`] for a CLI run: the metrics fed through `sink` (joined to what it
+    /// already feeds), the endpoint to finish after the run; an error printed, with its exit code.
+    pub async fn attach(
+        &self,
+        workload: &str,
+        topic: &str,
+        sink: &mut WindowSink,
+    ) -> Result<Option<Endpoint>, u8> {
+        match self.start(workload, topic).await {
+            Ok(Some((metrics, endpoint))) => {
+                *sink = std::mem::take(sink).and(metrics.sink());
+                Ok(Some(endpoint))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => {
+                eprintln!("kbench: error: {e}");
+                Err(crate::args::EXIT_USAGE)
+            }
+        }
+    }
+}
+
 impl Endpoint {
     /// Keep serving for the hold, then stop.
     pub async fn finish(self) {

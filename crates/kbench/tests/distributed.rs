@@ -726,33 +726,16 @@ fn v1_runs_spread_over_agents_with_the_consumer_where_asked() {
             )
         })
         .collect();
-    let mut server = common::kbench()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
+    let results = dir.path().join("server");
+    let (mut server, base) = common::start_serve(
+        &[
             "--bootstrap-server",
             &broker.addr,
-        ])
-        .arg("--results-dir")
-        .arg(dir.path().join("server"))
-        .env("KBENCH_AGENT_TOKEN", "agents-secret")
-        .env_remove("KBENCH_TOKEN")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("kbench serve");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let base = line
-        .trim()
-        .rsplit_once("listening on ")
-        .unwrap()
-        .1
-        .to_string();
+            "--results-dir",
+            results.to_str().unwrap(),
+        ],
+        &[("KBENCH_AGENT_TOKEN", "agents-secret")],
+    );
     let list: Vec<&str> = agents.iter().map(|a| a.url.as_str()).collect();
     // Bad agent lists: refused before anything starts, naming `agents`.
     let nobody = format!("http://127.0.0.1:{}", free_port());

@@ -135,32 +135,16 @@ fn produce_metrics_only_go_up_and_end_at_the_results_counts() {
 fn serve_exposes_the_latest_runs_metrics() {
     let broker = TestBroker::start();
     let dir = TempDir::new("metrics-serve");
-    let mut server = common::kbench()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
+    let results = dir.path();
+    let (mut server, base) = common::start_serve(
+        &[
             "--bootstrap-server",
             &broker.addr,
-        ])
-        .arg("--results-dir")
-        .arg(dir.path())
-        .env_remove("KBENCH_TOKEN")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let base = line
-        .trim()
-        .rsplit_once("listening on ")
-        .unwrap()
-        .1
-        .to_string();
+            "--results-dir",
+            results.to_str().unwrap(),
+        ],
+        &[],
+    );
     let before = scrape(&format!("{base}/metrics")).unwrap();
     assert!(before.samples.is_empty(), "no run yet");
     let rt = runtime();

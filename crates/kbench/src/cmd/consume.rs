@@ -273,16 +273,14 @@ pub async fn run(args: ConsumeArgs) -> u8 {
         }
         plan.spec.timeline_interval = t;
     }
-    let endpoint = match args.metrics.start("consume", &plan.spec.topic).await {
-        Ok(Some((metrics, endpoint))) => {
-            plan.spec.window_sink = metrics.sink();
-            Some(endpoint)
-        }
-        Ok(None) => None,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
+    let topic = plan.spec.topic.clone();
+    let endpoint = match args
+        .metrics
+        .attach("consume", &topic, &mut plan.spec.window_sink)
+        .await
+    {
+        Ok(e) => e,
+        Err(code) => return code,
     };
     let (servers, mut embedded) =
         match bootstrap_or_embedded(plan.settings.connection.bootstrap_servers.as_deref()).await {

@@ -312,16 +312,14 @@ pub async fn run(args: E2eArgs) -> u8 {
         }
         Ok(None) => {}
     }
-    let endpoint = match args.metrics.start("e2e", &spec.topic).await {
-        Ok(Some((metrics, endpoint))) => {
-            spec.window_sink = metrics.sink();
-            Some(endpoint)
-        }
-        Ok(None) => None,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
+    let topic = spec.topic.clone();
+    let endpoint = match args
+        .metrics
+        .attach("e2e", &topic, &mut spec.window_sink)
+        .await
+    {
+        Ok(e) => e,
+        Err(code) => return code,
     };
     if let Some(rest) = &spec.rest {
         let url = rest.proxy.url.clone();
@@ -491,7 +489,7 @@ async fn drive(
 
 /// `--agents`: the consumer on one agent, the producers split over the others, merged exactly.
 async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator::AgentList) -> u8 {
-    use crate::coordinator::{Coordinator, Target, live_sum, print_agents, run_e2e};
+    use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_e2e};
     let consumer = match &args.consumer_agent {
         None => Ok(0),
         Some(c) => crate::coordinator::parse_agents(c, "--consumer-agent").and_then(|c| {
@@ -520,8 +518,6 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
         Some("--metrics-listen: with --agents, scrape each agent's /metrics".into())
     } else if args.mode.is_some() {
         Some("--mode: a distributed run places the consumer and the producers itself".into())
-    } else if args.bootstrap_server.is_none() {
-        Some("--agents: the agents need a cluster they all reach: give --bootstrap-server".into())
     } else if agents.urls.len() < 2 {
         Some(
             "--agents: an e2e run needs two agents or more: one consumer, producers on the others"
@@ -535,15 +531,6 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
         return EXIT_USAGE;
     }
     let consumer = consumer.unwrap_or(0);
-    let bootstrap = match kbench_bench::spec::bootstrap_list(
-        args.bootstrap_server.as_deref().unwrap_or_default(),
-    ) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("kbench: error: --bootstrap-server {e}");
-            return EXIT_USAGE;
-        }
-    };
     let properties = match args.connection.pairs() {
         Ok(p) => p,
         Err(e) => {
@@ -551,13 +538,11 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
             return EXIT_USAGE;
         }
     };
-    let coordinator = match Coordinator::connect(&agents).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_FAILED;
-        }
-    };
+    let (bootstrap, coordinator) =
+        match cli_connect(args.bootstrap_server.as_deref(), &agents).await {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
     println!(
         "kbench e2e: {} producer(s) over {} agents, the consumer on {}; group {}, seed {}; clock offsets within {} µs",
         spec.producers,
@@ -565,12 +550,7 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
         agents.urls[consumer],
         spec.group_id,
         spec.seed,
-        coordinator
-            .clocks()
-            .iter()
-            .map(|c| c.bound_us)
-            .max()
-            .unwrap_or(0)
+        coordinator.clock_bound_us()
     );
     let target = Target {
         bootstrap,
@@ -663,27 +643,15 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
             .and_then(serde_json::Value::as_str)
             .unwrap_or("?")
     );
-    print_agents(&doc);
     let slo = crate::args::parse_slo(args.slo.as_deref(), "e2e").unwrap_or_default();
-    let (document, slo_met) = crate::args::check_slo(slo.as_deref(), &doc);
-    if let Some(path) = &args.json {
-        if let Err(e) = write_json(path, &document) {
-            eprintln!("kbench: error: {e}");
-            return EXIT_FAILED;
-        }
-        eprintln!("kbench: wrote {}", path.display());
-    }
-    if doc.pointer("/distributed/degraded") == Some(&serde_json::Value::Bool(true)) {
-        crate::args::EXIT_DEGRADED
-    } else if n("records_failed") > 0 || n("records_lost") > 0 || n("records_late") > 0 {
-        EXIT_FAILED
-    } else if interrupted && args.duration.is_some() {
-        EXIT_INTERRUPTED
-    } else if !slo_met {
-        crate::args::EXIT_SLO
-    } else {
-        0
-    }
+    cli_finish(
+        &doc,
+        slo.as_deref(),
+        args.json.as_deref(),
+        n("records_failed") > 0 || n("records_lost") > 0 || n("records_late") > 0,
+        // Ctrl-C is how an open-ended run ends.
+        interrupted && args.duration.is_some(),
+    )
 }
 
 /// A run's start error, said with the flag a user would change.

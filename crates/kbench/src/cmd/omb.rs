@@ -151,16 +151,14 @@ pub async fn run(args: OmbArgs) -> u8 {
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
     }
-    let endpoint = match args.metrics.start("omb", &spec.topic_prefix).await {
-        Ok(Some((metrics, endpoint))) => {
-            spec.window_sink = metrics.sink();
-            Some(endpoint)
-        }
-        Ok(None) => None,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
+    let topic = spec.topic_prefix.clone();
+    let endpoint = match args
+        .metrics
+        .attach("omb", &topic, &mut spec.window_sink)
+        .await
+    {
+        Ok(e) => e,
+        Err(code) => return code,
     };
     let given = args
         .bootstrap_server

@@ -364,16 +364,14 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
         Ok(Some(agents)) => return distributed(&args, &plan, agents).await,
         Ok(None) => {}
     }
-    let endpoint = match args.metrics.start("produce", &plan.spec.topic).await {
-        Ok(Some((metrics, endpoint))) => {
-            plan.spec.window_sink = metrics.sink();
-            Some(endpoint)
-        }
-        Ok(None) => None,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
+    let topic = plan.spec.topic.clone();
+    let endpoint = match args
+        .metrics
+        .attach("produce", &topic, &mut plan.spec.window_sink)
+        .await
+    {
+        Ok(e) => e,
+        Err(code) => return code,
     };
     let progress = crate::progress::Progress::new(
         &args.progress,
@@ -635,7 +633,7 @@ async fn search(args: &ProduceArgs, plan: &Plan, servers: Vec<String>, embedded:
 
 /// `--agents`: the run split over the agents, started at one instant, merged exactly.
 async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator::AgentList) -> u8 {
-    use crate::coordinator::{Coordinator, Target, live_sum, print_agents, run_produce};
+    use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_produce};
     let refused = if args.find_max_rate {
         Some("--find-max-rate: searches from one machine; not with --agents")
     } else if !args.pin.is_empty() {
@@ -644,8 +642,6 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
         Some("--histogram-log: not with --agents yet (each agent's windows are in its own result)")
     } else if args.metrics.metrics_listen.is_some() {
         Some("--metrics-listen: with --agents, scrape each agent's /metrics")
-    } else if plan.settings.bootstrap_servers.is_none() {
-        Some("--agents: the agents need a cluster they all reach: give --bootstrap-server")
     } else {
         None
     };
@@ -653,35 +649,16 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
         eprintln!("kbench: error: {e}");
         return EXIT_USAGE;
     }
-    let bootstrap = match kbench_bench::spec::bootstrap_list(
-        plan.settings
-            .bootstrap_servers
-            .as_deref()
-            .unwrap_or_default(),
-    ) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("kbench: error: --bootstrap-server {e}");
-            return EXIT_USAGE;
-        }
-    };
-    let coordinator = match Coordinator::connect(&agents).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_FAILED;
-        }
-    };
+    let (bootstrap, coordinator) =
+        match cli_connect(plan.settings.bootstrap_servers.as_deref(), &agents).await {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
     println!(
         "kbench produce: {} agents, seed {}; clock offsets within {} µs",
         agents.urls.len(),
         plan.spec.seed,
-        coordinator
-            .clocks()
-            .iter()
-            .map(|c| c.bound_us)
-            .max()
-            .unwrap_or(0)
+        coordinator.clock_bound_us()
     );
     let target = Target {
         bootstrap,
@@ -719,59 +696,36 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
             return EXIT_FAILED;
         }
     };
-    let field = |k: &str| {
-        doc.get(k)
+    let f = |k: &str| {
+        doc.pointer(k)
             .and_then(serde_json::Value::as_f64)
             .unwrap_or(0.0)
     };
-    let q = |k: &str| {
-        doc.pointer(&format!("/latency/{k}"))
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0)
-            / 1000
-    };
+    let ms = |k: &str| f(&format!("/latency/{k}")) as u64 / 1000;
+    // kafka-producer-perf-test's final line, from the merged document.
     println!(
         "{} records sent, {:.6} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
-        field("records_acked") as u64,
-        field("records_per_sec"),
-        field("mb_per_sec"),
-        doc.pointer("/latency/mean")
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(0.0)
-            / 1000.0,
-        doc.pointer("/latency/max")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0) as f64
-            / 1000.0,
-        q("p50"),
-        q("p95"),
-        q("p99"),
-        q("p99.9"),
+        f("/records_acked") as u64,
+        f("/records_per_sec"),
+        f("/mb_per_sec"),
+        f("/latency/mean") / 1000.0,
+        f("/latency/max") / 1000.0,
+        ms("p50"),
+        ms("p95"),
+        ms("p99"),
+        ms("p99.9"),
     );
-    print_agents(&doc);
-    let failed = field("records_failed") as u64;
+    let failed = f("/records_failed") as u64;
     if failed > 0 {
         println!("{failed} records failed.");
     }
-    let (document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &doc);
-    if let Some(path) = &args.json {
-        if let Err(e) = write_json(path, &document) {
-            eprintln!("kbench: error: --json {e}");
-            return EXIT_FAILED;
-        }
-        eprintln!("kbench: wrote {}", path.display());
-    }
-    if doc.pointer("/distributed/degraded") == Some(&serde_json::Value::Bool(true)) {
-        crate::args::EXIT_DEGRADED
-    } else if interrupted {
-        EXIT_INTERRUPTED
-    } else if failed > 0 {
-        EXIT_FAILED
-    } else if !slo_met {
-        crate::args::EXIT_SLO
-    } else {
-        0
-    }
+    cli_finish(
+        &doc,
+        plan.slo.as_deref(),
+        args.json.as_deref(),
+        failed > 0,
+        interrupted,
+    )
 }
 
 /// A job's error, said with the flag a user would change.

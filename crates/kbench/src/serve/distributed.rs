@@ -123,6 +123,19 @@ fn live_of(shared: &Arc<Mutex<Value>>) -> impl Fn(&[(String, Value)]) + Send + S
     }
 }
 
+/// Enter a run over agents, its live figures the agents' (filled by [`live_of`]).
+fn register(
+    app: &App,
+    kind: &'static str,
+    config: Value,
+) -> Result<(crate::serve::registry::Registered, Arc<Mutex<Value>>), ApiError> {
+    let shared = Arc::new(Mutex::new(Value::Null));
+    let run = app
+        .runs
+        .register(kind, Api::V1, config, Live::Agents(shared.clone()))?;
+    Ok((run, shared))
+}
+
 /// A produce run spread over the agents.
 pub async fn start_produce(
     app: &Arc<App>,
@@ -136,12 +149,8 @@ pub async fn start_produce(
     // Each split part must hold on its own (e.g. enough records for every agent).
     kbench_bench::distributed::split_produce(&spec, spread.agents.len())
         .map_err(|e| ApiError::field(e.field, e.reason))?;
-    let shared = Arc::new(Mutex::new(Value::Null));
-    let run = app
-        .runs
-        .register("produce", Api::V1, config, Live::Agents(shared.clone()))?;
-    let id = run.id.clone();
-    let stop = run.stop.clone();
+    let (run, shared) = register(app, "produce", config)?;
+    let (id, stop) = (run.id.clone(), run.stop.clone());
     app.runs.spawn(run, async move {
         let progress = live_of(&shared);
         outcome(run_produce(&coordinator, &spec, &target, &stop, &progress).await)
@@ -173,12 +182,8 @@ pub async fn start_e2e(
     kbench_bench::distributed::split_e2e(&spec, spread.agents.len().saturating_sub(1), 0)
         .map_err(|e| ApiError::field(e.field, e.reason))?;
     let (coordinator, target) = prepare(app, &spread, bootstrap, properties).await?;
-    let shared = Arc::new(Mutex::new(Value::Null));
-    let run = app
-        .runs
-        .register("e2e", Api::V1, config, Live::Agents(shared.clone()))?;
-    let id = run.id.clone();
-    let stop = run.stop.clone();
+    let (run, shared) = register(app, "e2e", config)?;
+    let (id, stop) = (run.id.clone(), run.stop.clone());
     app.runs.spawn(run, async move {
         let progress = live_of(&shared);
         let every = Duration::from_secs(1);

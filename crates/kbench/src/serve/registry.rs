@@ -111,6 +111,9 @@ impl Outcome {
     }
 }
 
+/// A run asked to stop: what says it is done, and what aborts it.
+type Stopping = (watch::Receiver<bool>, Option<Arc<tokio::sync::Notify>>);
+
 /// A run entered, not yet started: what its task needs.
 pub struct Registered {
     pub id: String,
@@ -346,20 +349,23 @@ impl Registry {
         }
     }
 
+    /// Ask a run to stop (a running one becomes stopping); what to wait on, and its abort.
+    fn ask_stop(&self, id: &str) -> Result<Stopping, ApiError> {
+        let mut runs = self.runs.lock().expect("runs lock");
+        let r = runs.iter_mut().find(|r| r.id == id).ok_or_else(|| {
+            ApiError::new(StatusCode::NOT_FOUND, format!("no run with id {id:?}"))
+        })?;
+        if r.status == Status::Running {
+            r.status = Status::Stopping;
+            r.kill_time = Some(SystemTime::now());
+            r.stop.cancel();
+        }
+        Ok((r.done.clone(), r.abort.clone()))
+    }
+
     /// Ask a run to stop and wait until its result is recorded; past [`STOP_GRACE`] it is aborted.
     pub async fn stop_and_wait(&self, id: &str) -> Result<(), ApiError> {
-        let (mut done, abort) = {
-            let mut runs = self.runs.lock().expect("runs lock");
-            let r = runs.iter_mut().find(|r| r.id == id).ok_or_else(|| {
-                ApiError::new(StatusCode::NOT_FOUND, format!("no run with id {id:?}"))
-            })?;
-            if r.status == Status::Running {
-                r.status = Status::Stopping;
-                r.kill_time = Some(SystemTime::now());
-                r.stop.cancel();
-            }
-            (r.done.clone(), r.abort.clone())
-        };
+        let (mut done, abort) = self.ask_stop(id)?;
         if tokio::time::timeout(STOP_GRACE, done.wait_for(|d| *d))
             .await
             .is_err()
@@ -374,16 +380,7 @@ impl Registry {
 
     /// Ask a run to stop, without waiting for it.
     pub fn stop(&self, id: &str) -> Result<(), ApiError> {
-        let mut runs = self.runs.lock().expect("runs lock");
-        let r = runs.iter_mut().find(|r| r.id == id).ok_or_else(|| {
-            ApiError::new(StatusCode::NOT_FOUND, format!("no run with id {id:?}"))
-        })?;
-        if r.status == Status::Running {
-            r.status = Status::Stopping;
-            r.kill_time = Some(SystemTime::now());
-            r.stop.cancel();
-        }
-        Ok(())
+        self.ask_stop(id).map(|_| ())
     }
 
     /// Ask every active run to stop; what to wait on for each.

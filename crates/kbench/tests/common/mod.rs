@@ -311,6 +311,32 @@ pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> 
     }
 }
 
+/// `kbench serve --listen 127.0.0.1:0 EXTRA…` with `envs` (and no KBENCH_TOKEN unless given):
+/// the child and its base URL, read from its first line.
+pub fn start_serve(extra: &[&str], envs: &[(&str, &str)]) -> (Child, String) {
+    let mut cmd = kbench();
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env_remove("KBENCH_TOKEN")
+        .stdout(Stdio::piped());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn kbench serve");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("first line");
+    let base = line
+        .trim()
+        .rsplit_once("listening on ")
+        .map(|(_, a)| a.to_string())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+    (child, base)
+}
+
 /// A kbench command line, built from the flags most tests share.
 pub struct Cmd {
     args: Vec<String>,
