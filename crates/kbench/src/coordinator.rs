@@ -176,6 +176,15 @@ impl Coordinator {
         self.clocks.iter().map(|c| c.bound_us).max().unwrap_or(0)
     }
 
+    /// A request to an agent, with the token when there is one.
+    fn request(&self, method: reqwest::Method, url: &str, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, format!("{url}{path}"));
+        match &self.token {
+            Some(t) => request.bearer_auth(t),
+            None => request,
+        }
+    }
+
     /// One control request; an error names the agent and says what to do.
     async fn call(
         &self,
@@ -184,10 +193,7 @@ impl Coordinator {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, String> {
-        let mut request = self.http.request(method, format!("{url}{path}"));
-        if let Some(t) = &self.token {
-            request = request.bearer_auth(t);
-        }
+        let mut request = self.request(method, url, path);
         if let Some(b) = body {
             request = request
                 .header("content-type", "application/json")
@@ -332,9 +338,7 @@ impl Coordinator {
             let path = format!("/agent/v1/segments/{}", s.id);
             let url = &self.agents[s.agent];
             let _ = self
-                .http
-                .request(reqwest::Method::DELETE, format!("{url}{path}"))
-                .bearer_auth(self.token.clone().unwrap_or_default())
+                .request(reqwest::Method::DELETE, url, &path)
                 .timeout(Duration::from_secs(2))
                 .send()
                 .await;
