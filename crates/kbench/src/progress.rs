@@ -67,6 +67,49 @@ impl Progress {
         })
     }
 
+    /// A bar of `total` steps (sweep and codec cells) on stderr, where those commands report each
+    /// step, when stderr is a terminal. Drawn only when a step ends (no ticking thread), so that
+    /// nothing runs beside a timed cell.
+    pub fn steps(args: &ProgressArgs, total: u64, unit: &str) -> Arc<Progress> {
+        let terminal = std::io::stderr().is_terminal();
+        let bar = (terminal && !args.quiet && !args.no_progress).then(|| {
+            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            let template = format!(
+                "{{elapsed_precise}} [{{bar:30}}] {{pos}}/{{len}} {unit} ({{eta}} left)  {{msg}}"
+            );
+            if let Ok(style) = ProgressStyle::with_template(&template) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar
+        });
+        Arc::new(Progress {
+            bar,
+            quiet: args.quiet,
+            by_time: false,
+            failed: Mutex::new((0, Duration::ZERO)),
+        })
+    }
+
+    /// A step ended: its line (on stderr; above the bar if there is one, none with `--quiet`), and
+    /// the bar moves on with `message`.
+    pub fn step(&self, line: Option<&str>, message: String) {
+        match &self.bar {
+            Some(b) => {
+                if let Some(l) = line {
+                    b.println(l);
+                }
+                b.inc(1);
+                b.set_message(message);
+            }
+            None if !self.quiet => {
+                if let Some(l) = line {
+                    eprintln!("{l}");
+                }
+            }
+            None => {}
+        }
+    }
+
     /// A periodic line: above the bar, as is without one, not at all with `--quiet`.
     pub fn line(&self, s: &str) {
         if self.quiet {

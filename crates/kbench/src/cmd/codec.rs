@@ -27,6 +27,9 @@ use serde::Serialize;
 
 #[derive(Debug, Args, Default)]
 pub struct CodecArgs {
+    #[command(flatten)]
+    pub progress: crate::progress::ProgressArgs,
+
     /// A short run (< 60 s): small records, 1/100/1000 records per batch, no compression.
     #[arg(long)]
     pub quick: bool,
@@ -178,6 +181,7 @@ pub fn run(args: CodecArgs) -> u8 {
     );
     let started = Instant::now();
     let mut results = Vec::with_capacity(cells.len());
+    let bar = crate::progress::Progress::steps(&args.progress, cells.len() as u64, "cells");
     for (i, spec) in cells.iter().enumerate() {
         let result = if args.isolate {
             run_isolated(spec, method)
@@ -185,21 +189,28 @@ pub fn run(args: CodecArgs) -> u8 {
             run_cell(*spec, method).map_err(|e| e.to_string())
         };
         match result {
-            Ok(r) => results.push(r),
+            Ok(r) => {
+                let message = format!("{}: {:.0} ns/record", spec.label(), r.ns_per_record);
+                let line = (i + 1) % 50 == 0;
+                let line = line.then(|| {
+                    format!(
+                        "  {}/{} cells, {:.0} s",
+                        i + 1,
+                        cells.len(),
+                        started.elapsed().as_secs_f64()
+                    )
+                });
+                bar.step(line.as_deref(), message);
+                results.push(r);
+            }
             Err(e) => {
+                bar.finish();
                 eprintln!("kbench: error: cell {}: {e}", spec.label());
                 return 1;
             }
         }
-        if (i + 1) % 50 == 0 {
-            eprintln!(
-                "  {}/{} cells, {:.0} s",
-                i + 1,
-                cells.len(),
-                started.elapsed().as_secs_f64()
-            );
-        }
     }
+    bar.finish();
     let counted = kbench_bench::measure::counting_allocations() || args.isolate;
     let text = if args.scaling {
         scaling_tables(&results)

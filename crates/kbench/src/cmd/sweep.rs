@@ -20,6 +20,9 @@ use crate::embedded::bootstrap_or_embedded;
 
 #[derive(Debug, Args, Default)]
 pub struct SweepArgs {
+    #[command(flatten)]
+    pub progress: crate::progress::ProgressArgs,
+
     /// Kafka bootstrap servers; without it, kbench starts an embedded broker.
     #[arg(long)]
     pub bootstrap_server: Option<String>,
@@ -340,6 +343,7 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         .await
         .map_err(|e| e.to_string())?;
     let mut results = Vec::with_capacity(cells.len());
+    let bar = crate::progress::Progress::steps(&args.progress, cells.len() as u64, "cells");
     for (i, cell) in cells.iter().enumerate() {
         let r = if args.isolate {
             run_isolated(
@@ -362,9 +366,18 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
             CellStatus::Abandoned { reason } => format!("abandoned: {reason}"),
             CellStatus::Error { reason, .. } => format!("error: {reason}"),
         };
-        eprintln!("  [{}/{}] {}: {state}", i + 1, cells.len(), r.label);
+        bar.step(
+            Some(&format!(
+                "  [{}/{}] {}: {state}",
+                i + 1,
+                cells.len(),
+                r.label
+            )),
+            format!("{}: {state}", r.label),
+        );
         results.push(r);
     }
+    bar.finish();
     let conversions = match (&args.broker_metrics, conversions_before) {
         (Some(url), Some(before)) => {
             let after = kbench_bench::broker_metrics::scrape(url)
