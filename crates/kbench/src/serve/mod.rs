@@ -83,7 +83,8 @@ pub async fn run(args: ServeArgs, agent: bool) -> u8 {
         return crate::args::EXIT_USAGE;
     }
     if agent {
-        // A test hook, documented in docs/distributed.md: an agent whose clock is wrong.
+        // A test hook (docs/DESIGN.md, "Distributed runs travel as specs"): an agent whose clock
+        // is wrong.
         if let Ok(ms) = std::env::var("KBENCH_TEST_CLOCK_SHIFT_MS") {
             match ms.trim().parse::<i64>() {
                 Ok(ms) => kbench_bench::clock::set_shift_us(ms.saturating_mul(1000)),
