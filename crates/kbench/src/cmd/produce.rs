@@ -373,8 +373,13 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
+    // --find-max-rate reports its steps as lines; no bar.
+    let bar_args = crate::progress::ProgressArgs {
+        no_progress: args.progress.no_progress || args.find_max_rate,
+        ..args.progress.clone()
+    };
     let progress = crate::progress::Progress::new(
-        &args.progress,
+        &bar_args,
         crate::progress::Planned {
             records: Some(
                 plan.spec
