@@ -182,3 +182,12 @@ impl Progress {
         }
     }
 }
+
+impl Drop for Progress {
+    /// A run that ends early (an error before its end) leaves no bar behind.
+    fn drop(&mut self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
