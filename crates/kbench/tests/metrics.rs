@@ -63,6 +63,9 @@ fn produce_metrics_only_go_up_and_end_at_the_results_counts() {
             "--metrics-hold",
             "5s",
         ])
+        // Windows of 250 ms: a dozen updates over the 3 s run, so a scrape every 200 ms sees the
+        // counts move even on a loaded machine.
+        .args(&["--timeline-interval", "250ms"])
         .json(&json);
     let run = std::thread::spawn(move || cmd.ok(LIMIT));
     let url = format!("http://127.0.0.1:{port}/metrics");
