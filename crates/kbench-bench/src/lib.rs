@@ -17,6 +17,7 @@ pub mod iso8601;
 pub mod measure;
 pub mod omb;
 pub mod produce;
+pub mod ranges;
 pub mod result;
 pub mod seed_service;
 pub mod shape;

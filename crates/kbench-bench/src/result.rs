@@ -247,6 +247,10 @@ pub struct E2eResultDocument {
     pub records_duplicated: u64,
     pub records_unexpected: u64,
     pub records_foreign: u64,
+    /// Consumed from more producer streams than the duplicate tracker keeps (a consumer-only run
+    /// reading foreign keys): counted, not checked for duplicates.
+    #[serde(default)]
+    pub records_untracked: u64,
     pub produce_requests: u64,
     pub fetches: u64,
     pub commits: u64,
@@ -321,6 +325,7 @@ impl E2eResultDocument {
             records_duplicated: run.duplicates,
             records_unexpected: run.unexpected,
             records_foreign: run.foreign,
+            records_untracked: run.untracked,
             produce_requests: run.produce_requests,
             fetches: run.fetches,
             commits: run.commits,

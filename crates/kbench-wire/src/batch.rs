@@ -185,11 +185,15 @@ impl RecordBatchBuilder {
         };
         let attributes = self.compression.attribute_bits();
         let total = batch.len();
+        let batch_length = batch_length(total).inspect_err(|_| {
+            self.records.clear();
+            self.count = 0;
+        })?;
         self.last_len = self.uncompressed_hint(total);
         let header = &mut batch[..BATCH_HEADER_LEN];
         let mut h = &mut header[..];
         h.put_i64(0); // baseOffset: the broker assigns offsets
-        h.put_i32((total - 12) as i32); // batchLength: from partitionLeaderEpoch to the end
+        h.put_i32(batch_length); // from partitionLeaderEpoch to the end
         h.put_i32(-1); // partitionLeaderEpoch: set by the broker
         h.put_i8(2); // magic
         h.put_u32(0); // crc, patched below
@@ -206,6 +210,20 @@ impl RecordBatchBuilder {
         self.count = 0;
         Ok(batch.freeze())
     }
+}
+
+/// A batch's `batchLength` field (its size less the offset and length fields), or an error when the
+/// batch is past what the i32 field holds: Kafka's 2 GiB limit is an error, never a silent wrap.
+pub fn batch_length(total: usize) -> std::io::Result<i32> {
+    total
+        .checked_sub(12)
+        .and_then(|n| i32::try_from(n).ok())
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("a {total}-byte record batch is larger than Kafka's 2 GiB batch limit"),
+            )
+        })
 }
 
 impl RecordBatchBuilder {
@@ -348,5 +366,33 @@ mod tests {
                 n
             );
         }
+    }
+
+    #[test]
+    fn batch_length_refuses_past_two_gib() {
+        assert_eq!(batch_length(61).unwrap(), 49);
+        assert_eq!(batch_length(i32::MAX as usize + 12).unwrap(), i32::MAX);
+        let e = batch_length(i32::MAX as usize + 13).unwrap_err();
+        assert!(e.to_string().contains("2 GiB"), "{e}");
+        assert!(batch_length(3).is_err());
+    }
+
+    /// A real batch just past 2 GiB: an error naming the limit, never a wrapped length; the builder
+    /// stays usable.
+    #[test]
+    fn a_batch_over_two_gib_is_an_error() {
+        let value = vec![7u8; (i32::MAX as usize) + 1];
+        let mut b = RecordBatchBuilder::new(Compression::None);
+        b.append(0, None, Some(&value), &[]);
+        drop(value);
+        let e = b.finish().unwrap_err();
+        assert!(e.to_string().contains("larger than Kafka's 2 GiB"), "{e}");
+        b.start(0);
+        b.append(0, None, Some(b"ok"), &[]);
+        let batch = b.finish().unwrap();
+        assert_eq!(
+            batch_length(batch.len()).unwrap() as usize,
+            batch.len() - 12
+        );
     }
 }

@@ -48,8 +48,13 @@ pub fn encode_request<R: Encodable>(
         .compute_size(header_version)
         .and_then(|h| body.compute_size(version).map(|b| h + b))
         .map_err(|e| fail(e.to_string()))?;
+    let Ok(length) = i32::try_from(size) else {
+        return Err(fail(format!(
+            "a {size}-byte request is larger than Kafka's 2 GiB frame limit"
+        )));
+    };
     out.reserve(4 + size);
-    out.put_i32(size as i32);
+    out.put_i32(length);
     let start = out.len();
     header
         .encode(out, header_version)

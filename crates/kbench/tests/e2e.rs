@@ -253,7 +253,25 @@ fn kbench_consumes_what_librdkafka_produced_on(kind: BrokerKind) {
         let (delivered, failed) = librdkafka::produce(&broker.addr, topic, codec, records);
         assert_eq!((delivered, failed), (PER_CODEC, 0), "{kind:?} {codec}");
     }
-    let total = PER_CODEC * CODECS.len() as u64;
+    // Foreign records whose 16-byte keys parse as ids with huge sequence numbers (random UUIDs):
+    // counted, and sized by nothing in the key (a bitmap by sequence number would ask for ~2^64
+    // bits here and abort the process).
+    const UUIDS: u64 = 500;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let uuid_records = (0..UUIDS).map(|i| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut key = x.to_be_bytes().to_vec();
+        key.extend_from_slice(&(x.rotate_left(17) | 1 << 63).to_be_bytes());
+        ((i % 2) as i32, key, b"uuid-keyed".to_vec())
+    });
+    assert_eq!(
+        librdkafka::produce(&broker.addr, topic, "none", uuid_records),
+        (UUIDS, 0),
+        "{kind:?} uuid keys"
+    );
+    let total = PER_CODEC * CODECS.len() as u64 + UUIDS;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match consumed_by(deadline) {
@@ -284,6 +302,8 @@ fn kbench_consumes_what_librdkafka_produced_on(kind: BrokerKind) {
     assert_eq!(count(&doc, "records_duplicated"), 0, "{kind:?}");
     assert_eq!(count(&doc, "records_foreign"), 0, "{kind:?}");
     assert_eq!(doc["whole_trip"]["count"].as_u64(), Some(total), "{kind:?}");
+    let rss_kib = count(&doc, "peak_rss_kib");
+    assert!(rss_kib < 512 * 1024, "{kind:?}: peak RSS {rss_kib} KiB");
     assert!(
         doc["errors"].as_object().unwrap().is_empty(),
         "{kind:?}: {doc}"

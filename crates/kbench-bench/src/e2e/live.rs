@@ -21,6 +21,9 @@ pub struct E2eLive {
     pub duplicates: AtomicU64,
     /// Records consumed that kbench did not produce in this run (or that carry no kbench id).
     pub foreign: AtomicU64,
+    /// Records of streams past the duplicate tracker's budget (`MAX_TRACKED_STREAMS`): counted,
+    /// not checked for duplicates.
+    pub untracked: AtomicU64,
     pub produce_requests: AtomicU64,
     pub fetches: AtomicU64,
     pub commits: AtomicU64,
@@ -74,6 +77,7 @@ impl Default for E2eLive {
             consumed: AtomicU64::new(0),
             duplicates: AtomicU64::new(0),
             foreign: AtomicU64::new(0),
+            untracked: AtomicU64::new(0),
             produce_requests: AtomicU64::new(0),
             fetches: AtomicU64::new(0),
             commits: AtomicU64::new(0),
@@ -326,6 +330,8 @@ pub struct E2eRun {
     /// Consumed although their request was reported failed (e.g. acknowledged after a time-out).
     pub unexpected: u64,
     pub foreign: u64,
+    /// Consumed past the duplicate tracker's stream budget: counted, not checked for duplicates.
+    pub untracked: u64,
     pub produce_requests: u64,
     pub fetches: u64,
     pub commits: u64,

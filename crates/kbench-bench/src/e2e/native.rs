@@ -313,7 +313,7 @@ async fn consume(
     let _ = ready.send(());
 
     let mut decoder = BatchDecoder::new();
-    let mut seen = Seen::default();
+    let mut seen = Seen::counting_into(live.clone());
     let mut gaps: BTreeMap<i32, Gaps> = BTreeMap::new();
     let gap_hold = gap_hold(spec.consume_wait);
     let mut committer = Committer::new(spec.commit, &positions);

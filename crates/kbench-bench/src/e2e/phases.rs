@@ -19,6 +19,7 @@ use crate::e2e::live::{E2eLive, E2eRun, RestFigures, add, get};
 use crate::e2e::spec::{CommitMode, E2eMode, E2eSpec, clock_for};
 use crate::error::BenchError;
 use crate::measure::{CpuTime, peak_rss_kib};
+use crate::ranges::RangeSet;
 use crate::spec::{DURATION_GRACE, Span};
 
 /// Length of the record id in a key: run tag (u32), producer (u32), sequence (u64), big-endian.
@@ -246,23 +247,42 @@ impl Pacer {
     }
 }
 
-/// Which records of which producers were seen: duplicates are counted by record id.
+/// Streams (run tag, producer) whose records are tracked for duplicates. A consumer reading foreign
+/// records whose 16-byte keys parse as ids (UUIDs, say) would otherwise add a stream per record; past
+/// this many, records are counted as untracked (`untracked` in the result) rather than grow memory.
+pub(crate) const MAX_TRACKED_STREAMS: usize = 1 << 20;
+
+/// Which records of which producers were seen: duplicates are counted by record id. Memory grows
+/// with the gaps in each producer's sequence (a [`RangeSet`]), never with a sequence number's value.
 #[derive(Default)]
 pub(crate) struct Seen {
-    by_producer: HashMap<(u32, u32), Vec<u64>>,
+    by_producer: HashMap<(u32, u32), RangeSet>,
+    /// Where records past [`MAX_TRACKED_STREAMS`] are counted.
+    live: Option<Arc<E2eLive>>,
 }
 
 impl Seen {
+    pub(crate) fn counting_into(live: Arc<E2eLive>) -> Self {
+        Seen {
+            by_producer: HashMap::new(),
+            live: Some(live),
+        }
+    }
+
     /// Mark a record id; true when it was already marked.
     pub(crate) fn mark(&mut self, tag: u32, producer: u32, seq: u64) -> bool {
-        let bits = self.by_producer.entry((tag, producer)).or_default();
-        let (word, bit) = ((seq / 64) as usize, seq % 64);
-        if word >= bits.len() {
-            bits.resize(word + 1, 0);
-        }
-        let seen = bits[word] & (1 << bit) != 0;
-        bits[word] |= 1 << bit;
-        seen
+        let full = self.by_producer.len() >= MAX_TRACKED_STREAMS;
+        let bits = match self.by_producer.get_mut(&(tag, producer)) {
+            Some(bits) => bits,
+            None if full => {
+                if let Some(live) = &self.live {
+                    add(&live.untracked, 1);
+                }
+                return false;
+            }
+            None => self.by_producer.entry((tag, producer)).or_default(),
+        };
+        !bits.insert(seq)
     }
 }
 
@@ -478,6 +498,7 @@ pub(crate) fn conclude(
         gaps_skipped: get(&live.gaps_skipped),
         unexpected,
         foreign: get(&live.foreign),
+        untracked: get(&live.untracked),
         produce_requests: get(&live.produce_requests),
         fetches: get(&live.fetches),
         commits: get(&live.commits),
@@ -630,6 +651,22 @@ mod tests {
         assert!(!s.mark(1, 1, 0));
         assert!(!s.mark(2, 0, 0));
         assert!(s.mark(1, 0, 1000));
+        // A sequence number from a foreign key costs one range, not a bitmap of its size.
+        assert!(!s.mark(9, 9, u64::MAX - 7));
+        assert!(s.mark(9, 9, u64::MAX - 7));
+    }
+
+    #[test]
+    fn seen_stops_tracking_past_its_stream_budget() {
+        let live = Arc::new(E2eLive::default());
+        let mut s = Seen::counting_into(live.clone());
+        for i in 0..MAX_TRACKED_STREAMS as u32 {
+            assert!(!s.mark(i, i, 1));
+        }
+        assert!(s.mark(0, 0, 1));
+        assert!(!s.mark(u32::MAX, 1, 1));
+        assert!(!s.mark(u32::MAX, 1, 1));
+        assert_eq!(get(&live.untracked), 2);
     }
 
     #[test]

@@ -573,7 +573,7 @@ async fn consume(
         return Err(e);
     }
     let _ = ready.send(());
-    let mut seen = Seen::default();
+    let mut seen = Seen::counting_into(live.clone());
     let result = consume_loop(
         &spec,
         &rest,
