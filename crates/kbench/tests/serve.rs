@@ -724,6 +724,92 @@ fn idle_and_slow_clients_do_not_deny_service() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// 100 API clients at once, while a run fails against an unreachable cluster: every request is
+/// answered with its own status (no 5xx, no dropped connection), and the server answers afterwards.
+#[test]
+fn a_hundred_concurrent_clients_are_answered_while_a_run_fails() {
+    let dir = results_dir("hundred");
+    let server = Server::start(
+        &[
+            "--bootstrap-server",
+            "127.0.0.1:1",
+            "--results-dir",
+            dir.to_str().unwrap(),
+        ],
+        None,
+    );
+    let http = Http::new();
+    let runs = format!("{}/v1/runs", server.base);
+    let (status, _, raw) = http.json(
+        "POST",
+        &runs,
+        Some(&json!({"workload": "produce", "num_records": 1000})),
+    );
+    assert!(
+        status == 201 || status == 202 || status == 502,
+        "{status} {raw}"
+    );
+    let base = server.base.clone();
+    let answers: Vec<(String, u16)> = http.rt.block_on(async move {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..100 {
+            let client = client.clone();
+            let base = base.clone();
+            tasks.spawn(async move {
+                let mut got = Vec::new();
+                for round in 0..5 {
+                    let (what, req) = match (i + round) % 5 {
+                        0 => ("list", client.get(format!("{base}/v1/runs"))),
+                        1 => ("openapi", client.get(format!("{base}/v1/openapi.json"))),
+                        2 => ("unknown", client.get(format!("{base}/v1/runs/no-such-run"))),
+                        3 => (
+                            "malformed",
+                            client
+                                .post(format!("{base}/v1/runs"))
+                                .header("Content-Type", "application/json")
+                                .body("{\"workload\": "),
+                        ),
+                        _ => ("metrics", client.get(format!("{base}/metrics"))),
+                    };
+                    let status = match req.send().await {
+                        Ok(r) => {
+                            let s = r.status().as_u16();
+                            let _ = r.bytes().await;
+                            s
+                        }
+                        Err(_) => 0,
+                    };
+                    got.push((what.to_string(), status));
+                }
+                got
+            });
+        }
+        let mut all = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            all.extend(r.unwrap());
+        }
+        all
+    });
+    assert_eq!(answers.len(), 500);
+    for (what, status) in &answers {
+        let expected: &[u16] = match what.as_str() {
+            "unknown" => &[404],
+            "malformed" => &[400],
+            _ => &[200],
+        };
+        assert!(expected.contains(status), "{what}: {status}");
+    }
+    // The run failed (or was refused) and the server still answers.
+    let (status, list, _) = http.json("GET", &runs, None);
+    assert_eq!(status, 200, "{list}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn wait_finished(http: &Http, url: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
