@@ -76,6 +76,9 @@ pub struct ConsumeSpec {
     pub timeline_interval: Duration,
     /// Where timeline windows go as they close (live metrics, progress).
     pub window_sink: crate::timeline::WindowSink,
+    /// Check every record's stamp ([`crate::verify`]): order per producer and partition,
+    /// duplicates, checksums, sequence gaps (`--verify`).
+    pub verify: bool,
 }
 
 /// A consume timeline's counters.
@@ -108,6 +111,7 @@ impl Default for ConsumeSpec {
             end_to_end: false,
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
             window_sink: Default::default(),
+            verify: false,
         };
         spec.apply_settings(&ConsumerSettings::default());
         spec.start = StartAt::Reset(OffsetReset::Earliest);
@@ -370,6 +374,8 @@ pub struct ConsumeRun {
     pub end_to_end: Histogram<u64>,
     /// The run window by window: [`TIMELINE_COUNTERS`], [`TIMELINE_HISTOGRAMS`].
     pub timeline: Vec<crate::timeline::Window>,
+    /// With `--verify`: what the records' stamps said.
+    pub verification: Option<crate::verify::VerifyReport>,
 }
 
 impl ConsumeRun {
@@ -447,6 +453,9 @@ pub struct ConsumeResultDocument {
     pub member_id: Option<String>,
     pub errors: BTreeMap<String, u64>,
     pub aborted: Option<String>,
+    /// With `--verify`: every record's stamp checked (no writer to ask: lost is sequence gaps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::verify::VerifyReport>,
 }
 
 impl ConsumeResultDocument {
@@ -502,6 +511,7 @@ impl ConsumeResultDocument {
             member_id: run.member_id.clone(),
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
+            verification: run.verification.clone(),
         }
     }
 }
@@ -680,6 +690,7 @@ pub async fn run_consume<O: ConsumeObserver>(
     let mut decoder = BatchDecoder::new();
     let mut fetch_latency = latency_histogram();
     let mut end_to_end = latency_histogram();
+    let mut verifier = spec.verify.then(crate::verify::Verifier::any_producer);
     let mut window_e2e = spec.end_to_end.then(latency_histogram);
     let mut fetch_e2e: Vec<u64> = Vec::new();
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
@@ -884,6 +895,14 @@ pub async fn run_consume<O: ConsumeObserver>(
                 }
                 skipped += (record.offset - next) as u64;
                 taken += 1;
+                if let Some(v) = verifier.as_mut() {
+                    v.check(
+                        *partition,
+                        record.offset,
+                        crate::verify::Stamp::of(&record),
+                        record.value.unwrap_or(&[]),
+                    );
+                }
                 if let Some(at) = arrived_ms {
                     let us = ((at - record.timestamp).max(0) as u64 * 1000).max(1);
                     let _ = end_to_end.record(us);
@@ -986,6 +1005,7 @@ pub async fn run_consume<O: ConsumeObserver>(
         member_id: member.map(|m| m.member_id().to_string()),
         end_to_end,
         timeline: timeline.into_windows(),
+        verification: verifier.map(|v| v.report(None)),
     })
 }
 
@@ -1244,6 +1264,7 @@ mod tests {
             partitions: BTreeMap::new(),
             member_id: None,
             end_to_end: latency_histogram(),
+            verification: None,
         };
         let line = run.final_line(&date);
         let cols: Vec<&str> = line.split(", ").collect();

@@ -25,6 +25,7 @@ pub mod slo;
 pub mod spec;
 pub mod sweep;
 pub mod timeline;
+pub mod verify;
 
 pub use error::{BenchError, SpecError};
 pub use measure::{CpuTime, LatencySummary};

@@ -121,6 +121,9 @@ pub struct ResultDocument {
     /// records, failed, bytes and their rates, and each window's latency, service time and
     /// publish delay percentiles ([`crate::timeline::intervals_json`]).
     pub intervals: serde_json::Value,
+    /// With `--verify`: the topic read back after the run and checked record by record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::verify::VerifyReport>,
 }
 
 /// One repetition's figures: the samples `kbench compare` works on.
@@ -207,6 +210,7 @@ impl ResultDocument {
                 crate::produce::phase::TIMELINE_COUNTERS,
                 &run.timeline,
             ),
+            verification: None,
         }
     }
 }

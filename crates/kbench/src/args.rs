@@ -14,6 +14,8 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_INTERRUPTED: u8 = 130;
 /// A distributed run that lost an agent: its result is written, marked degraded.
 pub const EXIT_DEGRADED: u8 = 4;
+/// `--verify` found records lost, reordered or corrupted (or could not finish reading back).
+pub const EXIT_VERIFY: u8 = 5;
 
 /// The command-line flag for a spec field: `payload_size` → `--payload-size` (each of a list of
 /// fields, `a, b` → `--a, --b`).

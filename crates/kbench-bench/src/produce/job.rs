@@ -29,6 +29,8 @@ pub trait ProduceObserver: Send + Sync + 'static {
     fn finished(&self, run: &ProduceRun) {
         let _ = run;
     }
+    /// Every repetition ended; the topic is being read back (`--verify`).
+    fn verifying(&self) {}
 }
 
 impl ProduceObserver for () {}
@@ -116,6 +118,23 @@ pub async fn run_job<O: ProduceObserver>(
         cluster.close(Duration::from_secs(1)).await;
         return Err(BenchError::Run("stopped before the barrier start".into()));
     }
+    // With `--verify`: where the run's records begin, per partition (read back from there).
+    let verify_from = if spec.verify {
+        let partitions: Vec<i32> = match spec.partition {
+            Some(p) => vec![p],
+            None => topic.partitions.iter().map(|p| p.partition).collect(),
+        };
+        Some(
+            cluster
+                .latest_offsets(&topic, &partitions)
+                .await
+                .map_err(|e| {
+                    BenchError::Run(format!("--verify: reading the start offsets: {e}"))
+                })?,
+        )
+    } else {
+        None
+    };
     let mut runs = Vec::with_capacity(spec.repetitions);
     for i in 0..spec.repetitions {
         observer.repetition(i, spec.repetitions);
@@ -136,10 +155,17 @@ pub async fn run_job<O: ProduceObserver>(
             break;
         }
     }
-    // Let the broker read everything written (acks=0 requests have no other confirmation).
-    cluster.close(Duration::from_secs(5)).await;
     let run =
         ProduceRun::pooled(&runs).ok_or_else(|| BenchError::Run("no repetition ran".into()))?;
+    let verification = match (&verify_from, &run.written) {
+        (Some(from), Some(written)) => {
+            observer.verifying();
+            Some(crate::verify::read_back(&cluster, &topic, from, written).await)
+        }
+        _ => None,
+    };
+    // Let the broker read everything written (acks=0 requests have no other confirmation).
+    cluster.close(Duration::from_secs(5)).await;
     let negotiated: BTreeMap<String, i16> = cluster.negotiated().named().collect();
     let pinned: BTreeMap<String, i16> = pins.iter().map(|(a, v)| (api_name(a), v)).collect();
     let document = ResultDocument::produce(
@@ -154,6 +180,10 @@ pub async fn run_job<O: ProduceObserver>(
         pinned,
         spec.seed,
     );
+    let document = ResultDocument {
+        verification,
+        ..document
+    };
     Ok(ProduceOutcome {
         runs,
         run,

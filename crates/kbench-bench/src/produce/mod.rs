@@ -230,6 +230,10 @@ pub struct ProduceSpec {
     /// A distributed segment: the measured phase starts when this process's wall clock
     /// ([`crate::clock`]) reads this, µs since the Unix epoch (every agent at once).
     pub start_at_us: Option<u64>,
+    /// Stamp every record ([`crate::verify`]) and read the topic back after the run: what was
+    /// acknowledged must be there, in order, intact (`--verify`).
+    #[serde(default)]
+    pub verify: bool,
 }
 
 impl Default for ProduceSpec {
@@ -265,6 +269,7 @@ impl Default for ProduceSpec {
             start_at_us: None,
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
             window_sink: Default::default(),
+            verify: false,
         };
         spec.apply_settings(&ProducerSettings::default());
         spec
@@ -435,6 +440,7 @@ impl ProduceSpec {
             "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "repetitions": self.repetitions,
+            "verify": self.verify,
             "properties": properties,
         })
     }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
 use kbench_client::{Cluster, ProduceOutcome, ProducerConfig, TopicLayout};
-use kbench_wire::batch::{RecordBatchBuilder, now_ms};
+use kbench_wire::batch::{RecordBatchBuilder, RecordHeader, now_ms};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -102,6 +102,8 @@ pub struct ProduceRun {
     /// The measured phase window by window ([`crate::timeline`]): counters [`TIMELINE_COUNTERS`],
     /// histograms [`TIMELINE_HISTOGRAMS`].
     pub timeline: Vec<crate::timeline::Window>,
+    /// With `--verify`: this run's producer id and the offsets the broker acknowledged.
+    pub written: Option<crate::verify::Written>,
 }
 
 /// A produce timeline's counters (acknowledged records, failed records, acknowledged value bytes,
@@ -170,6 +172,9 @@ impl ProduceRun {
                 all.aborted = r.aborted.clone();
             }
             all.timeline.extend(r.timeline.iter().cloned());
+            if let (Some(mine), Some(theirs)) = (all.written.as_mut(), r.written.as_ref()) {
+                mine.merge(theirs);
+            }
         }
         Some(all)
     }
@@ -288,6 +293,8 @@ struct Tally {
     errors: BTreeMap<String, u64>,
     window: IntervalReport,
     window_start: Instant,
+    /// With `--verify`: what was acknowledged where.
+    written: Option<crate::verify::Written>,
 }
 
 impl Tally {
@@ -650,7 +657,10 @@ async fn request(shared: Arc<Shared>, batches: Vec<Ready>, permit: OwnedSemaphor
         let count = b.intended.len() as u64;
         t.outstanding -= count;
         match outcome {
-            ProduceOutcome::Acked { .. } => {
+            ProduceOutcome::Acked { base_offset, .. } => {
+                if let Some(w) = t.written.as_mut() {
+                    w.ack(shared.partitions[b.pos], base_offset, count);
+                }
                 // Records appended between two clock readings share an intended time: one
                 // histogram update per run of equal times, not per record.
                 for run in b.intended.chunk_by(|a, b| a == b) {
@@ -731,6 +741,9 @@ pub async fn run_produce_until(
     let mut rng = SmallRng::seed_from_u64(spec.seed);
     let values = spec.payload.values(&mut rng);
 
+    // With `--verify`, this run's producer id and each partition's next sequence number.
+    let verify_producer = spec.verify.then(crate::verify::new_producer_id);
+    let mut sequences = vec![0u64; partitions.len()];
     let writes_before = cluster.write_counts();
     let started_at = SystemTime::now();
     let start = Instant::now();
@@ -754,6 +767,7 @@ pub async fn run_produce_until(
             ..IntervalReport::default()
         },
         window_start: start,
+        written: verify_producer.map(crate::verify::Written::for_producer),
     }));
 
     let on_interval = Arc::new(on_interval);
@@ -963,8 +977,32 @@ pub async fn run_produce_until(
             });
         }
         let timestamp = open.base_ms + (now_us.saturating_sub(open.opened_us) / 1000) as i64;
-        open.builder
-            .append(timestamp, key.map(|k| &keys.keys[k][..]), Some(value), &[]);
+        match verify_producer {
+            None => {
+                open.builder
+                    .append(timestamp, key.map(|k| &keys.keys[k][..]), Some(value), &[])
+            }
+            Some(producer) => {
+                // The batch's partition: its key's, or (unkeyed) the one the next close takes —
+                // one batch is open then, and nothing else closes before it.
+                let pos = if keyed {
+                    idx
+                } else {
+                    sender.next % partitions.len()
+                };
+                let stamp = crate::verify::Stamp::encode(producer, sequences[pos], value);
+                sequences[pos] += 1;
+                open.builder.append(
+                    timestamp,
+                    key.map(|k| &keys.keys[k][..]),
+                    Some(value),
+                    &[RecordHeader {
+                        key: crate::verify::VERIFY_HEADER,
+                        value: Some(&stamp),
+                    }],
+                );
+            }
+        }
         open.intended_us
             .push(scheduled.map_or(now_us, |offset| offset.as_micros() as u64));
         open.value_bytes += value.len() as u64;
@@ -1090,6 +1128,7 @@ pub async fn run_produce_until(
         frames_written: writes_after.0 - writes_before.0,
         socket_writes: writes_after.1 - writes_before.1,
         timeline,
+        written: t.written.take(),
     }
 }
 

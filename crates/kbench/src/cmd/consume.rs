@@ -118,6 +118,12 @@ pub struct ConsumeArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = crate::args::positive_i32)]
     pub partitions: Option<i32>,
 
+    /// Check every record's `kbench-verify` stamp (written by `kbench produce --verify`): order
+    /// per producer and partition, duplicates, checksums and sequence gaps land in the result
+    /// (`verification`); exit code 5 when a record was missing, reordered or corrupted.
+    #[arg(long)]
+    pub verify: bool,
+
     /// Write the result document (docs/results.md) to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -193,6 +199,7 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
     } else if !reset_given {
         spec.start = StartAt::Reset(OffsetReset::Earliest);
     }
+    spec.verify = args.verify;
     if let Some(t) = &args.topic {
         spec.topic = t.clone();
     }
@@ -447,6 +454,12 @@ async fn execute(
     let mut code = 0;
     for (error, n) in &run.errors {
         eprintln!("kbench: {n} × {error}");
+    }
+    if let Some(v) = &run.verification {
+        println!("{}", v.line());
+        if v.ok != Some(true) {
+            code = crate::args::EXIT_VERIFY;
+        }
     }
     let mut doc_value = serde_json::to_value(doc).unwrap_or_default();
     if let Some((rate, p)) = &beside {

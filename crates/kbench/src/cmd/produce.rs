@@ -165,6 +165,13 @@ pub struct ProduceArgs {
     #[arg(long, value_name = "FILE")]
     pub histogram_log: Option<PathBuf>,
 
+    /// Stamp every record (producer id, sequence, CRC-32C of the value, in a `kbench-verify`
+    /// header) and read the topic back after the run: lost, duplicated, reordered, corrupted and
+    /// unexpected records land in the result (`verification`); exit code 5 when any was lost,
+    /// reordered or corrupted.
+    #[arg(long, conflicts_with = "find_max_rate")]
+    pub verify: bool,
+
     /// Seed for the payload generator (default: random; printed and stored in the result).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -283,6 +290,7 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     set(&mut spec.timeline_interval, args.timeline_interval);
     set(&mut spec.repetitions, args.repetitions);
     set(&mut spec.seed, args.seed);
+    spec.verify = args.verify;
     spec.duration = args.duration;
     spec.partition = args.partition;
     spec.throughput = args.throughput.filter(|t| *t > 0.0);
@@ -449,6 +457,9 @@ impl ProduceObserver for Lines {
     fn finished(&self, run: &ProduceRun) {
         self.0.always(&run.final_line());
     }
+    fn verifying(&self) {
+        eprintln!("kbench: reading the topic back to verify every record");
+    }
 }
 
 async fn execute(
@@ -508,6 +519,12 @@ async fn execute(
         } else {
             EXIT_FAILED
         };
+    }
+    if let Some(v) = &outcome.document.verification {
+        println!("{}", v.line());
+        if v.ok != Some(true) && code == 0 {
+            code = crate::args::EXIT_VERIFY;
+        }
     }
     if mode == Mode::Quickstart {
         print_summary(&outcome.document);
@@ -641,6 +658,8 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
     use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_produce};
     let refused = if args.find_max_rate {
         Some("--find-max-rate: searches from one machine; not with --agents")
+    } else if args.verify {
+        Some("--verify: not with --agents yet (verify each agent's topic separately)")
     } else if !args.pin.is_empty() {
         Some("--pin: not with --agents yet (agents negotiate versions themselves)")
     } else if args.histogram_log.is_some() {

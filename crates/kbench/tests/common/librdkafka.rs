@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
@@ -23,6 +23,7 @@ pub struct Read {
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
     pub timestamp_ms: Option<i64>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
 /// Read partitions `0..partitions` of `topic` from the beginning with librdkafka (assigned, no
@@ -78,6 +79,14 @@ pub fn read_with(
                 key: m.key().map(<[u8]>::to_vec),
                 value: m.payload().map(<[u8]>::to_vec),
                 timestamp_ms: m.timestamp().to_millis(),
+                headers: m
+                    .headers()
+                    .map(|h| {
+                        h.iter()
+                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             }),
             Some(Err(e)) => panic!("librdkafka consumer on {topic}: {e}"),
             None => {}
@@ -142,6 +151,40 @@ pub fn produce(
                 }
                 Err((e, _)) => panic!("librdkafka produce to {topic}: {e}"),
             }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    flushed(&producer)
+}
+
+/// Produce `records` (partition, value, headers) to `topic` with librdkafka, one at a time in
+/// order (linger 0, one request in flight), acks=all; returns (delivered, failed).
+pub fn produce_with_headers(
+    bootstrap: &str,
+    topic: &str,
+    records: impl IntoIterator<Item = (i32, Vec<u8>, Vec<(String, Vec<u8>)>)>,
+) -> (u64, u64) {
+    let producer = producer(
+        bootstrap,
+        &[
+            ("linger.ms", "0"),
+            ("max.in.flight.requests.per.connection", "1"),
+        ],
+    );
+    for (partition, value, headers) in records {
+        let mut owned = OwnedHeaders::new();
+        for (k, v) in &headers {
+            owned = owned.insert(Header {
+                key: k,
+                value: Some(v),
+            });
+        }
+        let record: BaseRecord<'_, [u8], Vec<u8>> = BaseRecord::to(topic)
+            .partition(partition)
+            .payload(&value)
+            .headers(owned);
+        if let Err((e, _)) = producer.send(record) {
+            panic!("librdkafka produce to {topic}: {e}");
         }
         producer.poll(Duration::ZERO);
     }

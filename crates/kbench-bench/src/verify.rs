@@ -1,0 +1,529 @@
+//! Verification in the same run as the figures (`--verify`): every record written carries a stamp —
+//! its producer's id, its sequence number within (producer, partition), and a CRC-32C of its value —
+//! in one header, [`VERIFY_HEADER`]. The reading side checks, per partition, that offsets only go up
+//! and that each producer's sequence arrives in order, and counts what was lost (acknowledged, never
+//! read), duplicated, reordered, corrupted (checksum mismatch), unexpected (read, never
+//! acknowledged) and foreign (no stamp of this run).
+//!
+//! Memory is bounded by gaps, not by values: acknowledged and read offsets are [`RangeSet`]s per
+//! partition (one range each when nothing is lost), sequences seen are a [`RangeSet`] per
+//! (producer, partition), and at most [`MAX_STREAMS`] such streams are tracked.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use kbench_client::{Cluster, TopicLayout};
+use kbench_wire::records::{BatchDecoder, RecordView};
+use serde::Serialize;
+
+use crate::ranges::RangeSet;
+
+/// The stamp's header key.
+pub const VERIFY_HEADER: &[u8] = b"kbench-verify";
+/// The stamp: producer id (u64), sequence (u64), CRC-32C of the value (u32), big-endian.
+pub const STAMP_LEN: usize = 20;
+/// The most (producer, partition) streams tracked; records of streams past it are counted
+/// `untracked`, not checked.
+pub const MAX_STREAMS: usize = 1 << 16;
+
+/// A record's stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub producer: u64,
+    pub sequence: u64,
+    pub crc: u32,
+}
+
+impl Stamp {
+    /// The stamp for `value`, written as the header's value.
+    pub fn encode(producer: u64, sequence: u64, value: &[u8]) -> [u8; STAMP_LEN] {
+        let mut out = [0u8; STAMP_LEN];
+        out[0..8].copy_from_slice(&producer.to_be_bytes());
+        out[8..16].copy_from_slice(&sequence.to_be_bytes());
+        out[16..20].copy_from_slice(&crc32c::crc32c(value).to_be_bytes());
+        out
+    }
+
+    /// A header value read back; `None` when it is not a stamp's length.
+    pub fn decode(bytes: &[u8]) -> Option<Stamp> {
+        let b: &[u8; STAMP_LEN] = bytes.try_into().ok()?;
+        Some(Stamp {
+            producer: u64::from_be_bytes(b[0..8].try_into().ok()?),
+            sequence: u64::from_be_bytes(b[8..16].try_into().ok()?),
+            crc: u32::from_be_bytes(b[16..20].try_into().ok()?),
+        })
+    }
+
+    /// The stamp of a record, if it carries one (the first [`VERIFY_HEADER`]).
+    pub fn of(record: &RecordView<'_>) -> Option<Stamp> {
+        record
+            .headers()
+            .find(|(k, _)| *k == VERIFY_HEADER)
+            .and_then(|(_, v)| v)
+            .and_then(Stamp::decode)
+    }
+}
+
+/// A producer id for one run of one process: its wall clock and pid mixed, so that two runs (or two
+/// agents) writing to one topic never share one.
+pub fn new_producer_id() -> u64 {
+    let mut x = crate::clock::wall_us() ^ (u64::from(std::process::id()) << 40);
+    // splitmix64's finaliser: nearby inputs give unrelated ids.
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The writing side: sequence numbers per partition, and what the broker acknowledged.
+#[derive(Debug, Clone, Default)]
+pub struct Written {
+    /// The producers that wrote (one per run; repetitions add theirs).
+    pub producers: Vec<u64>,
+    /// Acknowledged offsets per partition.
+    pub acked: BTreeMap<i32, RangeSet>,
+    /// Records acknowledged without an offset (acks=0, or a broker that did not say).
+    pub acked_without_offset: u64,
+}
+
+impl Written {
+    pub fn for_producer(producer: u64) -> Written {
+        Written {
+            producers: vec![producer],
+            ..Written::default()
+        }
+    }
+
+    /// A batch of `count` records acknowledged at `base_offset` (-1: unknown).
+    pub fn ack(&mut self, partition: i32, base_offset: i64, count: u64) {
+        if base_offset < 0 {
+            self.acked_without_offset += count;
+        } else {
+            self.acked
+                .entry(partition)
+                .or_default()
+                .insert_range(base_offset as u64, base_offset as u64 + count);
+        }
+    }
+
+    pub fn acked_total(&self) -> u64 {
+        self.acked.values().map(RangeSet::len).sum::<u64>() + self.acked_without_offset
+    }
+
+    /// Another repetition's writes, added.
+    pub fn merge(&mut self, other: &Written) {
+        self.producers.extend(&other.producers);
+        for (p, r) in &other.acked {
+            let mine = self.acked.entry(*p).or_default();
+            for (s, e) in r.iter() {
+                mine.insert_range(s, e);
+            }
+        }
+        self.acked_without_offset += other.acked_without_offset;
+    }
+}
+
+#[derive(Debug, Default)]
+struct Stream {
+    next: u64,
+    seen: RangeSet,
+    /// The lowest sequence read: where a reader that did not start at the beginning begins.
+    first: u64,
+}
+
+#[derive(Debug, Default)]
+struct PartitionRead {
+    last_offset: Option<i64>,
+    read: RangeSet,
+}
+
+/// The reading side's checks, record by record.
+#[derive(Debug, Default)]
+pub struct Verifier {
+    /// Only these producers' records are this run's (empty: any stamped record is).
+    producers: HashSet<u64>,
+    partitions: BTreeMap<i32, PartitionRead>,
+    streams: HashMap<(u64, i32), Stream>,
+    read: u64,
+    stamped: u64,
+    reordered: u64,
+    corrupted: u64,
+    foreign: u64,
+    untracked: u64,
+    offset_regressions: u64,
+}
+
+impl Verifier {
+    /// Checks any stamped record (a consumer reading what other runs wrote).
+    pub fn any_producer() -> Verifier {
+        Verifier::default()
+    }
+
+    /// Checks the records of `producers` only; others are foreign.
+    pub fn for_producers(producers: &[u64]) -> Verifier {
+        Verifier {
+            producers: producers.iter().copied().collect(),
+            ..Verifier::default()
+        }
+    }
+
+    /// One record read from `partition`.
+    pub fn check(&mut self, partition: i32, offset: i64, stamp: Option<Stamp>, value: &[u8]) {
+        self.read += 1;
+        let p = self.partitions.entry(partition).or_default();
+        if p.last_offset.is_some_and(|last| offset <= last) {
+            self.offset_regressions += 1;
+        }
+        p.last_offset = Some(offset);
+        if offset >= 0 {
+            p.read.insert(offset as u64);
+        }
+        let Some(stamp) = stamp else {
+            self.foreign += 1;
+            return;
+        };
+        if !self.producers.is_empty() && !self.producers.contains(&stamp.producer) {
+            self.foreign += 1;
+            return;
+        }
+        self.stamped += 1;
+        if crc32c::crc32c(value) != stamp.crc {
+            self.corrupted += 1;
+        }
+        let full = self.streams.len() >= MAX_STREAMS;
+        let stream = match self.streams.get_mut(&(stamp.producer, partition)) {
+            Some(s) => s,
+            None if full => {
+                self.untracked += 1;
+                return;
+            }
+            None => self
+                .streams
+                .entry((stamp.producer, partition))
+                .or_insert(Stream {
+                    first: stamp.sequence,
+                    ..Stream::default()
+                }),
+        };
+        if !stream.seen.insert(stamp.sequence) {
+            return; // a duplicate: counted at the end, as stamped − unique
+        }
+        stream.first = stream.first.min(stamp.sequence);
+        if stamp.sequence < stream.next {
+            self.reordered += 1;
+        } else {
+            stream.next = stamp.sequence + 1;
+        }
+    }
+
+    /// The verdict. With `written` (the writing side's acknowledgements), lost and unexpected come
+    /// from acknowledged offsets; without, lost is the gaps in each producer's sequences.
+    pub fn report(&self, written: Option<&Written>) -> VerifyReport {
+        let unique: u64 = self.streams.values().map(|s| s.seen.len()).sum();
+        let tracked = self.stamped - self.untracked;
+        let gaps: u64 = self
+            .streams
+            .values()
+            .map(|s| match s.seen.max() {
+                Some(hi) => (hi - s.first + 1) - s.seen.len(),
+                None => 0,
+            })
+            .sum();
+        let (lost, unexpected, acked) = match written {
+            Some(w) if w.acked_without_offset == 0 => {
+                let lost: u64 = w
+                    .acked
+                    .iter()
+                    .map(|(p, acked)| match self.partitions.get(p) {
+                        Some(read) => acked.count_missing_from(&read.read),
+                        None => acked.len(),
+                    })
+                    .sum();
+                let acked_read = w.acked_total() - lost;
+                (
+                    Some(lost),
+                    Some(unique.saturating_sub(acked_read)),
+                    Some(w.acked_total()),
+                )
+            }
+            Some(w) => (None, None, Some(w.acked_total())),
+            None => (None, None, None),
+        };
+        VerifyReport {
+            records_read: self.read,
+            records_verified: self.stamped,
+            records_acked: acked,
+            lost: lost.unwrap_or(gaps),
+            lost_from: if lost.is_some() {
+                "acknowledged offsets not read"
+            } else {
+                "gaps in each producer's sequence"
+            },
+            duplicated: tracked - unique,
+            reordered: self.reordered,
+            corrupted: self.corrupted,
+            unexpected,
+            foreign: self.foreign,
+            untracked: self.untracked,
+            sequence_gaps: gaps,
+            offset_regressions: self.offset_regressions,
+            producers: self
+                .streams
+                .keys()
+                .map(|(p, _)| *p)
+                .collect::<HashSet<_>>()
+                .len() as u64,
+            ok: None,
+            error: None,
+        }
+        .judged()
+    }
+}
+
+/// What verification found: one block of the result document (`verification`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VerifyReport {
+    /// Records read back, stamped or not.
+    pub records_read: u64,
+    /// Records read that carry this run's stamp (duplicates included).
+    pub records_verified: u64,
+    /// Records the writing side had acknowledged (null: a reader with no writer to ask).
+    pub records_acked: Option<u64>,
+    /// Acknowledged and never read; without the writer's acknowledgements, the gaps in each
+    /// producer's sequence (see `lost_from`).
+    pub lost: u64,
+    pub lost_from: &'static str,
+    /// Read more than once (the same producer and sequence).
+    pub duplicated: u64,
+    /// Read after a later record of its producer, in one partition.
+    pub reordered: u64,
+    /// Value does not match its checksum.
+    pub corrupted: u64,
+    /// Read and never acknowledged (e.g. a request that timed out but was written); null without
+    /// the writer's acknowledgements.
+    pub unexpected: Option<u64>,
+    /// Records without this run's stamp.
+    pub foreign: u64,
+    /// Records of streams past the tracker's budget: counted, not checked.
+    pub untracked: u64,
+    /// Sequence numbers never read between a stream's first and last read.
+    pub sequence_gaps: u64,
+    /// Offsets that did not go up, within a partition.
+    pub offset_regressions: u64,
+    /// Producers whose records were read.
+    pub producers: u64,
+    /// Whether nothing was lost, corrupted, reordered or out of order (duplicates are reported,
+    /// not failed: acks=all without idempotence duplicates on retries); null when verification
+    /// could not finish.
+    pub ok: Option<bool>,
+    /// Why verification could not finish (the read-back failed or ran out of time).
+    pub error: Option<String>,
+}
+
+impl VerifyReport {
+    fn judged(mut self) -> VerifyReport {
+        self.ok = Some(
+            self.lost == 0
+                && self.corrupted == 0
+                && self.reordered == 0
+                && self.offset_regressions == 0
+                && self.error.is_none(),
+        );
+        self
+    }
+
+    /// A verification that could not finish.
+    pub fn failed(mut self, error: String) -> VerifyReport {
+        self.error = Some(error);
+        self.ok = None;
+        self
+    }
+
+    /// The one summary line the CLI prints.
+    pub fn line(&self) -> String {
+        let unexpected = self
+            .unexpected
+            .map_or_else(|| "unknown".to_string(), |n| n.to_string());
+        let verdict = match (self.ok, &self.error) {
+            (_, Some(e)) => format!("INCOMPLETE ({e})"),
+            (Some(true), _) => "OK".into(),
+            _ => "FAILED".into(),
+        };
+        format!(
+            "Verification {verdict}: {} records read, {} verified, {} lost, {} duplicated, {} reordered, {} corrupted, {unexpected} unexpected, {} foreign.",
+            self.records_read,
+            self.records_verified,
+            self.lost,
+            self.duplicated,
+            self.reordered,
+            self.corrupted,
+            self.foreign
+        )
+    }
+}
+
+/// How long a read-back may take at most, whatever the volume.
+pub const READ_BACK_LIMIT: Duration = Duration::from_secs(300);
+
+/// Read `topic` back from `from` (per partition) to the high watermark as it is now, checking every
+/// record, and judge against `written`. Bounded by [`READ_BACK_LIMIT`]: past it, or on an error, the
+/// report says so (`error`) with what was checked until then.
+pub async fn read_back(
+    cluster: &Cluster,
+    topic: &TopicLayout,
+    from: &BTreeMap<i32, i64>,
+    written: &Written,
+) -> VerifyReport {
+    let mut verifier = Verifier::for_producers(&written.producers);
+    let partitions: Vec<i32> = from.keys().copied().collect();
+    let ends = match cluster.latest_offsets(topic, &partitions).await {
+        Ok(e) => e,
+        Err(e) => {
+            return verifier
+                .report(Some(written))
+                .failed(format!("reading the end offsets: {e}"));
+        }
+    };
+    let deadline = Instant::now() + READ_BACK_LIMIT;
+    let mut decoder = BatchDecoder::new();
+    for (&partition, &start) in from {
+        let end = ends.get(&partition).copied().unwrap_or(start);
+        let mut offset = start;
+        while offset < end {
+            if Instant::now() >= deadline {
+                return verifier.report(Some(written)).failed(format!(
+                    "read-back stopped after {} s at {}-{partition} offset {offset} of {end}",
+                    READ_BACK_LIMIT.as_secs(),
+                    topic.name
+                ));
+            }
+            let fetched = match cluster
+                .fetch(topic, partition, offset, 8 * 1024 * 1024, 100)
+                .await
+            {
+                Ok(f) => f,
+                Err(e) => {
+                    return verifier.report(Some(written)).failed(format!(
+                        "reading {}-{partition} at {offset}: {e}",
+                        topic.name
+                    ));
+                }
+            };
+            let before = offset;
+            let decoded = decoder.decode_all(&fetched.records, |header, record| {
+                offset = offset.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
+                if record.offset < before || record.offset >= end || header.is_control() {
+                    return;
+                }
+                verifier.check(
+                    partition,
+                    record.offset,
+                    Stamp::of(&record),
+                    record.value.unwrap_or(&[]),
+                );
+            });
+            if let Err(e) = decoded {
+                return verifier.report(Some(written)).failed(format!(
+                    "decoding {}-{partition} at {before}: {e}",
+                    topic.name
+                ));
+            }
+            if offset == before && fetched.high_watermark >= 0 && fetched.high_watermark <= offset {
+                break; // the partition ends below where it was said to (truncated meanwhile)
+            }
+        }
+    }
+    verifier.report(Some(written))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(producer: u64, seq: u64, value: &[u8]) -> Option<Stamp> {
+        Stamp::decode(&Stamp::encode(producer, seq, value))
+    }
+
+    #[test]
+    fn a_clean_read_is_ok() {
+        let mut w = Written::for_producer(7);
+        w.ack(0, 0, 3);
+        w.ack(1, 10, 2);
+        let mut v = Verifier::for_producers(&[7]);
+        for (o, s) in (0..3).zip(0..3) {
+            v.check(0, o, stamp(7, s, b"x"), b"x");
+        }
+        v.check(1, 9, None, b"someone else's");
+        v.check(1, 10, stamp(7, 0, b"y"), b"y");
+        v.check(1, 11, stamp(7, 1, b"y"), b"y");
+        let r = v.report(Some(&w));
+        assert_eq!(r.ok, Some(true), "{r:?}");
+        assert_eq!(
+            (r.records_read, r.records_verified, r.foreign, r.lost),
+            (6, 5, 1, 0)
+        );
+        assert_eq!(r.unexpected, Some(0));
+        assert_eq!(r.duplicated, 0);
+    }
+
+    #[test]
+    fn every_kind_of_trouble_is_counted() {
+        let mut w = Written::for_producer(1);
+        w.ack(0, 0, 10);
+        let mut v = Verifier::for_producers(&[1]);
+        v.check(0, 0, stamp(1, 0, b"a"), b"a");
+        v.check(0, 1, stamp(1, 2, b"a"), b"a"); // seq 1 skipped …
+        v.check(0, 2, stamp(1, 1, b"a"), b"a"); // … arrives late: reordered
+        v.check(0, 3, stamp(1, 2, b"a"), b"a"); // a duplicate
+        v.check(0, 4, stamp(1, 3, b"a"), b"b"); // corrupted
+        v.check(0, 4, stamp(1, 4, b"a"), b"a"); // the offset did not go up
+        v.check(0, 12, stamp(1, 5, b"a"), b"a"); // never acknowledged
+        // offsets 5..10 acknowledged, never read
+        let r = v.report(Some(&w));
+        assert_eq!(r.reordered, 1);
+        assert_eq!(r.duplicated, 1);
+        assert_eq!(r.corrupted, 1);
+        assert_eq!(r.offset_regressions, 1);
+        assert_eq!(r.lost, 5);
+        assert_eq!(r.unexpected, Some(1));
+        assert_eq!(r.ok, Some(false));
+        assert!(r.line().starts_with("Verification FAILED"), "{}", r.line());
+    }
+
+    /// A retried request written twice: the acknowledged copy and the unacknowledged one are one
+    /// duplicate, not an unexpected record.
+    #[test]
+    fn a_retry_written_twice_is_a_duplicate() {
+        let mut w = Written::for_producer(1);
+        w.ack(0, 0, 2); // first request
+        w.ack(0, 4, 2); // the retry of the second, acknowledged
+        let mut v = Verifier::for_producers(&[1]);
+        for (o, s) in [(0, 0), (1, 1), (2, 2), (3, 3), (4, 2), (5, 3)] {
+            v.check(0, o, stamp(1, s, b"v"), b"v");
+        }
+        let r = v.report(Some(&w));
+        assert_eq!((r.duplicated, r.unexpected, r.lost), (2, Some(0), 0));
+        assert_eq!(r.ok, Some(true));
+    }
+
+    #[test]
+    fn without_the_writer_lost_is_sequence_gaps() {
+        let mut v = Verifier::any_producer();
+        for s in [0, 1, 2, 5, 6] {
+            v.check(3, s as i64, stamp(9, s, b"z"), b"z");
+        }
+        let r = v.report(None);
+        assert_eq!((r.lost, r.sequence_gaps, r.unexpected), (2, 2, None));
+        assert_eq!(r.lost_from, "gaps in each producer's sequence");
+    }
+
+    #[test]
+    fn memory_is_bounded_by_streams() {
+        let mut v = Verifier::any_producer();
+        for i in 0..(MAX_STREAMS as u64 + 10) {
+            v.check(0, i as i64, stamp(i, u64::MAX - 1, b""), b"");
+        }
+        let r = v.report(None);
+        assert_eq!(r.untracked, 10);
+        assert_eq!(r.duplicated, 0);
+    }
+}
