@@ -13,6 +13,7 @@ pub mod consume;
 pub mod distributed;
 pub mod e2e;
 pub mod error;
+pub mod fault;
 pub mod iso8601;
 pub mod measure;
 pub mod omb;

@@ -74,15 +74,15 @@ pub fn new_producer_id() -> u64 {
     x ^ (x >> 31)
 }
 
-/// The writing side: sequence numbers per partition, and what the broker acknowledged.
+/// The writing side: which sequence numbers of which (producer, partition) the broker
+/// acknowledged. By sequence, not offset: a broker that restarts empty hands out offsets again, and
+/// a sequence number still names one record.
 #[derive(Debug, Clone, Default)]
 pub struct Written {
     /// The producers that wrote (one per run; repetitions add theirs).
     pub producers: Vec<u64>,
-    /// Acknowledged offsets per partition.
-    pub acked: BTreeMap<i32, RangeSet>,
-    /// Records acknowledged without an offset (acks=0, or a broker that did not say).
-    pub acked_without_offset: u64,
+    /// Acknowledged sequence numbers per (producer, partition).
+    pub acked: BTreeMap<(u64, i32), RangeSet>,
 }
 
 impl Written {
@@ -93,32 +93,27 @@ impl Written {
         }
     }
 
-    /// A batch of `count` records acknowledged at `base_offset` (-1: unknown).
-    pub fn ack(&mut self, partition: i32, base_offset: i64, count: u64) {
-        if base_offset < 0 {
-            self.acked_without_offset += count;
-        } else {
-            self.acked
-                .entry(partition)
-                .or_default()
-                .insert_range(base_offset as u64, base_offset as u64 + count);
-        }
+    /// A batch of `count` records, sequence numbers from `first_seq`, acknowledged.
+    pub fn ack(&mut self, producer: u64, partition: i32, first_seq: u64, count: u64) {
+        self.acked
+            .entry((producer, partition))
+            .or_default()
+            .insert_range(first_seq, first_seq + count);
     }
 
     pub fn acked_total(&self) -> u64 {
-        self.acked.values().map(RangeSet::len).sum::<u64>() + self.acked_without_offset
+        self.acked.values().map(RangeSet::len).sum::<u64>()
     }
 
     /// Another repetition's writes, added.
     pub fn merge(&mut self, other: &Written) {
         self.producers.extend(&other.producers);
-        for (p, r) in &other.acked {
-            let mine = self.acked.entry(*p).or_default();
+        for (k, r) in &other.acked {
+            let mine = self.acked.entry(*k).or_default();
             for (s, e) in r.iter() {
                 mine.insert_range(s, e);
             }
         }
-        self.acked_without_offset += other.acked_without_offset;
     }
 }
 
@@ -229,23 +224,22 @@ impl Verifier {
             })
             .sum();
         let (lost, unexpected, acked) = match written {
-            Some(w) if w.acked_without_offset == 0 => {
+            Some(w) => {
+                let empty = RangeSet::new();
                 let lost: u64 = w
                     .acked
                     .iter()
-                    .map(|(p, acked)| match self.partitions.get(p) {
-                        Some(read) => acked.count_missing_from(&read.read),
-                        None => acked.len(),
+                    .map(|(k, acked)| {
+                        acked.count_missing_from(self.streams.get(k).map_or(&empty, |s| &s.seen))
                     })
                     .sum();
-                let acked_read = w.acked_total() - lost;
-                (
-                    Some(lost),
-                    Some(unique.saturating_sub(acked_read)),
-                    Some(w.acked_total()),
-                )
+                let unexpected: u64 = self
+                    .streams
+                    .iter()
+                    .map(|(k, s)| s.seen.count_missing_from(w.acked.get(k).unwrap_or(&empty)))
+                    .sum();
+                (Some(lost), Some(unexpected), Some(w.acked_total()))
             }
-            Some(w) => (None, None, Some(w.acked_total())),
             None => (None, None, None),
         };
         VerifyReport {
@@ -254,7 +248,7 @@ impl Verifier {
             records_acked: acked,
             lost: lost.unwrap_or(gaps),
             lost_from: if lost.is_some() {
-                "acknowledged offsets not read"
+                "acknowledged records not read"
             } else {
                 "gaps in each producer's sequence"
             },
@@ -288,7 +282,7 @@ pub struct VerifyReport {
     pub records_verified: u64,
     /// Records the writing side had acknowledged (null: a reader with no writer to ask).
     pub records_acked: Option<u64>,
-    /// Acknowledged and never read; without the writer's acknowledgements, the gaps in each
+    /// Acknowledged (by sequence number) and never read; without the writer's acknowledgements, the gaps in each
     /// producer's sequence (see `lost_from`).
     pub lost: u64,
     pub lost_from: &'static str,
@@ -387,7 +381,9 @@ pub async fn read_back(
     let mut decoder = BatchDecoder::new();
     for (&partition, &start) in from {
         let end = ends.get(&partition).copied().unwrap_or(start);
-        let mut offset = start;
+        // A log that ends below where it ended before the run was truncated or made anew (a
+        // broker that restarted empty): read it all.
+        let mut offset = if end < start { 0 } else { start };
         while offset < end {
             if Instant::now() >= deadline {
                 return verifier.report(Some(written)).failed(format!(
@@ -446,8 +442,8 @@ mod tests {
     #[test]
     fn a_clean_read_is_ok() {
         let mut w = Written::for_producer(7);
-        w.ack(0, 0, 3);
-        w.ack(1, 10, 2);
+        w.ack(7, 0, 0, 3);
+        w.ack(7, 1, 0, 2);
         let mut v = Verifier::for_producers(&[7]);
         for (o, s) in (0..3).zip(0..3) {
             v.check(0, o, stamp(7, s, b"x"), b"x");
@@ -468,7 +464,7 @@ mod tests {
     #[test]
     fn every_kind_of_trouble_is_counted() {
         let mut w = Written::for_producer(1);
-        w.ack(0, 0, 10);
+        w.ack(1, 0, 0, 10);
         let mut v = Verifier::for_producers(&[1]);
         v.check(0, 0, stamp(1, 0, b"a"), b"a");
         v.check(0, 1, stamp(1, 2, b"a"), b"a"); // seq 1 skipped …
@@ -476,14 +472,15 @@ mod tests {
         v.check(0, 3, stamp(1, 2, b"a"), b"a"); // a duplicate
         v.check(0, 4, stamp(1, 3, b"a"), b"b"); // corrupted
         v.check(0, 4, stamp(1, 4, b"a"), b"a"); // the offset did not go up
-        v.check(0, 12, stamp(1, 5, b"a"), b"a"); // never acknowledged
-        // offsets 5..10 acknowledged, never read
+        v.check(0, 12, stamp(1, 11, b"a"), b"a"); // never acknowledged
+        // sequences 5..10 acknowledged, never read
         let r = v.report(Some(&w));
         assert_eq!(r.reordered, 1);
         assert_eq!(r.duplicated, 1);
         assert_eq!(r.corrupted, 1);
         assert_eq!(r.offset_regressions, 1);
         assert_eq!(r.lost, 5);
+        assert_eq!(r.sequence_gaps, 6);
         assert_eq!(r.unexpected, Some(1));
         assert_eq!(r.ok, Some(false));
         assert!(r.line().starts_with("Verification FAILED"), "{}", r.line());
@@ -494,8 +491,8 @@ mod tests {
     #[test]
     fn a_retry_written_twice_is_a_duplicate() {
         let mut w = Written::for_producer(1);
-        w.ack(0, 0, 2); // first request
-        w.ack(0, 4, 2); // the retry of the second, acknowledged
+        w.ack(1, 0, 0, 2); // first request
+        w.ack(1, 0, 2, 2); // the second, acknowledged on its retry
         let mut v = Verifier::for_producers(&[1]);
         for (o, s) in [(0, 0), (1, 1), (2, 2), (3, 3), (4, 2), (5, 3)] {
             v.check(0, o, stamp(1, s, b"v"), b"v");
@@ -503,6 +500,22 @@ mod tests {
         let r = v.report(Some(&w));
         assert_eq!((r.duplicated, r.unexpected, r.lost), (2, Some(0), 0));
         assert_eq!(r.ok, Some(true));
+    }
+
+    /// A broker that restarted empty hands out offsets 0, 1, … again: records are told apart by
+    /// sequence, so those written before the restart are lost, not found at reused offsets.
+    #[test]
+    fn reused_offsets_do_not_hide_lost_records() {
+        let mut w = Written::for_producer(3);
+        w.ack(3, 0, 0, 100); // before the restart, offsets 0..100
+        w.ack(3, 0, 100, 50); // after it, offsets 0..50 again
+        let mut v = Verifier::for_producers(&[3]);
+        for i in 0..50u64 {
+            v.check(0, i as i64, stamp(3, 100 + i, b"v"), b"v");
+        }
+        let r = v.report(Some(&w));
+        assert_eq!((r.lost, r.unexpected), (100, Some(0)));
+        assert_eq!(r.ok, Some(false));
     }
 
     #[test]

@@ -230,16 +230,44 @@ impl Cluster {
         }
     }
 
+    /// The connection for cluster-wide requests (Metadata, CreateTopics, DeleteTopics): the
+    /// bootstrap connection while it works, else one to a known broker, reopened as needed (a
+    /// broker that restarted under load, say).
+    async fn control_connection(&self) -> Result<Arc<Connection>, ClientError> {
+        if !self.bootstrap.is_broken() {
+            return Ok(self.bootstrap.clone());
+        }
+        let mut nodes: Vec<i32> = self
+            .brokers
+            .lock()
+            .expect("brokers lock")
+            .keys()
+            .copied()
+            .collect();
+        nodes.sort_unstable();
+        let mut last = None;
+        for node in nodes {
+            match self.connection(node).await {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(e),
+            }
+        }
+        // Nothing better: the bootstrap connection's own error.
+        Err(last.unwrap_or_else(|| {
+            ClientError::Other("the bootstrap connection was lost and no broker is known".into())
+        }))
+    }
+
     pub async fn metadata(&self, topic: &str) -> Result<(i16, TopicLayout), ClientError> {
-        let version = self.version_on(&self.bootstrap, ApiKey::Metadata)?;
+        let conn = self.control_connection().await?;
+        let version = self.version_on(&conn, ApiKey::Metadata)?;
         let mut request = MetadataRequest::default().with_topics(Some(vec![
             MetadataRequestTopic::default().with_name(Some(topic_name(topic))),
         ]));
         if version >= 4 {
             request = request.with_allow_auto_topic_creation(false);
         }
-        let response: MetadataResponse = self
-            .bootstrap
+        let response: MetadataResponse = conn
             .request_at(ApiKey::Metadata, version, &request)
             .await
             .map_err(|e| self.hint_security(e))?;
@@ -328,7 +356,8 @@ impl Cluster {
         partitions: i32,
         replication_factor: i16,
     ) -> Result<(), ClientError> {
-        let version = self.version_on(&self.bootstrap, ApiKey::CreateTopics)?;
+        let conn = self.control_connection().await?;
+        let version = self.version_on(&conn, ApiKey::CreateTopics)?;
         let request = CreateTopicsRequest::default()
             .with_timeout_ms(self.config.request_timeout.as_millis() as i32)
             .with_topics(vec![
@@ -337,8 +366,7 @@ impl Cluster {
                     .with_num_partitions(partitions)
                     .with_replication_factor(replication_factor),
             ]);
-        let response: CreateTopicsResponse = self
-            .bootstrap
+        let response: CreateTopicsResponse = conn
             .request_at(ApiKey::CreateTopics, version, &request)
             .await?;
         for t in response.topics {
@@ -358,7 +386,8 @@ impl Cluster {
     pub async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
         use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
         use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
-        let version = self.version_on(&self.bootstrap, ApiKey::DeleteTopics)?;
+        let conn = self.control_connection().await?;
+        let version = self.version_on(&conn, ApiKey::DeleteTopics)?;
         let mut request = DeleteTopicsRequest::default().with_timeout_ms(
             self.config
                 .request_timeout
@@ -372,8 +401,7 @@ impl Cluster {
         } else {
             request.with_topic_names(vec![topic_name(topic)])
         };
-        let response: DeleteTopicsResponse = self
-            .bootstrap
+        let response: DeleteTopicsResponse = conn
             .request_at(ApiKey::DeleteTopics, version, &request)
             .await?;
         for r in response.responses {

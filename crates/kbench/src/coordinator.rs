@@ -603,6 +603,11 @@ pub struct DistributedArgs {
 }
 
 impl DistributedArgs {
+    /// Whether agents were asked for at all.
+    pub fn given(&self) -> bool {
+        self.agents.is_some() || self.agents_dns.is_some()
+    }
+
     /// The agents, when the run is distributed.
     pub async fn list(&self) -> Result<Option<AgentList>, String> {
         let urls = match (&self.agents, &self.agents_dns) {

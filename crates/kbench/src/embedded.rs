@@ -13,6 +13,8 @@ use tokio::process::{Child, Command};
 pub struct EmbeddedBroker {
     child: Child,
     addr: SocketAddr,
+    /// What it advertises when not its own address (a fault proxy in front of it).
+    advertise: Option<SocketAddr>,
 }
 
 /// How long a fresh broker may take to answer ApiVersions.
@@ -21,10 +23,17 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 impl EmbeddedBroker {
     /// Start the broker and wait until it answers.
     pub async fn start() -> Result<EmbeddedBroker, String> {
+        Self::start_advertising(None).await
+    }
+
+    /// Start the broker advertising `advertise` (a proxy in front of it) instead of its address.
+    pub async fn start_advertising(
+        advertise: Option<SocketAddr>,
+    ) -> Result<EmbeddedBroker, String> {
         let mut last = String::new();
         for _ in 0..3 {
             let addr = free_loopback_port()?;
-            match Self::start_on(addr).await {
+            match Self::start_on(addr, advertise).await {
                 Ok(b) => return Ok(b),
                 Err(e) => last = e,
             }
@@ -32,7 +41,10 @@ impl EmbeddedBroker {
         Err(last)
     }
 
-    async fn start_on(addr: SocketAddr) -> Result<EmbeddedBroker, String> {
+    async fn start_on(
+        addr: SocketAddr,
+        advertise: Option<SocketAddr>,
+    ) -> Result<EmbeddedBroker, String> {
         let exe = std::env::current_exe()
             .map_err(|e| format!("embedded broker: cannot find the kbench executable: {e}"))?;
         let mut cmd = Command::new(exe);
@@ -40,6 +52,7 @@ impl EmbeddedBroker {
             .arg("--listen")
             .arg(addr.to_string())
             .arg("--quiet")
+            .args(advertise.map(|a| format!("--advertise={a}")))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -73,7 +86,11 @@ impl EmbeddedBroker {
             )
             .await;
             if probe.is_ok() {
-                return Ok(EmbeddedBroker { child, addr });
+                return Ok(EmbeddedBroker {
+                    child,
+                    addr,
+                    advertise,
+                });
             }
             if started.elapsed() > READY_TIMEOUT {
                 let _ = child.kill().await;
@@ -105,6 +122,47 @@ impl EmbeddedBroker {
     /// Stop the broker and reap it.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
+    }
+
+    /// Signal the broker's process group (the child leads it): SIGSTOP, SIGCONT.
+    pub fn signal(&self, signal: i32) -> Result<(), String> {
+        let pid = self
+            .child
+            .id()
+            .ok_or_else(|| "the embedded broker is not running".to_string())?;
+        // SAFETY: a plain syscall; the group is the child's own (setpgid at spawn).
+        if unsafe { libc::kill(-(pid as i32), signal) } != 0 {
+            return Err(format!(
+                "signal {signal} to the embedded broker: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
+
+    /// SIGKILL the broker and reap it; it stays down.
+    pub async fn kill(&mut self) {
+        let _ = self.signal(libc::SIGCONT); // a stopped process dies on SIGKILL too, but reap it
+        let _ = self.child.kill().await;
+    }
+
+    /// Kill the broker and start it again on the same address (and advertised address). In-memory,
+    /// it comes back empty.
+    pub async fn restart(&mut self) -> Result<(), String> {
+        self.kill().await;
+        let mut last = String::new();
+        // The port was just released: a few tries while the kernel lets go of it.
+        for _ in 0..20 {
+            match Self::start_on(self.addr, self.advertise).await {
+                Ok(b) => {
+                    *self = b;
+                    return Ok(());
+                }
+                Err(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(last)
     }
 }
 

@@ -9,6 +9,7 @@ mod coordinator;
 #[cfg(test)]
 mod defaults_agree;
 mod embedded;
+mod faults;
 mod metrics;
 mod progress;
 mod report;

@@ -160,7 +160,15 @@ pub async fn run_job<O: ProduceObserver>(
     let verification = match (&verify_from, &run.written) {
         (Some(from), Some(written)) => {
             observer.verifying();
-            Some(crate::verify::read_back(&cluster, &topic, from, written).await)
+            // The layout afresh: a broker restarted meanwhile has the topic under a new id.
+            let layout = match cluster.metadata(&spec.topic).await {
+                Ok((_, layout)) => layout,
+                Err(e) => {
+                    tracing::warn!("--verify: metadata for {}: {e}", spec.topic);
+                    topic.clone()
+                }
+            };
+            Some(crate::verify::read_back(&cluster, &layout, from, written).await)
         }
         _ => None,
     };

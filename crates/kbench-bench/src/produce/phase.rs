@@ -324,6 +324,8 @@ struct OpenBatch {
     /// `opened` + `linger.ms`.
     linger_due: Instant,
     base_ms: i64,
+    /// With `--verify`: the sequence number of the batch's first record (the rest follow it).
+    first_seq: u64,
 }
 
 impl OpenBatch {
@@ -337,6 +339,7 @@ impl OpenBatch {
             opened_us: 0,
             linger_due: start,
             base_ms: 0,
+            first_seq: 0,
         }
     }
 }
@@ -463,6 +466,8 @@ struct Ready {
     batch: std::io::Result<bytes::Bytes>,
     intended: Vec<u64>,
     value_bytes: u64,
+    /// With `--verify`: the sequence number of its first record.
+    first_seq: u64,
 }
 
 /// What every request task shares.
@@ -520,6 +525,7 @@ impl Sender {
             // batch, none while it fills.
             intended: std::mem::replace(&mut open.intended_us, Vec::with_capacity(records)),
             value_bytes: std::mem::take(&mut open.value_bytes),
+            first_seq: open.first_seq,
         });
         self.send_ready();
         true
@@ -657,9 +663,10 @@ async fn request(shared: Arc<Shared>, batches: Vec<Ready>, permit: OwnedSemaphor
         let count = b.intended.len() as u64;
         t.outstanding -= count;
         match outcome {
-            ProduceOutcome::Acked { base_offset, .. } => {
+            ProduceOutcome::Acked { .. } => {
                 if let Some(w) = t.written.as_mut() {
-                    w.ack(shared.partitions[b.pos], base_offset, count);
+                    let producer = w.producers[0];
+                    w.ack(producer, shared.partitions[b.pos], b.first_seq, count);
                 }
                 // Records appended between two clock readings share an intended time: one
                 // histogram update per run of equal times, not per record.
@@ -990,6 +997,9 @@ pub async fn run_produce_until(
                 } else {
                     sender.next % partitions.len()
                 };
+                if open.builder.record_count() == 0 {
+                    open.first_seq = sequences[pos];
+                }
                 let stamp = crate::verify::Stamp::encode(producer, sequences[pos], value);
                 sequences[pos] += 1;
                 open.builder.append(

@@ -38,6 +38,9 @@ pub struct ProduceArgs {
     #[command(flatten)]
     pub progress: crate::progress::ProgressArgs,
 
+    #[command(flatten)]
+    pub fault: crate::faults::FaultArgs,
+
     /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
     #[arg(long, visible_alias = "broker-list")]
     pub bootstrap_server: Option<String>,
@@ -364,6 +367,20 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let faults = match crate::faults::plan(&args.fault, plan.settings.bootstrap_servers.as_deref())
+    {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if !faults.is_empty() && (args.find_max_rate || args.distributed.given()) {
+        eprintln!(
+            "kbench: error: --fault: not with --find-max-rate or --agents (one run, one embedded broker)"
+        );
+        return EXIT_USAGE;
+    }
     match args.distributed.list().await {
         Err(e) => {
             eprintln!("kbench: error: {e}");
@@ -408,14 +425,23 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
             "latency",
         ));
     }
-    let (servers, mut embedded) =
-        match bootstrap_or_embedded(plan.settings.bootstrap_servers.as_deref()).await {
-            Ok(t) => t,
-            Err((code, e)) => {
-                eprintln!("kbench: error: {e}");
-                return code;
-            }
-        };
+    let started = if faults.is_empty() {
+        bootstrap_or_embedded(plan.settings.bootstrap_servers.as_deref())
+            .await
+            .map(|(servers, embedded)| (servers, embedded, None))
+    } else {
+        crate::faults::start_broker(&faults)
+            .await
+            .map(|(broker, proxy, addr)| (vec![addr], Some(broker), proxy))
+            .map_err(|e| (EXIT_FAILED, e))
+    };
+    let (servers, mut embedded, proxy) = match started {
+        Ok(t) => t,
+        Err((code, e)) => {
+            eprintln!("kbench: error: {e}");
+            return code;
+        }
+    };
     let code = if args.find_max_rate {
         search(&args, &plan, servers, embedded.is_some()).await
     } else {
@@ -427,6 +453,7 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
             args.json.as_deref(),
             args.histogram_log.as_deref(),
             progress,
+            (faults, proxy.as_ref()),
         )
         .await
     };
@@ -462,6 +489,7 @@ impl ProduceObserver for Lines {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn execute(
     plan: &Plan,
     servers: Vec<String>,
@@ -470,10 +498,15 @@ async fn execute(
     json: Option<&Path>,
     histogram_log: Option<&Path>,
     progress: Arc<crate::progress::Progress>,
+    (faults, proxy): (
+        Vec<kbench_bench::fault::Fault>,
+        Option<&crate::faults::FaultProxy>,
+    ),
 ) -> u8 {
     let embedded_broker = embedded.is_some();
     let bootstrap = servers.join(",");
     let cluster = plan.settings.cluster_config(servers, plan.pins.clone());
+    let recreate = topic_recreator(plan);
     let cancel = CancellationToken::new();
     let reason = Arc::new(Mutex::new(None::<String>));
     let job = run_job(
@@ -484,8 +517,30 @@ async fn execute(
         reason.clone(),
         Arc::new(Lines(progress.clone())),
     );
-    let (outcome, interrupted) =
-        crate::signals::until_stopped(job, &cancel, &reason, embedded).await;
+    let ((outcome, interrupted), applied) = match embedded {
+        Some(broker) if !faults.is_empty() => {
+            let done = CancellationToken::new();
+            let driver = crate::faults::drive(
+                faults,
+                broker,
+                proxy,
+                std::time::Instant::now(),
+                Some(recreate),
+                done.clone(),
+            );
+            let job = async {
+                let r = crate::signals::until_stopped(job, &cancel, &reason, None).await;
+                done.cancel();
+                r
+            };
+            let (r, applied) = tokio::join!(job, driver);
+            (r, Some(applied))
+        }
+        embedded => (
+            crate::signals::until_stopped(job, &cancel, &reason, embedded).await,
+            None,
+        ),
+    };
     progress.finish();
     let outcome = match outcome {
         Ok(o) => o,
@@ -536,9 +591,15 @@ async fn execute(
         }
         eprintln!("kbench: wrote {}", path.display());
     }
-    let (document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &outcome.document);
+    let (mut document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &outcome.document);
     if !slo_met && code == 0 {
         code = crate::args::EXIT_SLO;
+    }
+    if let Some(applied) = applied {
+        for f in &applied {
+            println!("{}", crate::faults::line(f));
+        }
+        document["faults"] = serde_json::to_value(&applied).unwrap_or_default();
     }
     if let Some(path) = json {
         if let Err(e) = write_json(path, &document) {
@@ -552,6 +613,32 @@ async fn execute(
         }
     }
     code
+}
+
+/// After a restart-broker fault: the run's topic, created again on the empty broker.
+fn topic_recreator(plan: &Plan) -> crate::faults::Recreate {
+    let settings = plan.settings.clone();
+    let pins = plan.pins.clone();
+    let (topic, partitions, rf) = (
+        plan.spec.topic.clone(),
+        plan.spec.partitions,
+        plan.spec.replication_factor,
+    );
+    Arc::new(move |addr: String| {
+        let config = settings.cluster_config(vec![addr], pins.clone());
+        let topic = topic.clone();
+        Box::pin(async move {
+            let cluster = kbench_client::Cluster::connect(config)
+                .await
+                .map_err(|e| e.to_string())?;
+            cluster
+                .ensure_topic(&topic, partitions, rf)
+                .await
+                .map_err(|e| format!("topic {topic}: {e}"))?;
+            cluster.close(Duration::from_secs(1)).await;
+            Ok(())
+        })
+    })
 }
 
 /// `--find-max-rate`: the steps as they end, the chosen rate, and the chosen step's result.

@@ -1,0 +1,203 @@
+//! `--fault`: faults applied to the embedded broker during a measured run (pause, kill, restart)
+//! and to the connection through the fault proxy (delay, loss). Under every fault the accounting is
+//! exact (sent = acked + failed), the run ends, the result says which faults were applied when, and
+//! `--verify` says what the broker kept.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Cmd, TempDir, result_json, text};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn n(v: &serde_json::Value, field: &str) -> u64 {
+    v[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} in {v}"))
+}
+
+/// A produce run with `faults`, at 2 000 records/s for `secs`, verified; its exit code and result.
+fn faulted(
+    name: &str,
+    secs: u32,
+    faults: &[&str],
+    extra: &[&str],
+) -> (Option<i32>, serde_json::Value, String) {
+    let dir = TempDir::new(name);
+    let json = dir.path().join("r.json");
+    let mut cmd = Cmd::new("produce")
+        .topic(name)
+        .args(&[
+            "--num-records",
+            "100000000",
+            "--duration",
+            &format!("{secs}s"),
+            "--throughput",
+            "2000",
+            "--record-size",
+            "100",
+            "--verify",
+            "--timeline-interval",
+            "250ms",
+        ])
+        .args(extra)
+        .json(&json);
+    for f in faults {
+        cmd = cmd.arg("--fault").arg(f);
+    }
+    let out = cmd.run(LIMIT);
+    let doc = result_json(&json);
+    let sent = n(&doc, "records_sent");
+    assert_eq!(
+        sent,
+        n(&doc, "records_acked") + n(&doc, "records_failed"),
+        "{name}: sent = acked + failed: {doc}"
+    );
+    assert!(sent > 0, "{name}");
+    let applied = doc["faults"].as_array().expect("faults in the result");
+    assert_eq!(applied.len(), faults.len(), "{name}: {applied:?}");
+    (
+        out.status.code(),
+        doc,
+        text(&out.stdout) + &text(&out.stderr),
+    )
+}
+
+#[test]
+fn a_paused_broker_loses_nothing_and_its_window_shows() {
+    let (code, doc, out) = faulted("paused", 3, &["at=1s pause-broker=1s"], &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(n(&doc, "records_failed"), 0);
+    let v = &doc["verification"];
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!((n(v, "lost"), n(v, "duplicated")), (0, 0), "{v}");
+    assert_eq!(n(v, "records_verified"), n(&doc, "records_acked"));
+    let f = &doc["faults"][0];
+    assert_eq!(f["kind"], "pause-broker");
+    let (began, ended) = (
+        f["began_s"].as_f64().unwrap(),
+        f["ended_s"].as_f64().unwrap(),
+    );
+    assert!(ended - began >= 0.99, "{f}");
+    // The pause is in the timeline: a window whose records waited about the pause.
+    let slowest = doc["intervals"]
+        .as_array()
+        .expect("intervals")
+        .iter()
+        .filter_map(|w| w["latency"]["max"].as_u64())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        slowest >= 900_000,
+        "no window shows the 1 s pause: {slowest} µs"
+    );
+    assert!(
+        out.contains("Fault at=1s pause-broker=1s: from 1.0 s"),
+        "{out}"
+    );
+}
+
+/// The embedded broker keeps records in memory: restarted, it comes back empty. The run goes on
+/// (its topic is created again), and verification counts what the restart lost.
+#[test]
+fn a_restarted_in_memory_broker_loses_what_it_held_and_verify_says_so() {
+    let (code, doc, out) = faulted(
+        "restarted",
+        3,
+        &["at=1s restart-broker"],
+        &["-X", "delivery.timeout.ms=5000"],
+    );
+    let v = &doc["verification"];
+    assert_eq!(v["ok"], false, "{v}");
+    assert!(v["error"].is_null(), "{v}");
+    let (lost, acked) = (n(v, "lost"), n(&doc, "records_acked"));
+    assert!(lost > 0 && lost < acked, "lost {lost} of {acked}: {v}");
+    // Everything acknowledged is either read back or lost.
+    assert_eq!(
+        n(v, "records_verified") - n(v, "duplicated") - n(v, "unexpected") + lost,
+        acked,
+        "{v}"
+    );
+    assert!(code == Some(5) || code == Some(1), "{code:?}: {out}");
+    assert!(doc["faults"][0]["error"].is_null(), "{}", doc["faults"]);
+}
+
+/// A broker killed for good: the run ends within its duration plus the delivery time-out, writes
+/// its partial result and exits 1; every record is acknowledged or failed.
+#[test]
+fn a_killed_broker_ends_the_run_with_a_partial_result() {
+    let (code, doc, out) = faulted(
+        "killed",
+        2,
+        &["at=1s kill-broker"],
+        &["-X", "delivery.timeout.ms=3000"],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(n(&doc, "records_failed") > 0);
+    assert!(n(&doc, "records_acked") > 0);
+    let v = &doc["verification"];
+    assert!(v["ok"].is_null() && v["error"].is_string(), "{v}");
+}
+
+/// Delay and loss through the fault proxy: slower, nothing lost, nothing duplicated.
+#[test]
+fn delay_and_loss_slow_the_run_and_lose_nothing() {
+    let (code, doc, out) = faulted(
+        "delayed",
+        3,
+        &["at=500ms delay=40ms for=1s", "at=1500ms loss=10% for=1s"],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    let v = &doc["verification"];
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(n(v, "records_verified"), n(&doc, "records_acked"));
+    assert_eq!(n(&doc, "records_failed"), 0);
+    for f in doc["faults"].as_array().unwrap() {
+        assert!(
+            f["ended_s"].as_f64().unwrap() > f["began_s"].as_f64().unwrap(),
+            "{f}"
+        );
+    }
+    // Each request waits for the delay both ways.
+    assert!(n(&doc["latency"], "max") >= 80_000, "{}", doc["latency"]);
+}
+
+#[test]
+fn bad_faults_are_one_clear_error_before_any_load() {
+    for (args, says) in [
+        (
+            vec![
+                "--bootstrap-server",
+                "127.0.0.1:1",
+                "--fault",
+                "at=1s kill-broker",
+            ],
+            "--fault: applies to the embedded broker",
+        ),
+        (vec!["--fault", "at=1s"], "--fault \"at=1s\": what?"),
+        (vec!["--fault", "at=1s loss=5"], "not a percentage"),
+        (
+            vec!["--fault", "at=1s kill-broker", "--find-max-rate"],
+            "--fault: not with --find-max-rate",
+        ),
+    ] {
+        let out = Cmd::new("produce").args(&args).run(LIMIT);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            !text(&out.stderr).contains("started an embedded"),
+            "{args:?}"
+        );
+    }
+}
