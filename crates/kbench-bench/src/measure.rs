@@ -134,25 +134,34 @@ pub fn decode_histogram(s: &str) -> Option<Histogram<u64>> {
 
 /// A global allocator that counts allocations, so that benchmarks can report allocations per record.
 /// The binary installs it (`#[global_allocator]`); a relaxed atomic increment per allocation is its
-/// whole cost.
+/// whole cost. Underneath is the system allocator behind [`kbench_wire::alloc::Reserving`]: an
+/// element count from the wire cannot abort the process.
 pub struct CountingAlloc;
+
+static UNDER: kbench_wire::alloc::Reserving<std::alloc::System> =
+    kbench_wire::alloc::Reserving(std::alloc::System);
 
 static ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-// SAFETY: defers to the system allocator; only counts.
+// SAFETY: defers to `UNDER`; only counts.
 unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        unsafe { std::alloc::System.alloc(layout) }
+        unsafe { UNDER.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        unsafe { UNDER.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
+        unsafe { UNDER.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+        unsafe { UNDER.realloc(ptr, layout, new_size) }
     }
 }
 

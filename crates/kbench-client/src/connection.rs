@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kbench_wire::frame::peek_correlation_id;
@@ -723,24 +723,19 @@ async fn read_loop(
     const READ_CHUNK: usize = 64 * 1024;
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     loop {
-        while buf.len() >= 4 {
-            let size = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
-            if size < 4 || size as usize > MAX_FRAME {
-                let reason = format!("invalid response frame size {size}");
-                close(
-                    &pending,
-                    &broken,
-                    ClientError::Disconnected { addr, reason },
-                );
-                return;
-            }
-            let size = size as usize;
-            if buf.len() < 4 + size {
-                buf.reserve(4 + size - buf.len());
-                break;
-            }
-            buf.advance(4);
-            let frame = buf.split_to(size).freeze();
+        loop {
+            let frame = match kbench_wire::frame::next_frame(&mut buf, MAX_FRAME) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(reason) => {
+                    close(
+                        &pending,
+                        &broken,
+                        ClientError::Disconnected { addr, reason },
+                    );
+                    return;
+                }
+            };
             let correlation_id = peek_correlation_id(&frame).unwrap_or(-1);
             let mut p = pending.lock().expect("pending lock");
             if p.replies

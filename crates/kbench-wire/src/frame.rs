@@ -81,6 +81,26 @@ pub fn peek_correlation_id(frame: &[u8]) -> Option<i32> {
         .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
+/// The next complete size-prefixed frame at the front of `buf` (its body, the prefix dropped);
+/// `None` until all of it has arrived (room for it is reserved); an error for a size below 4 (a
+/// correlation id) or above `max`, which no amount of reading would mend.
+pub fn next_frame(buf: &mut bytes::BytesMut, max: usize) -> Result<Option<Bytes>, String> {
+    let Some(prefix) = buf.get(..4) else {
+        return Ok(None);
+    };
+    let size = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+    if size < 4 || size as usize > max {
+        return Err(format!("invalid response frame size {size}"));
+    }
+    let size = size as usize;
+    if buf.len() < 4 + size {
+        buf.reserve(4 + size - buf.len());
+        return Ok(None);
+    }
+    buf.advance(4);
+    Ok(Some(buf.split_to(size).freeze()))
+}
+
 /// Decode a response frame body (size prefix already removed), checking the correlation id.
 pub fn decode_response<R: Decodable>(
     api: ApiKey,

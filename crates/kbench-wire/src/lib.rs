@@ -5,6 +5,7 @@
 //! request and response body goes through the `kafka-protocol` crate with an explicit version; the
 //! record batch (opaque bytes to `kafka-protocol`) is kbench's own hot path.
 
+pub mod alloc;
 pub mod batch;
 pub mod compression;
 pub mod fetch;

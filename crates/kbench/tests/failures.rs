@@ -399,3 +399,46 @@ fn interrupt_ends_a_run_of_thousands_of_producers() {
         );
     }
 }
+
+/// A "broker" whose ApiVersions answer claims 2^31 − 1 API entries in a few bytes: kbench says the
+/// response could not be decoded and exits 1 — it is not aborted by an allocation of that many
+/// entries (kafka-protocol allocates by the count it reads; kbench's allocator reserves such
+/// capacities lazily, kbench_wire::alloc).
+#[test]
+fn a_response_claiming_billions_of_entries_is_an_error_not_an_abort() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(8) {
+            let Ok(mut s) = stream else { return };
+            let mut size = [0u8; 4];
+            if s.read_exact(&mut size).is_err() {
+                continue;
+            }
+            let mut req = vec![0u8; i32::from_be_bytes(size) as usize];
+            if s.read_exact(&mut req).is_err() {
+                continue;
+            }
+            // Request header: api key (2), version (2), correlation id (4).
+            let version = i16::from_be_bytes([req[2], req[3]]);
+            let mut body = req[4..8].to_vec(); // correlation id; ApiVersions answers header v0
+            body.extend_from_slice(&0i16.to_be_bytes()); // error_code
+            if version >= 3 {
+                body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]); // compact array: 2^31 − 1
+            } else {
+                body.extend_from_slice(&i32::MAX.to_be_bytes());
+            }
+            let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&body);
+            let _ = s.write_all(&frame);
+        }
+    });
+    let out = Cmd::new("produce")
+        .args(&["--bootstrap-server", &addr, "--num-records", "10"])
+        .run(Duration::from_secs(60));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&addr), "{err}");
+    assert!(!err.contains("memory allocation"), "{err}");
+}

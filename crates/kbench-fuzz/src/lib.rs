@@ -1,0 +1,178 @@
+//! Fuzz target bodies. Each takes arbitrary bytes and must return without panicking, aborting or
+//! allocating without bound, whatever they are: they are what a hostile broker, file or user can
+//! hand kbench. `fuzz/fuzz_targets/*.rs` call them under libFuzzer; `tests/corpus.rs` runs them
+//! over the committed corpora and reproducers on stable.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiVersionsResponse, CreateTopicsResponse, DeleteTopicsResponse, FindCoordinatorResponse,
+    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, ListOffsetsResponse,
+    MetadataResponse, OffsetCommitResponse, OffsetFetchResponse, ProduceResponse,
+    SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
+};
+use kbench_wire::frame::{decode_response, next_frame, peek_correlation_id};
+use kbench_wire::{ApiKey, BatchDecoder};
+
+/// The APIs whose responses kbench decodes, with the versions it may negotiate.
+pub const RESPONSES: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::Produce, 3, 13),
+    (ApiKey::Fetch, 4, 18),
+    (ApiKey::ListOffsets, 0, 10),
+    (ApiKey::CreateTopics, 0, 7),
+    (ApiKey::DeleteTopics, 0, 6),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::OffsetCommit, 0, 9),
+    (ApiKey::OffsetFetch, 0, 9),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+];
+
+/// Target `responses`: byte 0 picks the API, byte 1 the version; the rest is a response frame
+/// (header and body) decoded as kbench decodes it — a Fetch with every record batch in it.
+pub fn responses(data: &[u8]) {
+    let [a, v, rest @ ..] = data else {
+        return;
+    };
+    let (api, lo, hi) = RESPONSES[*a as usize % RESPONSES.len()];
+    let version = lo + (*v as i16 % (hi - lo + 1));
+    let frame = Bytes::copy_from_slice(rest);
+    let id = peek_correlation_id(rest).unwrap_or(0);
+    macro_rules! decode {
+        ($t:ty) => {{
+            let _ = decode_response::<$t>(api, version, id, frame);
+        }};
+    }
+    match api {
+        ApiKey::ApiVersions => decode!(ApiVersionsResponse),
+        ApiKey::Metadata => decode!(MetadataResponse),
+        ApiKey::Produce => decode!(ProduceResponse),
+        ApiKey::Fetch => {
+            let mut decoder = BatchDecoder::new();
+            let mut n = 0u64;
+            let _ = kbench_wire::fetch::decode_fetch_response(
+                version,
+                id,
+                frame,
+                &mut decoder,
+                |_, record| {
+                    n += record.headers().count() as u64;
+                },
+            );
+        }
+        ApiKey::ListOffsets => decode!(ListOffsetsResponse),
+        ApiKey::CreateTopics => decode!(CreateTopicsResponse),
+        ApiKey::DeleteTopics => decode!(DeleteTopicsResponse),
+        ApiKey::FindCoordinator => decode!(FindCoordinatorResponse),
+        ApiKey::JoinGroup => decode!(JoinGroupResponse),
+        ApiKey::SyncGroup => decode!(SyncGroupResponse),
+        ApiKey::Heartbeat => decode!(HeartbeatResponse),
+        ApiKey::OffsetCommit => decode!(OffsetCommitResponse),
+        ApiKey::OffsetFetch => decode!(OffsetFetchResponse),
+        ApiKey::LeaveGroup => decode!(LeaveGroupResponse),
+        ApiKey::SaslHandshake => decode!(SaslHandshakeResponse),
+        ApiKey::SaslAuthenticate => decode!(SaslAuthenticateResponse),
+        _ => {}
+    }
+}
+
+/// Target `record_batches`: the bytes as a Fetch's records field — every batch decoded (each
+/// codec's decompressor reached through the attribute bits), every record and header visited, the
+/// verification stamp read; and the gap finder.
+pub fn record_batches(data: &[u8]) {
+    let mut decoder = BatchDecoder::new();
+    let mut sum = 0usize;
+    let _ = decoder.decode_all(data, |header, record| {
+        sum += header.record_count as usize;
+        sum += record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
+        for (k, v) in record.headers() {
+            sum += k.len() + v.map_or(0, <[u8]>::len);
+        }
+        if let Some(s) = kbench_bench::verify::Stamp::of(&record) {
+            sum += s.sequence as usize & 1;
+        }
+    });
+    let _ = kbench_wire::first_gap(data, 0);
+    std::hint::black_box(sum);
+}
+
+/// Target `frames`: a response stream cut into chunks (each chunk's length from the input) and
+/// fed to the frame reader as the socket would, with a small frame limit.
+pub fn frames(data: &[u8]) {
+    let [cut, rest @ ..] = data else {
+        return;
+    };
+    let chunk = 1 + *cut as usize;
+    let mut buf = BytesMut::new();
+    for piece in rest.chunks(chunk) {
+        buf.extend_from_slice(piece);
+        loop {
+            match next_frame(&mut buf, 1 << 20) {
+                Ok(Some(frame)) => {
+                    let _ = peek_correlation_id(&frame);
+                }
+                Ok(None) => break,
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// Target `workload_files`: byte 0 picks the parser; the rest, as text, is an OMB workload file, an
+/// OMB driver file, a load-shape scenario, `--ramp`/`--steps`, an `--slo` or a `--fault`.
+pub fn workload_files(data: &[u8]) {
+    let [which, rest @ ..] = data else {
+        return;
+    };
+    let Ok(text) = std::str::from_utf8(rest) else {
+        return;
+    };
+    use kbench_bench::omb::workload::{OmbDriver, OmbWorkload};
+    use kbench_bench::shape::LoadShape;
+    match which % 7 {
+        0 => {
+            let _ = OmbWorkload::parse(text);
+        }
+        1 => {
+            let _ = OmbDriver::parse(text);
+        }
+        2 => {
+            if let Ok(s) = kbench_bench::shape::Scenario::parse(text) {
+                check_shape(&s);
+            }
+        }
+        3 => {
+            if let Ok(s) = LoadShape::parse_ramp(text) {
+                check_shape(&s);
+            }
+        }
+        4 => {
+            if let Ok(s) = LoadShape::parse_steps(text) {
+                check_shape(&s);
+            }
+        }
+        5 => {
+            for kind in ["produce", "consume", "e2e", "omb"] {
+                let _ = kbench_bench::slo::parse(text, kind);
+            }
+        }
+        _ => {
+            let _ = kbench_bench::fault::Fault::parse(text);
+        }
+    }
+}
+
+/// A shape that parsed is usable: checked, and its schedule answers (bounded work).
+fn check_shape(s: &kbench_bench::shape::LoadShape) {
+    if s.check().is_ok() {
+        let mut schedule = s.schedule();
+        for i in [0u64, 1, 1000, 1 << 20] {
+            let _ = schedule.time_of(i);
+        }
+    }
+}
