@@ -68,6 +68,29 @@ fn record_batches() {
     prefix.extend_from_slice(&60i32.to_be_bytes());
     prefix.extend_from_slice(&[0, 0, 0, 0, 2]);
     run("record_batches", kbench_fuzz::record_batches, &prefix);
+    // The seeds are valid: every record of every codec decodes.
+    for (name, batch) in kbench_fuzz::seed_batches() {
+        let mut n = 0;
+        kbench_wire::BatchDecoder::new()
+            .decode_all(&batch, |_, _| n += 1)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(n, 5, "{name}");
+        kbench_fuzz::record_batches(&batch);
+    }
+}
+
+/// `KBENCH_FUZZ_WRITE_SEEDS=1 cargo test -p kbench-fuzz --test corpus write_seeds`: the seed
+/// batches into fuzz/corpus/record_batches (committed).
+#[test]
+fn write_seeds() {
+    if std::env::var_os("KBENCH_FUZZ_WRITE_SEEDS").is_none() {
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/record_batches");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, batch) in kbench_fuzz::seed_batches() {
+        std::fs::write(dir.join(name), batch).unwrap();
+    }
 }
 
 #[test]

@@ -479,12 +479,24 @@ const XERIAL_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
 
 /// Snappy as Java writes it (xerial framing: 16-byte header, then length-prefixed raw blocks), or raw
 /// snappy as some clients write it.
+/// The most a snappy block can expand: a 3-byte copy element writes at most 64 bytes.
+const SNAPPY_MAX_EXPANSION: usize = 22;
+
 fn snappy_decompress(input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
     let mut decoder = snap::raw::Decoder::new();
     let mut block = |b: &[u8], out: &mut Vec<u8>| -> Result<(), String> {
         let n = snap::raw::decompress_len(b).map_err(|e| e.to_string())?;
         if out.len() + n > MAX_DECOMPRESSED {
             return Err(format!("more than {MAX_DECOMPRESSED} bytes"));
+        }
+        // A snappy element expands at most 64 bytes from 3 (a two-byte-offset copy): a block that
+        // claims more is corrupt. Checked before the output is sized, so that a few bytes claiming
+        // 200 MB cannot make kbench zero-fill 200 MB (found by fuzzing).
+        if n > b.len().saturating_mul(SNAPPY_MAX_EXPANSION) + 64 {
+            return Err(format!(
+                "a {}-byte snappy block claims {n} bytes, more than snappy can expand to",
+                b.len()
+            ));
         }
         let start = out.len();
         out.resize(start + n, 0);
@@ -514,6 +526,22 @@ fn snappy_decompress(input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    /// A tiny snappy block claiming 200 MB is refused before anything is allocated; the densest
+    /// real snappy (runs of one byte) still decodes.
+    #[test]
+    fn a_snappy_block_cannot_claim_more_than_snappy_expands() {
+        let mut out = Vec::new();
+        // Varint 200 000 000, then a literal tag for 4 bytes.
+        let claim = [0x80, 0x84, 0xaf, 0x5f, 0x0c, b'a', b'b', b'c', b'd'];
+        let e = super::snappy_decompress(&claim, &mut out).unwrap_err();
+        assert!(e.contains("more than snappy can expand to"), "{e}");
+        assert!(out.capacity() < 1 << 20);
+        let dense = vec![7u8; 4 << 20];
+        let packed = snap::raw::Encoder::new().compress_vec(&dense).unwrap();
+        super::snappy_decompress(&packed, &mut out).unwrap();
+        assert_eq!(out, dense);
+    }
+
     /// One zstd context serves batch after batch; a truncated frame or too much output is an error.
     #[test]
     fn a_kept_zstd_context_decodes_frame_after_frame_and_refuses_truncation() {
