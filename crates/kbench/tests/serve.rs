@@ -48,6 +48,22 @@ impl Server {
     }
 }
 
+impl Server {
+    /// A server whose cluster is never reachable (127.0.0.1:1): every run against it fails or is
+    /// refused before any load.
+    fn unreachable_cluster(results: &Path) -> Server {
+        Server::start(
+            &[
+                "--bootstrap-server",
+                "127.0.0.1:1",
+                "--results-dir",
+                results.to_str().unwrap(),
+            ],
+            None,
+        )
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -321,15 +337,7 @@ fn seed_payload_runs_on(kind: common::BrokerKind) {
 fn bad_input_gets_its_status_and_names_its_field() {
     let dir = results_dir("bad");
     // A bootstrap that is never contacted: every request here is refused before any load.
-    let server = Server::start(
-        &[
-            "--bootstrap-server",
-            "127.0.0.1:1",
-            "--results-dir",
-            dir.to_str().unwrap(),
-        ],
-        None,
-    );
+    let server = Server::unreachable_cluster(&dir);
     let http = Http::new();
     let url = format!("{}/pub-sub-demo", server.base);
 
@@ -729,15 +737,7 @@ fn idle_and_slow_clients_do_not_deny_service() {
 #[test]
 fn a_hundred_concurrent_clients_are_answered_while_a_run_fails() {
     let dir = results_dir("hundred");
-    let server = Server::start(
-        &[
-            "--bootstrap-server",
-            "127.0.0.1:1",
-            "--results-dir",
-            dir.to_str().unwrap(),
-        ],
-        None,
-    );
+    let server = Server::unreachable_cluster(&dir);
     let http = Http::new();
     let runs = format!("{}/v1/runs", server.base);
     let (status, _, raw) = http.json(
