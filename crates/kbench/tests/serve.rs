@@ -4,12 +4,11 @@ mod common;
 #[path = "common/rest_proxy_double.rs"]
 mod rest_proxy_double;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{TestBroker, kbench, runtime, wait_until};
+use common::{TestBroker, runtime, wait_until};
 use serde_json::{Value, json};
 
 const PASSWORD: &str = "pw-never-shown-7f3a9c";
@@ -23,27 +22,8 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str], env_token: Option<&str>) -> Server {
-        let mut cmd = kbench();
-        cmd.args(["serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        if let Some(t) = env_token {
-            cmd.env("KBENCH_TOKEN", t);
-        } else {
-            cmd.env_remove("KBENCH_TOKEN");
-        }
-        let mut child = cmd.spawn().expect("spawn kbench serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("first line");
-        let base = line
-            .trim()
-            .rsplit_once("listening on ")
-            .map(|(_, a)| a.to_string())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let envs: Vec<(&str, &str)> = env_token.map(|t| ("KBENCH_TOKEN", t)).into_iter().collect();
+        let (child, base) = common::start_serve(extra, &envs);
         Server { child, base }
     }
 }
