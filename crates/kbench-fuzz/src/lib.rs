@@ -234,3 +234,127 @@ fn check_shape(s: &kbench_bench::shape::LoadShape) {
         }
     }
 }
+
+/// Target `http_payloads`: byte 0 picks the endpoint — `/pub-sub-demo` on a server without or with
+/// a default cluster, or `/v1/runs`; the rest is the request body, read as its handler reads it up
+/// to where a run would start (`kbench::serve::payloads`). A refused body is a 4xx, never a 500; a
+/// secret given in it is never in the answer (the configuration GET shows, or the error).
+pub fn http_payloads(data: &[u8]) {
+    let [which, body @ ..] = data else {
+        return;
+    };
+    use kbench::serve::payloads;
+    let answer = match which % 3 {
+        0 => payloads::pub_sub_demo(body, false),
+        1 => payloads::pub_sub_demo(body, true),
+        _ => payloads::v1_runs(body),
+    };
+    let shown = match &answer {
+        Ok(config) => {
+            if let Some(obj) = config.as_object() {
+                assert!(
+                    !obj.contains_key("kafkaUserPassword"),
+                    "a password in the shown configuration"
+                );
+                if let Some(props) = obj.get("properties").and_then(|p| p.as_object()) {
+                    for (k, v) in props {
+                        if kbench_client::is_secret(k) {
+                            assert_eq!(v, "***", "{k} shown");
+                        }
+                    }
+                }
+            }
+            config.to_string()
+        }
+        Err((status, message)) => {
+            assert!(
+                (400..500).contains(status),
+                "a body answered {status}: {message}"
+            );
+            message.clone()
+        }
+    };
+    for secret in secrets_in(body) {
+        assert!(
+            !shown.contains(&secret),
+            "a secret given in the body is in the answer"
+        );
+    }
+}
+
+/// The secret values a body gives (`kafkaUserPassword`, secret `properties`) that are long enough
+/// and occur once in the body as written: text the answer has no other reason to contain.
+fn secrets_in(body: &[u8]) -> Vec<String> {
+    let Ok(serde_json::Value::Object(obj)) = serde_json::from_slice::<serde_json::Value>(body)
+    else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = Vec::new();
+    for (k, v) in &obj {
+        if k == "kafkaUserPassword"
+            && let Some(s) = v.as_str()
+        {
+            found.push(s.to_string());
+        }
+        if k == "properties"
+            && let Some(props) = v.as_object()
+        {
+            for (pk, pv) in props {
+                if kbench_client::is_secret(pk)
+                    && let Some(s) = pv.as_str()
+                {
+                    found.push(s.to_string());
+                }
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    found.retain(|s| s.len() >= 8 && text.matches(s.as_str()).count() == 1);
+    found
+}
+
+/// RFC 7677's example exchange: what the `sasl` target's seeds are built from.
+pub const SCRAM_CLIENT_NONCE: &str = "rOprNGfwEbeRWgbNEkqO";
+/// The password of RFC 7677's example.
+pub const SCRAM_PASSWORD: &str = "pencil";
+
+/// Target `sasl`: byte 0 picks SCRAM-SHA-256, SCRAM-SHA-512 or a JAAS configuration. For SCRAM the
+/// rest, split at its first 0xFF byte, is the broker's first and final messages, answered as
+/// kbench's client answers them (with RFC 7677's client nonce and password). Iteration counts
+/// above 4 096 are legitimate (the client takes up to a million) but cost milliseconds each: they
+/// are skipped here, not in the client.
+pub fn sasl(data: &[u8]) {
+    use kbench_client::SaslMechanism;
+    use kbench_client::sasl::{Scram, parse_jaas};
+    let [which, rest @ ..] = data else {
+        return;
+    };
+    let mechanism = match which % 3 {
+        0 => SaslMechanism::ScramSha256,
+        1 => SaslMechanism::ScramSha512,
+        _ => {
+            if let Ok(text) = std::str::from_utf8(rest) {
+                let _ = parse_jaas(text);
+            }
+            return;
+        }
+    };
+    let (first, last) = match rest.iter().position(|b| *b == 0xff) {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, &[][..]),
+    };
+    if let Ok(text) = std::str::from_utf8(first) {
+        let costly = text.split(',').any(|a| {
+            a.split_once('=')
+                .is_some_and(|(k, v)| k == "i" && v.parse::<u64>().is_ok_and(|i| i > 4096))
+        });
+        if costly {
+            return;
+        }
+    }
+    let mut scram = Scram::new(mechanism, "user", SCRAM_CLIENT_NONCE);
+    let _ = scram.client_first();
+    if scram.client_final(first, SCRAM_PASSWORD).is_ok() {
+        let _ = scram.verify_server_final(last);
+    }
+}

@@ -106,3 +106,44 @@ fn workload_files() {
         b"\x02name: x\nphases:\n",
     );
 }
+
+#[test]
+fn http_payloads() {
+    run(
+        "http_payloads",
+        kbench_fuzz::http_payloads,
+        b"\x02{\"workload\":\"e2e\",",
+    );
+    // The refusals and the shown configuration are checked, not just survived: a body that hides
+    // nothing, one with a password, and a /v1 body with a secret property.
+    let body = br#"{"type":"KAFKA_NATIVE","minBatchIntervalMs":100,"maxBatchIntervalMs":100,"minMessagePayloadSizeBytes":10,"maxMessagePayloadSizeBytes":10,"parallelProducers":1,"kafkaTopic":"t","minMessagesPerBatch":1,"maxMessagesPerBatch":1,"kafkaUserPassword":"hunter2-hunter2"}"#;
+    let shown = kbench::serve::payloads::pub_sub_demo(body, false).expect("the payload parses");
+    assert!(shown.get("kafkaUserPassword").is_none(), "{shown}");
+    kbench_fuzz::http_payloads(&[&[0u8][..], body].concat());
+    let v1 = br#"{"workload":"produce","num_records":10,"properties":{"sasl.password":"hunter2-hunter2","security.protocol":"SASL_PLAINTEXT","sasl.mechanism":"PLAIN","sasl.username":"u"}}"#;
+    let shown = kbench::serve::payloads::v1_runs(v1).expect("the body parses");
+    assert_eq!(shown["properties"]["sasl.password"], "***", "{shown}");
+    let (status, message) =
+        kbench::serve::payloads::v1_runs(br#"{"workload":"nope"}"#).unwrap_err();
+    assert_eq!(status, 400);
+    assert!(message.contains("workload"), "{message}");
+}
+
+#[test]
+fn sasl() {
+    run("sasl", kbench_fuzz::sasl, b"\x00r=rOprNGfwEbeRWgbNEkqO");
+    // RFC 7677's exchange passes the whole way: the seed reaches the final message's check.
+    let first =
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+    let last = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=";
+    let mut scram = kbench_client::sasl::Scram::new(
+        kbench_client::SaslMechanism::ScramSha256,
+        "user",
+        kbench_fuzz::SCRAM_CLIENT_NONCE,
+    );
+    scram
+        .client_final(first, kbench_fuzz::SCRAM_PASSWORD)
+        .unwrap();
+    scram.verify_server_final(last).unwrap();
+    kbench_fuzz::sasl(&[&[0u8][..], first, &[0xff], last].concat());
+}

@@ -2,29 +2,12 @@
 //! flags, starts the embedded broker when no cluster is named, runs a workload from `kbench-bench`,
 //! and prints and writes its result.
 
-mod args;
-mod cli;
-mod cmd;
-mod coordinator;
-#[cfg(test)]
-mod defaults_agree;
-mod embedded;
-mod faults;
-mod metrics;
-mod progress;
-mod report;
-mod serve;
-mod signals;
-#[cfg(feature = "embedded-broker")]
-mod tansu;
-#[cfg(feature = "embedded-broker")]
-mod tansu_sasl;
-
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use kbench::cli::{Cli, Command};
+use kbench::{cmd, report, serve, signals};
 
 /// Counts allocations so that `kbench codec` can report allocations per record.
 #[global_allocator]

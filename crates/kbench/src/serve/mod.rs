@@ -1,7 +1,7 @@
 //! `kbench serve`: the HTTP control API. `error` (the error answer, body parsing), `registry` (the
 //! runs, supervised), `app` (what handlers share), `runs` (starting the library's workloads),
-//! `pub_sub` (the seed's `/pub-sub-demo`), `v1` (kbench's own `/v1/runs`) and `http` (routes, auth,
-//! OpenAPI). Every request body becomes the same spec types the CLI builds.
+//! `pub_sub` (the seed's `/pub-sub-demo`), `v1` (kbench's own `/v1/runs`), `payloads` (their body
+//! parsers as functions of bytes, for fuzzing) and `http` (routes, auth, OpenAPI). Every request body becomes the same spec types the CLI builds.
 
 mod agent;
 mod app;
@@ -9,6 +9,7 @@ mod distributed;
 mod error;
 mod http;
 mod listen;
+pub mod payloads;
 pub(crate) mod pub_sub;
 mod registry;
 mod runs;

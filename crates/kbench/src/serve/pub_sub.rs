@@ -316,7 +316,8 @@ fn rest_of(c: &PubSubConfig, value_schema_id: Option<i64>) -> Result<RestSpec, A
 /// settings (or the defaults) as they are.
 fn native_client(
     c: &PubSubConfig,
-    app: &App,
+    server: &kbench_client::ProducerSettings,
+    server_bootstrap: bool,
     own_bootstrap: bool,
 ) -> Result<Option<kbench_client::ProducerSettings>, ApiError> {
     if c.kind != PubSubType::KafkaNative {
@@ -334,11 +335,11 @@ fn native_client(
         return Ok(None);
     }
     let asked = c.security_protocol.is_some() || c.sasl_mechanism.is_some();
-    let server_sasl = !own_bootstrap && app.client.security.protocol.uses_sasl();
+    let server_sasl = !own_bootstrap && server.security.protocol.uses_sasl();
     if !asked && !server_sasl {
         return Ok(None);
     }
-    if asked && !own_bootstrap && app.default_bootstrap.is_none() {
+    if asked && !own_bootstrap && !server_bootstrap {
         return Err(ApiError::field(
             if c.security_protocol.is_some() {
                 "securityProtocol"
@@ -351,7 +352,7 @@ fn native_client(
     let mut settings = if own_bootstrap {
         kbench_client::ProducerSettings::default()
     } else {
-        app.client.clone()
+        server.clone()
     };
     let apply = |s: &mut kbench_client::ProducerSettings, field: &str, key: &str, value: &str| {
         s.apply(field, key, value).map_err(|e| {
@@ -422,22 +423,54 @@ fn native_client(
     Ok(Some(settings))
 }
 
-pub async fn post(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
-    let raw = json_object(&body)?;
+/// A `/pub-sub-demo` body read and checked, before anything starts: the run's spec, its cluster
+/// (`None`: the server's) and its client settings (`None`: the server's), and the payload as GET
+/// will show it.
+pub(crate) struct Parsed {
+    pub shown: Value,
+    pub spec: E2eSpec,
+    pub bootstrap: Option<Vec<String>>,
+    pub client: Option<kbench_client::ProducerSettings>,
+}
+
+/// Read a `/pub-sub-demo` body against the server's limits, client settings and whether it has a
+/// default cluster. Pure: no I/O (what `serve::payloads` fuzzes).
+pub(crate) fn parse(
+    body: &[u8],
+    limits: kbench_bench::spec::Limits,
+    server: &kbench_client::ProducerSettings,
+    server_bootstrap: bool,
+) -> Result<Parsed, ApiError> {
+    let raw = json_object(body)?;
     let config: PubSubConfig = from_value(raw.clone())?;
-    let (spec, bootstrap) = spec_of(&config, app.limits)?;
-    let client = native_client(&config, &app, bootstrap.is_some())?;
-    let id = start_e2e(
-        &app,
-        Api::PubSub,
-        public_config(&raw),
+    let (spec, bootstrap) = spec_of(&config, limits)?;
+    let client = native_client(&config, server, server_bootstrap, bootstrap.is_some())?;
+    Ok(Parsed {
+        shown: public_config(&raw),
         spec,
         bootstrap,
         client,
+    })
+}
+
+pub async fn post(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
+    let p = parse(
+        &body,
+        app.limits,
+        &app.client,
+        app.default_bootstrap.is_some(),
+    )?;
+    let id = start_e2e(
+        &app,
+        Api::PubSub,
+        p.shown.clone(),
+        p.spec,
+        p.bootstrap,
+        p.client,
         true,
     )
     .await?;
-    let body = json!({ "id": id, "status": "running", "config": public_config(&raw) });
+    let body = json!({ "id": id, "status": "running", "config": p.shown });
     Ok(json_response(StatusCode::OK, body))
 }
 

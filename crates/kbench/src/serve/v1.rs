@@ -242,8 +242,29 @@ pub(crate) fn client_from(
     Ok(settings)
 }
 
-pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
-    let mut raw = json_object(&body)?;
+/// What a `/v1/runs` body asks for, read and checked before anything starts.
+pub(crate) struct Parsed {
+    /// `e2e` or `produce`.
+    pub kind: String,
+    /// The body as GET will show it (secrets masked).
+    pub config: Value,
+    pub client: Option<kbench_client::ProducerSettings>,
+    /// The connection properties as given: what a distributed run's agents are sent.
+    pub pairs: Option<Vec<(String, String)>>,
+    pub spread: Option<crate::serve::distributed::Spread>,
+    pub spec: Spec,
+}
+
+/// A `/v1/runs` body's workload and its cluster (`None`: the server's).
+pub(crate) enum Spec {
+    E2e(E2eSpec, Option<Vec<String>>),
+    Produce(ProduceSpec, Option<Vec<String>>),
+}
+
+/// Read a `/v1/runs` body against the server's limits. Pure: no I/O (what `serve::payloads`
+/// fuzzes).
+pub(crate) fn parse(body: &[u8], limits: Limits) -> Result<Parsed, ApiError> {
+    let mut raw = json_object(body)?;
     let obj = raw.as_object_mut().expect("an object");
     let kind = match obj.remove("workload") {
         None => {
@@ -295,13 +316,13 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         map.extend(shown);
     }
     // What agents are sent: the properties as given.
-    let pairs: Option<Vec<(String, String)>> = body_properties(&body).map(|props| {
+    let pairs: Option<Vec<(String, String)>> = body_properties(body).map(|props| {
         props
             .into_iter()
             .map(|(k, v)| (k, v.as_str().unwrap_or_default().to_string()))
             .collect()
     });
-    if let Some(props) = body_properties(&body) {
+    if let Some(props) = body_properties(body) {
         // Stored and answered with secret values masked.
         config["properties"] = Value::Object(
             props
@@ -317,35 +338,60 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
                 .collect(),
         );
     }
-    use crate::serve::distributed as spread_over;
-    let id = match (kind.as_str(), spread) {
-        ("e2e", None) => {
-            let (spec, bootstrap) = e2e_spec(&from_value(raw)?, app.limits)?;
-            start_e2e(&app, Api::V1, config, spec, bootstrap, client, true).await?
+    let spec = match kind.as_str() {
+        "e2e" => {
+            let (spec, bootstrap) = e2e_spec(&from_value(raw)?, limits)?;
+            Spec::E2e(spec, bootstrap)
         }
-        ("e2e", Some(spread)) => {
-            let (spec, bootstrap) = e2e_spec(&from_value(raw)?, app.limits)?;
-            spread_over::start_e2e(&app, config, spec, bootstrap, pairs, spread).await?
-        }
-        ("produce", None) => {
-            let (spec, bootstrap) = produce_spec(&from_value(raw)?, app.limits)?;
-            start_produce(&app, config, spec, bootstrap, client).await?
-        }
-        ("produce", Some(spread)) if spread.has_consumer_agent() => {
+        "produce" if spread.as_ref().is_some_and(|s| s.has_consumer_agent()) => {
             return Err(ApiError::field(
                 "consumer_agent",
                 "only for e2e runs (a produce run has no consumer)",
             ));
         }
-        ("produce", Some(spread)) => {
-            let (spec, bootstrap) = produce_spec(&from_value(raw)?, app.limits)?;
-            spread_over::start_produce(&app, config, spec, bootstrap, pairs, spread).await?
+        "produce" => {
+            let (spec, bootstrap) = produce_spec(&from_value(raw)?, limits)?;
+            Spec::Produce(spec, bootstrap)
         }
-        (other, _) => {
+        other => {
             return Err(ApiError::field(
                 "workload",
                 format!("unknown workload {other:?} (e2e or produce)"),
             ));
+        }
+    };
+    Ok(Parsed {
+        kind,
+        config,
+        client,
+        pairs,
+        spread,
+        spec,
+    })
+}
+
+pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
+    use crate::serve::distributed as spread_over;
+    let Parsed {
+        kind,
+        config,
+        client,
+        pairs,
+        spread,
+        spec,
+    } = parse(&body, app.limits)?;
+    let id = match (spec, spread) {
+        (Spec::E2e(spec, bootstrap), None) => {
+            start_e2e(&app, Api::V1, config, spec, bootstrap, client, true).await?
+        }
+        (Spec::E2e(spec, bootstrap), Some(spread)) => {
+            spread_over::start_e2e(&app, config, spec, bootstrap, pairs, spread).await?
+        }
+        (Spec::Produce(spec, bootstrap), None) => {
+            start_produce(&app, config, spec, bootstrap, client).await?
+        }
+        (Spec::Produce(spec, bootstrap), Some(spread)) => {
+            spread_over::start_produce(&app, config, spec, bootstrap, pairs, spread).await?
         }
     };
     Ok(json_response(
