@@ -243,13 +243,34 @@ pub fn http_payloads(data: &[u8]) {
     let [which, body @ ..] = data else {
         return;
     };
+    let shown = answer(*which, body);
+    for secret in secrets_in(body) {
+        if !shown.contains(&secret) {
+            continue;
+        }
+        // The answer may hold the same text for its own reasons (a list of valid values, say):
+        // a leak is text that goes away when the secret is changed.
+        let other: String = secret
+            .chars()
+            .map(|c| if c == 'x' { 'y' } else { 'x' })
+            .collect();
+        let text = String::from_utf8_lossy(body).replace(&secret, &other);
+        assert!(
+            answer(*which, text.as_bytes()).contains(&secret),
+            "a secret given in the body is in the answer"
+        );
+    }
+}
+
+/// What the endpoint `which` answers for `body`, as text; checked on the way.
+fn answer(which: u8, body: &[u8]) -> String {
     use kbench::serve::payloads;
     let answer = match which % 3 {
         0 => payloads::pub_sub_demo(body, false),
         1 => payloads::pub_sub_demo(body, true),
         _ => payloads::v1_runs(body),
     };
-    let shown = match &answer {
+    match &answer {
         Ok(config) => {
             if let Some(obj) = config.as_object() {
                 assert!(
@@ -273,12 +294,6 @@ pub fn http_payloads(data: &[u8]) {
             );
             message.clone()
         }
-    };
-    for secret in secrets_in(body) {
-        assert!(
-            !shown.contains(&secret),
-            "a secret given in the body is in the answer"
-        );
     }
 }
 
