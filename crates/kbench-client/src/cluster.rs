@@ -233,7 +233,7 @@ impl Cluster {
     /// The connection for cluster-wide requests (Metadata, CreateTopics, DeleteTopics): the
     /// bootstrap connection while it works, else one to a known broker, reopened as needed (a
     /// broker that restarted under load, say).
-    async fn control_connection(&self) -> Result<Arc<Connection>, ClientError> {
+    pub async fn control_connection(&self) -> Result<Arc<Connection>, ClientError> {
         if !self.bootstrap.is_broken() {
             return Ok(self.bootstrap.clone());
         }

@@ -129,11 +129,21 @@ impl GroupMember {
         &self.config.group_id
     }
 
+    /// Whether the connection to the coordinator broke: heartbeats and commits cannot reach it
+    /// until [`rejoin`](Self::rejoin) looks it up again.
+    pub fn coordinator_lost(&self) -> bool {
+        self.coordinator.is_broken()
+    }
+
     /// JoinGroup then SyncGroup, keeping the member id across rounds. Rebalances in progress are
     /// retried for as long as the rebalance timeout allows.
     pub async fn rejoin(&mut self) -> Result<(), ClientError> {
         let deadline = tokio::time::Instant::now() + self.config.rebalance_timeout;
         loop {
+            // A coordinator whose connection broke (it restarted, say) is looked up again.
+            if self.coordinator.is_broken() {
+                self.coordinator = find_coordinator(&self.cluster, &self.config.group_id).await?;
+            }
             match self.join_and_sync().await {
                 Ok(()) => return Ok(()),
                 Err(ClientError::Kafka { code, .. })
@@ -460,7 +470,7 @@ fn membership(api: &str, group: &str, code: i16) -> Result<Membership, ClientErr
 
 /// FindCoordinator (key type group), at the version the bootstrap broker and kbench share.
 async fn find_coordinator(cluster: &Cluster, group: &str) -> Result<Arc<Connection>, ClientError> {
-    let bootstrap = cluster.bootstrap_connection();
+    let bootstrap = cluster.control_connection().await?;
     let version = cluster.version_on(&bootstrap, ApiKey::FindCoordinator)?;
     let mut request = FindCoordinatorRequest::default();
     request = if version >= 4 {

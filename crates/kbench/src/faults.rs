@@ -89,6 +89,32 @@ pub type Recreate = Arc<
         + Sync,
 >;
 
+/// After a restart-broker fault: the run's topic, created again on the empty broker.
+pub fn topic_recreator(
+    settings: &kbench_client::ProducerSettings,
+    pins: &kbench_wire::Pins,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> Recreate {
+    let (settings, pins, topic) = (settings.clone(), pins.clone(), topic.to_string());
+    Arc::new(move |addr: String| {
+        let config = settings.cluster_config(vec![addr], pins.clone());
+        let topic = topic.clone();
+        Box::pin(async move {
+            let cluster = kbench_client::Cluster::connect(config)
+                .await
+                .map_err(|e| e.to_string())?;
+            cluster
+                .ensure_topic(&topic, partitions, replication_factor)
+                .await
+                .map_err(|e| format!("topic {topic}: {e}"))?;
+            cluster.close(std::time::Duration::from_secs(1)).await;
+            Ok(())
+        })
+    })
+}
+
 /// Apply `faults` from `start` until `done`: each at its time, recorded as it happens. Faults not
 /// reached when the run ends are recorded so. A paused broker is always resumed.
 pub async fn drive(

@@ -164,6 +164,140 @@ fn delay_and_loss_slow_the_run_and_lose_nothing() {
     assert!(n(&doc["latency"], "max") >= 80_000, "{}", doc["latency"]);
 }
 
+/// An e2e run with `faults`: two producers, a record every 50 ms each, for `secs`; its exit code
+/// and result. Every record is accounted for on both sides: produced = acked + failed, and every
+/// acknowledged record was consumed (duplicates aside), found late, or is lost.
+fn e2e_faulted(name: &str, secs: u32, faults: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let dir = TempDir::new(name);
+    let json = dir.path().join("r.json");
+    let mut cmd = Cmd::new("e2e")
+        .topic(name)
+        .args(&[
+            "--duration",
+            &format!("{secs}s"),
+            "--producers",
+            "2",
+            "--batch-interval",
+            "50",
+            "--timeline-interval",
+            "250ms",
+        ])
+        .json(&json);
+    for f in faults {
+        cmd = cmd.arg("--fault").arg(f);
+    }
+    let out = cmd.run(LIMIT);
+    let doc = result_json(&json);
+    let produced = n(&doc, "records_produced");
+    let acked = n(&doc, "records_acked");
+    assert!(produced > 0, "{name}: {doc}");
+    assert_eq!(
+        produced,
+        acked + n(&doc, "records_failed"),
+        "{name}: produced = acked + failed"
+    );
+    assert_eq!(
+        n(&doc, "records_consumed") - n(&doc, "records_duplicated")
+            + n(&doc, "records_late")
+            + n(&doc, "records_lost"),
+        acked,
+        "{name}: every acknowledged record consumed, late or lost"
+    );
+    let applied = doc["faults"].as_array().expect("faults in the result");
+    assert_eq!(applied.len(), faults.len(), "{name}: {applied:?}");
+    (
+        out.status.code(),
+        doc,
+        text(&out.stdout) + &text(&out.stderr),
+    )
+}
+
+/// The windows of an e2e result that begin at or after `t` seconds: (records consumed, slowest
+/// whole trip in µs) summed and maxed.
+fn e2e_after(doc: &serde_json::Value, from: f64, to: f64) -> (u64, u64) {
+    let mut consumed = 0;
+    let mut slowest = 0;
+    for w in doc["intervals"].as_array().expect("intervals") {
+        let t = w["t_s"].as_f64().unwrap();
+        if t >= from && t < to {
+            consumed += w["consumed"].as_u64().unwrap_or(0);
+            slowest = slowest.max(w["whole_trip"]["max"].as_u64().unwrap_or(0));
+        }
+    }
+    (consumed, slowest)
+}
+
+#[test]
+fn e2e_a_paused_broker_loses_nothing_and_the_whole_trip_shows_the_pause() {
+    let (code, doc, out) = e2e_faulted("e2e-paused", 4, &["at=1s pause-broker=1s"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(n(&doc, "records_lost"), 0);
+    assert_eq!(n(&doc, "records_failed"), 0);
+    // Records sent during the pause waited for it, end to end.
+    let (_, slowest) = e2e_after(&doc, 1.0, 3.0);
+    assert!(
+        slowest >= 700_000,
+        "no window shows the pause: {slowest} µs"
+    );
+    assert!(
+        out.contains("Fault at=1s pause-broker=1s: from 1.0 s"),
+        "{out}"
+    );
+}
+
+/// A broker that restarts empty: the consumer finds its topic again (a new topic id), reads the
+/// new log from its start (it ends below the consumer's position), finds the group's coordinator
+/// again and rejoins; records after the restart are consumed, not reported lost.
+#[test]
+fn e2e_the_consumer_goes_on_after_a_broker_restart() {
+    let (code, doc, out) = e2e_faulted("e2e-restarted", 5, &["at=1500ms restart-broker"]);
+    let ended = doc["faults"][0]["ended_s"]
+        .as_f64()
+        .expect("the restart ended");
+    let (consumed, _) = e2e_after(&doc, ended + 0.5, f64::MAX);
+    assert!(consumed > 0, "nothing consumed after the restart: {out}");
+    assert!(n(&doc, "rejoins") >= 1, "{out}");
+    // Lost is at most what was acknowledged before the restart and not yet read: a handful.
+    let lost = n(&doc, "records_lost");
+    assert!(lost <= 10, "lost {lost}: {out}");
+    assert!(code == Some(0) || code == Some(1), "{code:?}: {out}");
+}
+
+/// A broker killed for good: the run ends after its duration plus the producers' 10 s settle,
+/// never waits out the delivery time-out for a free slot, writes its result and exits 1.
+#[test]
+fn e2e_a_killed_broker_ends_the_run_with_a_partial_result() {
+    let started = std::time::Instant::now();
+    let (code, doc, out) = e2e_faulted("e2e-killed", 3, &["at=1s kill-broker"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(n(&doc, "records_failed") > 0, "{out}");
+    assert!(n(&doc, "records_acked") > 0, "{out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the run hung: {:?}",
+        started.elapsed()
+    );
+}
+
+/// Delay through the fault proxy: the whole trip of the window grows by the delay both ways;
+/// nothing is lost.
+#[test]
+fn e2e_delay_and_loss_slow_the_trip_and_lose_nothing() {
+    let (code, doc, out) = e2e_faulted(
+        "e2e-delayed",
+        4,
+        &["at=1s delay=60ms for=1500ms", "at=2500ms loss=10% for=1s"],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(n(&doc, "records_lost"), 0);
+    assert_eq!(n(&doc, "records_failed"), 0);
+    let (_, slowest) = e2e_after(&doc, 1.25, 2.5);
+    assert!(
+        slowest >= 120_000,
+        "no window shows the delay: {slowest} µs"
+    );
+}
+
 #[test]
 fn bad_faults_are_one_clear_error_before_any_load() {
     for (args, says) in [
@@ -199,5 +333,39 @@ fn bad_faults_are_one_clear_error_before_any_load() {
             !text(&out.stderr).contains("started an embedded"),
             "{args:?}"
         );
+    }
+}
+
+#[test]
+fn e2e_faults_need_the_embedded_broker() {
+    for (args, says) in [
+        (
+            vec![
+                "--bootstrap-server",
+                "127.0.0.1:1",
+                "--fault",
+                "at=1s kill-broker",
+            ],
+            "--fault: applies to the embedded broker",
+        ),
+        (
+            vec![
+                "--via",
+                "rest-proxy",
+                "--rest-url",
+                "http://127.0.0.1:1",
+                "--value-schema-id",
+                "1",
+                "--fault",
+                "at=1s kill-broker",
+            ],
+            "--fault: not with --via rest-proxy",
+        ),
+    ] {
+        let out = Cmd::new("e2e").args(&args).run(LIMIT);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("started an embedded"), "{args:?}");
     }
 }

@@ -291,7 +291,7 @@ async fn produce(
 async fn consume(
     spec: E2eSpec,
     cluster: Arc<Cluster>,
-    layout: TopicLayout,
+    mut layout: TopicLayout,
     live: Arc<E2eLive>,
     stop: CancellationToken,
     ready: tokio::sync::oneshot::Sender<()>,
@@ -348,7 +348,18 @@ async fn consume(
                 Ok(Membership::RejoinNeeded) => {
                     rejoin(&mut member, &cluster, &layout, &mut positions, &live).await?;
                 }
-                Err(e) => live.error(format!("heartbeat: {e}"), 0),
+                Err(e) => {
+                    live.error(format!("heartbeat: {e}"), 0);
+                    // The coordinator is gone (a broker restarted): find it and join again. A
+                    // broker that stays down fails this too; the next heartbeat tries again.
+                    let moved = matches!(e, ClientError::Kafka { code: 15 | 16, .. });
+                    if (member.coordinator_lost() || moved)
+                        && let Err(e) =
+                            rejoin(&mut member, &cluster, &layout, &mut positions, &live).await
+                    {
+                        live.error(format!("rejoin: {e}"), 0);
+                    }
+                }
             }
         }
         let mut asked: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
@@ -375,10 +386,35 @@ async fn consume(
             Ok(f) => f,
             Err(e) => {
                 live.error(format!("fetch: {e}"), 0);
+                recover(
+                    &e,
+                    &spec.topic,
+                    &cluster,
+                    &mut layout,
+                    &mut positions,
+                    &live,
+                )
+                .await;
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
+        // A log that ends below what was read from it was lost (a broker that restarted empty, an
+        // unclean election): read it again from its start, as auto.offset.reset=earliest would.
+        let behind: Vec<i32> = fetched
+            .iter()
+            .filter(|(p, data)| {
+                data.high_watermark >= 0
+                    && positions
+                        .get(p)
+                        .is_some_and(|pos| data.high_watermark < *pos)
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        if !behind.is_empty() {
+            reset_to_start(&cluster, &layout, &behind, &mut positions, &live).await;
+            continue;
+        }
         // Receipt time: when the response was in hand, one reading for the whole response.
         let in_hand = Instant::now();
         let received_us = in_hand.duration_since(epoch).as_micros() as u64;
@@ -686,6 +722,69 @@ impl Reread<'_> {
                     return;
                 }
             }
+        }
+    }
+}
+
+/// After a failed Fetch: a topic the broker no longer knows by its id or leader (a broker restarted,
+/// the topic created again) → learn its layout again; an offset out of range → read the partition
+/// again from its start. Anything else is retried as it is.
+async fn recover(
+    e: &ClientError,
+    topic: &str,
+    cluster: &Cluster,
+    layout: &mut TopicLayout,
+    positions: &mut BTreeMap<i32, i64>,
+    live: &E2eLive,
+) {
+    const OFFSET_OUT_OF_RANGE: i16 = 1;
+    const STALE_LAYOUT: &[i16] = &[3, 6, 74, 75, 100, 103];
+    let ClientError::Kafka { code, .. } = e else {
+        return;
+    };
+    if STALE_LAYOUT.contains(code) {
+        match cluster.metadata(topic).await {
+            Ok((_, l)) => *layout = l,
+            Err(e) => live.error(format!("fetch: metadata of {topic}: {e}"), 0),
+        }
+    } else if *code == OFFSET_OUT_OF_RANGE {
+        let all: Vec<i32> = positions.keys().copied().collect();
+        reset_to_start(cluster, layout, &all, positions, live).await;
+    }
+}
+
+/// Positions of `partitions` that lie outside their logs now, moved to the log's start; noted in
+/// the errors (with no records: what was acknowledged and not read stays lost).
+async fn reset_to_start(
+    cluster: &Cluster,
+    layout: &TopicLayout,
+    partitions: &[i32],
+    positions: &mut BTreeMap<i32, i64>,
+    live: &E2eLive,
+) {
+    let ends = match cluster.latest_offsets(layout, partitions).await {
+        Ok(ends) => ends,
+        Err(e) => return live.error(format!("fetch: log ends of {}: {e}", layout.name), 0),
+    };
+    let starts = match cluster.earliest_offsets(layout, partitions).await {
+        Ok(starts) => starts,
+        Err(e) => return live.error(format!("fetch: log starts of {}: {e}", layout.name), 0),
+    };
+    for p in partitions {
+        let (Some(pos), Some(end), Some(start)) =
+            (positions.get_mut(p), ends.get(p), starts.get(p))
+        else {
+            continue;
+        };
+        if *pos > *end || *pos < *start {
+            live.error(
+                format!(
+                    "fetch: {}-{p} ends at offset {end}, below the position {pos} (the broker lost its log): read again from offset {start}",
+                    layout.name
+                ),
+                0,
+            );
+            *pos = *start;
         }
     }
 }

@@ -228,7 +228,12 @@ impl Pacer {
                 .schedule_slips
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let permit = self.in_flight.clone().acquire_owned().await.ok()?;
+        // Every request in flight may be stuck (a broker that died answers none until the
+        // delivery timeout): the stop ends the wait for a free slot too.
+        let permit = tokio::select! {
+            _ = stop.cancelled() => return None,
+            p = self.in_flight.clone().acquire_owned() => p.ok()?,
+        };
         let count = self.count.draw(&mut self.rng).max(1);
         // Publish delay: the batch's scheduled time → now, when its request goes out.
         let delay = (tokio::time::Instant::now() - scheduled).as_micros() as u64;

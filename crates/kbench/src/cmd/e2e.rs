@@ -36,6 +36,9 @@ pub struct E2eArgs {
     #[command(flatten)]
     pub progress: crate::progress::ProgressArgs,
 
+    #[command(flatten)]
+    pub fault: crate::faults::FaultArgs,
+
     /// With --agents: the agent that runs the consumer (default: the first); the producers are
     /// split over the others.
     #[arg(long, value_name = "URL")]
@@ -300,6 +303,19 @@ pub async fn run(args: E2eArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let faults = match crate::faults::plan(&args.fault, args.bootstrap_server.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if !faults.is_empty() && (spec.rest.is_some() || args.distributed.given()) {
+        eprintln!(
+            "kbench: error: --fault: not with --via rest-proxy or --agents (faults apply to the embedded broker this process starts)"
+        );
+        return EXIT_USAGE;
+    }
     match args.distributed.list().await {
         Err(e) => {
             eprintln!("kbench: error: {e}");
@@ -323,21 +339,48 @@ pub async fn run(args: E2eArgs) -> u8 {
     };
     if let Some(rest) = &spec.rest {
         let url = rest.proxy.url.clone();
-        let code = drive(&args, spec, &settings, vec![url], Pins::default(), None).await;
+        let code = drive(
+            &args,
+            spec,
+            &settings,
+            vec![url],
+            Pins::default(),
+            None,
+            (Vec::new(), None),
+        )
+        .await;
         if let Some(e) = endpoint {
             e.finish().await;
         }
         return code;
     }
-    let (servers, mut embedded) =
-        match bootstrap_or_embedded(args.bootstrap_server.as_deref()).await {
-            Ok(t) => t,
-            Err((code, e)) => {
-                eprintln!("kbench: error: {e}");
-                return code;
-            }
-        };
-    let code = drive(&args, spec, &settings, servers, pins, embedded.as_mut()).await;
+    let started = if faults.is_empty() {
+        bootstrap_or_embedded(args.bootstrap_server.as_deref())
+            .await
+            .map(|(servers, embedded)| (servers, embedded, None))
+    } else {
+        crate::faults::start_broker(&faults)
+            .await
+            .map(|(broker, proxy, addr)| (vec![addr], Some(broker), proxy))
+            .map_err(|e| (EXIT_FAILED, e))
+    };
+    let (servers, mut embedded, proxy) = match started {
+        Ok(t) => t,
+        Err((code, e)) => {
+            eprintln!("kbench: error: {e}");
+            return code;
+        }
+    };
+    let code = drive(
+        &args,
+        spec,
+        &settings,
+        servers,
+        pins,
+        embedded.as_mut(),
+        (faults, proxy.as_ref()),
+    )
+    .await;
     if let Some(b) = embedded {
         b.stop().await;
     }
@@ -353,10 +396,28 @@ async fn drive(
     settings: &kbench_client::ProducerSettings,
     servers: Vec<String>,
     pins: Pins,
-    mut embedded: Option<&mut EmbeddedBroker>,
+    embedded: Option<&mut EmbeddedBroker>,
+    (faults, proxy): (
+        Vec<kbench_bench::fault::Fault>,
+        Option<&crate::faults::FaultProxy>,
+    ),
 ) -> u8 {
     let bootstrap = servers.join(",");
     let embedded_broker = embedded.is_some();
+    // Under a fault schedule the driver owns the broker (a killed broker is the schedule's doing,
+    // not a reason to stop); otherwise the broker's exit stops the run.
+    let (faulted, mut embedded) = if faults.is_empty() {
+        (None, embedded)
+    } else {
+        (embedded, None)
+    };
+    let recreate = crate::faults::topic_recreator(
+        settings,
+        &pins,
+        &spec.topic,
+        spec.partitions,
+        spec.replication_factor,
+    );
     let mut config = settings.cluster_config(servers, pins);
     if config.client_id == kbench_client::ProducerSettings::default().client_id {
         config.client_id = "kbench-e2e".into();
@@ -423,10 +484,34 @@ async fn drive(
             }
         }
     };
-    let result = tokio::select! {
-        r = run_e2e(&spec, &config, live.clone(), stop.clone()) => r,
-        never = watcher => match never {},
-        never = progress => match never {},
+    let e2e = run_e2e(&spec, &config, live.clone(), stop.clone());
+    let (result, applied) = match faulted {
+        Some(broker) => {
+            let done = CancellationToken::new();
+            let driver = crate::faults::drive(
+                faults,
+                broker,
+                proxy,
+                std::time::Instant::now(),
+                Some(recreate),
+                done.clone(),
+            );
+            let e2e = async {
+                let r = e2e.await;
+                done.cancel();
+                r
+            };
+            tokio::select! {
+                (r, applied) = async { tokio::join!(e2e, driver) } => (r, Some(applied)),
+                never = watcher => match never {},
+                never = progress => match never {},
+            }
+        }
+        None => tokio::select! {
+            r = e2e => (r, None),
+            never = watcher => match never {},
+            never = progress => match never {},
+        },
     };
     bar.finish();
     let mut run = match result {
@@ -468,7 +553,13 @@ async fn drive(
         );
     }
     let slo = crate::args::parse_slo(args.slo.as_deref(), "e2e").unwrap_or_default();
-    let (document, slo_met) = crate::args::check_slo(slo.as_deref(), &doc);
+    let (mut document, slo_met) = crate::args::check_slo(slo.as_deref(), &doc);
+    if let Some(applied) = applied {
+        for f in &applied {
+            println!("{}", crate::faults::line(f));
+        }
+        document["faults"] = serde_json::to_value(&applied).unwrap_or_default();
+    }
     if let Some(path) = &args.json {
         if let Err(e) = write_json(path, &document) {
             eprintln!("kbench: error: {e}");

@@ -506,7 +506,13 @@ async fn execute(
     let embedded_broker = embedded.is_some();
     let bootstrap = servers.join(",");
     let cluster = plan.settings.cluster_config(servers, plan.pins.clone());
-    let recreate = topic_recreator(plan);
+    let recreate = crate::faults::topic_recreator(
+        &plan.settings,
+        &plan.pins,
+        &plan.spec.topic,
+        plan.spec.partitions,
+        plan.spec.replication_factor,
+    );
     let cancel = CancellationToken::new();
     let reason = Arc::new(Mutex::new(None::<String>));
     let job = run_job(
@@ -613,32 +619,6 @@ async fn execute(
         }
     }
     code
-}
-
-/// After a restart-broker fault: the run's topic, created again on the empty broker.
-fn topic_recreator(plan: &Plan) -> crate::faults::Recreate {
-    let settings = plan.settings.clone();
-    let pins = plan.pins.clone();
-    let (topic, partitions, rf) = (
-        plan.spec.topic.clone(),
-        plan.spec.partitions,
-        plan.spec.replication_factor,
-    );
-    Arc::new(move |addr: String| {
-        let config = settings.cluster_config(vec![addr], pins.clone());
-        let topic = topic.clone();
-        Box::pin(async move {
-            let cluster = kbench_client::Cluster::connect(config)
-                .await
-                .map_err(|e| e.to_string())?;
-            cluster
-                .ensure_topic(&topic, partitions, rf)
-                .await
-                .map_err(|e| format!("topic {topic}: {e}"))?;
-            cluster.close(Duration::from_secs(1)).await;
-            Ok(())
-        })
-    })
 }
 
 /// `--find-max-rate`: the steps as they end, the chosen rate, and the chosen step's result.
