@@ -289,6 +289,9 @@ pub struct E2eResultDocument {
     /// A distributed run's consumer: what it read of each producer agent's records.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub segments: Vec<crate::e2e::SegmentFigures>,
+    /// With `--verify`: every record the consumer read, checked against what was acknowledged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::verify::VerifyReport>,
     /// The load and drain window by window (`settings.timeline_interval_ms`): records acked,
     /// failed, consumed and their rates; each window's request duration, publish delay and whole
     /// trip percentiles.
@@ -366,6 +369,7 @@ impl E2eResultDocument {
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
             segments: run.segments.clone(),
+            verification: run.verification.clone(),
             intervals: crate::timeline::intervals_json(
                 run.started_at,
                 crate::e2e::live::TIMELINE_COUNTERS,

@@ -220,3 +220,124 @@ fn consume_verify_counts_what_is_wrong_in_records_librdkafka_wrote() {
     assert_eq!(n(v, "sequence_gaps"), 1);
     assert_eq!(v["lost_from"], "gaps in each producer's sequence");
 }
+
+/// `e2e --verify`: the consumer checks every record as it reads it, against what the producers'
+/// requests had acknowledged — on both brokers; librdkafka then finds the same stamps in the topic.
+#[test]
+fn e2e_verify_checks_every_record_as_the_consumer_reads_it_on_both_brokers() {
+    for kind in BROKERS {
+        let broker = TestBroker::of(kind);
+        let dir = TempDir::new("e2e-verify");
+        let json = dir.path().join("e2e.json");
+        let topic = "e2e-verified";
+        let out = Cmd::on("e2e", &broker)
+            .topic(topic)
+            .args(&[
+                "--partitions",
+                "3",
+                "--producers",
+                "3",
+                "--batch-interval",
+                "10",
+                "--messages-per-batch",
+                "1..8",
+                "--duration",
+                "3s",
+                "--verify",
+            ])
+            .json(&json)
+            .ok(LIMIT);
+        let doc = result_json(&json);
+        let v = &doc["verification"];
+        assert_eq!(v["ok"], true, "{kind:?}: {v}\n{}", text(&out.stdout));
+        let acked = n(&doc, "records_acked");
+        assert!(acked > 0);
+        assert_eq!(n(v, "records_acked"), acked, "{kind:?}: {v}");
+        assert_eq!(n(v, "records_verified"), acked, "{kind:?}: {v}");
+        assert_eq!(n(v, "producers"), 3, "{kind:?}: {v}");
+        assert_eq!(doc["settings"]["verify"], true);
+        let read = librdkafka::read(
+            &broker.addr,
+            topic,
+            3,
+            acked as usize,
+            Duration::from_millis(500),
+            LIMIT,
+        );
+        assert_eq!(read.len() as u64, acked, "{kind:?}");
+        let mut next: BTreeMap<(u64, i32), u64> = BTreeMap::new();
+        for r in &read {
+            let value = r
+                .headers
+                .iter()
+                .find(|(k, _)| k == "kbench-verify")
+                .and_then(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("{kind:?}: no stamp at {}-{}", r.partition, r.offset));
+            let producer = u64::from_be_bytes(value[0..8].try_into().unwrap());
+            let seq = u64::from_be_bytes(value[8..16].try_into().unwrap());
+            let payload = r.value.as_deref().unwrap_or(&[]);
+            assert_eq!(value, stamp(producer, seq, payload), "{kind:?}");
+            let expected = next.entry((producer, r.partition)).or_default();
+            assert_eq!(seq, *expected, "{kind:?}: producer {producer:x}");
+            *expected += 1;
+        }
+    }
+}
+
+/// Under a restart of the in-memory broker, `e2e --verify` and e2e's own accounting agree on what
+/// was lost, and the verifier sees the log go back.
+#[test]
+fn e2e_verify_agrees_with_the_run_on_what_a_restart_lost() {
+    let dir = TempDir::new("e2e-verify-restart");
+    let json = dir.path().join("e2e.json");
+    let out = Cmd::new("e2e")
+        .topic("e2e-verify-restart")
+        .args(&[
+            "--producers",
+            "2",
+            "--batch-interval",
+            "20",
+            "--duration",
+            "4s",
+            "--verify",
+            "--fault",
+            "at=1500ms restart-broker",
+        ])
+        .json(&json)
+        .run(LIMIT);
+    let doc = result_json(&json);
+    let v = &doc["verification"];
+    assert_eq!(n(v, "lost"), n(&doc, "records_lost"), "{v}");
+    assert_eq!(n(v, "records_acked"), n(&doc, "records_acked"), "{v}");
+    assert_eq!(n(v, "records_verified"), n(&doc, "records_consumed"), "{v}");
+    assert!(n(v, "offset_regressions") >= 1, "{v}");
+    let code = out.status.code();
+    assert!(matches!(code, Some(0 | 1 | 5)), "{code:?}");
+}
+
+#[test]
+fn e2e_verify_is_refused_where_nothing_can_check() {
+    for (args, says) in [
+        (
+            vec!["--mode", "producers", "--verify"],
+            "verify: nothing reads",
+        ),
+        (
+            vec![
+                "--via",
+                "rest-proxy",
+                "--rest-url",
+                "http://127.0.0.1:1",
+                "--value-schema-id",
+                "1",
+                "--verify",
+            ],
+            "verify: not through a REST Proxy",
+        ),
+    ] {
+        let out = Cmd::new("e2e").args(&args).run(LIMIT);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -64,6 +64,8 @@ pub struct E2eLive {
     pub errors: Mutex<BTreeMap<String, u64>>,
     /// A distributed run's consumer: this run's records read, per agent's producers.
     pub segments: Mutex<Segments>,
+    /// `--verify`: what the producers had acknowledged and what the consumer checked.
+    pub verify: Mutex<Option<E2eVerify>>,
     phase: Mutex<&'static str>,
     pub(crate) started: Mutex<Option<Instant>>,
 }
@@ -102,6 +104,7 @@ impl Default for E2eLive {
             rest_empty_gets: AtomicU64::new(0),
             errors: Mutex::new(BTreeMap::new()),
             segments: Mutex::new(Segments::default()),
+            verify: Mutex::new(None),
             phase: Mutex::new("starting"),
             started: Mutex::new(None),
         }
@@ -363,6 +366,49 @@ pub struct E2eRun {
     pub peak_rss_kib: u64,
     pub errors: BTreeMap<String, u64>,
     pub aborted: Option<String>,
+    /// `--verify`: the consumer's record-by-record check against what was acknowledged.
+    pub verification: Option<crate::verify::VerifyReport>,
+}
+
+/// `--verify` in an e2e run: producer `i` stamps its records as producer `base + i`; each ack is
+/// recorded in `written`, each record read is checked by `verifier`.
+#[derive(Debug)]
+pub struct E2eVerify {
+    pub base: u64,
+    pub written: crate::verify::Written,
+    pub verifier: crate::verify::Verifier,
+}
+
+impl E2eVerify {
+    /// For `producers` producers numbered from `first` (a consumer-only run: any stamped record).
+    pub fn new(producers: Option<(u32, usize)>) -> E2eVerify {
+        let base = crate::verify::new_producer_id();
+        match producers {
+            Some((first, n)) => {
+                let ids: Vec<u64> = (0..n as u64)
+                    .map(|i| base.wrapping_add(u64::from(first) + i))
+                    .collect();
+                E2eVerify {
+                    base,
+                    written: crate::verify::Written {
+                        producers: ids.clone(),
+                        ..Default::default()
+                    },
+                    verifier: crate::verify::Verifier::for_producers(&ids),
+                }
+            }
+            None => E2eVerify {
+                base,
+                written: Default::default(),
+                verifier: crate::verify::Verifier::any_producer(),
+            },
+        }
+    }
+
+    /// Producer `idx`'s stamp id.
+    pub fn producer_id(&self, idx: u32) -> u64 {
+        self.base.wrapping_add(u64::from(idx))
+    }
 }
 
 /// What the REST Proxy driver measured beside the common figures.

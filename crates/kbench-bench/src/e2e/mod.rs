@@ -43,6 +43,13 @@ pub async fn run_e2e(
     stop: CancellationToken,
 ) -> Result<E2eRun, BenchError> {
     spec.validate()?;
+    if spec.verify {
+        let producers = spec
+            .mode
+            .has_producers()
+            .then_some((spec.producer_base, spec.producers));
+        *live.verify.lock().expect("verify lock") = Some(live::E2eVerify::new(producers));
+    }
     match &spec.rest {
         Some(rest) => {
             let driver = rest::Rest::new(spec, rest).await?;

@@ -6,7 +6,7 @@
 //! records it has not read (see [`readable_until`]), heartbeats, commits by the one commit rule, and
 //! leaves the group at the end.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,7 @@ use crate::e2e::phases::{
 };
 use crate::e2e::spec::{E2eMode, E2eSpec};
 use crate::error::BenchError;
+use crate::verify::{Stamp, VERIFY_HEADER};
 
 /// The header that carries a record's send time (8 bytes, big-endian µs since the run's epoch).
 pub const SENT_HEADER: &[u8] = b"kbench-sent-us";
@@ -221,7 +222,18 @@ async fn produce(
     } else {
         (SENT_HEADER, false)
     };
+    // --verify: this producer's stamp id, and its next sequence number per partition.
+    let stamp_id = live
+        .verify
+        .lock()
+        .expect("verify lock")
+        .as_ref()
+        .map(|v| v.producer_id(idx));
+    let mut stamp_seqs: HashMap<i32, u64> = HashMap::new();
     while let Some((permit, count)) = pacer.next_batch(&stop).await {
+        let partition = partitions[next_partition % partitions.len()];
+        next_partition += 1;
+        let first_stamp = stamp_seqs.get(&partition).copied().unwrap_or(0);
         let sent_us = if wall {
             crate::clock::wall_us()
         } else {
@@ -234,13 +246,30 @@ async fn produce(
         }];
         builder.start_now();
         let timestamp = now_ms();
-        for _ in 0..count {
+        for i in 0..count as u64 {
             let size = pacer.size();
             key[8..16].copy_from_slice(&seq.to_be_bytes());
             seq += 1;
-            builder.append(timestamp, Some(&key), Some(&values[..size]), &header);
+            let value = &values[..size];
+            match stamp_id {
+                Some(producer) => {
+                    let stamp = Stamp::encode(producer, first_stamp + i, value);
+                    let headers = [
+                        header[0],
+                        RecordHeader {
+                            key: VERIFY_HEADER,
+                            value: Some(&stamp),
+                        },
+                    ];
+                    builder.append(timestamp, Some(&key), Some(value), &headers);
+                }
+                None => builder.append(timestamp, Some(&key), Some(value), &header),
+            }
         }
         let records = count as u64;
+        if stamp_id.is_some() {
+            stamp_seqs.insert(partition, first_stamp + records);
+        }
         add(&live.produced, records);
         let batch: Bytes = match builder.finish() {
             Ok(b) => b,
@@ -250,8 +279,6 @@ async fn produce(
                 continue;
             }
         };
-        let partition = partitions[next_partition % partitions.len()];
-        next_partition += 1;
         let cluster = cluster.clone();
         let layout = layout.clone();
         let live = live.clone();
@@ -268,6 +295,11 @@ async fn produce(
             match outcome {
                 ProduceOutcome::Acked { .. } => {
                     add(&live.acked, records);
+                    if let Some(producer) = stamp_id
+                        && let Some(v) = live.verify.lock().expect("verify lock").as_mut()
+                    {
+                        v.written.ack(producer, partition, first_stamp, records);
+                    }
                     if gather {
                         let _ = live
                             .producer_latency
@@ -423,67 +455,79 @@ async fn consume(
         let mut firsts: Vec<u32> = Vec::new();
         let mut got = 0u64;
         let mut trips: Vec<u64> = Vec::new();
-        for (partition, data) in &fetched {
-            let Some(position) = positions.get(partition).copied() else {
-                continue;
-            };
-            let gaps = gaps.entry(*partition).or_default();
-            let limit = readable_until(&data.records, position, gaps, gap_hold, &live);
-            let mut next = position;
-            let result = decoder.decode_all(&data.records, |header, record| {
-                if header.base_offset >= limit {
-                    return; // at or past a hole still held: asked for again next time
-                }
-                next = next.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
-                if record.offset < position || header.is_control() {
-                    return;
-                }
-                got += 1;
-                match record_id(record.key) {
-                    Some((tag, producer, seq)) if tag == run_tag || wall_clock => {
-                        add(&live.consumed, 1);
-                        if seen.mark(tag, producer, seq) {
-                            add(&live.duplicates, 1);
-                            return;
-                        }
-                        if peers {
-                            firsts.push(producer);
-                        }
-                        if !spec.gather_latencies {
-                            return;
-                        }
-                        if peers {
-                            if let Some(sent) = record
+        // Held for the response, never across an await.
+        {
+            let mut verify = live.verify.lock().expect("verify lock");
+            for (partition, data) in &fetched {
+                let Some(position) = positions.get(partition).copied() else {
+                    continue;
+                };
+                let gaps = gaps.entry(*partition).or_default();
+                let limit = readable_until(&data.records, position, gaps, gap_hold, &live);
+                let mut next = position;
+                let result = decoder.decode_all(&data.records, |header, record| {
+                    if header.base_offset >= limit {
+                        return; // at or past a hole still held: asked for again next time
+                    }
+                    next = next.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
+                    if record.offset < position || header.is_control() {
+                        return;
+                    }
+                    got += 1;
+                    if let Some(v) = verify.as_mut() {
+                        v.verifier.check(
+                            *partition,
+                            record.offset,
+                            Stamp::of(&record),
+                            record.value.unwrap_or_default(),
+                        );
+                    }
+                    match record_id(record.key) {
+                        Some((tag, producer, seq)) if tag == run_tag || wall_clock => {
+                            add(&live.consumed, 1);
+                            if seen.mark(tag, producer, seq) {
+                                add(&live.duplicates, 1);
+                                return;
+                            }
+                            if peers {
+                                firsts.push(producer);
+                            }
+                            if !spec.gather_latencies {
+                                return;
+                            }
+                            if peers {
+                                if let Some(sent) = record
+                                    .headers()
+                                    .find(|(k, _)| *k == SENT_WALL_HEADER)
+                                    .and_then(|(_, v)| v)
+                                    .and_then(|v| <[u8; 8]>::try_from(v).ok())
+                                {
+                                    let trip = received_wall_us as i64
+                                        - u64::from_be_bytes(sent) as i64
+                                        + clock_ahead(producer);
+                                    trips.push(trip.max(1) as u64);
+                                }
+                            } else if wall_clock {
+                                let trip_ms = received_wall_ms.saturating_sub(record.timestamp);
+                                trips.push((trip_ms.max(0) as u64) * 1000);
+                            } else if let Some(sent) = record
                                 .headers()
-                                .find(|(k, _)| *k == SENT_WALL_HEADER)
+                                .find(|(k, _)| *k == SENT_HEADER)
                                 .and_then(|(_, v)| v)
                                 .and_then(|v| <[u8; 8]>::try_from(v).ok())
                             {
-                                let trip = received_wall_us as i64
-                                    - u64::from_be_bytes(sent) as i64
-                                    + clock_ahead(producer);
-                                trips.push(trip.max(1) as u64);
+                                trips.push(received_us.saturating_sub(u64::from_be_bytes(sent)));
                             }
-                        } else if wall_clock {
-                            let trip_ms = received_wall_ms.saturating_sub(record.timestamp);
-                            trips.push((trip_ms.max(0) as u64) * 1000);
-                        } else if let Some(sent) = record
-                            .headers()
-                            .find(|(k, _)| *k == SENT_HEADER)
-                            .and_then(|(_, v)| v)
-                            .and_then(|v| <[u8; 8]>::try_from(v).ok())
-                        {
-                            trips.push(received_us.saturating_sub(u64::from_be_bytes(sent)));
                         }
+                        _ => add(&live.foreign, 1),
                     }
-                    _ => add(&live.foreign, 1),
+                });
+                if let Err(e) = result {
+                    live.error(format!("decode {}-{partition}: {e}", layout.name), 0);
                 }
-            });
-            if let Err(e) = result {
-                live.error(format!("decode {}-{partition}: {e}", layout.name), 0);
-            }
-            if next > position {
-                positions.insert(*partition, next);
+                if next > position {
+                    positions.insert(*partition, next);
+                }
             }
         }
         if !firsts.is_empty() {
@@ -694,20 +738,31 @@ impl Reread<'_> {
                 }
                 let from = offset;
                 let mut late_producers: Vec<u32> = Vec::new();
-                let decoded = decoder.decode_all(&fetched.records, |header, record| {
-                    offset =
-                        offset.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
-                    if record.offset < from || record.offset >= end || header.is_control() {
-                        return;
-                    }
-                    if let Some((tag, producer, seq)) = record_id(record.key)
-                        && tag == self.run_tag
-                        && !seen.mark(tag, producer, seq)
-                    {
-                        add(&live.late, 1);
-                        late_producers.push(producer);
-                    }
-                });
+                let decoded = {
+                    let mut verify = live.verify.lock().expect("verify lock");
+                    decoder.decode_all(&fetched.records, |header, record| {
+                        offset = offset
+                            .max(header.base_offset + i64::from(header.last_offset_delta) + 1);
+                        if record.offset < from || record.offset >= end || header.is_control() {
+                            return;
+                        }
+                        if let Some(v) = verify.as_mut() {
+                            v.verifier.check(
+                                partition,
+                                record.offset,
+                                Stamp::of(&record),
+                                record.value.unwrap_or_default(),
+                            );
+                        }
+                        if let Some((tag, producer, seq)) = record_id(record.key)
+                            && tag == self.run_tag
+                            && !seen.mark(tag, producer, seq)
+                        {
+                            add(&live.late, 1);
+                            late_producers.push(producer);
+                        }
+                    })
+                };
                 if !late_producers.is_empty() {
                     let mut segments = live.segments.lock().expect("segments lock");
                     for p in late_producers.drain(..) {

@@ -484,6 +484,10 @@ pub(crate) fn conclude(
     };
     let segment_figures = segments.figures();
     drop(segments);
+    let verification = live.verify.lock().expect("verify lock").as_ref().map(|v| {
+        v.verifier
+            .report(spec.mode.has_producers().then_some(&v.written))
+    });
     let h = |m: &Mutex<Histogram<u64>>| m.lock().expect("latency lock").clone();
     E2eRun {
         startup: phases.startup,
@@ -540,6 +544,7 @@ pub(crate) fn conclude(
         peak_rss_kib: peak_rss_kib(),
         errors: live.errors.lock().expect("errors lock").clone(),
         aborted: phases.aborted,
+        verification,
     }
 }
 

@@ -189,6 +189,10 @@ pub struct E2eSpec {
     pub drain: Duration,
     /// Record latency histograms (counts are always kept).
     pub gather_latencies: bool,
+    /// `--verify`: every record stamped (producer, sequence, checksum: `kbench-verify`) and checked
+    /// by the consumer as it reads — order, integrity, and what the broker acknowledged.
+    #[serde(default)]
+    pub verify: bool,
     pub seed: u64,
     /// Through a Kafka REST Proxy instead of the Kafka protocol (never sent to agents).
     #[serde(skip)]
@@ -251,6 +255,7 @@ impl Default for E2eSpec {
             duration: None,
             drain: Duration::from_secs(10),
             gather_latencies: true,
+            verify: false,
             seed: random_seed(),
             rest: None,
             limits: Limits::default(),
@@ -317,6 +322,18 @@ impl E2eSpec {
             1..=MAX_RECORDS_PER_REQUEST,
         )?;
         check_range("max_in_flight", self.max_in_flight, 1..=1_000)?;
+        if self.verify && self.rest.is_some() {
+            return Err(SpecError::new(
+                "verify",
+                "not through a REST Proxy (the stamp travels in a record header)",
+            ));
+        }
+        if self.verify && self.mode == E2eMode::Producers {
+            return Err(SpecError::new(
+                "verify",
+                "nothing reads in producer-only mode: verify with `kbench produce --verify`, or run the consumer",
+            ));
+        }
         check_range("consume_max_bytes", self.consume_max_bytes, 1..=i32::MAX)?;
         if let CommitMode::Interval(d) = self.commit {
             if d.is_zero() {
@@ -412,6 +429,7 @@ impl E2eSpec {
             "drain_s": self.drain.as_secs_f64(),
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "gather_latencies": self.gather_latencies,
+            "verify": self.verify,
             "via": if self.rest.is_some() { "rest-proxy" } else { "kafka" },
             "rest_proxy": self.rest.as_ref().map(|r| serde_json::json!({
                 "url": r.proxy.url,

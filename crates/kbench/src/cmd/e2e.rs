@@ -147,6 +147,13 @@ pub struct E2eArgs {
     #[arg(long)]
     pub seed: Option<u64>,
 
+    /// Stamp every record (producer, sequence, CRC-32C of the value, in a `kbench-verify` header)
+    /// and check each as the consumer reads it: lost, duplicated, reordered, corrupted and
+    /// unexpected records against what the broker acknowledged land in the result
+    /// (`verification`); exit code 5 when any was lost, reordered or corrupted.
+    #[arg(long)]
+    pub verify: bool,
+
     /// How to reach Kafka: `kafka` (the Kafka protocol; the default) or `rest-proxy` (a Kafka REST
     /// Proxy, --rest-url).
     #[arg(long, value_parser = ["kafka", "rest-proxy"])]
@@ -205,6 +212,7 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     set(&mut spec.partitions, args.partitions);
     set(&mut spec.producers, args.producers);
     set(&mut spec.batch_interval_ms, args.batch_interval);
+    spec.verify = args.verify;
     set(&mut spec.payload_size, args.payload_size);
     set(&mut spec.messages_per_batch, args.messages_per_batch);
     set(&mut spec.commit, args.commit);
@@ -540,6 +548,9 @@ async fn drive(
         spec.seed,
     );
     print_summary(&run, &doc);
+    if let Some(v) = &run.verification {
+        println!("{}", v.line());
+    }
     if let Some(path) = &args.histogram_log {
         if let Err(e) = crate::args::write_histogram_log(path, run.started_at, &run.timeline) {
             eprintln!("kbench: error: --histogram-log {e}");
@@ -571,6 +582,12 @@ async fn drive(
         EXIT_FAILED
     } else if interrupted && args.duration.is_some() {
         EXIT_INTERRUPTED
+    } else if run
+        .verification
+        .as_ref()
+        .is_some_and(|v| v.ok != Some(true))
+    {
+        crate::args::EXIT_VERIFY
     } else if !slo_met {
         crate::args::EXIT_SLO
     } else {
@@ -609,6 +626,11 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
         Some("--metrics-listen: with --agents, scrape each agent's /metrics".into())
     } else if args.mode.is_some() {
         Some("--mode: a distributed run places the consumer and the producers itself".into())
+    } else if args.verify {
+        Some(
+            "--verify: not with --agents yet (verify each agent's records with produce --verify)"
+                .into(),
+        )
     } else if agents.urls.len() < 2 {
         Some(
             "--agents: an e2e run needs two agents or more: one consumer, producers on the others"
