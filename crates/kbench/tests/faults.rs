@@ -369,3 +369,52 @@ fn e2e_faults_need_the_embedded_broker() {
         assert!(!err.contains("started an embedded"), "{args:?}");
     }
 }
+
+/// `consume --fault`: the schedule counts from the measured read (after the fill); a pause shows in
+/// the fetch latency and loses nothing; a broker killed for good ends the run at its --timeout with
+/// its errors and exit 1.
+#[test]
+fn consume_under_a_pause_and_a_kill() {
+    let dir = TempDir::new("consume-faults");
+    let json = dir.path().join("paused.json");
+    let out = Cmd::new("consume")
+        .topic("consume-paused")
+        .args(&[
+            "--messages",
+            "300000",
+            "--fault",
+            "at=100ms pause-broker=1s",
+        ])
+        .json(&json)
+        .run(LIMIT);
+    let all = text(&out.stdout) + &text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    let doc = result_json(&json);
+    assert_eq!(n(&doc, "records_consumed"), 300_000, "{all}");
+    assert!(
+        n(&doc["fetch_latency"], "max") >= 800_000,
+        "the pause is not in the fetch latency: {}",
+        doc["fetch_latency"]
+    );
+    assert_eq!(doc["faults"][0]["kind"], "pause-broker");
+    let json = dir.path().join("killed.json");
+    let started = std::time::Instant::now();
+    let out = Cmd::new("consume")
+        .topic("consume-killed")
+        .args(&[
+            "--messages",
+            "300000",
+            "--timeout",
+            "2000",
+            "--fault",
+            "at=50ms kill-broker",
+        ])
+        .json(&json)
+        .run(LIMIT);
+    let all = text(&out.stdout) + &text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(started.elapsed() < Duration::from_secs(60), "{all}");
+    let doc = result_json(&json);
+    assert!(n(&doc, "records_consumed") < 300_000, "{all}");
+    assert!(!doc["errors"].as_object().unwrap().is_empty(), "{all}");
+}

@@ -25,6 +25,9 @@ use crate::embedded::bootstrap_or_embedded;
 
 #[derive(Debug, Args, Default)]
 pub struct ConsumeArgs {
+    #[command(flatten)]
+    pub fault: crate::faults::FaultArgs,
+
     /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker
     /// and fills the topic first (see --produce-first).
     #[arg(long, visible_alias = "broker-list")]
@@ -280,6 +283,16 @@ pub async fn run(args: ConsumeArgs) -> u8 {
         }
         plan.spec.timeline_interval = t;
     }
+    let faults = match crate::faults::plan(
+        &args.fault,
+        plan.settings.connection.bootstrap_servers.as_deref(),
+    ) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let topic = plan.spec.topic.clone();
     let endpoint = match args
         .metrics
@@ -289,15 +302,31 @@ pub async fn run(args: ConsumeArgs) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let (servers, mut embedded) =
-        match bootstrap_or_embedded(plan.settings.connection.bootstrap_servers.as_deref()).await {
-            Ok(t) => t,
-            Err((code, e)) => {
-                eprintln!("kbench: error: {e}");
-                return code;
-            }
-        };
-    let code = execute(&args, &plan, servers, embedded.as_mut()).await;
+    let started = if faults.is_empty() {
+        bootstrap_or_embedded(plan.settings.connection.bootstrap_servers.as_deref())
+            .await
+            .map(|(servers, embedded)| (servers, embedded, None))
+    } else {
+        crate::faults::start_broker(&faults)
+            .await
+            .map(|(broker, proxy, addr)| (vec![addr], Some(broker), proxy))
+            .map_err(|e| (EXIT_FAILED, e))
+    };
+    let (servers, mut embedded, proxy) = match started {
+        Ok(t) => t,
+        Err((code, e)) => {
+            eprintln!("kbench: error: {e}");
+            return code;
+        }
+    };
+    let code = execute(
+        &args,
+        &plan,
+        servers,
+        embedded.as_mut(),
+        (faults, proxy.as_ref()),
+    )
+    .await;
     if let Some(b) = embedded {
         b.stop().await;
     }
@@ -312,6 +341,10 @@ async fn execute(
     plan: &Plan,
     servers: Vec<String>,
     embedded: Option<&mut crate::embedded::EmbeddedBroker>,
+    (faults, proxy): (
+        Vec<kbench_bench::fault::Fault>,
+        Option<&crate::faults::FaultProxy>,
+    ),
 ) -> u8 {
     let embedded_broker = embedded.is_some();
     let bootstrap = servers.join(",");
@@ -365,8 +398,32 @@ async fn execute(
             progress: progress.clone(),
         }),
     );
-    let (outcome, interrupted) =
-        crate::signals::until_stopped(job, &cancel, &reason, embedded).await;
+    // Faults count from the measured run's start (after the fill). A restarted in-memory broker
+    // comes back without the topic: what it held is gone, and the run says so.
+    let ((outcome, interrupted), applied) = match embedded {
+        Some(broker) if !faults.is_empty() => {
+            let done = CancellationToken::new();
+            let driver = crate::faults::drive(
+                faults,
+                broker,
+                proxy,
+                std::time::Instant::now(),
+                None,
+                done.clone(),
+            );
+            let job = async {
+                let r = crate::signals::until_stopped(job, &cancel, &reason, None).await;
+                done.cancel();
+                r
+            };
+            let (r, applied) = tokio::join!(job, driver);
+            (r, Some(applied))
+        }
+        embedded => (
+            crate::signals::until_stopped(job, &cancel, &reason, embedded).await,
+            None,
+        ),
+    };
     progress.finish();
     // The drain is over: the producer beside it stops as at the end of a duration.
     finish.cancel();
@@ -455,6 +512,11 @@ async fn execute(
     for (error, n) in &run.errors {
         eprintln!("kbench: {n} × {error}");
     }
+    // kafka-consumer-perf-test exits 0 after its time-out warning; a time-out with errors behind it
+    // (a broker that went away) is a failed run.
+    if run.timed_out && !run.errors.is_empty() {
+        code = EXIT_FAILED;
+    }
     if let Some(v) = &run.verification {
         println!("{}", v.line());
         if v.ok != Some(true) {
@@ -520,9 +582,15 @@ async fn execute(
             EXIT_FAILED
         };
     }
-    let (document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), doc);
+    let (mut document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), doc);
     if !slo_met && code == 0 {
         code = crate::args::EXIT_SLO;
+    }
+    if let Some(applied) = applied {
+        for f in &applied {
+            println!("{}", crate::faults::line(f));
+        }
+        document["faults"] = serde_json::to_value(&applied).unwrap_or_default();
     }
     if let Some(path) = &args.json {
         if let Err(e) = write_json(path, &document) {
