@@ -418,3 +418,43 @@ fn consume_under_a_pause_and_a_kill() {
     assert!(n(&doc, "records_consumed") < 300_000, "{all}");
     assert!(!doc["errors"].as_object().unwrap().is_empty(), "{all}");
 }
+
+/// `omb --fault`: the driver file's servers are set aside for the embedded broker (and said so);
+/// a pause loses nothing and shows in the end-to-end latency.
+#[test]
+fn omb_under_a_pause() {
+    let dir = TempDir::new("omb-faults");
+    let workload = dir.path().join("w.yaml");
+    std::fs::write(
+        &workload,
+        "name: faulted\ntopics: 1\npartitionsPerTopic: 2\nmessageSize: 100\nsubscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nproducersPerTopic: 1\nproducerRate: 1000\nconsumerBacklogSizeGB: 0\ntestDurationMinutes: 0.05\nwarmupDurationMinutes: 0\n",
+    )
+    .unwrap();
+    let driver =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/omb/kafka-test-driver.yaml");
+    let json = dir.path().join("r.json");
+    let out = Cmd::new("omb")
+        .arg(workload.display().to_string())
+        .arg("--driver")
+        .arg(driver.display().to_string())
+        .args(&["--fault", "at=1s pause-broker=1s", "-o"])
+        .arg(dir.path().join("omb.json").display().to_string())
+        .json(&json)
+        .run(LIMIT);
+    let all = text(&out.stdout) + &text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains("--fault runs against the embedded broker"),
+        "{all}"
+    );
+    let doc = result_json(&json);
+    let sent = n(&doc, "records_sent");
+    assert_eq!(sent, n(&doc, "records_acked") + n(&doc, "records_failed"));
+    assert_eq!(n(&doc, "records_failed"), 0, "{all}");
+    assert!(
+        n(&doc["end_to_end"], "max") >= 800_000,
+        "the pause is not in the end-to-end latency: {}",
+        doc["end_to_end"]
+    );
+    assert_eq!(doc["faults"][0]["kind"], "pause-broker");
+}

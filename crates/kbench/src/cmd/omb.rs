@@ -18,6 +18,9 @@ use crate::embedded::bootstrap_or_embedded;
 
 #[derive(Debug, Args, Default)]
 pub struct OmbArgs {
+    #[command(flatten)]
+    pub fault: crate::faults::FaultArgs,
+
     /// An OMB workload file (OMB's workloads/*.yaml format, read unmodified).
     pub workload: PathBuf,
 
@@ -151,6 +154,24 @@ pub async fn run(args: OmbArgs) -> u8 {
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
     }
+    let faults = match crate::faults::plan(&args.fault, args.bootstrap_server.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("kbench: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    // A fault schedule runs against the embedded broker that kbench controls: the driver file's
+    // servers (every OMB driver names some) are set aside, and said so.
+    let given = match &spec.producer.bootstrap_servers {
+        Some(servers) if !faults.is_empty() && args.bootstrap_server.is_none() => {
+            eprintln!(
+                "kbench: not applied: driver bootstrap.servers={servers}: --fault runs against the embedded broker"
+            );
+            None
+        }
+        driver => args.bootstrap_server.clone().or_else(|| driver.clone()),
+    };
     let topic = spec.topic_prefix.clone();
     let endpoint = match args
         .metrics
@@ -160,18 +181,32 @@ pub async fn run(args: OmbArgs) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let given = args
-        .bootstrap_server
-        .clone()
-        .or_else(|| spec.producer.bootstrap_servers.clone());
-    let (servers, mut embedded) = match bootstrap_or_embedded(given.as_deref()).await {
+    let started = if faults.is_empty() {
+        bootstrap_or_embedded(given.as_deref())
+            .await
+            .map(|(servers, embedded)| (servers, embedded, None))
+    } else {
+        crate::faults::start_broker(&faults)
+            .await
+            .map(|(broker, proxy, addr)| (vec![addr], Some(broker), proxy))
+            .map_err(|e| (EXIT_FAILED, e))
+    };
+    let (servers, mut embedded, proxy) = match started {
         Ok(t) => t,
         Err((code, e)) => {
             eprintln!("kbench: error: {e}");
             return code;
         }
     };
-    let code = execute(&args, &spec, slo.as_deref(), servers, embedded.as_mut()).await;
+    let code = execute(
+        &args,
+        &spec,
+        slo.as_deref(),
+        servers,
+        embedded.as_mut(),
+        (faults, proxy.as_ref()),
+    )
+    .await;
     if let Some(b) = embedded {
         b.stop().await;
     }
@@ -187,6 +222,10 @@ async fn execute(
     slo: Option<&[kbench_bench::slo::Condition]>,
     servers: Vec<String>,
     embedded: Option<&mut crate::embedded::EmbeddedBroker>,
+    (faults, proxy): (
+        Vec<kbench_bench::fault::Fault>,
+        Option<&crate::faults::FaultProxy>,
+    ),
 ) -> u8 {
     let embedded_broker = embedded.is_some();
     let cluster = spec.producer.cluster_config(servers, Pins::default());
@@ -216,8 +255,32 @@ async fn execute(
         |p| println!("{}", report::period_line(p)),
         |n| eprintln!("kbench: {n}"),
     );
-    let (outcome, interrupted) =
-        crate::signals::until_stopped(job, &cancel, &reason, embedded).await;
+    // Faults count from the workload's start (topics created, warm-up included). The workload's
+    // topics are not created again after a restart: what the broker forgot is an error of the run.
+    let ((outcome, interrupted), applied) = match embedded {
+        Some(broker) if !faults.is_empty() => {
+            let done = CancellationToken::new();
+            let driver = crate::faults::drive(
+                faults,
+                broker,
+                proxy,
+                std::time::Instant::now(),
+                None,
+                done.clone(),
+            );
+            let job = async {
+                let r = crate::signals::until_stopped(job, &cancel, &reason, None).await;
+                done.cancel();
+                r
+            };
+            let (r, applied) = tokio::join!(job, driver);
+            (r, Some(applied))
+        }
+        embedded => (
+            crate::signals::until_stopped(job, &cancel, &reason, embedded).await,
+            None,
+        ),
+    };
     let run = match outcome {
         Ok(r) => r,
         Err(e) => {
@@ -274,7 +337,13 @@ async fn execute(
     }
     eprintln!("kbench: OMB result written to {}", output.display());
     let doc = report::kbench_result(spec, &run, target, &args.workload.display().to_string());
-    let (doc, slo_met) = crate::args::check_slo(slo, &doc);
+    let (mut doc, slo_met) = crate::args::check_slo(slo, &doc);
+    if let Some(applied) = applied {
+        for f in &applied {
+            println!("{}", crate::faults::line(f));
+        }
+        doc["faults"] = serde_json::to_value(&applied).unwrap_or_default();
+    }
     if let Some(path) = &args.json
         && let Err(e) = write_json(path, &doc)
     {
