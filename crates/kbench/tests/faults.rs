@@ -243,6 +243,28 @@ fn e2e_a_paused_broker_loses_nothing_and_the_whole_trip_shows_the_pause() {
         out.contains("Fault at=1s pause-broker=1s: from 1.0 s"),
         "{out}"
     );
+    // `kbench report` shades the fault's window on the timelines.
+    let dir = TempDir::new("e2e-paused-report");
+    let json = dir.path().join("r.json");
+    std::fs::write(&json, doc.to_string()).unwrap();
+    let html = dir.path().join("r.html");
+    let out = common::run(
+        &[
+            "report",
+            &json.display().to_string(),
+            "-o",
+            &html.display().to_string(),
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page.matches(r#"class="fault" data-fault="at=1s pause-broker=1s""#)
+            .count(),
+        2,
+        "the pause shaded on the throughput and whole-trip timelines"
+    );
 }
 
 /// A broker that restarts empty: the consumer finds its topic again (a new topic id), reads the

@@ -322,7 +322,9 @@ fn timelines(h: &mut String, runs: &[&Doc]) {
             })
             .collect()
     };
+    let bands = fault_bands(&with);
     h.push_str(&svg::lines(&svg::Lines {
+        bands: bands.clone(),
         name: "timeline-throughput",
         title: "throughput (records acknowledged per second)",
         x_label: "s into the run",
@@ -348,6 +350,7 @@ fn timelines(h: &mut String, runs: &[&Doc]) {
         }
         if !s.is_empty() {
             h.push_str(&svg::lines(&svg::Lines {
+                bands: bands.clone(),
                 name: &format!("timeline-{field}"),
                 title,
                 x_label: "s into the run",
@@ -356,6 +359,39 @@ fn timelines(h: &mut String, runs: &[&Doc]) {
             }));
         }
     }
+}
+
+/// The faults of the runs (`faults`: `--fault`), each as a span in seconds into its run — by the
+/// wall clock, from the run's `start_time` to the fault's `began_at` and `ended_at` (a fault not
+/// ended runs to the chart's end).
+fn fault_bands(runs: &[&&Doc]) -> Vec<(String, f64, f64)> {
+    let at = |v: &Value| {
+        v.as_str()
+            .and_then(|s| humantime::parse_rfc3339_weak(s).ok())
+    };
+    let mut bands = Vec::new();
+    for d in runs {
+        let Some(start) = at(&d.value["start_time"]) else {
+            continue;
+        };
+        for f in d.value["faults"].as_array().into_iter().flatten() {
+            let Some(began) = at(&f["began_at"]) else {
+                continue;
+            };
+            let secs = |t: std::time::SystemTime| match t.duration_since(start) {
+                Ok(d) => d.as_secs_f64(),
+                Err(e) => -e.duration().as_secs_f64(),
+            };
+            let to = at(&f["ended_at"]).map_or(f64::MAX, secs);
+            let label = if runs.len() > 1 {
+                format!("{}: {}", d.label, f["fault"].as_str().unwrap_or("fault"))
+            } else {
+                f["fault"].as_str().unwrap_or("fault").to_string()
+            };
+            bands.push((label, secs(began), to));
+        }
+    }
+    bands
 }
 
 fn accounting(h: &mut String, d: &Doc) {

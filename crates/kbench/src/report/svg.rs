@@ -179,6 +179,8 @@ pub struct Lines<'a> {
     pub x_label: &'a str,
     pub y_label: &'a str,
     pub series: Vec<(String, Vec<(f64, f64)>)>,
+    /// Spans of x shaded behind the series, each with its label: the faults applied during a run.
+    pub bands: Vec<(String, f64, f64)>,
 }
 
 /// A line chart with a linear x axis.
@@ -208,6 +210,23 @@ pub fn lines(c: &Lines) -> String {
         v += xs;
     }
     let mut s = frame.open(c.name, c.title, c.x_label, c.y_label, &ticks);
+    for (i, (label, from, to)) in c.bands.iter().enumerate() {
+        let (a, b) = (from.max(frame.x0), to.min(frame.x1));
+        if b <= a {
+            continue;
+        }
+        let (top, bottom) = (frame.y(frame.y1), frame.y(frame.y0));
+        let _ = write!(
+            s,
+            r##"<rect class="fault" data-fault="{l}" x="{:.1}" y="{top:.1}" width="{:.1}" height="{:.1}" fill="#e8590c" fill-opacity="0.15"><title>{l}</title></rect><text x="{:.1}" y="{:.1}" class="legend" fill="#e8590c">{l}</text>"##,
+            frame.x(a),
+            (frame.x(b) - frame.x(a)).max(1.0),
+            bottom - top,
+            frame.x(a) + 2.0,
+            top + 11.0 + 12.0 * (i % 6) as f64,
+            l = escape(label),
+        );
+    }
     let names: Vec<&str> = c.series.iter().map(|(n, _)| n.as_str()).collect();
     legend(&mut s, &names);
     for (i, (name, points)) in c.series.iter().enumerate() {
@@ -383,7 +402,19 @@ mod tests {
             x_label: "s",
             y_label: "records/s",
             series: vec![("a & b".into(), vec![(0.0, 1.0), (1.0, 3.0)])],
+            bands: vec![
+                ("pause <1s>".into(), 0.25, 0.5),
+                ("past the end".into(), 2.0, 3.0),
+            ],
         });
+        assert!(
+            l.contains(r#"class="fault" data-fault="pause &lt;1s&gt;""#),
+            "{l}"
+        );
+        assert!(
+            !l.contains("past the end"),
+            "a band outside the chart is not drawn"
+        );
         assert!(
             l.contains(r#"data-series="a &amp; b""#) && l.contains("d=\"M"),
             "{l}"
