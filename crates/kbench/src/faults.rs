@@ -79,6 +79,72 @@ pub async fn start_broker(
     }
 }
 
+/// The run's broker: the cluster named, else the embedded broker — for a fault schedule the
+/// embedded broker that the schedule acts on (behind the fault proxy when it has network faults).
+/// An error carries the exit code.
+pub async fn start(
+    faults: &[Fault],
+    bootstrap: Option<&str>,
+) -> Result<(Vec<String>, Option<EmbeddedBroker>, Option<FaultProxy>), (u8, String)> {
+    if faults.is_empty() {
+        crate::embedded::bootstrap_or_embedded(bootstrap)
+            .await
+            .map(|(servers, embedded)| (servers, embedded, None))
+    } else {
+        start_broker(faults)
+            .await
+            .map(|(broker, proxy, addr)| (vec![addr], Some(broker), proxy))
+            .map_err(|e| (crate::args::EXIT_FAILED, e))
+    }
+}
+
+/// `job` under `crate::signals::until_stopped`, and the schedule applied beside it from now: the
+/// driver then owns the broker (a broker the schedule kills is not a reason to stop). Without a
+/// schedule the broker's exit stops the job, as always. The applied faults, when there was a
+/// schedule.
+pub async fn run_under<T>(
+    job: impl std::future::Future<Output = T>,
+    (faults, proxy, recreate): (Vec<Fault>, Option<&FaultProxy>, Option<Recreate>),
+    embedded: Option<&mut EmbeddedBroker>,
+    cancel: &CancellationToken,
+    reason: &std::sync::Mutex<Option<String>>,
+) -> ((T, bool), Option<Vec<AppliedFault>>) {
+    match embedded {
+        Some(broker) if !faults.is_empty() => {
+            let done = CancellationToken::new();
+            let driver = drive(
+                faults,
+                broker,
+                proxy,
+                Instant::now(),
+                recreate,
+                done.clone(),
+            );
+            let job = async {
+                let r = crate::signals::until_stopped(job, cancel, reason, None).await;
+                done.cancel();
+                r
+            };
+            let (r, applied) = tokio::join!(job, driver);
+            (r, Some(applied))
+        }
+        embedded => (
+            crate::signals::until_stopped(job, cancel, reason, embedded).await,
+            None,
+        ),
+    }
+}
+
+/// The applied faults: one line each on stdout, and the result's `faults`.
+pub fn report(applied: Option<Vec<AppliedFault>>, document: &mut serde_json::Value) {
+    if let Some(applied) = applied {
+        for f in &applied {
+            println!("{}", line(f));
+        }
+        document["faults"] = serde_json::to_value(&applied).unwrap_or_default();
+    }
+}
+
 /// After a restart, what the run needs on the empty broker again: its topic.
 pub type Recreate = Arc<
     dyn Fn(

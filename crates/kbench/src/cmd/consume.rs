@@ -21,7 +21,6 @@ use crate::args::{
     EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, parse_compression, parse_interval_ms, positive_u64,
     positive_usize, spec_error, write_json,
 };
-use crate::embedded::bootstrap_or_embedded;
 
 #[derive(Debug, Args, Default)]
 pub struct ConsumeArgs {
@@ -302,17 +301,12 @@ pub async fn run(args: ConsumeArgs) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let started = if faults.is_empty() {
-        bootstrap_or_embedded(plan.settings.connection.bootstrap_servers.as_deref())
-            .await
-            .map(|(servers, embedded)| (servers, embedded, None))
-    } else {
-        crate::faults::start_broker(&faults)
-            .await
-            .map(|(broker, proxy, addr)| (vec![addr], Some(broker), proxy))
-            .map_err(|e| (EXIT_FAILED, e))
-    };
-    let (servers, mut embedded, proxy) = match started {
+    let (servers, mut embedded, proxy) = match crate::faults::start(
+        &faults,
+        plan.settings.connection.bootstrap_servers.as_deref(),
+    )
+    .await
+    {
         Ok(t) => t,
         Err((code, e)) => {
             eprintln!("kbench: error: {e}");
@@ -400,30 +394,8 @@ async fn execute(
     );
     // Faults count from the measured run's start (after the fill). A restarted in-memory broker
     // comes back without the topic: what it held is gone, and the run says so.
-    let ((outcome, interrupted), applied) = match embedded {
-        Some(broker) if !faults.is_empty() => {
-            let done = CancellationToken::new();
-            let driver = crate::faults::drive(
-                faults,
-                broker,
-                proxy,
-                std::time::Instant::now(),
-                None,
-                done.clone(),
-            );
-            let job = async {
-                let r = crate::signals::until_stopped(job, &cancel, &reason, None).await;
-                done.cancel();
-                r
-            };
-            let (r, applied) = tokio::join!(job, driver);
-            (r, Some(applied))
-        }
-        embedded => (
-            crate::signals::until_stopped(job, &cancel, &reason, embedded).await,
-            None,
-        ),
-    };
+    let ((outcome, interrupted), applied) =
+        crate::faults::run_under(job, (faults, proxy, None), embedded, &cancel, &reason).await;
     progress.finish();
     // The drain is over: the producer beside it stops as at the end of a duration.
     finish.cancel();
@@ -586,12 +558,7 @@ async fn execute(
     if !slo_met && code == 0 {
         code = crate::args::EXIT_SLO;
     }
-    if let Some(applied) = applied {
-        for f in &applied {
-            println!("{}", crate::faults::line(f));
-        }
-        document["faults"] = serde_json::to_value(&applied).unwrap_or_default();
-    }
+    crate::faults::report(applied, &mut document);
     if let Some(path) = &args.json {
         if let Err(e) = write_json(path, &document) {
             eprintln!("kbench: error: --json {e}");

@@ -20,7 +20,7 @@ use crate::args::{
     EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, parse_count_span, parse_duration,
     parse_interval_span, positive_i32, positive_usize, spec_error, write_json,
 };
-use crate::embedded::{EmbeddedBroker, bootstrap_or_embedded};
+use crate::embedded::EmbeddedBroker;
 
 #[derive(Debug, Args, Default)]
 pub struct E2eArgs {
@@ -362,23 +362,14 @@ pub async fn run(args: E2eArgs) -> u8 {
         }
         return code;
     }
-    let started = if faults.is_empty() {
-        bootstrap_or_embedded(args.bootstrap_server.as_deref())
-            .await
-            .map(|(servers, embedded)| (servers, embedded, None))
-    } else {
-        crate::faults::start_broker(&faults)
-            .await
-            .map(|(broker, proxy, addr)| (vec![addr], Some(broker), proxy))
-            .map_err(|e| (EXIT_FAILED, e))
-    };
-    let (servers, mut embedded, proxy) = match started {
-        Ok(t) => t,
-        Err((code, e)) => {
-            eprintln!("kbench: error: {e}");
-            return code;
-        }
-    };
+    let (servers, mut embedded, proxy) =
+        match crate::faults::start(&faults, args.bootstrap_server.as_deref()).await {
+            Ok(t) => t,
+            Err((code, e)) => {
+                eprintln!("kbench: error: {e}");
+                return code;
+            }
+        };
     let code = drive(
         &args,
         spec,
@@ -565,12 +556,7 @@ async fn drive(
     }
     let slo = crate::args::parse_slo(args.slo.as_deref(), "e2e").unwrap_or_default();
     let (mut document, slo_met) = crate::args::check_slo(slo.as_deref(), &doc);
-    if let Some(applied) = applied {
-        for f in &applied {
-            println!("{}", crate::faults::line(f));
-        }
-        document["faults"] = serde_json::to_value(&applied).unwrap_or_default();
-    }
+    crate::faults::report(applied, &mut document);
     if let Some(path) = &args.json {
         if let Err(e) = write_json(path, &document) {
             eprintln!("kbench: error: {e}");

@@ -14,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 use crate::args::{
     EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, parse_duration, spec_error, write_json,
 };
-use crate::embedded::bootstrap_or_embedded;
 
 #[derive(Debug, Args, Default)]
 pub struct OmbArgs {
@@ -181,17 +180,8 @@ pub async fn run(args: OmbArgs) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let started = if faults.is_empty() {
-        bootstrap_or_embedded(given.as_deref())
-            .await
-            .map(|(servers, embedded)| (servers, embedded, None))
-    } else {
-        crate::faults::start_broker(&faults)
-            .await
-            .map(|(broker, proxy, addr)| (vec![addr], Some(broker), proxy))
-            .map_err(|e| (EXIT_FAILED, e))
-    };
-    let (servers, mut embedded, proxy) = match started {
+    let (servers, mut embedded, proxy) = match crate::faults::start(&faults, given.as_deref()).await
+    {
         Ok(t) => t,
         Err((code, e)) => {
             eprintln!("kbench: error: {e}");
@@ -257,30 +247,8 @@ async fn execute(
     );
     // Faults count from the workload's start (topics created, warm-up included). The workload's
     // topics are not created again after a restart: what the broker forgot is an error of the run.
-    let ((outcome, interrupted), applied) = match embedded {
-        Some(broker) if !faults.is_empty() => {
-            let done = CancellationToken::new();
-            let driver = crate::faults::drive(
-                faults,
-                broker,
-                proxy,
-                std::time::Instant::now(),
-                None,
-                done.clone(),
-            );
-            let job = async {
-                let r = crate::signals::until_stopped(job, &cancel, &reason, None).await;
-                done.cancel();
-                r
-            };
-            let (r, applied) = tokio::join!(job, driver);
-            (r, Some(applied))
-        }
-        embedded => (
-            crate::signals::until_stopped(job, &cancel, &reason, embedded).await,
-            None,
-        ),
-    };
+    let ((outcome, interrupted), applied) =
+        crate::faults::run_under(job, (faults, proxy, None), embedded, &cancel, &reason).await;
     let run = match outcome {
         Ok(r) => r,
         Err(e) => {
@@ -338,12 +306,7 @@ async fn execute(
     eprintln!("kbench: OMB result written to {}", output.display());
     let doc = report::kbench_result(spec, &run, target, &args.workload.display().to_string());
     let (mut doc, slo_met) = crate::args::check_slo(slo, &doc);
-    if let Some(applied) = applied {
-        for f in &applied {
-            println!("{}", crate::faults::line(f));
-        }
-        doc["faults"] = serde_json::to_value(&applied).unwrap_or_default();
-    }
+    crate::faults::report(applied, &mut doc);
     if let Some(path) = &args.json
         && let Err(e) = write_json(path, &doc)
     {

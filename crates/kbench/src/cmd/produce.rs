@@ -22,7 +22,6 @@ use crate::args::{
     parse_compression, parse_duration, parse_interval_ms, parse_throughput, positive_i16,
     positive_i32, positive_u64, positive_usize, spec_error, write_json,
 };
-use crate::embedded::bootstrap_or_embedded;
 
 #[derive(Debug, Args, Default)]
 pub struct ProduceArgs {
@@ -425,23 +424,14 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
             "latency",
         ));
     }
-    let started = if faults.is_empty() {
-        bootstrap_or_embedded(plan.settings.bootstrap_servers.as_deref())
-            .await
-            .map(|(servers, embedded)| (servers, embedded, None))
-    } else {
-        crate::faults::start_broker(&faults)
-            .await
-            .map(|(broker, proxy, addr)| (vec![addr], Some(broker), proxy))
-            .map_err(|e| (EXIT_FAILED, e))
-    };
-    let (servers, mut embedded, proxy) = match started {
-        Ok(t) => t,
-        Err((code, e)) => {
-            eprintln!("kbench: error: {e}");
-            return code;
-        }
-    };
+    let (servers, mut embedded, proxy) =
+        match crate::faults::start(&faults, plan.settings.bootstrap_servers.as_deref()).await {
+            Ok(t) => t,
+            Err((code, e)) => {
+                eprintln!("kbench: error: {e}");
+                return code;
+            }
+        };
     let code = if args.find_max_rate {
         search(&args, &plan, servers, embedded.is_some()).await
     } else {
@@ -523,30 +513,14 @@ async fn execute(
         reason.clone(),
         Arc::new(Lines(progress.clone())),
     );
-    let ((outcome, interrupted), applied) = match embedded {
-        Some(broker) if !faults.is_empty() => {
-            let done = CancellationToken::new();
-            let driver = crate::faults::drive(
-                faults,
-                broker,
-                proxy,
-                std::time::Instant::now(),
-                Some(recreate),
-                done.clone(),
-            );
-            let job = async {
-                let r = crate::signals::until_stopped(job, &cancel, &reason, None).await;
-                done.cancel();
-                r
-            };
-            let (r, applied) = tokio::join!(job, driver);
-            (r, Some(applied))
-        }
-        embedded => (
-            crate::signals::until_stopped(job, &cancel, &reason, embedded).await,
-            None,
-        ),
-    };
+    let ((outcome, interrupted), applied) = crate::faults::run_under(
+        job,
+        (faults, proxy, Some(recreate)),
+        embedded,
+        &cancel,
+        &reason,
+    )
+    .await;
     progress.finish();
     let outcome = match outcome {
         Ok(o) => o,
@@ -601,12 +575,7 @@ async fn execute(
     if !slo_met && code == 0 {
         code = crate::args::EXIT_SLO;
     }
-    if let Some(applied) = applied {
-        for f in &applied {
-            println!("{}", crate::faults::line(f));
-        }
-        document["faults"] = serde_json::to_value(&applied).unwrap_or_default();
-    }
+    crate::faults::report(applied, &mut document);
     if let Some(path) = json {
         if let Err(e) = write_json(path, &document) {
             eprintln!("kbench: error: --json {e}");

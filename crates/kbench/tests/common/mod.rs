@@ -383,6 +383,20 @@ impl Cmd {
         run(&args, limit)
     }
 
+    /// Run it and require bad input's answer: exit 2, stderr naming `says`, and no embedded broker
+    /// started (refused before any load).
+    pub fn refused(&self, says: &str) {
+        let out = self.run(Duration::from_secs(60));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{:?}: {err}", self.args);
+        assert!(err.contains(says), "{:?}: {err}", self.args);
+        assert!(
+            !err.contains("started an embedded"),
+            "{:?}: {err}",
+            self.args
+        );
+    }
+
     /// Run it and require exit 0; the output.
     pub fn ok(&self, limit: Duration) -> Output {
         let out = self.run(limit);
