@@ -322,16 +322,18 @@ fn e2e_delay_and_loss_slow_the_trip_and_lose_nothing() {
 
 #[test]
 fn bad_faults_are_one_clear_error_before_any_load() {
-    for (args, says) in [
-        (
-            vec![
+    // Faults act on the embedded broker kbench controls, on every workload.
+    for workload in ["produce", "e2e", "consume"] {
+        Cmd::new(workload)
+            .args(&[
                 "--bootstrap-server",
                 "127.0.0.1:1",
                 "--fault",
                 "at=1s kill-broker",
-            ],
-            "--fault: applies to the embedded broker",
-        ),
+            ])
+            .refused("--fault: applies to the embedded broker");
+    }
+    for (args, says) in [
         (vec!["--fault", "at=1s"], "--fault \"at=1s\": what?"),
         (vec!["--fault", "at=1s loss=5"], "not a percentage"),
         (
@@ -344,33 +346,19 @@ fn bad_faults_are_one_clear_error_before_any_load() {
 }
 
 #[test]
-fn e2e_faults_need_the_embedded_broker() {
-    for (args, says) in [
-        (
-            vec![
-                "--bootstrap-server",
-                "127.0.0.1:1",
-                "--fault",
-                "at=1s kill-broker",
-            ],
-            "--fault: applies to the embedded broker",
-        ),
-        (
-            vec![
-                "--via",
-                "rest-proxy",
-                "--rest-url",
-                "http://127.0.0.1:1",
-                "--value-schema-id",
-                "1",
-                "--fault",
-                "at=1s kill-broker",
-            ],
-            "--fault: not with --via rest-proxy",
-        ),
-    ] {
-        Cmd::new("e2e").args(&args).refused(says);
-    }
+fn e2e_faults_are_refused_through_a_rest_proxy() {
+    Cmd::new("e2e")
+        .args(&[
+            "--via",
+            "rest-proxy",
+            "--rest-url",
+            "http://127.0.0.1:1",
+            "--value-schema-id",
+            "1",
+            "--fault",
+            "at=1s kill-broker",
+        ])
+        .refused("--fault: not with --via rest-proxy");
 }
 
 /// `consume --fault`: the schedule counts from the measured read (after the fill); a pause shows in
