@@ -302,9 +302,34 @@ impl Connection {
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
         let mut version = 3;
         loop {
-            let response: ApiVersionsResponse = self
-                .request_at(ApiKey::ApiVersions, version, &request)
+            let (correlation_id, frame) = self
+                .request_frame(ApiKey::ApiVersions, version, &request)
                 .await?;
+            // A broker that does not know this ApiVersions version answers in v0 (UNSUPPORTED_VERSION
+            // and its own ranges, KIP-511), as Kafka before 2.4 does: read it as v0 when it does not
+            // decode at the version asked. One whose answer decodes neither way but starts with
+            // UNSUPPORTED_VERSION (librdkafka's mock cluster writes a v3 error half flexible) is
+            // asked again a version lower.
+            let response: ApiVersionsResponse = match decode_response(
+                ApiKey::ApiVersions,
+                version,
+                correlation_id,
+                frame.clone(),
+            ) {
+                Ok(r) => r,
+                Err(e) if version > 0 => {
+                    match decode_response(ApiKey::ApiVersions, 0, correlation_id, frame.clone()) {
+                        Ok(r) => r,
+                        // The body's first field, after the 4-byte correlation id.
+                        Err(_) if frame.get(4..6) == Some(&35i16.to_be_bytes()[..]) => {
+                            version -= 1;
+                            continue;
+                        }
+                        Err(_) => return Err(e.into()),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            };
             let ranges = ApiRanges::from_response(&response);
             match response.error_code {
                 0 => return Ok((version, ranges)),
