@@ -124,6 +124,10 @@ pub struct ResultDocument {
     /// With `--verify`: the topic read back after the run and checked record by record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::verify::VerifyReport>,
+    /// With `enable.idempotence=true` or a `transactional.id`: the producer ids, the retried
+    /// batches the broker already held, and the transactions committed and aborted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub producer: Option<crate::produce::phase::ProducerReport>,
 }
 
 /// One repetition's figures: the samples `kbench compare` works on.
@@ -211,6 +215,7 @@ impl ResultDocument {
                 &run.timeline,
             ),
             verification: None,
+            producer: run.producer.clone(),
         }
     }
 }

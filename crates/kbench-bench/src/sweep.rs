@@ -363,6 +363,7 @@ pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTo
         retries: 5,
         retry_backoff: Duration::from_millis(100),
         delivery_timeout: Duration::from_secs(60),
+        idempotent: false,
     };
     let mut builder = RecordBatchBuilder::new(Compression::None);
     let mut checksum = 0u32;
@@ -447,6 +448,7 @@ async fn produce_rep(
             retries: 3,
             retry_backoff: Duration::from_millis(100),
             delivery_timeout: s.stall_timeout,
+            idempotent: false,
         },
         max_in_flight: 5,
         records_per_batch: Some(workload.records_per_request()),

@@ -62,6 +62,13 @@ pub struct ProducerSettings {
     /// The mechanism `sasl.jaas.config`'s login module implies, used when `sasl.mechanism` is not
     /// given (PlainLoginModule → PLAIN).
     pub jaas_mechanism: Option<crate::sasl::SaslMechanism>,
+    /// `enable.idempotence`: batches carry a producer id (InitProducerId) and per-partition
+    /// sequence numbers, so the broker drops a retried batch it already holds. Off by default, as
+    /// in librdkafka (Java turned it on in 3.0; kbench's figures stay comparable with earlier runs).
+    pub idempotence: bool,
+    /// `transactional.id`: records go in transactions (InitProducerId at the transaction
+    /// coordinator, AddPartitionsToTxn, EndTxn); implies idempotence.
+    pub transactional_id: Option<String>,
 }
 
 impl Default for ProducerSettings {
@@ -84,12 +91,14 @@ impl Default for ProducerSettings {
             tls: None,
             sasl: None,
             jaas_mechanism: None,
+            idempotence: false,
+            transactional_id: None,
         }
     }
 }
 
 /// Keys accepted and deliberately without effect here (serializers: kbench writes bytes itself).
-const IGNORED: &[&str] = &["key.serializer", "value.serializer", "enable.idempotence"];
+const IGNORED: &[&str] = &["key.serializer", "value.serializer"];
 
 /// Keys users may pass that kbench does not implement yet: an error, never a silent default.
 const UNSUPPORTED: &[&str] = &[
@@ -97,7 +106,6 @@ const UNSUPPORTED: &[&str] = &[
     "sasl.oauthbearer.config",
     "sasl.login.callback.handler.class",
     "sasl.client.callback.handler.class",
-    "transactional.id",
     "partitioner.class",
 ];
 
@@ -273,10 +281,18 @@ impl ProducerSettings {
                     }
                 }
             }
-            "enable.idempotence" if value.eq_ignore_ascii_case("true") => {
-                return Err(bad(
-                    "idempotent produce is not supported yet; use enable.idempotence=false",
-                ));
+            "transactional.id" => {
+                if value.is_empty() {
+                    return Err(bad("must not be empty"));
+                }
+                self.transactional_id = Some(value.to_string());
+            }
+            "enable.idempotence" => {
+                self.idempotence = match value.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad("expected true or false")),
+                }
             }
             k if IGNORED.contains(&k) => {}
             k if UNSUPPORTED.contains(&k) => {
@@ -295,9 +311,45 @@ impl ProducerSettings {
         Ok(())
     }
 
+    /// enable.idempotence and transactional.id against the delivery settings (called by
+    /// [`finish`](Self::finish), and again by a front end whose flags changed them since).
+    pub fn check_idempotence(&mut self) -> Result<(), PropertyError> {
+        if self.transactional_id.is_some() {
+            // A transactional producer is an idempotent one (Java: enable.idempotence=false with
+            // a transactional.id is a ConfigException).
+            self.idempotence = true;
+        }
+        if self.idempotence {
+            // Java's producer refuses the same combinations (ConfigException).
+            let who = if self.transactional_id.is_some() {
+                "transactional.id (an idempotent producer)"
+            } else {
+                "enable.idempotence=true"
+            };
+            let needs = |key: &str, what: &str| PropertyError::Setup {
+                key: key.into(),
+                reason: format!("{who} needs {what}"),
+            };
+            if self.acks != Acks::All {
+                return Err(needs("acks", "acks=all"));
+            }
+            if self.max_in_flight > 5 {
+                return Err(needs(
+                    "max.in.flight.requests.per.connection",
+                    "max.in.flight.requests.per.connection of at most 5",
+                ));
+            }
+            if self.retries == 0 {
+                return Err(needs("retries", "retries above 0"));
+            }
+        }
+        Ok(())
+    }
+
     /// Check the settings together and build what they need (TLS: files read, certificates
     /// parsed), so that a bad file is an error naming its property before anything is contacted.
     pub fn finish(&mut self) -> Result<(), PropertyError> {
+        self.check_idempotence()?;
         let tls = &self.security.tls;
         if !self.security.protocol.uses_tls()
             && (tls.ca_file.is_some() || tls.certificate_file.is_some() || tls.key_file.is_some())
@@ -374,6 +426,7 @@ impl ProducerSettings {
             retries: self.retries,
             retry_backoff: self.retry_backoff,
             delivery_timeout: self.delivery_timeout,
+            idempotent: self.idempotence,
         }
     }
 

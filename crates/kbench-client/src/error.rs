@@ -55,6 +55,14 @@ impl ClientError {
         }
     }
 
+    /// The Kafka error code, when the broker answered with one.
+    pub fn code(&self) -> Option<i16> {
+        match self {
+            ClientError::Kafka { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
     /// Whether retrying the same request later may succeed: lost connections, time-outs and the error
     /// codes Kafka marks retriable.
     pub fn is_retriable(&self) -> bool {

@@ -470,9 +470,23 @@ fn membership(api: &str, group: &str, code: i16) -> Result<Membership, ClientErr
 
 /// FindCoordinator (key type group), at the version the bootstrap broker and kbench share.
 async fn find_coordinator(cluster: &Cluster, group: &str) -> Result<Arc<Connection>, ClientError> {
+    find_coordinator_of(cluster, group, 0).await
+}
+
+/// The coordinator of `key`: a consumer group's (`key_type` 0) or a transactional id's (1).
+pub(crate) async fn find_coordinator_of(
+    cluster: &Cluster,
+    group: &str,
+    key_type: i8,
+) -> Result<Arc<Connection>, ClientError> {
     let bootstrap = cluster.control_connection().await?;
     let version = cluster.version_on(&bootstrap, ApiKey::FindCoordinator)?;
-    let mut request = FindCoordinatorRequest::default();
+    if key_type != 0 && version < 1 {
+        return Err(ClientError::Other(format!(
+            "FindCoordinator v{version} cannot look up a transaction coordinator (v1 or later needed)"
+        )));
+    }
+    let mut request = FindCoordinatorRequest::default().with_key_type(key_type);
     request = if version >= 4 {
         request.with_coordinator_keys(vec![str_bytes(group)])
     } else {

@@ -1,6 +1,7 @@
 //! Tokio I/O and the Kafka conversations kbench needs: one pipelined connection per broker,
 //! ApiVersions negotiation on connect, metadata and leader routing, topic creation, produce with
-//! retries, fetch, and the classic consumer-group conversation.
+//! retries, idempotent and transactional producers, fetch, and the classic consumer-group
+//! conversation.
 //!
 //! Bytes are made and read by `kbench-wire`; this crate never times or counts anything for a result
 //! (that is `kbench-bench`'s job): it only moves requests and says what happened to them.
@@ -15,6 +16,7 @@ pub mod partitioner;
 pub mod produce;
 pub mod sasl;
 pub mod security;
+pub mod txn;
 
 pub use cluster::{Cluster, ClusterConfig, PartitionLeader, TopicLayout};
 pub use config::{
@@ -27,3 +29,4 @@ pub use group::{GroupConfig, GroupMember, Membership};
 pub use produce::{Acks, ProduceOutcome, ProducerConfig};
 pub use sasl::{Sasl, SaslMechanism, SaslSettings, Secret};
 pub use security::{SecurityProtocol, SecuritySettings, Tls, TlsSettings};
+pub use txn::{ProducerIdentity, Transactions};

@@ -66,6 +66,11 @@ pub struct ProducerConfig {
     pub retry_backoff: Duration,
     /// Upper bound from first send to final outcome (`delivery.timeout.ms`).
     pub delivery_timeout: Duration,
+    /// Batches carry a producer id and sequence numbers (`enable.idempotence`): the broker's
+    /// DUPLICATE_SEQUENCE_NUMBER for a retried batch means it already holds it (acknowledged), and
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER behind a retried batch is retried, as Java's sender does.
+    #[serde(default)]
+    pub idempotent: bool,
 }
 
 impl Default for ProducerConfig {
@@ -78,7 +83,13 @@ impl Default for ProducerConfig {
 #[derive(Debug, Clone)]
 pub enum ProduceOutcome {
     /// Acknowledged (or, with acks=0, written); `base_offset` is -1 when the broker did not say.
-    Acked { base_offset: i64, attempts: u32 },
+    /// `duplicate`: an idempotent batch the broker already held (DUPLICATE_SEQUENCE_NUMBER on a
+    /// retry whose earlier attempt was written but not answered).
+    Acked {
+        base_offset: i64,
+        attempts: u32,
+        duplicate: bool,
+    },
     /// Given up on; every record in the batch counts as failed.
     Failed { error: ClientError, attempts: u32 },
 }
@@ -119,16 +130,17 @@ impl Cluster {
             Some(node) => self.produce_once(config, topic, node, &batches).await,
             None => Err(no_leader(topic, batches[0].0)),
         };
-        let results: Vec<Result<i64, ClientError>> = match first {
+        let results: Vec<Result<Ack, ClientError>> = match first {
             Ok(per_partition) => per_partition,
             Err(e) => batches.iter().map(|_| Err(e.clone())).collect(),
         };
         let mut outcomes = Vec::with_capacity(batches.len());
         for ((partition, batch), result) in batches.into_iter().zip(results) {
             let outcome = match result {
-                Ok(base_offset) => ProduceOutcome::Acked {
-                    base_offset,
+                Ok(ack) => ProduceOutcome::Acked {
+                    base_offset: ack.base_offset,
                     attempts: 1,
+                    duplicate: ack.duplicate,
                 },
                 Err(error) => {
                     self.deliver(config, topic, partition, batch, started, 1, Some(error))
@@ -157,7 +169,11 @@ impl Cluster {
             if let Some(error) = error.take() {
                 let out_of_time =
                     started.elapsed() + config.retry_backoff >= config.delivery_timeout;
-                if !error.is_retriable() || attempts > config.retries || out_of_time {
+                // Behind a retried batch, an idempotent batch arrives out of order: Java's sender
+                // retries it, and so does this loop (the delivery timeout still bounds it).
+                let retriable = error.is_retriable()
+                    || (config.idempotent && error.code() == Some(OUT_OF_ORDER_SEQUENCE_NUMBER));
+                if !retriable || attempts > config.retries || out_of_time {
                     return ProduceOutcome::Failed { error, attempts };
                 }
                 tracing::debug!(%error, attempts, "produce retry");
@@ -179,10 +195,11 @@ impl Cluster {
                 None => Err(no_leader(topic, partition)),
             };
             match result {
-                Ok(base_offset) => {
+                Ok(ack) => {
                     return ProduceOutcome::Acked {
-                        base_offset,
+                        base_offset: ack.base_offset,
                         attempts,
+                        duplicate: ack.duplicate,
                     };
                 }
                 Err(e) => error = Some(e),
@@ -198,7 +215,7 @@ impl Cluster {
         topic: &TopicLayout,
         node: i32,
         batches: &[(i32, Bytes)],
-    ) -> Result<Vec<Result<i64, ClientError>>, ClientError> {
+    ) -> Result<Vec<Result<Ack, ClientError>>, ClientError> {
         let conn = self.connection(node).await?;
         let version = self.version_on(&conn, ApiKey::Produce)?;
         let topic_ref = if version >= 13 {
@@ -218,7 +235,15 @@ impl Cluster {
             )
             .await?;
         let Some(response) = response else {
-            return Ok(batches.iter().map(|_| Ok(-1)).collect());
+            return Ok(batches
+                .iter()
+                .map(|_| {
+                    Ok(Ack {
+                        base_offset: -1,
+                        duplicate: false,
+                    })
+                })
+                .collect());
         };
         // Named only when something went wrong: no formatting on the hot path.
         let what = |partition: i32| format!("{}-{partition}", topic.name);
@@ -239,6 +264,12 @@ impl Cluster {
                             what(*partition)
                         ))
                     })?;
+                if config.idempotent && p.error_code == DUPLICATE_SEQUENCE_NUMBER {
+                    return Ok(Ack {
+                        base_offset: -1,
+                        duplicate: true,
+                    });
+                }
                 if p.error_code != 0 {
                     return Err(ClientError::kafka(
                         "Produce",
@@ -246,11 +277,25 @@ impl Cluster {
                         p.error_code,
                     ));
                 }
-                Ok(p.base_offset)
+                Ok(Ack {
+                    base_offset: p.base_offset,
+                    duplicate: false,
+                })
             })
             .collect())
     }
 }
+
+/// One partition's answer to a Produce request.
+struct Ack {
+    base_offset: i64,
+    duplicate: bool,
+}
+
+/// OUT_OF_ORDER_SEQUENCE_NUMBER: an idempotent batch's sequence is past the next one expected.
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+/// DUPLICATE_SEQUENCE_NUMBER: the broker already holds an idempotent batch with this sequence.
+const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
 
 fn no_leader(topic: &TopicLayout, partition: i32) -> ClientError {
     // LEADER_NOT_AVAILABLE: retriable, and a metadata refresh may name one.

@@ -47,6 +47,29 @@ pub struct RecordBatchBuilder {
     count: i32,
     /// Size of the last finished batch: the next one reserves this much at once instead of growing.
     last_len: usize,
+    /// The producer the next finished batch names (idempotent and transactional produce); taken by
+    /// `finish`, so each batch is stamped once.
+    producer: Option<BatchProducer>,
+}
+
+/// The producer fields of an idempotent (or transactional) batch: the id and epoch InitProducerId
+/// gave, and the sequence number of the batch's first record in its partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    /// Part of a transaction: the batch's attributes carry the transactional bit.
+    pub transactional: bool,
+}
+
+/// Bit 4 of a batch's attributes: the batch belongs to a transaction.
+pub const TRANSACTIONAL_BIT: i16 = 0x10;
+
+/// The sequence number after `records` records from `sequence`, wrapping past i32::MAX to 0 as
+/// Kafka's producer and broker do.
+pub fn next_sequence(sequence: i32, records: i32) -> i32 {
+    ((i64::from(sequence) + i64::from(records)) % (i64::from(i32::MAX) + 1)) as i32
 }
 
 impl RecordBatchBuilder {
@@ -60,6 +83,7 @@ impl RecordBatchBuilder {
             max_timestamp: 0,
             count: 0,
             last_len: 16 * 1024,
+            producer: None,
         };
         builder.start(now_ms());
         builder
@@ -157,6 +181,12 @@ impl RecordBatchBuilder {
         self.max_timestamp = self.max_timestamp.max(timestamp_ms);
     }
 
+    /// Name a producer in the next finished batch (its id, epoch and first sequence number); without
+    /// this a batch is not idempotent (producer id, epoch and sequence all -1).
+    pub fn set_producer(&mut self, producer: BatchProducer) {
+        self.producer = Some(producer);
+    }
+
     /// `finish` with a compression context shared by several builders (one per partition, when
     /// records are keyed): the builder's own context is left empty.
     pub fn finish_sharing(
@@ -183,7 +213,13 @@ impl RecordBatchBuilder {
             self.records.clear();
             self.out.split()
         };
-        let attributes = self.compression.attribute_bits();
+        let producer = self.producer.take();
+        let attributes = self.compression.attribute_bits()
+            | if producer.is_some_and(|p| p.transactional) {
+                TRANSACTIONAL_BIT
+            } else {
+                0
+            };
         let total = batch.len();
         let batch_length = batch_length(total).inspect_err(|_| {
             self.records.clear();
@@ -201,9 +237,18 @@ impl RecordBatchBuilder {
         h.put_i32(self.count - 1); // lastOffsetDelta
         h.put_i64(self.base_timestamp);
         h.put_i64(self.max_timestamp);
-        h.put_i64(-1); // producerId: not idempotent
-        h.put_i16(-1); // producerEpoch
-        h.put_i32(-1); // baseSequence
+        match producer {
+            Some(p) => {
+                h.put_i64(p.producer_id);
+                h.put_i16(p.producer_epoch);
+                h.put_i32(p.base_sequence);
+            }
+            None => {
+                h.put_i64(-1); // producerId: not idempotent
+                h.put_i16(-1); // producerEpoch
+                h.put_i32(-1); // baseSequence
+            }
+        }
         h.put_i32(self.count);
         let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
         batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
@@ -347,6 +392,49 @@ mod tests {
                 "kafka-protocol folds duplicate keys"
             );
         }
+    }
+
+    #[test]
+    fn a_producer_stamps_one_batch_and_kafka_protocol_reads_it() {
+        for c in [Compression::None, Compression::Zstd] {
+            let mut b = RecordBatchBuilder::new(c);
+            b.set_producer(BatchProducer {
+                producer_id: 7_000_000_001,
+                producer_epoch: 3,
+                base_sequence: 40,
+                transactional: true,
+            });
+            for i in 0..5u8 {
+                b.append(now_ms(), None, Some(&[i]), &[]);
+            }
+            let mut batch = b.finish().unwrap();
+            let crc = u32::from_be_bytes(batch[17..21].try_into().unwrap());
+            assert_eq!(crc, crc32c::crc32c(&batch[21..]), "{c:?}");
+            let set = RecordBatchDecoder::decode(&mut batch).unwrap();
+            let r = &set.records[4];
+            assert_eq!(r.producer_id, 7_000_000_001, "{c:?}");
+            assert_eq!(r.producer_epoch, 3);
+            assert_eq!(
+                r.sequence, 44,
+                "a record's sequence is the base plus its delta"
+            );
+            assert!(r.transactional);
+            // The stamp is for one batch: the next is not idempotent.
+            b.start_now();
+            b.append(now_ms(), None, Some(b"x"), &[]);
+            let mut next = b.finish().unwrap();
+            let set = RecordBatchDecoder::decode(&mut next).unwrap();
+            assert_eq!(set.records[0].producer_id, -1);
+            assert!(!set.records[0].transactional);
+        }
+    }
+
+    #[test]
+    fn sequences_wrap_past_i32_max_as_kafka_does() {
+        assert_eq!(next_sequence(0, 5), 5);
+        assert_eq!(next_sequence(i32::MAX - 1, 1), i32::MAX);
+        assert_eq!(next_sequence(i32::MAX, 1), 0);
+        assert_eq!(next_sequence(i32::MAX - 2, 10), 7);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod records;
 pub mod varint;
 pub mod versions;
 
-pub use batch::{RecordBatchBuilder, RecordHeader};
+pub use batch::{BatchProducer, RecordBatchBuilder, RecordHeader};
 pub use compression::Compression;
 pub use frame::{FrameError, decode_response, encode_request};
 pub use kafka_protocol;

@@ -79,6 +79,22 @@ pub async fn run_job<O: ProduceObserver>(
     let settings = spec.settings_json(&cluster);
     let cluster = connect_bounded(cluster, &cancel).await?;
     cluster.check_versions(&[ApiKey::Metadata, ApiKey::Produce])?;
+    if spec.transaction.is_some() {
+        // transactional.id: a broker without the transaction APIs is named before any load.
+        cluster
+            .check_versions(&[
+                ApiKey::FindCoordinator,
+                ApiKey::InitProducerId,
+                ApiKey::AddPartitionsToTxn,
+                ApiKey::EndTxn,
+            ])
+            .map_err(|e| SpecError::new("transactional_id", format!("{e}")))?;
+    } else if spec.producer.idempotent {
+        // enable.idempotence=true: a broker without InitProducerId is named before any load.
+        cluster
+            .check_versions(&[ApiKey::InitProducerId])
+            .map_err(|e| SpecError::new("enable_idempotence", format!("{e}")))?;
+    }
     if let Some(v) = cluster.negotiated().get(ApiKey::Produce)
         && v < spec.compression.min_produce_version()
     {

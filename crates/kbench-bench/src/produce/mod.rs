@@ -234,7 +234,23 @@ pub struct ProduceSpec {
     /// acknowledged must be there, in order, intact (`--verify`).
     #[serde(default)]
     pub verify: bool,
+    /// With a `transactional.id`: records go in transactions of this length, each committed
+    /// (EndTxn) when it ends (kafka-producer-perf-test's `--transactional-id` and
+    /// `--transaction-duration-ms`).
+    #[serde(default)]
+    pub transaction: Option<TransactionSpec>,
 }
+
+/// Transactional produce: the producer's `transactional.id`, and how long each transaction stays
+/// open before it is committed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TransactionSpec {
+    pub transactional_id: String,
+    pub duration: Duration,
+}
+
+/// kafka-producer-perf-test's `--transaction-duration-ms` default.
+pub const DEFAULT_TRANSACTION_DURATION: Duration = Duration::from_millis(3000);
 
 impl Default for ProduceSpec {
     /// kafka-producer-perf-test's shape: 1 000 000 records of 100 bytes, unthrottled, to topic
@@ -270,6 +286,7 @@ impl Default for ProduceSpec {
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
             window_sink: Default::default(),
             verify: false,
+            transaction: None,
         };
         spec.apply_settings(&ProducerSettings::default());
         spec
@@ -293,6 +310,13 @@ impl ProduceSpec {
         self.linger = s.linger;
         self.max_in_flight = s.max_in_flight;
         self.producer = s.producer_config();
+        self.transaction = s.transactional_id.as_ref().map(|id| TransactionSpec {
+            transactional_id: id.clone(),
+            duration: self
+                .transaction
+                .as_ref()
+                .map_or(DEFAULT_TRANSACTION_DURATION, |t| t.duration),
+        });
     }
 
     /// Every check a run needs before it starts; the error names the spec field.
@@ -301,6 +325,17 @@ impl ProduceSpec {
         check_range("partitions", self.partitions, 1..=MAX_PARTITIONS)?;
         check_range("replication_factor", self.replication_factor, 1..=i16::MAX)?;
         check_range("num_records", self.num_records, 1..=u64::MAX)?;
+        if let Some(t) = &self.transaction {
+            // Kafka's transaction.max.timeout.ms is 15 minutes by default.
+            check_range(
+                "transaction_duration_ms",
+                t.duration.as_millis(),
+                1..=900_000,
+            )?;
+            if t.transactional_id.is_empty() {
+                return Err(SpecError::new("transactional_id", "must not be empty"));
+            }
+        }
         let max_record = self.limits.max_record_bytes;
         match &self.payload {
             Payload::Random { size } => check_range("record_size", *size, 1..=max_record)?,
@@ -437,6 +472,9 @@ impl ProduceSpec {
             "retries": self.producer.retries,
             "retry_backoff_ms": self.producer.retry_backoff.as_millis() as u64,
             "delivery_timeout_ms": self.producer.delivery_timeout.as_millis() as u64,
+            "enable_idempotence": self.producer.idempotent,
+            "transactional_id": self.transaction.as_ref().map(|t| &t.transactional_id),
+            "transaction_duration_ms": self.transaction.as_ref().map(|t| t.duration.as_millis() as u64),
             "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "repetitions": self.repetitions,

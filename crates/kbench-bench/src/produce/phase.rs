@@ -104,6 +104,35 @@ pub struct ProduceRun {
     pub timeline: Vec<crate::timeline::Window>,
     /// With `--verify`: this run's producer id and the offsets the broker acknowledged.
     pub written: Option<crate::verify::Written>,
+    /// With `enable.idempotence` or a `transactional.id`: the producer's identity and what the
+    /// broker made of its retries and transactions.
+    pub producer: Option<ProducerReport>,
+}
+
+/// An idempotent or transactional producer's part of a run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ProducerReport {
+    /// The identity InitProducerId gave each repetition's producer.
+    pub identities: Vec<kbench_client::ProducerIdentity>,
+    pub transactional_id: Option<String>,
+    /// Retried batches the broker already held (DUPLICATE_SEQUENCE_NUMBER): acknowledged once,
+    /// written once.
+    pub duplicate_batches: u64,
+    /// Transactions committed and aborted (EndTxn), and the acknowledged records of the aborted
+    /// ones (a `read_committed` reader never sees them).
+    pub transactions_committed: u64,
+    pub transactions_aborted: u64,
+    pub records_in_aborted_transactions: u64,
+}
+
+impl ProducerReport {
+    fn merge(&mut self, other: &ProducerReport) {
+        self.identities.extend(other.identities.iter().copied());
+        self.duplicate_batches += other.duplicate_batches;
+        self.transactions_committed += other.transactions_committed;
+        self.transactions_aborted += other.transactions_aborted;
+        self.records_in_aborted_transactions += other.records_in_aborted_transactions;
+    }
 }
 
 /// A produce timeline's counters (acknowledged records, failed records, acknowledged value bytes,
@@ -173,6 +202,9 @@ impl ProduceRun {
             }
             all.timeline.extend(r.timeline.iter().cloned());
             if let (Some(mine), Some(theirs)) = (all.written.as_mut(), r.written.as_ref()) {
+                mine.merge(theirs);
+            }
+            if let (Some(mine), Some(theirs)) = (all.producer.as_mut(), r.producer.as_ref()) {
                 mine.merge(theirs);
             }
         }
@@ -295,6 +327,8 @@ struct Tally {
     window_start: Instant,
     /// With `--verify`: what was acknowledged where.
     written: Option<crate::verify::Written>,
+    /// Idempotent batches acknowledged as duplicates of ones the broker held.
+    duplicate_batches: u64,
 }
 
 impl Tally {
@@ -367,6 +401,142 @@ fn earliest_due(
         }
     }
     None
+}
+
+/// Close every open batch, send every waiting batch and wait for every request's answer (a
+/// transaction's end); `false` when the run is cancelled, or `deadline` passes, first.
+async fn drain(
+    sender: &mut Sender,
+    opens: &mut [OpenBatch],
+    keyed: bool,
+    cancel: &CancellationToken,
+    deadline: Option<Instant>,
+) -> bool {
+    for (idx, open) in opens.iter_mut().enumerate() {
+        if !open.builder.is_empty()
+            && !sender
+                .close(keyed.then_some(idx), open, cancel, deadline)
+                .await
+        {
+            return false;
+        }
+    }
+    while !sender.ready.is_empty() {
+        if !sender.send_waiting(cancel, deadline).await {
+            return false;
+        }
+    }
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return false,
+            joined = sender.requests.join_next() => if joined.is_none() {
+                return true;
+            },
+        }
+    }
+}
+
+/// A transactional producer's state: the open transaction, when it is due to end, and what the
+/// ended ones came to.
+struct TxnState {
+    txns: kbench_client::Transactions,
+    transactional_id: String,
+    /// The identity of each producer epoch the run used (a new one after each abort).
+    identities: Vec<kbench_client::ProducerIdentity>,
+    duration: Duration,
+    due: Instant,
+    /// The run's acknowledged and failed records when the open transaction began.
+    acked_at: u64,
+    failed_at: u64,
+    committed: u64,
+    aborted: u64,
+    records_aborted: u64,
+}
+
+/// How long the coordinator keeps a transaction open without an EndTxn (`transaction.timeout.ms`,
+/// Java's default).
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl TxnState {
+    async fn begin_first(
+        shared: &Shared,
+        spec: &super::TransactionSpec,
+    ) -> Result<TxnState, String> {
+        let txns = shared
+            .cluster
+            .init_transactions(
+                &spec.transactional_id,
+                TRANSACTION_TIMEOUT.max(spec.duration * 2),
+            )
+            .await
+            .map_err(|e| format!("transactional.id {:?}: {e}", spec.transactional_id))?;
+        let first = txns.identity();
+        let mut state = TxnState {
+            txns,
+            transactional_id: spec.transactional_id.clone(),
+            identities: vec![first],
+            duration: spec.duration,
+            due: Instant::now(),
+            acked_at: 0,
+            failed_at: 0,
+            committed: 0,
+            aborted: 0,
+            records_aborted: 0,
+        };
+        state.begin(shared).await?;
+        Ok(state)
+    }
+
+    /// A new transaction: every partition of the run joins it (AddPartitionsToTxn).
+    async fn begin(&mut self, shared: &Shared) -> Result<(), String> {
+        self.txns
+            .add_partitions(&shared.cluster, &shared.topic.name, &shared.partitions)
+            .await
+            .map_err(|e| e.to_string())?;
+        let t = shared.tally.lock().expect("tally lock");
+        self.acked_at = t.acked;
+        self.failed_at = t.failed;
+        self.due = Instant::now() + self.duration;
+        Ok(())
+    }
+
+    /// InitProducerId again after an abort: the same producer id under a new epoch.
+    async fn restart(
+        &mut self,
+        shared: &Shared,
+    ) -> Result<kbench_client::ProducerIdentity, String> {
+        self.txns = shared
+            .cluster
+            .init_transactions(
+                &self.transactional_id,
+                TRANSACTION_TIMEOUT.max(self.duration * 2),
+            )
+            .await
+            .map_err(|e| format!("transactional.id {:?}: {e}", self.transactional_id))?;
+        self.identities.push(self.txns.identity());
+        Ok(self.txns.identity())
+    }
+
+    /// EndTxn: commit when `commit` and no record of the transaction failed, else abort; whether
+    /// it committed.
+    async fn end(&mut self, shared: &Shared, commit: bool) -> Result<bool, String> {
+        let (acked, failed) = {
+            let t = shared.tally.lock().expect("tally lock");
+            (t.acked, t.failed)
+        };
+        let commit = commit && failed == self.failed_at;
+        self.txns
+            .end(&shared.cluster, commit)
+            .await
+            .map_err(|e| e.to_string())?;
+        if commit {
+            self.committed += 1;
+        } else {
+            self.aborted += 1;
+            self.records_aborted += acked - self.acked_at;
+        }
+        Ok(commit)
+    }
 }
 
 /// Close every open batch whose `linger.ms` has passed at `now`: whether any closed, or `None` when
@@ -495,6 +665,11 @@ struct Sender {
     requests: JoinSet<()>,
     /// One compression context for every open batch.
     compressor: kbench_wire::compression::Compressor,
+    /// Idempotent (or transactional) produce: the producer every batch names, and each
+    /// partition's next sequence number, by index.
+    identity: Option<kbench_client::ProducerIdentity>,
+    transactional: bool,
+    next_sequence: Vec<i32>,
 }
 
 impl Sender {
@@ -518,9 +693,24 @@ impl Sender {
         self.next += 1;
         self.waiting[pos] = true;
         let records = open.intended_us.len();
+        if let Some(identity) = self.identity {
+            open.builder.set_producer(kbench_wire::BatchProducer {
+                producer_id: identity.producer_id,
+                producer_epoch: identity.producer_epoch,
+                base_sequence: self.next_sequence[pos],
+                transactional: self.transactional,
+            });
+        }
+        let batch = open.builder.finish_sharing(&mut self.compressor);
+        // A sequence number is used only by a batch that goes: a batch that could not be made
+        // leaves the next one expected.
+        if self.identity.is_some() && batch.is_ok() {
+            self.next_sequence[pos] =
+                kbench_wire::batch::next_sequence(self.next_sequence[pos], records as i32);
+        }
         self.ready.push_back(Ready {
             pos,
-            batch: open.builder.finish_sharing(&mut self.compressor),
+            batch,
             // The next batch's vector is made as large as this one's was: one allocation per
             // batch, none while it fills.
             intended: std::mem::replace(&mut open.intended_us, Vec::with_capacity(records)),
@@ -663,7 +853,8 @@ async fn request(shared: Arc<Shared>, batches: Vec<Ready>, permit: OwnedSemaphor
         let count = b.intended.len() as u64;
         t.outstanding -= count;
         match outcome {
-            ProduceOutcome::Acked { .. } => {
+            ProduceOutcome::Acked { duplicate, .. } => {
+                t.duplicate_batches += u64::from(duplicate);
                 if let Some(w) = t.written.as_mut() {
                     let producer = w.producers[0];
                     w.ack(producer, shared.partitions[b.pos], b.first_seq, count);
@@ -775,6 +966,7 @@ pub async fn run_produce_until(
         },
         window_start: start,
         written: verify_producer.map(crate::verify::Written::for_producer),
+        duplicate_batches: 0,
     }));
 
     let on_interval = Arc::new(on_interval);
@@ -846,7 +1038,31 @@ pub async fn run_produce_until(
         max_request_size: spec.max_request_size.max(1),
         requests: JoinSet::new(),
         compressor: Default::default(),
+        identity: None,
+        transactional: false,
+        next_sequence: vec![0; partitions.len()],
     };
+    // Idempotent produce: this run's producer id, asked for before the first record (a broker
+    // that will not give one ends the run before it starts, saying why).
+    let mut stop_error = None;
+    // Transactional produce: the transaction coordinator gives the producer id, and the first
+    // transaction begins.
+    let mut txn = None;
+    if let Some(t) = &spec.transaction {
+        match TxnState::begin_first(&sender.shared, t).await {
+            Ok(state) => {
+                sender.identity = Some(state.txns.identity());
+                sender.transactional = true;
+                txn = Some(state);
+            }
+            Err(e) => stop_error = Some(e),
+        }
+    } else if spec.producer.idempotent {
+        match sender.shared.cluster.init_producer_id().await {
+            Ok(identity) => sender.identity = Some(identity),
+            Err(e) => stop_error = Some(format!("InitProducerId: {e}")),
+        }
+    }
 
     let linger = spec.linger;
     let mut i = 0u64;
@@ -855,7 +1071,7 @@ pub async fn run_produce_until(
     let mut schedule = spec.shape.as_ref().map(|s| s.schedule());
     let mut now = start;
     let mut now_us = 0u64;
-    'records: while i < spec.num_records {
+    'records: while stop_error.is_none() && i < spec.num_records {
         // The clock, read for every record when throttled, and every CLOCK_EVERY records (and at
         // each new batch) when not: a reading is a record's append time, its CreateTime, and
         // (unthrottled) its intended send time. Unthrottled appends take a fraction of a µs each, so
@@ -868,6 +1084,41 @@ pub async fn run_produce_until(
                 || (i.is_multiple_of(1024) && (cancel.is_cancelled() || finish.is_cancelled()))
             {
                 break;
+            }
+            // A transaction past its duration: every batch of it sent and answered, then
+            // committed (aborted when a batch failed), and the next one begun.
+            if let Some(state) = txn.as_mut()
+                && now >= state.due
+            {
+                if !drain(&mut sender, &mut opens, keyed, &cancel, deadline).await {
+                    break;
+                }
+                match state.end(&sender.shared, true).await {
+                    Ok(true) => {}
+                    // Aborted: a batch of it failed, and its partition's sequence has a gap the
+                    // broker will not fill. As Java's producer does, the producer starts again
+                    // under a new epoch (InitProducerId), every sequence from 0.
+                    Ok(false) => match state.restart(&sender.shared).await {
+                        Ok(identity) => {
+                            sender.identity = Some(identity);
+                            sender.next_sequence.fill(0);
+                        }
+                        Err(e) => {
+                            stop_error = Some(e);
+                            break;
+                        }
+                    },
+                    Err(e) => {
+                        stop_error = Some(e);
+                        break;
+                    }
+                }
+                if let Err(e) = state.begin(&sender.shared).await {
+                    stop_error = Some(e);
+                    break;
+                }
+                now = Instant::now();
+                now_us = (now - start).as_micros() as u64;
             }
         }
         // Throttled, the record's intended time from the run's start (a shape's ends the run when
@@ -1065,6 +1316,16 @@ pub async fn run_produce_until(
         }
     }
     while requests.join_next().await.is_some() {}
+    // The last transaction: committed when every batch of it was answered, else aborted.
+    if let Some(state) = txn.as_mut()
+        && stop_error.is_none()
+    {
+        let outstanding = tally.lock().expect("tally lock").outstanding;
+        let complete = outstanding == 0 && !grace_expired && !cancel.is_cancelled();
+        if let Err(e) = state.end(&sender.shared, complete).await {
+            stop_error = Some(e);
+        }
+    }
     reporter.abort();
     timeliner.abort();
     let _ = timeliner.await;
@@ -1082,12 +1343,14 @@ pub async fn run_produce_until(
     let elapsed = start.elapsed();
     let writes_after = sender.shared.cluster.write_counts();
     let cpu = CpuTime::now().since(cpu_start);
-    let aborted = cancel.is_cancelled().then(|| {
-        abort_reason
-            .lock()
-            .expect("reason lock")
-            .clone()
-            .unwrap_or_else(|| "stopped".into())
+    let aborted = stop_error.clone().or_else(|| {
+        cancel.is_cancelled().then(|| {
+            abort_reason
+                .lock()
+                .expect("reason lock")
+                .clone()
+                .unwrap_or_else(|| "stopped".into())
+        })
     });
     let mut t = tally.lock().expect("tally lock");
     // The last, partial window: the windows add up to the run.
@@ -1139,6 +1402,19 @@ pub async fn run_produce_until(
         socket_writes: writes_after.1 - writes_before.1,
         timeline,
         written: t.written.take(),
+        producer: sender.identity.map(|identity| ProducerReport {
+            identities: txn
+                .as_ref()
+                .map_or_else(|| vec![identity], |s| s.identities.clone()),
+            duplicate_batches: t.duplicate_batches,
+            transactional_id: spec
+                .transaction
+                .as_ref()
+                .map(|t| t.transactional_id.clone()),
+            transactions_committed: txn.as_ref().map_or(0, |s| s.committed),
+            transactions_aborted: txn.as_ref().map_or(0, |s| s.aborted),
+            records_in_aborted_transactions: txn.as_ref().map_or(0, |s| s.records_aborted),
+        }),
     }
 }
 

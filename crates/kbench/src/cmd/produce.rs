@@ -174,6 +174,17 @@ pub struct ProduceArgs {
     #[arg(long, conflicts_with = "find_max_rate")]
     pub verify: bool,
 
+    /// Produce in transactions under this `transactional.id` (kafka-producer-perf-test's flag):
+    /// InitProducerId at the transaction coordinator, AddPartitionsToTxn, and EndTxn as each
+    /// transaction ends. Implies enable.idempotence=true. The broker must offer EndTxn.
+    #[arg(long, value_name = "ID")]
+    pub transactional_id: Option<String>,
+
+    /// How long each transaction stays open before it is committed, in ms (default 3000, as
+    /// kafka-producer-perf-test).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=900_000))]
+    pub transaction_duration_ms: Option<u64>,
+
     /// Seed for the payload generator (default: random; printed and stored in the result).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -249,6 +260,20 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     if let Some(m) = args.max_in_flight {
         settings.max_in_flight = m;
     }
+    if let Some(id) = &args.transactional_id {
+        if id.is_empty() {
+            return Err("--transactional-id: must not be empty".into());
+        }
+        settings.transactional_id = Some(id.clone());
+    }
+    if args.transaction_duration_ms.is_some() && settings.transactional_id.is_none() {
+        return Err(
+            "--transaction-duration-ms: only with --transactional-id (or -X transactional.id=…)"
+                .into(),
+        );
+    }
+    // The flags above may have changed what idempotence depends on (--acks 1).
+    settings.check_idempotence().map_err(|e| e.to_string())?;
     let mut pins = Pins::default();
     for p in &args.pin {
         pins.extend_from(p).map_err(|e| e.to_string())?;
@@ -293,6 +318,9 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     set(&mut spec.repetitions, args.repetitions);
     set(&mut spec.seed, args.seed);
     spec.verify = args.verify;
+    if let (Some(t), Some(ms)) = (spec.transaction.as_mut(), args.transaction_duration_ms) {
+        t.duration = Duration::from_millis(ms);
+    }
     spec.duration = args.duration;
     spec.partition = args.partition;
     spec.throughput = args.throughput.filter(|t| *t > 0.0);

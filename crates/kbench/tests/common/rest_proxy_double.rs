@@ -491,6 +491,7 @@ async fn write(
         retries: 3,
         retry_backoff: Duration::from_millis(100),
         delivery_timeout: Duration::from_secs(30),
+        idempotent: false,
     };
     match inner
         .cluster
