@@ -79,6 +79,9 @@ pub struct ConsumeSpec {
     /// Check every record's stamp ([`crate::verify`]): order per producer and partition,
     /// duplicates, checksums, sequence gaps (`--verify`).
     pub verify: bool,
+    /// `isolation.level=read_committed`: Fetch at isolation level 1 (up to the last stable
+    /// offset), and the records of aborted transactions left out.
+    pub read_committed: bool,
 }
 
 /// A consume timeline's counters.
@@ -112,6 +115,7 @@ impl Default for ConsumeSpec {
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
             window_sink: Default::default(),
             verify: false,
+            read_committed: false,
         };
         spec.apply_settings(&ConsumerSettings::default());
         spec.start = StartAt::Reset(OffsetReset::Earliest);
@@ -145,6 +149,7 @@ impl ConsumeSpec {
         self.session_timeout = s.session_timeout;
         self.heartbeat_interval = s.heartbeat_interval;
         self.start = StartAt::Reset(s.auto_offset_reset);
+        self.read_committed = s.read_committed;
         if let (Some(g), ConsumeMode::Group { .. }) = (&s.group_id, &self.mode) {
             self.mode = ConsumeMode::Group {
                 group_id: g.clone(),
@@ -234,6 +239,7 @@ impl ConsumeSpec {
             "fetch_size": self.fetch_size,
             "fetch_max_bytes": self.fetch_max_bytes,
             "fetch_max_wait_ms": self.fetch_max_wait.as_millis() as u64,
+            "isolation_level": if self.read_committed { "read_committed" } else { "read_uncommitted" },
             "timeout_ms": self.timeout.as_millis() as u64,
             "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
@@ -882,12 +888,20 @@ pub async fn run_consume<O: ConsumeObserver>(
             let mut taken_bytes = 0u64;
             let mut skipped = 0u64;
             let mut next = position;
+            let mut aborted = kbench_wire::records::AbortedFilter::new(&data.aborted);
             // A record counts once, at the offset expected next or later: a batch a broker sends
             // twice, or one that starts before the position, adds nothing. Offsets passed over (a
             // compacted log, or a broker answering from the wrong place) are counted as skipped.
             let result = decoder.decode_all(&data.records, |header, record| {
-                if header.is_control() {
-                    next = next.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
+                if header.is_control() || (header.is_transactional() && aborted.skips(header)) {
+                    // Control batches (and, read committed, the records of an aborted
+                    // transaction, its marker closing it) are passed over, never counted.
+                    if header.is_control() {
+                        aborted.skips(header);
+                    }
+                    if taken < wanted {
+                        next = next.max(record.offset + 1);
+                    }
                     return;
                 }
                 if record.offset < next || taken >= wanted {
@@ -1026,6 +1040,7 @@ fn spawn_fetch(
     let cluster = cluster.clone();
     let layout = layout.clone();
     let (partition_max, max) = (spec.fetch_size as i32, spec.fetch_max_bytes as i32);
+    let read_committed = spec.read_committed;
     // Each Fetch starts from the next partition (KIP-74; Java's consumer and librdkafka rotate
     // too): a broker that serves partitions in request order, giving the first ones its wait and
     // byte budget, otherwise starves the last ones — on the upstream Tansu binary a consumer of 16
@@ -1034,7 +1049,13 @@ fn spawn_fetch(
     tokio::spawn(async move {
         let sent = Instant::now();
         let r = cluster
-            .fetch_partitions(&layout, &asked, partition_max, max, wait_ms)
+            .fetch_partitions_isolated(
+                &layout,
+                &asked,
+                (partition_max, max),
+                wait_ms,
+                read_committed,
+            )
             .await;
         (sent.elapsed(), r)
     })

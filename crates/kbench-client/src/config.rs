@@ -589,6 +589,9 @@ pub struct ConsumerSettings {
     pub max_partition_fetch_bytes: usize,
     /// `fetch.max.bytes`.
     pub fetch_max_bytes: usize,
+    /// `isolation.level=read_committed`: read up to the last stable offset, and leave out the
+    /// records of aborted transactions. Kafka's default is read_uncommitted.
+    pub read_committed: bool,
 }
 
 impl Default for ConsumerSettings {
@@ -607,6 +610,7 @@ impl Default for ConsumerSettings {
             fetch_max_wait: Duration::from_millis(500),
             max_partition_fetch_bytes: 1_048_576,
             fetch_max_bytes: 52_428_800,
+            read_committed: false,
         }
     }
 }
@@ -671,10 +675,10 @@ impl ConsumerSettings {
             }
             "fetch.max.bytes" => self.fetch_max_bytes = bytes(value)?,
             "isolation.level" => {
-                if value != "read_uncommitted" {
-                    return Err(bad(
-                        "kbench consume reads read_uncommitted only (transactions are not supported yet)",
-                    ));
+                self.read_committed = match value.to_ascii_lowercase().as_str() {
+                    "read_committed" => true,
+                    "read_uncommitted" => false,
+                    _ => return Err(bad("expected read_uncommitted or read_committed")),
                 }
             }
             k if CONSUMER_IGNORED.contains(&k) => {}

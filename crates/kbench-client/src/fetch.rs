@@ -16,6 +16,9 @@ pub struct FetchedPartition {
     pub high_watermark: i64,
     /// The record batches, as the broker sent them (possibly empty).
     pub records: Bytes,
+    /// Read committed: the aborted transactions among the records, as (producer id, first offset)
+    /// — what [`kbench_wire::records::AbortedFilter`] leaves out. Empty otherwise.
+    pub aborted: Vec<(i64, i64)>,
 }
 
 impl Cluster {
@@ -46,6 +49,7 @@ impl Cluster {
             .unwrap_or(FetchedPartition {
                 high_watermark: -1,
                 records: Bytes::new(),
+                aborted: Vec::new(),
             }))
     }
 }
@@ -62,6 +66,27 @@ impl Cluster {
         partition_max_bytes: i32,
         max_bytes: i32,
         max_wait_ms: i32,
+    ) -> Result<Vec<(i32, FetchedPartition)>, ClientError> {
+        self.fetch_partitions_isolated(
+            topic,
+            positions,
+            (partition_max_bytes, max_bytes),
+            max_wait_ms,
+            false,
+        )
+        .await
+    }
+
+    /// As [`fetch_partitions`](Self::fetch_partitions), `read_committed` (isolation level 1,
+    /// `isolation.level=read_committed`) or not: read committed, the broker answers up to the last
+    /// stable offset and lists the aborted transactions in each partition's answer.
+    pub async fn fetch_partitions_isolated(
+        &self,
+        topic: &TopicLayout,
+        positions: &[(i32, i64)],
+        (partition_max_bytes, max_bytes): (i32, i32),
+        max_wait_ms: i32,
+        read_committed: bool,
     ) -> Result<Vec<(i32, FetchedPartition)>, ClientError> {
         let mut by_leader: std::collections::BTreeMap<i32, Vec<(i32, i64)>> = Default::default();
         for (p, o) in positions {
@@ -93,6 +118,7 @@ impl Cluster {
                 .with_max_wait_ms(max_wait_ms)
                 .with_min_bytes(1)
                 .with_max_bytes(max_bytes)
+                .with_isolation_level(i8::from(read_committed))
                 .with_topics(vec![fetch_topic]);
             let (correlation_id, frame) =
                 conn.request_frame(ApiKey::Fetch, version, &request).await?;
@@ -121,6 +147,12 @@ impl Cluster {
                     FetchedPartition {
                         high_watermark: p.high_watermark,
                         records: p.records.unwrap_or_default(),
+                        aborted: p
+                            .aborted_transactions
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|a| (a.producer_id.0, a.first_offset))
+                            .collect(),
                     },
                 ));
             }

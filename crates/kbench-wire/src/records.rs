@@ -334,6 +334,67 @@ where
     Ok(())
 }
 
+/// What a `read_committed` reader leaves out: the records of aborted transactions, which a Fetch
+/// response lists per partition as (producer id, first offset). A transactional batch of a producer
+/// whose aborted transaction began at or before the batch's last offset is skipped, until that
+/// producer's control batch (the abort marker) closes it — Kafka's consumer reads the same way.
+/// Control batches themselves are never records for the reader.
+#[derive(Debug, Clone, Default)]
+pub struct AbortedFilter {
+    /// The aborted transactions not yet reached, by first offset, latest first (popped from the end).
+    pending: Vec<(i64, i64)>,
+    /// Producers whose aborted transaction the reading is inside.
+    open: Vec<i64>,
+    /// The last batch judged (its base offset), so that every record of a batch costs one lookup.
+    last: Option<(i64, bool)>,
+}
+
+impl AbortedFilter {
+    /// A filter over one partition's answer: `aborted` as the response lists it.
+    pub fn new(aborted: &[(i64, i64)]) -> AbortedFilter {
+        let mut pending = aborted.to_vec();
+        pending.sort_by_key(|(_, first)| std::cmp::Reverse(*first));
+        AbortedFilter {
+            pending,
+            open: Vec::new(),
+            last: None,
+        }
+    }
+
+    /// Whether nothing is filtered (read uncommitted, or no aborted transaction in the answer).
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.open.is_empty()
+    }
+
+    /// Whether the records of the batch `header` are left out (called for each record, in order).
+    pub fn skips(&mut self, header: &BatchHeader) -> bool {
+        if let Some((base, skip)) = self.last
+            && base == header.base_offset
+        {
+            return skip;
+        }
+        let last_offset = header.base_offset + i64::from(header.last_offset_delta);
+        while let Some(&(producer, first)) = self.pending.last() {
+            if first > last_offset {
+                break;
+            }
+            self.pending.pop();
+            if !self.open.contains(&producer) {
+                self.open.push(producer);
+            }
+        }
+        let skip = if header.is_control() {
+            // The marker that ends the producer's transaction: an abort, when it is open here.
+            self.open.retain(|p| *p != header.producer_id);
+            true
+        } else {
+            header.is_transactional() && self.open.contains(&header.producer_id)
+        };
+        self.last = Some((header.base_offset, skip));
+        skip
+    }
+}
+
 /// The first hole in the offsets that a Fetch response's batches cover, reading from `from`: the
 /// offsets `[start, end)` that no batch holds although a later batch, at `end`, is present. Batches
 /// that end before `from` are passed over (a Fetch returns whole batches); only complete batch
@@ -526,6 +587,52 @@ fn snappy_decompress(input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    /// A partition of a read-committed answer: producer 7's transaction at 0..=2 aborted (its
+    /// marker at 5), producer 8's at 3..=4 committed (its marker at 6), a plain batch at 7, and
+    /// producer 7 again at 8 (a later transaction, not listed as aborted).
+    #[test]
+    fn aborted_transactions_are_left_out_until_their_marker() {
+        use super::{AbortedFilter, BatchHeader};
+        let batch = |base: i64, records: i32, producer: i64, attributes: i16| BatchHeader {
+            base_offset: base,
+            batch_length: 0,
+            partition_leader_epoch: 0,
+            magic: 2,
+            crc: 0,
+            attributes,
+            last_offset_delta: records - 1,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            producer_id: producer,
+            producer_epoch: 0,
+            base_sequence: 0,
+            record_count: records,
+        };
+        let (txn, control) = (0x10, 0x30);
+        let batches = [
+            batch(0, 3, 7, txn),
+            batch(3, 2, 8, txn),
+            batch(5, 1, 7, control),
+            batch(6, 1, 8, control),
+            batch(7, 1, -1, 0),
+            batch(8, 2, 7, txn),
+        ];
+        let mut filter = AbortedFilter::new(&[(7, 0)]);
+        assert!(!filter.is_empty());
+        let kept: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| (0..b.record_count).map(move |d| (b, b.base_offset + i64::from(d))))
+            .filter(|(b, _)| !filter.skips(b))
+            .map(|(_, offset)| offset)
+            .collect();
+        assert_eq!(kept, vec![3, 4, 7, 8, 9]);
+        // Read uncommitted (nothing listed): only control batches are left out.
+        let mut none = AbortedFilter::new(&[]);
+        assert!(none.is_empty());
+        let kept = batches.iter().filter(|b| !none.skips(b)).count();
+        assert_eq!(kept, 4);
+    }
+
     /// A tiny snappy block claiming 200 MB is refused before anything is allocated; the densest
     /// real snappy (runs of one byte) still decodes.
     #[test]

@@ -86,6 +86,29 @@ fn idempotent_on(kind: BrokerKind) {
         LIMIT,
     );
     assert_eq!(read.len(), 40_000, "{kind:?}");
+    // kbench's consumer, read committed (Fetch isolation level 1): every record, each verified.
+    let consumed = dir.path().join("consume.json");
+    let out = Cmd::on("consume", &broker)
+        .topic(topic)
+        .args(&[
+            "--messages",
+            "40000",
+            "--verify",
+            "--timeout",
+            "20000",
+            "-X",
+            "isolation.level=read_committed",
+        ])
+        .json(&consumed)
+        .ok(LIMIT);
+    assert!(
+        text(&out.stdout).contains("Verification OK: 40000 records read, 40000 verified"),
+        "{kind:?}: {}",
+        text(&out.stdout)
+    );
+    let doc = result_json(&consumed);
+    assert_eq!(doc["settings"]["isolation_level"], "read_committed");
+    assert_eq!(n(&doc["verification"], "duplicated"), 0);
 }
 
 /// A request answered too late: the client gives up on it and sends the batch again, while the
@@ -185,6 +208,41 @@ fn transactions_commit_against_librdkafka_mock_cluster() {
         LIMIT,
     );
     assert_eq!(read.len() as u64, acked);
+    // And kbench's own consumer, read committed, from the same independent broker: each partition
+    // assigned (the mock cluster's group coordinator is not what is under test), until the
+    // records stop coming.
+    let mut consumed_total = 0;
+    for partition in 0..3 {
+        let consumed = dir.path().join(format!("consume-{partition}.json"));
+        let out = Cmd::new("consume")
+            .args(&["--bootstrap-server", &bootstrap])
+            .topic("txn")
+            .args(&[
+                "--pin",
+                "metadata=8,fetch=12",
+                "--partition",
+                &partition.to_string(),
+                "--offset",
+                "0",
+                "--messages",
+                &acked.to_string(),
+                "--timeout",
+                "3000",
+                "-X",
+                "isolation.level=read_committed",
+            ])
+            .json(&consumed)
+            .ok(LIMIT);
+        let doc = result_json(&consumed);
+        assert_eq!(doc["settings"]["isolation_level"], "read_committed");
+        assert!(
+            doc["errors"].as_object().is_none_or(|e| e.is_empty()),
+            "{doc}\n{}",
+            text(&out.stderr)
+        );
+        consumed_total += n(&doc, "records_consumed");
+    }
+    assert_eq!(consumed_total, acked);
 }
 
 /// A batch the broker refuses (the mock answers the first Produce with INVALID_RECORD): its records
