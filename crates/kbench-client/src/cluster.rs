@@ -80,6 +80,9 @@ pub struct Cluster {
     brokers: Mutex<HashMap<i32, String>>,
     /// Never held across an await: one slow broker must not stall requests to the others.
     connections: Mutex<HashMap<i32, Arc<Connection>>>,
+    /// One queue per broker for opening its connection: callers wait their turn (tokio's mutex is
+    /// fair), so requests go out on it in the order they asked for it.
+    connecting: Mutex<HashMap<i32, Arc<tokio::sync::Mutex<()>>>>,
     /// Every connection's writes, summed (replaced connections' too).
     write_stats: Arc<crate::connection::WriteStats>,
     negotiated: Mutex<Negotiated>,
@@ -148,6 +151,7 @@ impl Cluster {
             bootstrap: Arc::new(bootstrap),
             brokers: Mutex::new(HashMap::new()),
             connections: Mutex::new(HashMap::new()),
+            connecting: Mutex::new(HashMap::new()),
             write_stats,
             negotiated: Mutex::new(Negotiated::default()),
         };
@@ -416,10 +420,23 @@ impl Cluster {
         Ok(())
     }
 
-    /// The connection to broker `node_id`, opened (or reopened, when broken) as needed. The lock is
-    /// never held while connecting: two callers racing to open the same broker's connection both
-    /// connect, the first to finish is kept and the other closed.
+    /// The connection to broker `node_id`, opened (or reopened, when broken) as needed. No std lock
+    /// is held while connecting; callers that find no connection queue for the broker's connect
+    /// lock, in order, and the first opens it: two requests that asked in order are written in
+    /// order (an idempotent producer's second batch must not overtake its first — racing connects
+    /// once did that, and Tansu answered OUT_OF_ORDER_SEQUENCE_NUMBER).
     pub async fn connection(&self, node_id: i32) -> Result<Arc<Connection>, ClientError> {
+        if let Some(c) = self.open_connection(node_id) {
+            return Ok(c);
+        }
+        let queue = self
+            .connecting
+            .lock()
+            .expect("connecting lock")
+            .entry(node_id)
+            .or_default()
+            .clone();
+        let _turn = queue.lock().await;
         if let Some(c) = self.open_connection(node_id) {
             return Ok(c);
         }
