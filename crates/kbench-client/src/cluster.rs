@@ -74,6 +74,9 @@ impl TopicLayout {
 }
 
 /// A connected cluster.
+/// A broker's connect queue: the last failed attempt, and when it failed.
+type ConnectQueue = tokio::sync::Mutex<Option<(Instant, ClientError)>>;
+
 pub struct Cluster {
     config: ClusterConfig,
     bootstrap: Arc<Connection>,
@@ -82,7 +85,9 @@ pub struct Cluster {
     connections: Mutex<HashMap<i32, Arc<Connection>>>,
     /// One queue per broker for opening its connection: callers wait their turn (tokio's mutex is
     /// fair), so requests go out on it in the order they asked for it.
-    connecting: Mutex<HashMap<i32, Arc<tokio::sync::Mutex<()>>>>,
+    /// The mutex holds the last failed attempt: callers that queued behind it take its error rather
+    /// than each waiting out a connect time-out of its own.
+    connecting: Mutex<HashMap<i32, Arc<ConnectQueue>>>,
     /// Every connection's writes, summed (replaced connections' too).
     write_stats: Arc<crate::connection::WriteStats>,
     negotiated: Mutex<Negotiated>,
@@ -424,7 +429,8 @@ impl Cluster {
     /// is held while connecting; callers that find no connection queue for the broker's connect
     /// lock, in order, and the first opens it: two requests that asked in order are written in
     /// order (an idempotent producer's second batch must not overtake its first — racing connects
-    /// once did that, and Tansu answered OUT_OF_ORDER_SEQUENCE_NUMBER).
+    /// once did that, and Tansu answered OUT_OF_ORDER_SEQUENCE_NUMBER). Callers queued behind an
+    /// attempt that failed take its error, rather than each waiting out a connect time-out in turn.
     pub async fn connection(&self, node_id: i32) -> Result<Arc<Connection>, ClientError> {
         if let Some(c) = self.open_connection(node_id) {
             return Ok(c);
@@ -436,10 +442,23 @@ impl Cluster {
             .entry(node_id)
             .or_default()
             .clone();
-        let _turn = queue.lock().await;
+        let asked = Instant::now();
+        let mut turn = queue.lock().await;
         if let Some(c) = self.open_connection(node_id) {
             return Ok(c);
         }
+        if let Some((failed_at, error)) = turn.as_ref()
+            && *failed_at >= asked
+        {
+            return Err(error.clone());
+        }
+        let result = self.open(node_id).await;
+        *turn = result.as_ref().err().map(|e| (Instant::now(), e.clone()));
+        result
+    }
+
+    /// Open a connection to `node_id` and keep it (the caller holds the broker's connect turn).
+    async fn open(&self, node_id: i32) -> Result<Arc<Connection>, ClientError> {
         let addr = self
             .brokers
             .lock()
