@@ -45,6 +45,27 @@ fn busy(code: i16) -> bool {
     )
 }
 
+/// Ask (`ask` sends the request once) until the answer's error code — `code` reads it — is not a
+/// busy coordinator's, or the attempts run out: the last answer.
+async fn until_settled<R, Fut>(
+    mut ask: impl FnMut() -> Fut,
+    code: impl Fn(&R) -> i16,
+) -> Result<R, ClientError>
+where
+    Fut: std::future::Future<Output = Result<R, ClientError>>,
+{
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let response = ask().await?;
+        if busy(code(&response)) && attempts < BUSY_ATTEMPTS {
+            tokio::time::sleep(BUSY_WAIT).await;
+            continue;
+        }
+        return Ok(response);
+    }
+}
+
 /// A transactional producer: its id, the coordinator that keeps its transactions, and whether a
 /// transaction is open.
 pub struct Transactions {
@@ -99,31 +120,28 @@ async fn init_on(
         Some(t) => format!("transactional.id {t:?}"),
         None => "an idempotent producer".to_string(),
     };
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let response: InitProducerIdResponse = conn
-            .request_at(ApiKey::InitProducerId, version, &request)
-            .await?;
-        let code = response.error_code;
-        if busy(code) && attempts < BUSY_ATTEMPTS {
-            tokio::time::sleep(BUSY_WAIT).await;
-            continue;
-        }
-        if code != 0 {
-            return Err(ClientError::kafka("InitProducerId", what, code));
-        }
-        if response.producer_id.0 < 0 {
-            return Err(ClientError::Other(format!(
-                "InitProducerId for {what}: the broker answered producer id {} without an error",
-                response.producer_id.0
-            )));
-        }
-        return Ok(ProducerIdentity {
-            producer_id: response.producer_id.0,
-            producer_epoch: response.producer_epoch,
-        });
+    let response: InitProducerIdResponse = until_settled(
+        || conn.request_at(ApiKey::InitProducerId, version, &request),
+        |r: &InitProducerIdResponse| r.error_code,
+    )
+    .await?;
+    if response.error_code != 0 {
+        return Err(ClientError::kafka(
+            "InitProducerId",
+            what,
+            response.error_code,
+        ));
     }
+    if response.producer_id.0 < 0 {
+        return Err(ClientError::Other(format!(
+            "InitProducerId for {what}: the broker answered producer id {} without an error",
+            response.producer_id.0
+        )));
+    }
+    Ok(ProducerIdentity {
+        producer_id: response.producer_id.0,
+        producer_epoch: response.producer_epoch,
+    })
 }
 
 impl Transactions {
@@ -156,44 +174,33 @@ impl Transactions {
                     .with_name(TopicName(str_bytes(topic)))
                     .with_partitions(partitions.to_vec()),
             ]);
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let response: AddPartitionsToTxnResponse = self
-                .coordinator
-                .request_at(ApiKey::AddPartitionsToTxn, version, &request)
-                .await?;
-            let codes = response
+        // Each partition's code; a partition refused for good outweighs one merely busy.
+        let codes = |r: &AddPartitionsToTxnResponse| -> Vec<(i32, i16)> {
+            let mut codes: Vec<(i32, i16)> = r
                 .results_by_topic_v3_and_below
                 .iter()
                 .flat_map(|t| t.results_by_partition.iter())
-                .map(|p| (p.partition_index, p.partition_error_code));
-            let mut failed = None;
-            let mut any_busy = false;
-            for (partition, code) in codes {
-                if busy(code) {
-                    any_busy = true;
-                } else if code != 0 && failed.is_none() {
-                    failed = Some((partition, code));
-                }
-            }
-            if let Some((partition, code)) = failed {
-                return Err(ClientError::kafka(
-                    "AddPartitionsToTxn",
-                    format!("{topic}-{partition}"),
-                    code,
-                ));
-            }
-            if any_busy && attempts < BUSY_ATTEMPTS {
-                tokio::time::sleep(BUSY_WAIT).await;
-                continue;
-            }
-            if any_busy {
-                return Err(ClientError::Other(format!(
-                    "AddPartitionsToTxn for {topic}: the coordinator stayed busy for {attempts} attempts"
-                )));
-            }
-            return Ok(());
+                .map(|p| (p.partition_index, p.partition_error_code))
+                .filter(|(_, code)| *code != 0)
+                .collect();
+            codes.sort_by_key(|(_, code)| busy(*code));
+            codes
+        };
+        let response = until_settled(
+            || {
+                self.coordinator
+                    .request_at(ApiKey::AddPartitionsToTxn, version, &request)
+            },
+            |r| codes(r).first().map_or(0, |(_, code)| *code),
+        )
+        .await?;
+        match codes(&response).first() {
+            Some((partition, code)) => Err(ClientError::kafka(
+                "AddPartitionsToTxn",
+                format!("{topic}-{partition}"),
+                *code,
+            )),
+            None => Ok(()),
         }
     }
 
@@ -206,27 +213,22 @@ impl Transactions {
             .with_producer_id(ProducerId(self.identity.producer_id))
             .with_producer_epoch(self.identity.producer_epoch)
             .with_committed(commit);
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let response: EndTxnResponse = self
-                .coordinator
-                .request_at(ApiKey::EndTxn, version, &request)
-                .await?;
-            let code = response.error_code;
-            if busy(code) && attempts < BUSY_ATTEMPTS {
-                tokio::time::sleep(BUSY_WAIT).await;
-                continue;
-            }
-            if code != 0 {
-                return Err(ClientError::kafka(
-                    "EndTxn",
-                    format!("transactional.id {:?}", self.transactional_id),
-                    code,
-                ));
-            }
-            return Ok(());
+        let response: EndTxnResponse = until_settled(
+            || {
+                self.coordinator
+                    .request_at(ApiKey::EndTxn, version, &request)
+            },
+            |r: &EndTxnResponse| r.error_code,
+        )
+        .await?;
+        if response.error_code != 0 {
+            return Err(ClientError::kafka(
+                "EndTxn",
+                format!("transactional.id {:?}", self.transactional_id),
+                response.error_code,
+            ));
         }
+        Ok(())
     }
 }
 

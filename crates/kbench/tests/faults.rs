@@ -7,15 +7,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cmd, TempDir, result_json, text};
+use common::{Cmd, TempDir, n, result_json, text};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn n(v: &serde_json::Value, field: &str) -> u64 {
-    v[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{field} in {v}"))
-}
 
 /// A produce run with `faults`, at 2 000 records/s for `secs`, verified; its exit code and result.
 fn faulted(

@@ -8,7 +8,7 @@ mod rest_proxy_double;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{Cmd, TestBroker, result_json, run, text};
+use common::{Cmd, TestBroker, n, result_json, run, text};
 use rest_proxy_double::{Faults, RestProxyDouble};
 use serde_json::Value;
 
@@ -46,12 +46,6 @@ fn e2e(
     let doc = json.exists().then(|| result_json(&json));
     let _ = std::fs::remove_dir_all(dir);
     (out.status.code(), stderr, doc)
-}
-
-fn n(doc: &Value, field: &str) -> u64 {
-    doc[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{field}: {doc}"))
 }
 
 fn reconciles(doc: &Value) {

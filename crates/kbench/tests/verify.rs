@@ -10,7 +10,7 @@ mod librdkafka;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{BROKERS, BrokerKind, Cmd, TempDir, TestBroker, result_json, text};
+use common::{BROKERS, BrokerKind, Cmd, TempDir, TestBroker, n, result_json, text};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -20,12 +20,6 @@ fn stamp(producer: u64, seq: u64, value: &[u8]) -> Vec<u8> {
     s.extend_from_slice(&seq.to_be_bytes());
     s.extend_from_slice(&crc32c::crc32c(value).to_be_bytes());
     s
-}
-
-fn n(v: &serde_json::Value, field: &str) -> u64 {
-    v[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{field} in {v}"))
 }
 
 #[test]

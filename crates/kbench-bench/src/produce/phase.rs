@@ -457,19 +457,25 @@ struct TxnState {
 /// Java's default).
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// InitProducerId at `transactional_id`'s coordinator, with a timeout that outlasts a transaction.
+async fn init_transactions(
+    shared: &Shared,
+    transactional_id: &str,
+    duration: Duration,
+) -> Result<kbench_client::Transactions, String> {
+    shared
+        .cluster
+        .init_transactions(transactional_id, TRANSACTION_TIMEOUT.max(duration * 2))
+        .await
+        .map_err(|e| format!("transactional.id {transactional_id:?}: {e}"))
+}
+
 impl TxnState {
     async fn begin_first(
         shared: &Shared,
         spec: &super::TransactionSpec,
     ) -> Result<TxnState, String> {
-        let txns = shared
-            .cluster
-            .init_transactions(
-                &spec.transactional_id,
-                TRANSACTION_TIMEOUT.max(spec.duration * 2),
-            )
-            .await
-            .map_err(|e| format!("transactional.id {:?}: {e}", spec.transactional_id))?;
+        let txns = init_transactions(shared, &spec.transactional_id, spec.duration).await?;
         let first = txns.identity();
         let mut state = TxnState {
             txns,
@@ -505,14 +511,7 @@ impl TxnState {
         &mut self,
         shared: &Shared,
     ) -> Result<kbench_client::ProducerIdentity, String> {
-        self.txns = shared
-            .cluster
-            .init_transactions(
-                &self.transactional_id,
-                TRANSACTION_TIMEOUT.max(self.duration * 2),
-            )
-            .await
-            .map_err(|e| format!("transactional.id {:?}: {e}", self.transactional_id))?;
+        self.txns = init_transactions(shared, &self.transactional_id, self.duration).await?;
         self.identities.push(self.txns.identity());
         Ok(self.txns.identity())
     }

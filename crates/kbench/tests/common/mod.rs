@@ -263,6 +263,14 @@ pub async fn fetch_all(cluster: &Cluster, topic: &str, partition: i32) -> Vec<Re
 }
 
 /// Parse a result document written with --json.
+/// A result document's whole-number `field`; the test fails, showing the document, when it is
+/// missing or not a whole number.
+pub fn n(v: &serde_json::Value, field: &str) -> u64 {
+    v[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} in {v}"))
+}
+
 pub fn result_json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("result file")).expect("result JSON")
 }
