@@ -90,6 +90,12 @@ pub fn split_produce(spec: &ProduceSpec, agents: usize) -> Result<Vec<ProduceSpe
             "a distributed run has one repetition (run it again for more)",
         ));
     }
+    if spec.transaction.is_some() {
+        return Err(SpecError::new(
+            "transactional_id",
+            "not over agents: every agent would take the same transactional.id and fence the others",
+        ));
+    }
     let unbounded = spec.num_records == u64::MAX;
     if !unbounded && spec.num_records < agents as u64 {
         return Err(SpecError::new(

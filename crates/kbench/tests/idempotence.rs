@@ -9,15 +9,9 @@ mod librdkafka;
 
 use std::time::Duration;
 
-use common::{BROKERS, BrokerKind, Cmd, TempDir, TestBroker, result_json, text};
+use common::{BROKERS, BrokerKind, Cmd, TempDir, TestBroker, n, result_json, text};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn n(v: &serde_json::Value, field: &str) -> u64 {
-    v[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{field} in {v}"))
-}
 
 /// Idempotent runs on both brokers: every batch carries the producer id InitProducerId gave and
 /// per-partition sequence numbers the broker checks (a wrong one is OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -406,4 +400,8 @@ fn idempotence_settings_that_cannot_work_are_refused() {
     Cmd::new("produce")
         .args(&["-X", "enable.idempotence=maybe"])
         .refused("enable.idempotence");
+    // Every agent would take the same transactional.id and fence the others.
+    Cmd::new("produce")
+        .args(&["--agents", "http://127.0.0.1:1", "--transactional-id", "t"])
+        .refused("--transactional-id");
 }

@@ -724,6 +724,10 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
         Some("--find-max-rate: searches from one machine; not with --agents")
     } else if args.verify {
         Some("--verify: not with --agents yet (verify each agent's topic separately)")
+    } else if plan.spec.transaction.is_some() {
+        Some(
+            "--transactional-id: not with --agents (every agent would take the same transactional.id and fence the others)",
+        )
     } else if !args.pin.is_empty() {
         Some("--pin: not with --agents yet (agents negotiate versions themselves)")
     } else if args.histogram_log.is_some() {
