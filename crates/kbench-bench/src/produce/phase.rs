@@ -440,7 +440,6 @@ async fn drain(
 /// ended ones came to.
 struct TxnState {
     txns: kbench_client::Transactions,
-    transactional_id: String,
     /// The identity of each producer epoch the run used (a new one after each abort).
     identities: Vec<kbench_client::ProducerIdentity>,
     duration: Duration,
@@ -479,7 +478,6 @@ impl TxnState {
         let first = txns.identity();
         let mut state = TxnState {
             txns,
-            transactional_id: spec.transactional_id.clone(),
             identities: vec![first],
             duration: spec.duration,
             due: Instant::now(),
@@ -511,7 +509,8 @@ impl TxnState {
         &mut self,
         shared: &Shared,
     ) -> Result<kbench_client::ProducerIdentity, String> {
-        self.txns = init_transactions(shared, &self.transactional_id, self.duration).await?;
+        let id = self.txns.transactional_id().to_string();
+        self.txns = init_transactions(shared, &id, self.duration).await?;
         self.identities.push(self.txns.identity());
         Ok(self.txns.identity())
     }
