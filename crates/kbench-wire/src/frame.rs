@@ -113,6 +113,25 @@ pub fn decode_response<R: Decodable>(
     })
 }
 
+/// As [`decode_response`], but bytes left after the body are not an error: the body and how many
+/// bytes were left. Java's and librdkafka's readers ignore such bytes (librdkafka's mock cluster
+/// sends one after its flexible Metadata answers); the caller counts them as a protocol anomaly.
+pub fn decode_response_tolerant<R: Decodable>(
+    api: ApiKey,
+    version: i16,
+    expected_correlation_id: i32,
+    frame: Bytes,
+) -> Result<(R, usize), FrameError> {
+    let mut left = 0;
+    let body = decode_response_with(api, version, expected_correlation_id, frame, |body| {
+        let r = R::decode(body, version).map_err(|e| e.to_string())?;
+        left = body.remaining();
+        body.advance(left);
+        Ok(r)
+    })?;
+    Ok((body, left))
+}
+
 /// As [`decode_response`], with the body decoded by `decode_body` (which must consume it all).
 pub fn decode_response_with<R>(
     api: ApiKey,
@@ -147,6 +166,25 @@ pub fn decode_response_with<R>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_after_a_body_are_counted_not_refused_by_the_tolerant_reader() {
+        use kafka_protocol::messages::MetadataResponse;
+        let mut frame = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(7)
+            .encode(&mut frame, 1)
+            .unwrap();
+        MetadataResponse::default().encode(&mut frame, 12).unwrap();
+        frame.put_u8(0);
+        let frame = frame.freeze();
+        assert!(
+            decode_response::<MetadataResponse>(ApiKey::Metadata, 12, 7, frame.clone()).is_err()
+        );
+        let (_, left) =
+            decode_response_tolerant::<MetadataResponse>(ApiKey::Metadata, 12, 7, frame).unwrap();
+        assert_eq!(left, 1);
+    }
     use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, MetadataRequest};
 
     #[test]

@@ -17,7 +17,7 @@ pub mod versions;
 
 pub use batch::{BatchProducer, RecordBatchBuilder, RecordHeader};
 pub use compression::Compression;
-pub use frame::{FrameError, decode_response, encode_request};
+pub use frame::{FrameError, decode_response, decode_response_tolerant, encode_request};
 pub use kafka_protocol;
 pub use kafka_protocol::messages::ApiKey;
 pub use produce_frame::{ProduceFrameError, ProduceHead, TopicRef, encode_produce_frame};

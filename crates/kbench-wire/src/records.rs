@@ -418,6 +418,31 @@ pub fn first_gap(mut input: &[u8], from: i64) -> Option<std::ops::Range<i64>> {
     None
 }
 
+/// The offset after the last complete batch of `input` that ends at or past `from`: where a
+/// consumer that asked from `from` fetches next. Headers only; `None` when no complete batch
+/// reaches `from`.
+pub fn batches_end(mut input: &[u8], from: i64) -> Option<i64> {
+    let mut end = None;
+    while let Ok((header, len)) = BatchDecoder::header(input) {
+        let last = header.base_offset + i64::from(header.last_offset_delta);
+        if last >= from {
+            end = Some(last + 1);
+        }
+        input = &input[len..];
+    }
+    end
+}
+
+/// Records in the complete batches of `input` (headers only).
+pub fn batch_records(mut input: &[u8]) -> u64 {
+    let mut n = 0u64;
+    while let Ok((header, len)) = BatchDecoder::header(input) {
+        n += header.record_count.max(0) as u64;
+        input = &input[len..];
+    }
+    n
+}
+
 /// A zigzag varlong, at most 10 bytes.
 #[inline]
 fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, DecodeError> {

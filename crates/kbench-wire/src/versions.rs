@@ -169,6 +169,14 @@ pub enum VersionError {
         kbench: VersionRange,
     },
     #[error(
+        "--pin {pin_api}={pin}: {api} v{pin} addresses topics by id, and the broker gave this topic none (the zero UUID in Metadata); {api} v12 and earlier address it by name"
+    )]
+    PinNeedsTopicId {
+        pin_api: String,
+        api: String,
+        pin: i16,
+    },
+    #[error(
         "--pin {pin_api}={pin}: {api} v{pin} is not possible here (broker supports {api} v{broker}, kbench supports {api} v{kbench})"
     )]
     PinOutOfRange {
@@ -180,9 +188,49 @@ pub enum VersionError {
     },
 }
 
+/// The first version of `api` that addresses topics by id only (KIP-516): Produce v13, Fetch v13.
+pub fn first_topic_id_version(api: ApiKey) -> Option<i16> {
+    match api {
+        ApiKey::Produce | ApiKey::Fetch => Some(13),
+        _ => None,
+    }
+}
+
+/// Choose the version for a request about a topic the broker gave no id (the zero UUID in
+/// Metadata: some Kafka-compatible brokers never assign ids): below the first version that
+/// addresses topics by id, as Java's client caps Fetch at v12 then. A pin at or above it cannot
+/// hold, and says why.
+pub fn choose_by_name(api: ApiKey, broker: &ApiRanges, pins: &Pins) -> Result<i16, VersionError> {
+    let Some(first_by_id) = first_topic_id_version(api) else {
+        return choose(api, broker, pins);
+    };
+    if let Some(pin) = pins.get(api)
+        && pin >= first_by_id
+    {
+        return Err(VersionError::PinNeedsTopicId {
+            pin_api: api_name(api).to_lowercase(),
+            api: api_name(api),
+            pin,
+        });
+    }
+    let cap = first_by_id - 1;
+    choose_within(api, broker, pins, cap)
+}
+
 /// Choose the version for `api`: the pin if it is inside both ranges, else the highest common version.
 pub fn choose(api: ApiKey, broker: &ApiRanges, pins: &Pins) -> Result<i16, VersionError> {
-    let kbench = kbench_range(api);
+    choose_within(api, broker, pins, i16::MAX)
+}
+
+/// [`choose`], kbench's range ending at `cap`.
+fn choose_within(
+    api: ApiKey,
+    broker: &ApiRanges,
+    pins: &Pins,
+    cap: i16,
+) -> Result<i16, VersionError> {
+    let mut kbench = kbench_range(api);
+    kbench.max = kbench.max.min(cap);
     let name = api_name(api);
     let offered = broker.get(api);
     if let Some(pin) = pins.get(api) {
@@ -255,6 +303,24 @@ impl fmt::Display for Negotiated {
 mod tests {
     use super::*;
     use kafka_protocol::messages::api_versions_response::ApiVersion;
+
+    #[test]
+    fn a_topic_without_an_id_is_addressed_by_name_at_v12_at_most() {
+        let b = broker(&[(ApiKey::Fetch, 4, 17), (ApiKey::Produce, 3, 12)]);
+        assert_eq!(choose_by_name(ApiKey::Fetch, &b, &Pins::default()), Ok(12));
+        assert_eq!(choose(ApiKey::Fetch, &b, &Pins::default()), Ok(17));
+        assert_eq!(
+            choose_by_name(ApiKey::Produce, &b, &Pins::default()),
+            Ok(12)
+        );
+        let pinned = Pins::parse("fetch=13").unwrap();
+        let err = choose_by_name(ApiKey::Fetch, &b, &pinned).unwrap_err();
+        assert!(err.to_string().contains("zero UUID"), "{err}");
+        assert_eq!(
+            choose_by_name(ApiKey::Fetch, &b, &Pins::parse("fetch=12").unwrap()),
+            Ok(12)
+        );
+    }
 
     fn broker(ranges: &[(ApiKey, i16, i16)]) -> ApiRanges {
         let mut response = ApiVersionsResponse::default();
