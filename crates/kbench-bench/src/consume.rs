@@ -1070,28 +1070,7 @@ fn fetch_order(mut asked: Vec<(i32, i64)>, rotation: usize) -> Vec<(i32, i64)> {
     asked
 }
 
-/// Records in the complete batches of `records` (headers only).
-fn batch_records(mut records: &[u8]) -> u64 {
-    let mut n = 0u64;
-    while let Ok((header, len)) = BatchDecoder::header(records) {
-        n += header.record_count.max(0) as u64;
-        records = &records[len..];
-    }
-    n
-}
-
-/// The offset after the last complete batch in `records` that ends at or past `from`.
-fn batches_end(mut records: &[u8], from: i64) -> Option<i64> {
-    let mut end = None;
-    while let Ok((header, len)) = BatchDecoder::header(records) {
-        let last = header.base_offset + i64::from(header.last_offset_delta);
-        if last >= from {
-            end = Some(last + 1);
-        }
-        records = &records[len..];
-    }
-    end
-}
+use kbench_wire::records::{batch_records, batches_end};
 
 /// The subset of Java's `SimpleDateFormat` the tool's `--date-format` is used with: `yyyy`, `MM`,
 /// `dd`, `HH`, `mm`, `ss`, `SSS`, and quoted or non-letter literals; times in UTC.

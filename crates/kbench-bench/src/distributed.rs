@@ -384,6 +384,34 @@ fn brief(doc: Option<&Value>, field: &str) -> Value {
     json!({ "count": q("count"), "p50": q("p50"), "p99": q("p99"), "max": q("max") })
 }
 
+/// The agents' `cluster` blocks, added together (each agent's producers saw the cluster apart).
+fn merged_cluster(done: &[&AgentPart]) -> Value {
+    let mut all = crate::cluster::ClusterReport::default();
+    for d in done.iter().filter_map(|p| p.result.as_ref()) {
+        if let Some(Ok(c)) = d
+            .get("cluster")
+            .map(|c| serde_json::from_value::<crate::cluster::ClusterReport>(c.clone()))
+        {
+            all.merge(&c);
+        }
+    }
+    serde_json::to_value(all).unwrap_or(Value::Null)
+}
+
+/// The agents' objects of counts under `field`, summed key by key.
+fn merged_map(done: &[&AgentPart], field: &str) -> Value {
+    let mut all = serde_json::Map::new();
+    for d in done.iter().filter_map(|p| p.result.as_ref()) {
+        if let Some(m) = d.get(field).and_then(Value::as_object) {
+            for (k, v) in m {
+                let n = all.get(k).and_then(Value::as_u64).unwrap_or(0) + v.as_u64().unwrap_or(0);
+                all.insert(k.clone(), json!(n));
+            }
+        }
+    }
+    Value::Object(all)
+}
+
 /// Produce results of every agent → one result document: counts summed, histograms merged exactly,
 /// rates over the longest measured phase (the agents started together), CPU summed. Agents lost
 /// mid-run are named in `distributed` with their last live counts; the totals are the others'.
@@ -422,6 +450,7 @@ pub fn merge_produce(parts: &[AgentPart]) -> Result<Value, String> {
         "records_sent": sent,
         "records_acked": acked,
         "records_failed": failed,
+        "records_unsent": sum(&done, "records_unsent"),
         "bytes_acked": bytes,
         "records_per_sec": rate,
         "mb_per_sec": mb,
@@ -437,6 +466,8 @@ pub fn merge_produce(parts: &[AgentPart]) -> Result<Value, String> {
         "aborted": done.iter().find_map(|p| p.result.as_ref()?.get("aborted")?.as_str().map(|a| format!("agent {}: {a}", p.agent))),
         "produce_requests": sum(&done, "produce_requests"),
         "record_batches": sum(&done, "record_batches"),
+        "cluster": merged_cluster(&done),
+        "protocol_anomalies": merged_map(&done, "protocol_anomalies"),
         "frames_written": sum(&done, "frames_written"),
         "socket_writes": sum(&done, "socket_writes"),
         "intervals": merged_intervals(&done),
@@ -578,6 +609,8 @@ pub fn merge_e2e(consumer: &AgentPart, producers: &[AgentPart]) -> Result<Value,
         "records_per_sec": acked as f64 / duration.max(1e-9),
         "produce_requests": sum(&done, "produce_requests"),
         "schedule_slips": sum(&done, "schedule_slips"),
+        "cluster_slips": sum(&done, "cluster_slips"),
+        "cluster": merged_cluster(&done),
         "client_cpu_user_s": fsum(&every, "client_cpu_user_s"),
         "client_cpu_sys_s": fsum(&every, "client_cpu_sys_s"),
         "peak_rss_kib": every.iter().filter_map(|p| p.result.as_ref()).map(|d| num(d, "peak_rss_kib")).max(),

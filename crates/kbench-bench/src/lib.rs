@@ -7,6 +7,7 @@
 
 pub mod broker_metrics;
 pub mod clock;
+pub mod cluster;
 pub mod codec;
 pub mod compare;
 pub mod consume;

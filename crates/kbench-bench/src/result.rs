@@ -90,6 +90,9 @@ pub struct ResultDocument {
     pub records_sent: u64,
     pub records_acked: u64,
     pub records_failed: u64,
+    /// Throttled: records the schedule asked for that were never sent by the end (each one's
+    /// wait to the end is in `latency`); sent + unsent = scheduled.
+    pub records_unsent: u64,
     pub bytes_acked: u64,
     pub records_per_sec: f64,
     pub mb_per_sec: f64,
@@ -128,6 +131,10 @@ pub struct ResultDocument {
     /// batches the broker already held, and the transactions committed and aborted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub producer: Option<crate::produce::phase::ProducerReport>,
+    /// What the cluster did: leader changes, retries by cause, metadata refreshes, stalls.
+    pub cluster: crate::cluster::ClusterReport,
+    /// Responses with bytes left after their body, by kind (read as Java's client reads them).
+    pub protocol_anomalies: BTreeMap<String, u64>,
 }
 
 /// One repetition's figures: the samples `kbench compare` works on.
@@ -191,6 +198,7 @@ impl ResultDocument {
             records_sent: run.records_sent,
             records_acked: run.records_acked,
             records_failed: run.records_failed,
+            records_unsent: run.records_unsent,
             bytes_acked: run.bytes_acked,
             records_per_sec: run.records_per_sec(),
             mb_per_sec: run.mb_per_sec(),
@@ -216,6 +224,8 @@ impl ResultDocument {
             ),
             verification: None,
             producer: run.producer.clone(),
+            cluster: run.cluster.clone(),
+            protocol_anomalies: run.protocol_anomalies.clone(),
         }
     }
 }
@@ -276,8 +286,16 @@ pub struct E2eResultDocument {
     pub producer_request_duration: LatencySummary,
     /// Per record: its batch's scheduled time → the batch's request sent, µs (OMB's publish delay).
     pub publish_delay: LatencySummary,
-    /// Batches that came more than one interval late (the schedule restarted from then).
+    /// Batches that came more than one interval late (the schedule restarted from then) although
+    /// the producer had not waited for the cluster: the generator's.
     pub schedule_slips: u64,
+    /// Batches late because their producer waited for the cluster (a slow broker, a partition
+    /// without a leader): the cluster's, never the generator's saturation.
+    #[serde(default)]
+    pub cluster_slips: u64,
+    /// What the cluster did, as the producers saw it.
+    #[serde(default)]
+    pub cluster: crate::cluster::ClusterReport,
     /// Whether kbench, not the target, set the pace (and the evidence).
     pub saturation: crate::produce::phase::Saturation,
     /// Per record: send time carried in the record → consumer receipt, µs.
@@ -355,6 +373,8 @@ impl E2eResultDocument {
             producer_request_duration: LatencySummary::of(&run.producer_latency),
             publish_delay: LatencySummary::of(&run.publish_delay),
             schedule_slips: run.schedule_slips,
+            cluster_slips: run.cluster_slips,
+            cluster: run.cluster.clone(),
             saturation: run.saturation.clone(),
             whole_trip: LatencySummary::of(&run.whole_trip),
             fetch_duration: LatencySummary::of(&run.fetch_duration),

@@ -11,9 +11,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kbench_client::{
-    Acks, ClientError, Cluster, ClusterConfig, ProduceOutcome, ProducerConfig, TopicLayout,
-};
+use kbench_client::{Acks, ClientError, Cluster, ClusterConfig, ProducerConfig, TopicLayout};
 use kbench_wire::batch::{RecordBatchBuilder, now_ms};
 use kbench_wire::{ApiKey, BatchDecoder, Compression, Pins};
 use rand::SeedableRng;
@@ -218,6 +216,9 @@ pub enum Guard {
     RecordsReadEqualSeeded,
     /// Every record's timestamp is from the time the topic was seeded.
     TimestampsFromClock,
+    /// Every response the cell read was exactly its fields (no bytes left after a body): a codec
+    /// that reads what the broker did not quite write is not measured.
+    NoProtocolAnomalies,
 }
 
 /// Why a cell has no figure.
@@ -352,7 +353,8 @@ fn value_for(i: u64, size: usize) -> Vec<u8> {
 /// Seed the Fetch topic: `records` distinct values in 10-record batches, so that max-bytes really
 /// decides how much one response carries.
 pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTopic, BenchError> {
-    let cluster = Cluster::connect(config(s, Pins::default(), "kbench-sweep-seed")).await?;
+    let cluster =
+        Arc::new(Cluster::connect(config(s, Pins::default(), "kbench-sweep-seed")).await?);
     let layout = cluster
         .ensure_topic(topic, 1, 1)
         .await
@@ -373,7 +375,8 @@ pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTo
     while i < records {
         builder.start_now();
         let ts = now_ms();
-        for _ in 0..10.min(records - i) {
+        let in_batch = 10.min(records - i);
+        for _ in 0..in_batch {
             let v = value_for(i, s.value_size);
             checksum = crc32c::crc32c_append(checksum, &v);
             builder.append(ts, None, Some(&v), &[]);
@@ -382,8 +385,15 @@ pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTo
         let batch = builder
             .finish()
             .map_err(|e| BenchError::Run(format!("seeding {topic}: {e}")))?;
-        if let ProduceOutcome::Failed { error, .. } =
-            cluster.produce_batch(&producer, &layout, 0, batch).await
+        if let Err(error) = kbench_client::producer::deliver_one(
+            cluster.clone(),
+            &producer,
+            &layout,
+            0,
+            batch,
+            in_batch as u32,
+        )
+        .await
         {
             return Err(BenchError::Run(format!("seeding {topic}: {error}")));
         }
@@ -666,6 +676,23 @@ pub async fn run_cell(
         }
     }
     cluster.close(Duration::from_secs(2)).await;
+    let anomalies = cluster.protocol_anomalies();
+    if !anomalies.is_empty() {
+        let what: Vec<String> = anomalies
+            .iter()
+            .map(|(kind, n)| format!("{n} × {kind}"))
+            .collect();
+        result.status = CellError::guard(
+            Guard::NoProtocolAnomalies,
+            format!(
+                "{}: the broker's responses were not exactly their fields ({}); no figure is reported for it",
+                cell.label(),
+                what.join(", ")
+            ),
+        )
+        .into();
+        return result;
+    }
     let cpu: Vec<f64> = result.reps.iter().map(|r| r.cpu_us_per_msg).collect();
     let rate: Vec<f64> = result.reps.iter().map(|r| r.msgs_per_sec).collect();
     let (cpu_median, spread) = median_and_spread(&cpu);

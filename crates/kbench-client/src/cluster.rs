@@ -73,21 +73,36 @@ impl TopicLayout {
     }
 }
 
-/// A connected cluster.
 /// A broker's connect queue: the last failed attempt, and when it failed.
 type ConnectQueue = tokio::sync::Mutex<Option<(Instant, ClientError)>>;
 
+/// What a connection to a broker carries. Each purpose has a connection of its own, as franz-go's
+/// broker keeps separate connections for produce, fetch and group traffic: Kafka answers a
+/// connection's requests in order, so a Fetch the broker holds for its max wait would otherwise
+/// delay the Produce answers and the heartbeats queued behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Purpose {
+    /// Produce requests, and anything not listed below.
+    Produce,
+    /// Fetch requests (long polls).
+    Fetch,
+    /// The group coordinator's conversation: JoinGroup, SyncGroup, Heartbeat, OffsetCommit,
+    /// LeaveGroup, and the transaction coordinator's.
+    Group,
+}
+
+/// A connected cluster.
 pub struct Cluster {
     config: ClusterConfig,
     bootstrap: Arc<Connection>,
     brokers: Mutex<HashMap<i32, String>>,
     /// Never held across an await: one slow broker must not stall requests to the others.
-    connections: Mutex<HashMap<i32, Arc<Connection>>>,
+    connections: Mutex<HashMap<(i32, Purpose), Arc<Connection>>>,
     /// One queue per broker for opening its connection: callers wait their turn (tokio's mutex is
     /// fair), so requests go out on it in the order they asked for it.
     /// The mutex holds the last failed attempt: callers that queued behind it take its error rather
     /// than each waiting out a connect time-out of its own.
-    connecting: Mutex<HashMap<i32, Arc<ConnectQueue>>>,
+    connecting: Mutex<HashMap<(i32, Purpose), Arc<ConnectQueue>>>,
     /// Every connection's writes, summed (replaced connections' too).
     write_stats: Arc<crate::connection::WriteStats>,
     negotiated: Mutex<Negotiated>,
@@ -189,6 +204,15 @@ impl Cluster {
             .or_insert(addr);
     }
 
+    /// The address Metadata gave broker `node_id`, if known.
+    pub fn broker_addr(&self, node_id: i32) -> Option<String> {
+        self.brokers
+            .lock()
+            .expect("brokers lock")
+            .get(&node_id)
+            .cloned()
+    }
+
     pub fn config(&self) -> &ClusterConfig {
         &self.config
     }
@@ -200,13 +224,35 @@ impl Cluster {
     /// Choose the version for `api` on `conn` (pin or highest common) and record it as used.
     pub fn version_on(&self, conn: &Connection, api: ApiKey) -> Result<i16, ClientError> {
         let v = conn.version(api, &self.config.pins)?;
+        self.record_version(api, v);
+        Ok(v)
+    }
+
+    /// The version of `api` for a request about a topic with `topic_id`: as [`version_on`]
+    /// (Self::version_on), but a topic the broker gave no id (the zero UUID: some Kafka-compatible
+    /// brokers never assign one) is addressed by name, so Produce and Fetch stay at v12 at most, as
+    /// Java's client does.
+    pub fn version_for_topic(
+        &self,
+        conn: &Connection,
+        api: ApiKey,
+        topic_id: &uuid::Uuid,
+    ) -> Result<i16, ClientError> {
+        if !topic_id.is_nil() {
+            return self.version_on(conn, api);
+        }
+        let v = kbench_wire::versions::choose_by_name(api, conn.ranges(), &self.config.pins)?;
+        self.record_version(api, v);
+        Ok(v)
+    }
+
+    fn record_version(&self, api: ApiKey, v: i16) {
         let mut negotiated = self.negotiated.lock().expect("negotiated lock");
         if negotiated.get(api) != Some(v) {
             let mut one = Negotiated::default();
             one.insert(api, v);
             negotiated.merge(&one);
         }
-        Ok(v)
     }
 
     /// Check, before any load, that `apis` can be used with the bootstrap broker (pins included).
@@ -432,19 +478,29 @@ impl Cluster {
     /// once did that, and Tansu answered OUT_OF_ORDER_SEQUENCE_NUMBER). Callers queued behind an
     /// attempt that failed take its error, rather than each waiting out a connect time-out in turn.
     pub async fn connection(&self, node_id: i32) -> Result<Arc<Connection>, ClientError> {
-        if let Some(c) = self.open_connection(node_id) {
+        self.connection_for(node_id, Purpose::Produce).await
+    }
+
+    /// As [`connection`](Self::connection), the connection to `node_id` kept for `purpose`.
+    pub async fn connection_for(
+        &self,
+        node_id: i32,
+        purpose: Purpose,
+    ) -> Result<Arc<Connection>, ClientError> {
+        let key = (node_id, purpose);
+        if let Some(c) = self.open_connection(key) {
             return Ok(c);
         }
         let queue = self
             .connecting
             .lock()
             .expect("connecting lock")
-            .entry(node_id)
+            .entry(key)
             .or_default()
             .clone();
         let asked = Instant::now();
         let mut turn = queue.lock().await;
-        if let Some(c) = self.open_connection(node_id) {
+        if let Some(c) = self.open_connection(key) {
             return Ok(c);
         }
         if let Some((failed_at, error)) = turn.as_ref()
@@ -452,13 +508,14 @@ impl Cluster {
         {
             return Err(error.clone());
         }
-        let result = self.open(node_id).await;
+        let result = self.open(key).await;
         *turn = result.as_ref().err().map(|e| (Instant::now(), e.clone()));
         result
     }
 
-    /// Open a connection to `node_id` and keep it (the caller holds the broker's connect turn).
-    async fn open(&self, node_id: i32) -> Result<Arc<Connection>, ClientError> {
+    /// Open a connection to `key`'s broker and keep it (the caller holds its connect turn).
+    async fn open(&self, key: (i32, Purpose)) -> Result<Arc<Connection>, ClientError> {
+        let node_id = key.0;
         let addr = self
             .brokers
             .lock()
@@ -481,10 +538,10 @@ impl Cluster {
         );
         let kept = {
             let mut conns = self.connections.lock().expect("connections lock");
-            match conns.get(&node_id) {
+            match conns.get(&key) {
                 Some(c) if !c.is_broken() => c.clone(),
                 _ => {
-                    conns.insert(node_id, conn.clone());
+                    conns.insert(key, conn.clone());
                     conn.clone()
                 }
             }
@@ -495,14 +552,19 @@ impl Cluster {
         Ok(kept)
     }
 
-    /// The open, unbroken connection to `node_id`, if there is one.
-    fn open_connection(&self, node_id: i32) -> Option<Arc<Connection>> {
+    /// The open, unbroken connection for `key`, if there is one.
+    fn open_connection(&self, key: (i32, Purpose)) -> Option<Arc<Connection>> {
         self.connections
             .lock()
             .expect("connections lock")
-            .get(&node_id)
+            .get(&key)
             .filter(|c| !c.is_broken())
             .cloned()
+    }
+
+    /// What the connections' readers found odd (responses with bytes after their body), by kind.
+    pub fn protocol_anomalies(&self) -> std::collections::BTreeMap<String, u64> {
+        self.write_stats.anomalies()
     }
 
     /// Frames written to every broker so far, and the writes that carried them.

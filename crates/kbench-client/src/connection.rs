@@ -13,7 +13,9 @@ use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kbench_wire::frame::peek_correlation_id;
 use kbench_wire::versions::choose;
-use kbench_wire::{ApiKey, ApiRanges, Pins, api_name, decode_response, encode_request};
+use kbench_wire::{
+    ApiKey, ApiRanges, Pins, api_name, decode_response, decode_response_tolerant, encode_request,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
@@ -65,11 +67,14 @@ struct Pending {
 const UNANSWERED_MEMORY: usize = 65_536;
 
 /// What a connection's writer did: frames written, and the writes (system calls, or TLS writes) that
-/// carried them. Frames per write says how well requests were gathered.
+/// carried them. Frames per write says how well requests were gathered. And what its reader found
+/// odd: responses with bytes left after their body (read as Java's client reads them).
 #[derive(Debug, Default)]
 pub struct WriteStats {
     pub frames: std::sync::atomic::AtomicU64,
     pub writes: std::sync::atomic::AtomicU64,
+    /// Responses with bytes after their body, by API name (a protocol anomaly, counted in results).
+    anomalies: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl WriteStats {
@@ -79,6 +84,20 @@ impl WriteStats {
             self.frames.load(Ordering::Relaxed),
             self.writes.load(Ordering::Relaxed),
         )
+    }
+
+    /// Protocol anomalies so far: what was odd, and how often.
+    pub fn anomalies(&self) -> std::collections::BTreeMap<String, u64> {
+        self.anomalies.lock().expect("anomalies lock").clone()
+    }
+
+    fn anomaly(&self, what: String) {
+        *self
+            .anomalies
+            .lock()
+            .expect("anomalies lock")
+            .entry(what)
+            .or_default() += 1;
     }
 }
 
@@ -106,6 +125,8 @@ pub struct Connection {
     /// Held by the one task re-authenticating.
     reauth_lock: tokio::sync::Mutex<()>,
     max_in_flight: u32,
+    /// The cluster's counts this connection adds to (writes, anomalies).
+    stats: Arc<WriteStats>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -223,6 +244,7 @@ impl Connection {
             reauth_at: Mutex::new(None),
             reauth_lock: tokio::sync::Mutex::new(()),
             max_in_flight: max_in_flight.max(1) as u32,
+            stats: write_stats,
         };
         (conn.api_versions_version, conn.ranges) =
             conn.api_versions().await.map_err(|e| match e {
@@ -394,7 +416,28 @@ impl Connection {
         let (correlation_id, reply) = self.send(api, version, body).await?;
         let frame = self.wait(api, reply.expect("reply requested")).await;
         drop(permit);
-        Ok(decode_response(api, version, correlation_id, frame?)?)
+        self.decode(api, version, correlation_id, frame?)
+    }
+
+    /// Decode a response, tolerating bytes after its body as Java's client does (librdkafka's mock
+    /// cluster sends one after flexible Metadata answers); each such response is counted as a
+    /// protocol anomaly.
+    fn decode<Resp: Decodable>(
+        &self,
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        frame: Bytes,
+    ) -> Result<Resp, ClientError> {
+        let (body, left) = decode_response_tolerant(api, version, correlation_id, frame)?;
+        if left > 0 {
+            tracing::debug!(addr = %self.addr, api = %api_name(api), version, left, "bytes after a response body");
+            self.stats.anomaly(format!(
+                "{} v{version} response with bytes after its body",
+                api_name(api)
+            ));
+        }
+        Ok(body)
     }
 
     /// As [`request_at`](Self::request_at), waiting up to `timeout` instead of the connection's
@@ -413,7 +456,7 @@ impl Connection {
             .wait_for(api, reply.expect("reply requested"), timeout)
             .await;
         drop(permit);
-        Ok(decode_response(api, version, correlation_id, frame?)?)
+        self.decode(api, version, correlation_id, frame?)
     }
 
     /// Send a request at `version` and wait for its response, past the in-flight limit and without
@@ -427,7 +470,7 @@ impl Connection {
     ) -> Result<Resp, ClientError> {
         let (correlation_id, reply) = self.send(api, version, body).await?;
         let frame = self.wait(api, reply.expect("reply requested")).await;
-        Ok(decode_response(api, version, correlation_id, frame?)?)
+        self.decode(api, version, correlation_id, frame?)
     }
 
     /// Send a request at `version` and return the response frame undecoded (header included), with
@@ -563,7 +606,7 @@ impl Connection {
         };
         let frame = self.wait(ApiKey::Produce, reply).await;
         drop(permit);
-        Ok(Some(decode_response(
+        Ok(Some(self.decode(
             ApiKey::Produce,
             version,
             correlation_id,

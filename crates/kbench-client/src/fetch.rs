@@ -98,7 +98,7 @@ impl Cluster {
         let mut out = Vec::with_capacity(positions.len());
         for (node, parts) in by_leader {
             let conn = self.connection(node).await?;
-            let version = self.version_on(&conn, ApiKey::Fetch)?;
+            let version = self.version_for_topic(&conn, ApiKey::Fetch, &topic.topic_id)?;
             let partitions = parts
                 .iter()
                 .map(|(p, o)| {

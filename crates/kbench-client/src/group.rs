@@ -522,7 +522,9 @@ pub(crate) async fn find_coordinator_of(
         }
         let BrokerId(node) = node;
         cluster.learn_broker(node, format!("{host}:{port}"));
-        return cluster.connection(node).await;
+        return cluster
+            .connection_for(node, crate::cluster::Purpose::Group)
+            .await;
     }
 }
 

@@ -66,6 +66,11 @@ pub struct E2eLive {
     pub segments: Mutex<Segments>,
     /// `--verify`: what the producers had acknowledged and what the consumer checked.
     pub verify: Mutex<Option<E2eVerify>>,
+    /// What the cluster did, as the producers saw it (each adds its engine's events at its end).
+    pub cluster: Mutex<kbench_client::ClusterEvents>,
+    /// Batches whose turn came late because the producer had waited for the cluster (a slow
+    /// broker, a partition without a leader): the cluster's time, not the generator's.
+    pub cluster_slips: AtomicU64,
     phase: Mutex<&'static str>,
     pub(crate) started: Mutex<Option<Instant>>,
 }
@@ -105,6 +110,8 @@ impl Default for E2eLive {
             errors: Mutex::new(BTreeMap::new()),
             segments: Mutex::new(Segments::default()),
             verify: Mutex::new(None),
+            cluster: Mutex::new(Default::default()),
+            cluster_slips: AtomicU64::new(0),
             phase: Mutex::new("starting"),
             started: Mutex::new(None),
         }
@@ -344,6 +351,11 @@ pub struct E2eRun {
     pub producer_latency: Histogram<u64>,
     pub publish_delay: Histogram<u64>,
     pub schedule_slips: u64,
+    /// Batches late because the producer waited for the cluster (never the generator's
+    /// saturation).
+    pub cluster_slips: u64,
+    /// What the cluster did, as the producers saw it.
+    pub cluster: crate::cluster::ClusterReport,
     /// Whether the load generator set the pace (a slipped schedule, or a busy core).
     pub saturation: crate::produce::phase::Saturation,
     pub whole_trip: Histogram<u64>,

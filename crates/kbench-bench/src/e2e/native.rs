@@ -10,10 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use kbench_client::group::{GroupConfig, GroupMember, Membership, send_commit};
-use kbench_client::{ClientError, Cluster, ClusterConfig, ProduceOutcome, TopicLayout};
-use kbench_wire::batch::{RecordBatchBuilder, RecordHeader, now_ms};
+use kbench_client::{ClientError, Cluster, ClusterConfig, TopicLayout};
+use kbench_wire::batch::{RecordHeader, now_ms};
 use kbench_wire::{BatchDecoder, Negotiated};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -22,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::e2e::live::{E2eLive, add, get};
 use crate::e2e::phases::{
-    CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, InFlight, Pacer,
-    RECORD_ID_LEN, Seen, missing, record_id,
+    CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, RECORD_ID_LEN,
+    Seen, missing, record_id,
 };
 use crate::e2e::spec::{E2eMode, E2eSpec};
 use crate::error::BenchError;
@@ -192,7 +191,64 @@ impl Driver for Native {
     }
 }
 
-/// One producer: batches at random intervals until stopped, then waits for its requests in flight.
+/// What a producer keeps of each batch while the engine has it.
+#[derive(Default)]
+struct E2eBatch {
+    partition: i32,
+    /// With `--verify`: the stamp sequence of the batch's first record.
+    first_stamp: u64,
+    /// The producer's in-flight slot, held until the outcome.
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// A producer's side of the engine: outcomes into the live figures.
+struct E2eDelivery {
+    live: Arc<E2eLive>,
+    stamp_id: Option<u64>,
+    gather: bool,
+}
+
+impl kbench_client::Delivery<E2eBatch> for E2eDelivery {
+    fn accepted(&self, _: &E2eBatch, records: u32) {
+        add(&self.live.produced, u64::from(records));
+    }
+
+    fn done(&self, b: E2eBatch, records: u32, outcome: kbench_client::Outcome) {
+        let records = u64::from(records);
+        if outcome.first_sent.is_some() {
+            add(&self.live.produce_requests, 1);
+        }
+        match outcome.result {
+            Ok(_) => {
+                add(&self.live.acked, records);
+                if let Some(producer) = self.stamp_id
+                    && let Some(v) = self.live.verify.lock().expect("verify lock").as_mut()
+                {
+                    v.written.ack(producer, b.partition, b.first_stamp, records);
+                }
+                if self.gather
+                    && let Some(sent) = outcome.first_sent
+                {
+                    let took = (outcome.at - sent).as_micros() as u64;
+                    let _ = self
+                        .live
+                        .producer_latency
+                        .lock()
+                        .expect("latency lock")
+                        .record(took.max(1));
+                }
+            }
+            Err(error) => {
+                add(&self.live.failed, records);
+                self.live.error(error.to_string(), records);
+            }
+        }
+    }
+}
+
+/// One producer: batches at random intervals until stopped, each to the next partition in turn,
+/// through the producer engine (which follows the partitions' leaders); then its outstanding
+/// batches get [`DURATION_GRACE`](crate::spec::DURATION_GRACE) to resolve.
 #[allow(clippy::too_many_arguments)]
 async fn produce(
     spec: E2eSpec,
@@ -206,10 +262,7 @@ async fn produce(
 ) {
     let mut pacer = Pacer::new(&spec, idx, live.clone());
     let values = pacer.payload(spec.payload_size.max);
-    let mut builder = RecordBatchBuilder::new(spec.compression);
-    let mut requests = InFlight::new();
     let partitions: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
-    let layout = Arc::new(layout);
     let mut next_partition = idx as usize;
     let mut seq = 0u64;
     let mut key = [0u8; RECORD_ID_LEN];
@@ -230,8 +283,35 @@ async fn produce(
         .as_ref()
         .map(|v| v.producer_id(idx));
     let mut stamp_seqs: HashMap<i32, u64> = HashMap::new();
-    while let Some((permit, count)) = pacer.next_batch(&stop).await {
-        let partition = partitions[next_partition % partitions.len()];
+    let options = kbench_client::ProducerOptions {
+        delivery: spec.producer.clone(),
+        compression: spec.compression,
+        // Each batch is closed as soon as its records are in.
+        batch_size: usize::MAX,
+        records_per_batch: None,
+        linger: Duration::ZERO,
+        max_in_flight: spec.max_in_flight.max(1),
+        max_request_size: kbench_client::ProducerSettings::default().max_request_size,
+        per_partition: false,
+    };
+    let mut producer = kbench_client::Producer::new(
+        cluster,
+        &layout,
+        partitions.clone(),
+        options,
+        Arc::new(E2eDelivery {
+            live: live.clone(),
+            stamp_id,
+            gather: spec.gather_latencies,
+        }),
+    );
+    let until = kbench_client::Until {
+        cancel: &stop,
+        deadline: None,
+    };
+    while let Some((slot, count)) = pacer.next_batch(&stop).await {
+        let pos = next_partition % partitions.len();
+        let partition = partitions[pos];
         next_partition += 1;
         let first_stamp = stamp_seqs.get(&partition).copied().unwrap_or(0);
         let sent_us = if wall {
@@ -244,8 +324,8 @@ async fn produce(
             key: sent_key,
             value: Some(&sent),
         }];
-        builder.start_now();
-        let timestamp = now_ms();
+        let open = producer.open(0, Instant::now(), Some(pos));
+        let timestamp = open.base_ms;
         for i in 0..count as u64 {
             let size = pacer.size();
             key[8..16].copy_from_slice(&seq.to_be_bytes());
@@ -261,61 +341,49 @@ async fn produce(
                             value: Some(&stamp),
                         },
                     ];
-                    builder.append(timestamp, Some(&key), Some(value), &headers);
+                    open.builder
+                        .append(timestamp, Some(&key), Some(value), &headers);
                 }
-                None => builder.append(timestamp, Some(&key), Some(value), &header),
+                None => open
+                    .builder
+                    .append(timestamp, Some(&key), Some(value), &header),
             }
         }
-        let records = count as u64;
-        if stamp_id.is_some() {
-            stamp_seqs.insert(partition, first_stamp + records);
-        }
-        add(&live.produced, records);
-        let batch: Bytes = match builder.finish() {
-            Ok(b) => b,
-            Err(e) => {
-                add(&live.failed, records);
-                live.error(format!("compression failed: {e}"), records);
-                continue;
-            }
+        open.meta = E2eBatch {
+            partition,
+            first_stamp,
+            _slot: Some(slot),
         };
-        let cluster = cluster.clone();
-        let layout = layout.clone();
-        let live = live.clone();
-        let config = spec.producer.clone();
-        let gather = spec.gather_latencies;
-        requests.spawn(records, async move {
-            let t0 = Instant::now();
-            let outcome = cluster
-                .produce_batch(&config, &layout, partition, batch)
-                .await;
-            let took = t0.elapsed().as_micros() as u64;
-            drop(permit);
-            add(&live.produce_requests, 1);
-            match outcome {
-                ProduceOutcome::Acked { .. } => {
-                    add(&live.acked, records);
-                    if let Some(producer) = stamp_id
-                        && let Some(v) = live.verify.lock().expect("verify lock").as_mut()
-                    {
-                        v.written.ack(producer, partition, first_stamp, records);
-                    }
-                    if gather {
-                        let _ = live
-                            .producer_latency
-                            .lock()
-                            .expect("latency lock")
-                            .record(took.max(1));
-                    }
-                }
-                ProduceOutcome::Failed { error, .. } => {
-                    add(&live.failed, records);
-                    live.error(error.to_string(), records);
-                }
-            }
-        });
+        if stamp_id.is_some() {
+            stamp_seqs.insert(partition, first_stamp + count as u64);
+        }
+        // The partition still has a batch waiting (its broker slow, or its leader moving): that
+        // wait is the cluster's.
+        let closing = Instant::now();
+        let closed = producer.close(0, &until).await;
+        pacer.waited_for_cluster(closing.elapsed());
+        if !closed {
+            break;
+        }
     }
-    requests.settle(&live).await;
+    // Stopped: what is open or outstanding gets a bounded grace, whatever the broker's state.
+    let never = CancellationToken::new();
+    let flushed = producer
+        .flush(&kbench_client::Until {
+            cancel: &never,
+            deadline: Some(Instant::now() + crate::spec::DURATION_GRACE),
+        })
+        .await;
+    let reason = if flushed {
+        "stopped".to_string()
+    } else {
+        format!(
+            "in flight when the producers stopped: still unanswered {} s later",
+            crate::spec::DURATION_GRACE.as_secs()
+        )
+    };
+    let events = producer.finish(&reason);
+    live.cluster.lock().expect("cluster lock").merge(&events);
 }
 
 /// The consumer: join, learn positions, signal ready, then poll/commit/heartbeat until stopped.
@@ -872,6 +940,7 @@ mod tests {
     use super::*;
     use crate::e2e::live::get;
     use kbench_wire::Compression;
+    use kbench_wire::batch::RecordBatchBuilder;
 
     /// Batches of `n` records at each base offset, one after the other, as a Fetch carries them.
     fn batches_at(offsets: &[(i64, usize)]) -> Vec<u8> {

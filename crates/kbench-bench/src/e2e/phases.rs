@@ -187,6 +187,9 @@ pub(crate) struct Pacer {
     count: Span<usize>,
     size: Span<usize>,
     in_flight: Arc<Semaphore>,
+    /// Time spent since the last batch waiting for the cluster (a free in-flight slot, a partition
+    /// whose batch had not gone yet): a batch late by no more than this is the cluster's slip.
+    cluster_wait: Duration,
 }
 
 impl Pacer {
@@ -199,7 +202,13 @@ impl Pacer {
             count: spec.messages_per_batch,
             size: spec.payload_size,
             in_flight: Arc::new(Semaphore::new(spec.max_in_flight.max(1))),
+            cluster_wait: Duration::ZERO,
         }
+    }
+
+    /// The producer waited `d` for the cluster to take its batch.
+    pub(crate) fn waited_for_cluster(&mut self, d: Duration) {
+        self.cluster_wait += d;
     }
 
     /// `len` random uppercase letters (values are slices of it), as kafka-producer-perf-test makes them.
@@ -222,18 +231,28 @@ impl Pacer {
         }
         let scheduled = self.next;
         let now = tokio::time::Instant::now();
-        if now > self.next + Duration::from_millis(self.interval.max.max(1)) {
+        let interval = Duration::from_millis(self.interval.max.max(1));
+        if now > self.next + interval {
+            // Late by more than an interval: the schedule restarts from now. When the producer
+            // spent that time waiting for the cluster, the slip is the cluster's; otherwise the
+            // generator could not keep up.
+            let late = now - self.next;
+            let counter = if late <= self.cluster_wait + interval {
+                &self.live.cluster_slips
+            } else {
+                &self.live.schedule_slips
+            };
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.next = now;
-            self.live
-                .schedule_slips
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         // Every request in flight may be stuck (a broker that died answers none until the
         // delivery timeout): the stop ends the wait for a free slot too.
+        let waiting = tokio::time::Instant::now();
         let permit = tokio::select! {
             _ = stop.cancelled() => return None,
             p = self.in_flight.clone().acquire_owned() => p.ok()?,
         };
+        self.cluster_wait = waiting.elapsed();
         let count = self.count.draw(&mut self.rng).max(1);
         // Publish delay: the batch's scheduled time → now, when its request goes out.
         let delay = (tokio::time::Instant::now() - scheduled).as_micros() as u64;
@@ -517,10 +536,28 @@ pub(crate) fn conclude(
         producer_latency: h(&live.producer_latency),
         publish_delay: h(&live.publish_delay),
         schedule_slips: get(&live.schedule_slips),
+        cluster_slips: get(&live.cluster_slips),
+        cluster: {
+            let started = live
+                .started
+                .lock()
+                .expect("started lock")
+                .unwrap_or_else(Instant::now);
+            crate::cluster::ClusterReport::of(
+                &live.cluster.lock().expect("cluster lock"),
+                started,
+                phases.started_at,
+            )
+        },
         saturation: {
             let slips = get(&live.schedule_slips);
-            let mut s =
-                crate::produce::phase::Saturation::judge(false, 0, phases.cpu, phases.elapsed);
+            let mut s = crate::produce::phase::Saturation::judge(
+                false,
+                0,
+                Duration::ZERO,
+                phases.cpu,
+                phases.elapsed,
+            );
             if slips > 0 && spec.mode.has_producers() {
                 s.saturated = true;
                 s.reasons.push(format!(

@@ -1,25 +1,19 @@
-//! The produce workload's measured phase: records batched per partition by `batch.size` and
-//! `linger.ms`, spread round-robin per batch, optionally throttled, with latency from each record's
-//! intended send time and every record accounted for (sent = acked + failed). Setup and teardown are
-//! the job's ([`super::job`]).
-//!
-//! A closed batch waits for a free in-flight slot (`max.in.flight.requests.per.connection` per
-//! leader); while it waits, the next partition's batch fills. When a slot frees, every waiting
-//! batch of one leader goes in one Produce request, up to `max.request.size` — Java's sender drains
-//! a broker's ready partitions the same way. At most one batch per partition waits, so a run with
-//! one partition keeps one batch ahead of its requests, never a queue.
+//! The produce workload's measured phase: records generated (keys, payloads, `--verify` stamps,
+//! each record's intended send time from the rate or shape) and handed to the producer engine
+//! ([`kbench_client::Producer`]: batches per partition by `batch.size` and `linger.ms`, a sink per
+//! broker, partitions that follow their leaders), with latency from each record's intended send time
+//! and every record accounted for: sent = acked + failed, and in a throttled run sent + unsent =
+//! scheduled. Setup and teardown are the job's ([`super::job`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
-use kbench_client::{Cluster, ProduceOutcome, ProducerConfig, TopicLayout};
-use kbench_wire::batch::{RecordBatchBuilder, RecordHeader, now_ms};
+use kbench_client::{Cluster, ProducerConfig, TopicLayout, Until};
+use kbench_wire::batch::RecordHeader;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::measure::{CpuTime, latency_histogram, peak_rss_kib};
@@ -64,10 +58,14 @@ impl IntervalReport {
 /// What a produce run did: counts, timing, CPU and latency.
 #[derive(Debug, Clone)]
 pub struct ProduceRun {
-    /// Records handed to a produce request (first attempt).
+    /// Records handed to the producer (closed into a batch): each was acknowledged or failed.
     pub records_sent: u64,
     pub records_acked: u64,
     pub records_failed: u64,
+    /// Throttled: records the schedule asked for by the end that were never sent (a broker that
+    /// stopped answering held the producer back). Each one's wait from its intended time to the
+    /// end is in `latency`.
+    pub records_unsent: u64,
     /// Value bytes of acknowledged records.
     pub bytes_acked: u64,
     pub started_at: SystemTime,
@@ -91,8 +89,8 @@ pub struct ProduceRun {
     pub errors: BTreeMap<String, u64>,
     /// Why the run stopped early, if it did.
     pub aborted: Option<String>,
-    /// Produce requests sent (first attempts), and the record batches they carried: several
-    /// partitions' batches share a request when they wait for the same broker.
+    /// Produce requests sent (retries included), and the record batches they carried (first
+    /// attempts): several partitions' batches share a request when they wait for the same broker.
     pub requests: u64,
     pub batches: u64,
     /// Frames written to the brokers over the measured phase, and the socket writes that carried
@@ -104,6 +102,10 @@ pub struct ProduceRun {
     pub timeline: Vec<crate::timeline::Window>,
     /// With `--verify`: this run's producer id and the offsets the broker acknowledged.
     pub written: Option<crate::verify::Written>,
+    /// What the cluster did: leader changes, retries by cause, refreshes, stalls.
+    pub cluster: crate::cluster::ClusterReport,
+    /// Responses read with bytes left after their body, by kind (a protocol anomaly).
+    pub protocol_anomalies: BTreeMap<String, u64>,
     /// With `enable.idempotence` or a `transactional.id`: the producer's identity and what the
     /// broker made of its retries and transactions.
     pub producer: Option<ProducerReport>,
@@ -178,6 +180,7 @@ impl ProduceRun {
             all.records_sent += r.records_sent;
             all.records_acked += r.records_acked;
             all.records_failed += r.records_failed;
+            all.records_unsent += r.records_unsent;
             all.bytes_acked += r.bytes_acked;
             all.ended_at = r.ended_at;
             all.elapsed += r.elapsed;
@@ -206,6 +209,10 @@ impl ProduceRun {
             }
             if let (Some(mine), Some(theirs)) = (all.producer.as_mut(), r.producer.as_ref()) {
                 mine.merge(theirs);
+            }
+            all.cluster.merge(&r.cluster);
+            for (k, v) in &r.protocol_anomalies {
+                *all.protocol_anomalies.entry(k.clone()).or_default() += v;
             }
         }
         Some(all)
@@ -247,6 +254,11 @@ pub struct Saturation {
     pub cpu_share: f64,
     /// Throttled runs: how far behind its schedule the last request went out, ms.
     pub final_publish_delay_ms: Option<f64>,
+    /// Throttled runs that fell behind their schedule because the records waited for the cluster
+    /// (in-flight requests unanswered, a partition without a leader): the target rate was not
+    /// sustained, and the cluster — not kbench — set the pace. Said, never flagged as saturation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paced_by_cluster: Option<String>,
 }
 
 /// A kbench process above this share of a core is the limit of the run.
@@ -254,19 +266,35 @@ const CPU_SATURATED: f64 = 0.9;
 
 impl Saturation {
     /// Throttled, a schedule that ended more than 1 s (or a tenth of the run) behind was not
-    /// sustained; any run whose process used more than 90 % of a core (one runtime thread) was
-    /// paced by kbench.
-    pub fn judge(throttled: bool, last_delay_us: u64, cpu: CpuTime, elapsed: Duration) -> Self {
+    /// sustained — unless the time behind is time the record loop waited for the producer to take
+    /// a batch (`waited`: a broker slow to answer, a partition without a leader), which is the
+    /// cluster's, not the generator's. Any run whose process used more than 90 % of a core (one
+    /// runtime thread) was paced by kbench.
+    pub fn judge(
+        throttled: bool,
+        last_delay_us: u64,
+        waited: Duration,
+        cpu: CpuTime,
+        elapsed: Duration,
+    ) -> Self {
         let secs = elapsed.as_secs_f64().max(1e-9);
         let cpu_share = cpu.total_us() as f64 / 1e6 / secs;
         let mut reasons = Vec::new();
         let final_publish_delay_ms = throttled.then(|| last_delay_us as f64 / 1000.0);
+        let mut paced_by_cluster = None;
         if let Some(ms) = final_publish_delay_ms {
             let allowed_ms = (secs * 100.0).max(1000.0);
-            if ms > allowed_ms {
+            let waited_ms = waited.as_secs_f64() * 1000.0;
+            if ms - waited_ms > allowed_ms {
                 reasons.push(format!(
                     "the target rate was not sustained: the last request went out {:.1} s behind its schedule (publish delay); records waited in kbench, and latency from the intended time includes the wait",
                     ms / 1000.0
+                ));
+            } else if ms > allowed_ms {
+                paced_by_cluster = Some(format!(
+                    "the target rate was not sustained: the last request went out {:.1} s behind its schedule, after the records had waited {:.1} s in all for the cluster to take them; the cluster set the pace (latency from the intended time includes the wait)",
+                    ms / 1000.0,
+                    waited_ms / 1000.0
                 ));
             }
         }
@@ -281,6 +309,7 @@ impl Saturation {
             reasons,
             cpu_share,
             final_publish_delay_ms,
+            paced_by_cluster,
         }
     }
 
@@ -303,24 +332,27 @@ impl Saturation {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             },
+            paced_by_cluster: self
+                .paced_by_cluster
+                .clone()
+                .or_else(|| other.paced_by_cluster.clone()),
         }
     }
 }
 
-/// Counters shared by the send loop and the per-request tasks, under one lock.
+/// Counters shared by the record loop and the engine's outcomes, under one lock.
 struct Tally {
+    /// Records handed to the producer engine (closed into a batch): each is acknowledged or
+    /// failed, so `sent = acked + failed` once the engine has finished.
     sent: u64,
     acked: u64,
     failed: u64,
-    /// Records in requests not yet resolved.
-    outstanding: u64,
-    requests: u64,
     batches: u64,
     bytes_acked: u64,
     latency: Histogram<u64>,
     service_time: Histogram<u64>,
     publish_delay: Histogram<u64>,
-    /// The publish delay of the latest request sent (its first record), µs.
+    /// The publish delay of the latest batch sent (its first record), µs.
     last_publish_delay_us: u64,
     errors: BTreeMap<String, u64>,
     window: IntervalReport,
@@ -343,101 +375,99 @@ impl Tally {
         self.window_start = now;
         w
     }
+
+    /// Records handed over and not yet acknowledged or failed.
+    fn outstanding(&self) -> u64 {
+        self.sent - self.acked - self.failed
+    }
 }
 
-/// The batch being filled: its records' intended times (µs since the run's start) and value bytes.
-struct OpenBatch {
-    builder: RecordBatchBuilder,
-    /// Which opening of this batch it is (a lingering entry of an earlier one is stale).
-    generation: u64,
+/// What the run keeps of each batch while the engine has it: its records' intended times (µs since
+/// the run's start), value bytes, and (with `--verify`) where its stamps start.
+#[derive(Default)]
+struct Batch {
     intended_us: Vec<u64>,
     value_bytes: u64,
-    opened: Instant,
-    /// `opened`, in µs since the run's start.
+    /// When the batch opened, µs since the run's start (record timestamps are deltas from it).
     opened_us: u64,
-    /// `opened` + `linger.ms`.
-    linger_due: Instant,
-    base_ms: i64,
+    partition: i32,
     /// With `--verify`: the sequence number of the batch's first record (the rest follow it).
     first_seq: u64,
 }
 
-impl OpenBatch {
-    fn new(spec: &ProduceSpec, start: Instant) -> OpenBatch {
-        OpenBatch {
-            builder: RecordBatchBuilder::new(spec.compression),
-            generation: 0,
-            intended_us: Vec::new(),
-            value_bytes: 0,
-            opened: start,
-            opened_us: 0,
-            linger_due: start,
-            base_ms: 0,
-            first_seq: 0,
+/// The run's side of the engine: every batch's outcome into the tally.
+struct Accounting {
+    tally: Arc<Mutex<Tally>>,
+    start: Instant,
+}
+
+impl kbench_client::Delivery<Batch> for Accounting {
+    fn accepted(&self, _: &Batch, records: u32) {
+        self.tally.lock().expect("tally lock").sent += u64::from(records);
+    }
+
+    fn sent(&self, b: &Batch, _: u32, at: Instant) {
+        let sent_us = (at - self.start).as_micros() as u64;
+        let mut t = self.tally.lock().expect("tally lock");
+        t.batches += 1;
+        for run in b.intended_us.chunk_by(|a, b| a == b) {
+            let us = sent_us.saturating_sub(run[0]).max(1);
+            let _ = t.publish_delay.record_n(us, run.len() as u64);
+            if let Some(h) = t.window.publish_delay.as_mut() {
+                let _ = h.record_n(us, run.len() as u64);
+            }
+        }
+        if let Some(first) = b.intended_us.first() {
+            t.last_publish_delay_us = sent_us.saturating_sub(*first);
+        }
+    }
+
+    fn done(&self, b: Batch, records: u32, outcome: kbench_client::Outcome) {
+        let count = u64::from(records);
+        let mut t = self.tally.lock().expect("tally lock");
+        match outcome.result {
+            Ok(acked) => {
+                t.duplicate_batches += u64::from(acked.duplicate);
+                if let Some(w) = t.written.as_mut() {
+                    let producer = w.producers[0];
+                    w.ack(producer, b.partition, b.first_seq, count);
+                }
+                let done_us = (outcome.at - self.start).as_micros() as u64;
+                // Records appended between two clock readings share an intended time: one
+                // histogram update per run of equal times, not per record.
+                for run in b.intended_us.chunk_by(|a, b| a == b) {
+                    let us = done_us.saturating_sub(run[0]).max(1);
+                    let n = run.len() as u64;
+                    let _ = t.latency.record_n(us, n);
+                    if let Some(h) = t.window.latency.as_mut() {
+                        let _ = h.record_n(us, n);
+                    }
+                    t.window.latency_sum_us += us * n;
+                    t.window.latency_max_us = t.window.latency_max_us.max(us);
+                }
+                let service = outcome
+                    .first_sent
+                    .map_or(1, |s| ((outcome.at - s).as_micros() as u64).max(1));
+                let _ = t.service_time.record_n(service, count);
+                t.acked += count;
+                t.bytes_acked += b.value_bytes;
+                t.window.records += count;
+                t.window.bytes += b.value_bytes;
+            }
+            Err(error) => {
+                t.failed += count;
+                t.window.failed += count;
+                *t.errors.entry(error.to_string()).or_default() += count;
+            }
         }
     }
 }
 
-/// An open batch's `linger.ms` deadline. Batches open in time order with one `linger.ms`, so their
-/// deadlines queue in order; an entry whose batch has closed (or reopened) since is stale.
-struct Lingering {
-    due: Instant,
-    /// Index into the open batches.
-    idx: usize,
-    generation: u64,
-}
-
-/// The earliest deadline of a batch still open, dropping stale entries on the way.
-fn earliest_due(
-    lingering: &mut std::collections::VecDeque<Lingering>,
-    opens: &[OpenBatch],
-) -> Option<Instant> {
-    while let Some(l) = lingering.front() {
-        let open = &opens[l.idx];
-        if open.builder.is_empty() || open.generation != l.generation {
-            lingering.pop_front();
-        } else {
-            return Some(l.due);
-        }
-    }
-    None
-}
-
-/// Close every open batch, send every waiting batch and wait for every request's answer (a
-/// transaction's end); `false` when the run is cancelled, or `deadline` passes, first.
-async fn drain(
-    sender: &mut Sender,
-    opens: &mut [OpenBatch],
-    keyed: bool,
-    cancel: &CancellationToken,
-    deadline: Option<Instant>,
-) -> bool {
-    for (idx, open) in opens.iter_mut().enumerate() {
-        if !open.builder.is_empty()
-            && !sender
-                .close(keyed.then_some(idx), open, cancel, deadline)
-                .await
-        {
-            return false;
-        }
-    }
-    while !sender.ready.is_empty() {
-        if !sender.send_waiting(cancel, deadline).await {
-            return false;
-        }
-    }
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return false,
-            joined = sender.requests.join_next() => if joined.is_none() {
-                return true;
-            },
-        }
-    }
-}
+/// The producer engine as the produce run drives it.
+type Engine = kbench_client::Producer<Batch>;
 
 /// A transactional producer's state: the open transaction, when it is due to end, and what the
-/// ended ones came to.
+/// ended ones came to. The transactional id is the [`kbench_client::Transactions`]' own.
 struct TxnState {
     txns: kbench_client::Transactions,
     /// The identity of each producer epoch the run used (a new one after each abort).
@@ -458,12 +488,11 @@ const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// InitProducerId at `transactional_id`'s coordinator, with a timeout that outlasts a transaction.
 async fn init_transactions(
-    shared: &Shared,
+    cluster: &Cluster,
     transactional_id: &str,
     duration: Duration,
 ) -> Result<kbench_client::Transactions, String> {
-    shared
-        .cluster
+    cluster
         .init_transactions(transactional_id, TRANSACTION_TIMEOUT.max(duration * 2))
         .await
         .map_err(|e| format!("transactional.id {transactional_id:?}: {e}"))
@@ -471,10 +500,12 @@ async fn init_transactions(
 
 impl TxnState {
     async fn begin_first(
-        shared: &Shared,
+        engine: &Engine,
+        tally: &Mutex<Tally>,
         spec: &super::TransactionSpec,
     ) -> Result<TxnState, String> {
-        let txns = init_transactions(shared, &spec.transactional_id, spec.duration).await?;
+        let txns =
+            init_transactions(engine.cluster(), &spec.transactional_id, spec.duration).await?;
         let first = txns.identity();
         let mut state = TxnState {
             txns,
@@ -487,17 +518,18 @@ impl TxnState {
             aborted: 0,
             records_aborted: 0,
         };
-        state.begin(shared).await?;
+        state.begin(engine, tally).await?;
         Ok(state)
     }
 
     /// A new transaction: every partition of the run joins it (AddPartitionsToTxn).
-    async fn begin(&mut self, shared: &Shared) -> Result<(), String> {
+    async fn begin(&mut self, engine: &Engine, tally: &Mutex<Tally>) -> Result<(), String> {
+        let topic = engine.topic().to_string();
         self.txns
-            .add_partitions(&shared.cluster, &shared.topic.name, &shared.partitions)
+            .add_partitions(engine.cluster(), &topic, engine.partitions())
             .await
             .map_err(|e| e.to_string())?;
-        let t = shared.tally.lock().expect("tally lock");
+        let t = tally.lock().expect("tally lock");
         self.acked_at = t.acked;
         self.failed_at = t.failed;
         self.due = Instant::now() + self.duration;
@@ -507,24 +539,29 @@ impl TxnState {
     /// InitProducerId again after an abort: the same producer id under a new epoch.
     async fn restart(
         &mut self,
-        shared: &Shared,
+        cluster: &Cluster,
     ) -> Result<kbench_client::ProducerIdentity, String> {
         let id = self.txns.transactional_id().to_string();
-        self.txns = init_transactions(shared, &id, self.duration).await?;
+        self.txns = init_transactions(cluster, &id, self.duration).await?;
         self.identities.push(self.txns.identity());
         Ok(self.txns.identity())
     }
 
     /// EndTxn: commit when `commit` and no record of the transaction failed, else abort; whether
     /// it committed.
-    async fn end(&mut self, shared: &Shared, commit: bool) -> Result<bool, String> {
+    async fn end(
+        &mut self,
+        cluster: &Cluster,
+        tally: &Mutex<Tally>,
+        commit: bool,
+    ) -> Result<bool, String> {
         let (acked, failed) = {
-            let t = shared.tally.lock().expect("tally lock");
+            let t = tally.lock().expect("tally lock");
             (t.acked, t.failed)
         };
         let commit = commit && failed == self.failed_at;
         self.txns
-            .end(&shared.cluster, commit)
+            .end(cluster, commit)
             .await
             .map_err(|e| e.to_string())?;
         if commit {
@@ -535,33 +572,29 @@ impl TxnState {
         }
         Ok(commit)
     }
-}
 
-/// Close every open batch whose `linger.ms` has passed at `now`: whether any closed, or `None` when
-/// the run was cancelled, or `deadline` passed, while a batch waited for a slot.
-async fn close_lingered(
-    now: Instant,
-    lingering: &mut std::collections::VecDeque<Lingering>,
-    opens: &mut [OpenBatch],
-    sender: &mut Sender,
-    keyed: bool,
-    cancel: &CancellationToken,
-    deadline: Option<Instant>,
-) -> Option<bool> {
-    let mut closed = false;
-    while let Some(due) = earliest_due(lingering, opens)
-        && now >= due
-    {
-        let l = lingering.pop_front().expect("an entry was just seen");
-        if !sender
-            .close(keyed.then_some(l.idx), &mut opens[l.idx], cancel, deadline)
-            .await
-        {
-            return None;
+    /// A transaction past its duration: every batch of it sent and answered, then committed
+    /// (aborted when a batch failed), and the next one begun. `Ok(false)` when `until` came
+    /// first.
+    async fn roll(
+        &mut self,
+        engine: &mut Engine,
+        tally: &Mutex<Tally>,
+        until: &Until<'_>,
+    ) -> Result<bool, String> {
+        if !engine.flush(until).await {
+            return Ok(false);
         }
-        closed = true;
+        if !self.end(engine.cluster(), tally, true).await? {
+            // Aborted: a batch of it failed, and its partition's sequence has a gap the broker
+            // will not fill. As Java's producer does, the producer starts again under a new epoch
+            // (InitProducerId), every sequence from 0.
+            let identity = self.restart(engine.cluster()).await?;
+            engine.set_identity(Some(identity), true);
+        }
+        self.begin(engine, tally).await?;
+        Ok(true)
     }
-    Some(closed)
 }
 
 /// Each record's key and the open batch it goes into: unkeyed, the one open batch (it closes to
@@ -627,262 +660,10 @@ impl KeyChooser {
 /// Unthrottled, the clock is read once per this many records (and at every new batch).
 const CLOCK_EVERY: u64 = 32;
 
-/// A closed batch waiting for a request.
-struct Ready {
-    /// Index into the run's partitions.
-    pos: usize,
-    batch: std::io::Result<bytes::Bytes>,
-    intended: Vec<u64>,
-    value_bytes: u64,
-    /// With `--verify`: the sequence number of its first record.
-    first_seq: u64,
-}
-
-/// What every request task shares.
-struct Shared {
-    cluster: Arc<Cluster>,
-    topic: Arc<TopicLayout>,
-    producer: ProducerConfig,
-    partitions: Vec<i32>,
-    tally: Arc<Mutex<Tally>>,
-    start: Instant,
-}
-
-/// Closed batches, the in-flight slots, and the requests under way.
-struct Sender {
-    shared: Arc<Shared>,
-    /// Each partition's leader (-1: none known), by index into the partitions.
-    leaders: Vec<i32>,
-    /// Whether a partition has a batch waiting, by index.
-    waiting: Vec<bool>,
-    ready: std::collections::VecDeque<Ready>,
-    /// The partition the next closed batch goes to (round-robin, per batch).
-    next: usize,
-    in_flight: Arc<Semaphore>,
-    max_request_size: usize,
-    requests: JoinSet<()>,
-    /// One compression context for every open batch.
-    compressor: kbench_wire::compression::Compressor,
-    /// Idempotent (or transactional) produce: the producer every batch names, and each
-    /// partition's next sequence number, by index.
-    identity: Option<kbench_client::ProducerIdentity>,
-    transactional: bool,
-    next_sequence: Vec<i32>,
-}
-
-impl Sender {
-    /// Close an open batch for its partition (`pos`, keyed) or the next partition (unkeyed,
-    /// round-robin); it is sent at once if a slot is free. If that partition has a batch waiting
-    /// still, wait for slots until it has gone; `false` when the run is cancelled, or `deadline`
-    /// passes, first.
-    async fn close(
-        &mut self,
-        pos: Option<usize>,
-        open: &mut OpenBatch,
-        cancel: &CancellationToken,
-        deadline: Option<Instant>,
-    ) -> bool {
-        let pos = pos.unwrap_or(self.next % self.waiting.len());
-        while self.waiting[pos] {
-            if !self.send_waiting(cancel, deadline).await {
-                return false;
-            }
-        }
-        self.next += 1;
-        self.waiting[pos] = true;
-        let records = open.intended_us.len();
-        if let Some(identity) = self.identity {
-            open.builder.set_producer(kbench_wire::BatchProducer {
-                producer_id: identity.producer_id,
-                producer_epoch: identity.producer_epoch,
-                base_sequence: self.next_sequence[pos],
-                transactional: self.transactional,
-            });
-        }
-        let batch = open.builder.finish_sharing(&mut self.compressor);
-        // A sequence number is used only by a batch that goes: a batch that could not be made
-        // leaves the next one expected.
-        if self.identity.is_some() && batch.is_ok() {
-            self.next_sequence[pos] =
-                kbench_wire::batch::next_sequence(self.next_sequence[pos], records as i32);
-        }
-        self.ready.push_back(Ready {
-            pos,
-            batch,
-            // The next batch's vector is made as large as this one's was: one allocation per
-            // batch, none while it fills.
-            intended: std::mem::replace(&mut open.intended_us, Vec::with_capacity(records)),
-            value_bytes: std::mem::take(&mut open.value_bytes),
-            first_seq: open.first_seq,
-        });
-        self.send_ready();
-        true
-    }
-
-    /// Send what is waiting while slots are free.
-    fn send_ready(&mut self) {
-        while !self.ready.is_empty() {
-            match self.in_flight.clone().try_acquire_owned() {
-                Ok(permit) => self.send(permit),
-                Err(_) => break,
-            }
-        }
-        // Reap finished requests as we go so the set stays small.
-        while self.requests.try_join_next().is_some() {}
-    }
-
-    /// Wait for a slot and send one request of waiting batches; `false` when the run is
-    /// cancelled, or `deadline` passes, first.
-    async fn send_waiting(
-        &mut self,
-        cancel: &CancellationToken,
-        deadline: Option<Instant>,
-    ) -> bool {
-        let until_deadline = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d.into()).await,
-                None => std::future::pending().await,
-            }
-        };
-        let permit = tokio::select! {
-            _ = cancel.cancelled() => return false,
-            _ = until_deadline => return false,
-            p = self.in_flight.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return false,
-            },
-        };
-        self.send(permit);
-        true
-    }
-
-    /// One request: the oldest waiting batch and every other waiting batch of its leader, up to
-    /// `max.request.size` (the first always goes, however large).
-    fn send(&mut self, permit: OwnedSemaphorePermit) {
-        let Some(first) = self.ready.pop_front() else {
-            return;
-        };
-        let leader = self.leaders[first.pos];
-        let mut size = first.batch.as_ref().map_or(0, |b| b.len());
-        let mut batches = vec![first];
-        let mut i = 0;
-        while i < self.ready.len() {
-            let r = &self.ready[i];
-            let len = r.batch.as_ref().map_or(0, |b| b.len());
-            if self.leaders[r.pos] == leader && size + len <= self.max_request_size {
-                size += len;
-                batches.push(self.ready.remove(i).expect("index in range"));
-            } else {
-                i += 1;
-            }
-        }
-        let mut records = 0;
-        for b in &batches {
-            self.waiting[b.pos] = false;
-            records += b.intended.len() as u64;
-        }
-        {
-            let mut t = self.shared.tally.lock().expect("tally lock");
-            t.sent += records;
-            t.outstanding += records;
-            t.requests += 1;
-            t.batches += batches.len() as u64;
-        }
-        self.requests
-            .spawn(request(self.shared.clone(), batches, permit));
-    }
-}
-
-/// Send one request's batches, and account for every record in them.
-async fn request(shared: Arc<Shared>, batches: Vec<Ready>, permit: OwnedSemaphorePermit) {
-    let _permit = permit;
-    let sent_at = Instant::now();
-    {
-        let sent_us = (sent_at - shared.start).as_micros() as u64;
-        let mut t = shared.tally.lock().expect("tally lock");
-        for b in &batches {
-            for run in b.intended.chunk_by(|a, b| a == b) {
-                let us = sent_us.saturating_sub(run[0]).max(1);
-                let _ = t.publish_delay.record_n(us, run.len() as u64);
-                if let Some(h) = t.window.publish_delay.as_mut() {
-                    let _ = h.record_n(us, run.len() as u64);
-                }
-            }
-        }
-        if let Some(first) = batches.first().and_then(|b| b.intended.first()) {
-            t.last_publish_delay_us = sent_us.saturating_sub(*first);
-        }
-    }
-    let mut outcomes: Vec<Option<ProduceOutcome>> = Vec::with_capacity(batches.len());
-    let mut to_send = Vec::with_capacity(batches.len());
-    for b in &batches {
-        match &b.batch {
-            Ok(bytes) => {
-                to_send.push((shared.partitions[b.pos], bytes.clone()));
-                outcomes.push(None);
-            }
-            Err(e) => outcomes.push(Some(ProduceOutcome::Failed {
-                error: kbench_client::ClientError::Other(format!("record batch: {e}")),
-                attempts: 0,
-            })),
-        }
-    }
-    let mut delivered = if to_send.is_empty() {
-        Vec::new()
-    } else {
-        shared
-            .cluster
-            .produce_batches(&shared.producer, &shared.topic, to_send)
-            .await
-    }
-    .into_iter();
-    let done = Instant::now();
-    let done_us = (done - shared.start).as_micros() as u64;
-    let service = ((done - sent_at).as_micros() as u64).max(1);
-    let mut t = shared.tally.lock().expect("tally lock");
-    for (b, outcome) in batches.iter().zip(outcomes) {
-        let outcome =
-            outcome
-                .or_else(|| delivered.next())
-                .unwrap_or_else(|| ProduceOutcome::Failed {
-                    error: kbench_client::ClientError::Other("no outcome for a batch".into()),
-                    attempts: 0,
-                });
-        let count = b.intended.len() as u64;
-        t.outstanding -= count;
-        match outcome {
-            ProduceOutcome::Acked { duplicate, .. } => {
-                t.duplicate_batches += u64::from(duplicate);
-                if let Some(w) = t.written.as_mut() {
-                    let producer = w.producers[0];
-                    w.ack(producer, shared.partitions[b.pos], b.first_seq, count);
-                }
-                // Records appended between two clock readings share an intended time: one
-                // histogram update per run of equal times, not per record.
-                for run in b.intended.chunk_by(|a, b| a == b) {
-                    let us = done_us.saturating_sub(run[0]).max(1);
-                    let n = run.len() as u64;
-                    let _ = t.latency.record_n(us, n);
-                    if let Some(h) = t.window.latency.as_mut() {
-                        let _ = h.record_n(us, n);
-                    }
-                    t.window.latency_sum_us += us * n;
-                    t.window.latency_max_us = t.window.latency_max_us.max(us);
-                }
-                let _ = t.service_time.record_n(service, count);
-                t.acked += count;
-                t.bytes_acked += b.value_bytes;
-                t.window.records += count;
-                t.window.bytes += b.value_bytes;
-            }
-            ProduceOutcome::Failed { error, .. } => {
-                t.failed += count;
-                t.window.failed += count;
-                *t.errors.entry(error.to_string()).or_default() += count;
-            }
-        }
-    }
-}
+/// Throttled, a record due before the run's end is still appended this long after it: a wait for
+/// its intended time can end a little late (tokio's timers have a resolution of 1 ms). Past it, a
+/// record not yet appended counts as unsent.
+const TIMER_SLACK: Duration = Duration::from_millis(5);
 
 /// Run the produce workload. Setup (connections, topic) is the caller's; this is the measured phase.
 /// `on_interval` receives each progress window. Cancelling `cancel` stops the run at once; records
@@ -907,6 +688,70 @@ pub async fn run_produce(
     .await
 }
 
+/// The engine's settings for a produce run.
+fn engine_options(spec: &ProduceSpec) -> kbench_client::ProducerOptions {
+    kbench_client::ProducerOptions {
+        delivery: spec.producer.clone(),
+        compression: spec.compression,
+        batch_size: spec.batch_size,
+        records_per_batch: spec.records_per_batch,
+        linger: spec.linger,
+        max_in_flight: spec.max_in_flight.max(1),
+        max_request_size: spec.max_request_size.max(1),
+        per_partition: spec.keys != Keys::None,
+    }
+}
+
+/// A throttled run's records due before `end` that were never handed to the producer, from record
+/// `from` on: how many, each one's wait from its intended time to `end` recorded in `latency` — as
+/// a histogram corrected for coordinated omission holds it, so that a stall shows in the tail.
+/// At most 10 M recordings: past that, each stands for an equal share of the records.
+fn account_unsent(
+    spec: &ProduceSpec,
+    from: u64,
+    end: Duration,
+    latency: &mut Histogram<u64>,
+) -> u64 {
+    let intended = |i: u64| -> Option<Duration> {
+        match (&spec.shape, spec.throughput) {
+            (Some(s), _) => s.schedule().time_of(i),
+            (None, Some(rate)) => Some(Duration::from_secs_f64(i as f64 / rate)),
+            (None, None) => None,
+        }
+    };
+    let due = |i: u64| i < spec.num_records && intended(i).is_some_and(|t| t < end);
+    if !due(from) {
+        return 0;
+    }
+    // The first record not due, by doubling then bisection (the schedule is monotonic).
+    let (mut lo, mut hi) = (from, from + 1);
+    while due(hi) {
+        lo = hi;
+        hi = from + (hi - from) * 2;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if due(mid) { lo = mid } else { hi = mid }
+    }
+    let unsent = hi - from;
+    let stride = unsent.div_ceil(10_000_000).max(1);
+    let mut schedule = spec.shape.as_ref().map(|s| s.schedule());
+    let mut i = from;
+    while i < hi {
+        let n = stride.min(hi - i);
+        let at = match (&mut schedule, spec.throughput) {
+            (Some(s), _) => s.time_of(i),
+            (None, Some(rate)) => Some(Duration::from_secs_f64(i as f64 / rate)),
+            (None, None) => None,
+        };
+        if let Some(at) = at {
+            let _ = latency.record_n(end.saturating_sub(at).as_micros().max(1) as u64, n);
+        }
+        i += n;
+    }
+    unsent
+}
+
 /// [`run_produce`], ending when `finish` is cancelled as it ends at its duration: no more records,
 /// every batch sent and every request answered (a load that runs beside another measurement).
 pub async fn run_produce_until(
@@ -922,18 +767,6 @@ pub async fn run_produce_until(
         Some(p) => vec![p],
         None => topic.partitions.iter().map(|p| p.partition).collect(),
     };
-    let leader_of: Vec<i32> = partitions
-        .iter()
-        .map(|p| topic.leader(*p).unwrap_or(-1))
-        .collect();
-    let leaders = {
-        let mut l: Vec<i32> = leader_of.iter().copied().filter(|l| *l >= 0).collect();
-        l.sort_unstable();
-        l.dedup();
-        l.len().max(1)
-    };
-    let topic = Arc::new(topic);
-    let in_flight = Arc::new(Semaphore::new(spec.max_in_flight.max(1) * leaders));
     let mut rng = SmallRng::seed_from_u64(spec.seed);
     let values = spec.payload.values(&mut rng);
 
@@ -941,6 +774,7 @@ pub async fn run_produce_until(
     let verify_producer = spec.verify.then(crate::verify::new_producer_id);
     let mut sequences = vec![0u64; partitions.len()];
     let writes_before = cluster.write_counts();
+    let anomalies_before = cluster.protocol_anomalies();
     let started_at = SystemTime::now();
     let start = Instant::now();
     let cpu_start = CpuTime::now();
@@ -948,8 +782,6 @@ pub async fn run_produce_until(
         sent: 0,
         acked: 0,
         failed: 0,
-        outstanding: 0,
-        requests: 0,
         batches: 0,
         bytes_acked: 0,
         latency: latency_histogram(),
@@ -1008,37 +840,25 @@ pub async fn run_produce_until(
         })
     };
 
-    let keyed = spec.keys != Keys::None;
-    let mut opens: Vec<OpenBatch> = (0..if keyed { partitions.len() } else { 1 })
-        .map(|_| OpenBatch::new(spec, start))
-        .collect();
-    let mut lingering = std::collections::VecDeque::new();
-    let mut generation = 0u64;
     let mut keys = KeyChooser::new(spec.keys, &partitions, topic.partitions.len());
     let uniform = match spec.payload {
         Payload::Uniform { min, max } => Some((min, max)),
         _ => None,
     };
-    let mut sender = Sender {
-        shared: Arc::new(Shared {
-            cluster,
-            topic,
-            producer: spec.producer.clone(),
-            partitions: partitions.clone(),
+    let mut producer: Engine = kbench_client::Producer::new(
+        cluster.clone(),
+        &topic,
+        partitions.clone(),
+        engine_options(spec),
+        Arc::new(Accounting {
             tally: tally.clone(),
             start,
         }),
-        waiting: vec![false; partitions.len()],
-        leaders: leader_of,
-        ready: std::collections::VecDeque::new(),
-        next: 0,
-        in_flight,
-        max_request_size: spec.max_request_size.max(1),
-        requests: JoinSet::new(),
-        compressor: Default::default(),
-        identity: None,
-        transactional: false,
-        next_sequence: vec![0; partitions.len()],
+    );
+    let deadline = spec.duration.map(|d| start + d);
+    let until = Until {
+        cancel: &cancel,
+        deadline,
     };
     // Idempotent produce: this run's producer id, asked for before the first record (a broker
     // that will not give one ends the run before it starts, saying why).
@@ -1047,73 +867,64 @@ pub async fn run_produce_until(
     // transaction begins.
     let mut txn = None;
     if let Some(t) = &spec.transaction {
-        match TxnState::begin_first(&sender.shared, t).await {
+        match TxnState::begin_first(&producer, &tally, t).await {
             Ok(state) => {
-                sender.identity = Some(state.txns.identity());
-                sender.transactional = true;
+                producer.set_identity(Some(state.txns.identity()), true);
                 txn = Some(state);
             }
             Err(e) => stop_error = Some(e),
         }
     } else if spec.producer.idempotent {
-        match sender.shared.cluster.init_producer_id().await {
-            Ok(identity) => sender.identity = Some(identity),
+        match cluster.init_producer_id().await {
+            Ok(identity) => producer.set_identity(Some(identity), false),
             Err(e) => stop_error = Some(format!("InitProducerId: {e}")),
         }
     }
 
-    let linger = spec.linger;
     let mut i = 0u64;
-    let deadline = spec.duration.map(|d| start + d);
     let throttled = spec.throughput.is_some() || spec.shape.is_some();
     let mut schedule = spec.shape.as_ref().map(|s| s.schedule());
     let mut now = start;
     let mut now_us = 0u64;
+    // Time the record loop waited for the engine to take a batch (the cluster's time, not the
+    // generator's: see `Saturation::judge`).
+    let mut waited = Duration::ZERO;
     'records: while stop_error.is_none() && i < spec.num_records {
         // The clock, read for every record when throttled, and every CLOCK_EVERY records (and at
         // each new batch) when not: a reading is a record's append time, its CreateTime, and
         // (unthrottled) its intended send time. Unthrottled appends take a fraction of a µs each, so
         // a record's time is at most CLOCK_EVERY appends (a few µs) early; reading the clock for
         // every record cost a fifth of the CPU at 1 MB batches (docs/PERFORMANCE.md).
-        if throttled || i.is_multiple_of(CLOCK_EVERY) || opens[0].builder.is_empty() {
+        if throttled || i.is_multiple_of(CLOCK_EVERY) || producer.is_empty(0) {
             now = Instant::now();
             now_us = (now - start).as_micros() as u64;
-            if deadline.is_some_and(|d| now >= d)
-                || (i.is_multiple_of(1024) && (cancel.is_cancelled() || finish.is_cancelled()))
+            // Throttled, the schedule decides what is due before the end (below); a record due
+            // before it is still appended just after it, within the timer's resolution.
+            let past = if throttled {
+                deadline.is_some_and(|d| now >= d + TIMER_SLACK)
+            } else {
+                deadline.is_some_and(|d| now >= d)
+            };
+            if past || (i.is_multiple_of(1024) && (cancel.is_cancelled() || finish.is_cancelled()))
             {
                 break;
             }
-            // A transaction past its duration: every batch of it sent and answered, then
-            // committed (aborted when a batch failed), and the next one begun.
+            if i.is_multiple_of(1024)
+                && let Some(since) = producer.gone_since()
+            {
+                stop_error = Some(gone(since, start, &spec.producer));
+                break;
+            }
             if let Some(state) = txn.as_mut()
                 && now >= state.due
             {
-                if !drain(&mut sender, &mut opens, keyed, &cancel, deadline).await {
-                    break;
-                }
-                match state.end(&sender.shared, true).await {
+                match state.roll(&mut producer, &tally, &until).await {
                     Ok(true) => {}
-                    // Aborted: a batch of it failed, and its partition's sequence has a gap the
-                    // broker will not fill. As Java's producer does, the producer starts again
-                    // under a new epoch (InitProducerId), every sequence from 0.
-                    Ok(false) => match state.restart(&sender.shared).await {
-                        Ok(identity) => {
-                            sender.identity = Some(identity);
-                            sender.next_sequence.fill(0);
-                        }
-                        Err(e) => {
-                            stop_error = Some(e);
-                            break;
-                        }
-                    },
+                    Ok(false) => break,
                     Err(e) => {
                         stop_error = Some(e);
                         break;
                     }
-                }
-                if let Err(e) = state.begin(&sender.shared).await {
-                    stop_error = Some(e);
-                    break;
                 }
                 now = Instant::now();
                 now_us = (now - start).as_micros() as u64;
@@ -1130,49 +941,33 @@ pub async fn run_produce_until(
             (None, None) => None,
         };
         let intended = scheduled.map_or(now, |offset| start + offset);
-        // Throttled: wait for the record's intended time, closing lingering batches on the way; the
-        // run's duration ends the wait (a slow rate must not run past it).
+        // The run's duration ends the schedule: a record due at or after it is not due.
+        if scheduled.is_some() && deadline.is_some_and(|d| intended >= d) {
+            break;
+        }
+        // Throttled: wait for the record's intended time, closing lingering batches on the way.
         while now < intended {
-            let mut wake =
-                earliest_due(&mut lingering, &opens).map_or(intended, |d| d.min(intended));
-            if let Some(d) = deadline {
-                wake = wake.min(d);
-            }
-            // Batches waiting for a slot go as soon as one frees.
-            let slot = sender.in_flight.clone();
-            let waiting = !sender.ready.is_empty();
+            let wake = producer.next_linger().map_or(intended, |d| d.min(intended));
             tokio::select! {
                 _ = cancel.cancelled() => break 'records,
                 _ = finish.cancelled() => break 'records,
                 _ = tokio::time::sleep_until(wake.into()) => {}
-                permit = slot.acquire_owned(), if waiting => {
-                    if let Ok(permit) = permit {
-                        sender.send(permit);
-                    }
-                }
             }
             now = Instant::now();
             now_us = (now - start).as_micros() as u64;
-            if deadline.is_some_and(|d| now >= d) {
+            if let Some(since) = producer.gone_since() {
+                stop_error = Some(gone(since, start, &spec.producer));
                 break 'records;
             }
-            if close_lingered(
-                now,
-                &mut lingering,
-                &mut opens,
-                &mut sender,
-                keyed,
-                &cancel,
-                deadline,
-            )
-            .await
-            .is_none()
-            {
+            let closing = Instant::now();
+            let lingered = producer.close_lingered(now, &until).await;
+            waited += closing.elapsed();
+            if lingered.is_none() {
                 break 'records;
             }
         }
         let key = keys.choose(&mut rng);
-        let idx = key.map_or(0, |k| keys.batch_of[k]);
+        let slot = key.map_or(0, |k| keys.batch_of[k]);
         let value: &[u8] = match uniform {
             Some((min, max)) => &values[0][..rng.random_range(min..=max)],
             None if values.len() == 1 => &values[0],
@@ -1181,33 +976,20 @@ pub async fn run_produce_until(
         // Batches past their linger.ms close, and so does this record's batch when it is full
         // (the check is inline: no future is made per record unless a batch is due).
         let mut closed = false;
-        if earliest_due(&mut lingering, &opens).is_some_and(|due| now >= due) {
-            match close_lingered(
-                now,
-                &mut lingering,
-                &mut opens,
-                &mut sender,
-                keyed,
-                &cancel,
-                deadline,
-            )
-            .await
-            {
+        if producer.next_linger().is_some_and(|due| now >= due) {
+            let closing = Instant::now();
+            let lingered = producer.close_lingered(now, &until).await;
+            waited += closing.elapsed();
+            match lingered {
                 Some(c) => closed = c,
                 None => break 'records,
             }
         }
-        let open = &mut opens[idx];
-        let full = !open.builder.is_empty()
-            && (open.builder.uncompressed_len() + value.len() + 16 > spec.batch_size
-                || spec
-                    .records_per_batch
-                    .is_some_and(|n| open.builder.record_count() as usize >= n));
-        if full {
-            if !sender
-                .close(keyed.then_some(idx), open, &cancel, deadline)
-                .await
-            {
+        if producer.is_full(slot, value.len()) {
+            let closing = Instant::now();
+            let room = producer.close(slot, &until).await;
+            waited += closing.elapsed();
+            if !room {
                 break 'records;
             }
             closed = true;
@@ -1217,39 +999,22 @@ pub async fn run_produce_until(
             now = Instant::now();
             now_us = (now - start).as_micros() as u64;
         }
-        let open = &mut opens[idx];
+        let open = producer.open(slot, now, None);
         if open.builder.is_empty() {
-            open.base_ms = now_ms();
-            open.builder.start(open.base_ms);
-            open.opened = now;
-            open.opened_us = now_us;
-            open.linger_due = now + linger;
-            generation += 1;
-            open.generation = generation;
-            lingering.push_back(Lingering {
-                due: open.linger_due,
-                idx,
-                generation,
-            });
+            let pos = open.pos();
+            open.meta.opened_us = now_us;
+            open.meta.partition = partitions[pos];
+            open.meta.first_seq = sequences[pos];
         }
-        let timestamp = open.base_ms + (now_us.saturating_sub(open.opened_us) / 1000) as i64;
+        let timestamp = open.base_ms + (now_us.saturating_sub(open.meta.opened_us) / 1000) as i64;
         match verify_producer {
             None => {
                 open.builder
                     .append(timestamp, key.map(|k| &keys.keys[k][..]), Some(value), &[])
             }
-            Some(producer) => {
-                // The batch's partition: its key's, or (unkeyed) the one the next close takes —
-                // one batch is open then, and nothing else closes before it.
-                let pos = if keyed {
-                    idx
-                } else {
-                    sender.next % partitions.len()
-                };
-                if open.builder.record_count() == 0 {
-                    open.first_seq = sequences[pos];
-                }
-                let stamp = crate::verify::Stamp::encode(producer, sequences[pos], value);
+            Some(producer_id) => {
+                let pos = open.pos();
+                let stamp = crate::verify::Stamp::encode(producer_id, sequences[pos], value);
                 sequences[pos] += 1;
                 open.builder.append(
                     timestamp,
@@ -1262,68 +1027,53 @@ pub async fn run_produce_until(
                 );
             }
         }
-        open.intended_us
+        open.meta
+            .intended_us
             .push(scheduled.map_or(now_us, |offset| offset.as_micros() as u64));
-        open.value_bytes += value.len() as u64;
+        open.meta.value_bytes += value.len() as u64;
         i += 1;
     }
-    // With a duration, what is still in flight gets a bounded grace, whatever the broker's state
+    // Records due before this were the run's to send (the duration ends the schedule).
+    let loop_end = start.elapsed().min(spec.duration.unwrap_or(Duration::MAX));
+    // With a duration, what is still outstanding gets a bounded grace, whatever the broker's state
     // (a dead broker would otherwise hold the run until the delivery timeout).
     let grace_end = deadline.map(|d| d.max(Instant::now()) + DURATION_GRACE);
-    // A `Sleep` may be polled again after it fired (an async block may not); with no duration, it is
-    // a century away.
-    let until_grace_end = tokio::time::sleep_until(
-        grace_end
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 86_400))
-            .into(),
-    );
-    tokio::pin!(until_grace_end);
-    let mut grace_expired = false;
-    // Every open batch closes, and every waiting batch is sent, within the grace.
-    let flushed = async {
-        for (idx, open) in opens.iter_mut().enumerate() {
-            if !open.builder.is_empty()
-                && !sender
-                    .close(keyed.then_some(idx), open, &cancel, grace_end)
-                    .await
-            {
-                return;
-            }
-        }
-        while !sender.ready.is_empty() {
-            if !sender.send_waiting(&cancel, grace_end).await {
-                return;
-            }
-        }
-    };
-    tokio::select! {
-        _ = flushed => {}
-        _ = &mut until_grace_end => grace_expired = true,
-    }
-    let mut requests = std::mem::take(&mut sender.requests);
-    if grace_expired {
-        requests.abort_all();
-    } else {
-        tokio::select! {
-            _ = cancel.cancelled() => requests.abort_all(),
-            _ = async { while requests.join_next().await.is_some() {} } => {}
-            _ = &mut until_grace_end => {
-                grace_expired = true;
-                requests.abort_all();
-            }
-        }
-    }
-    while requests.join_next().await.is_some() {}
+    let flushed = producer
+        .flush(&Until {
+            cancel: &cancel,
+            deadline: grace_end,
+        })
+        .await;
+    let grace_expired = !flushed && !cancel.is_cancelled();
     // The last transaction: committed when every batch of it was answered, else aborted.
     if let Some(state) = txn.as_mut()
         && stop_error.is_none()
     {
-        let outstanding = tally.lock().expect("tally lock").outstanding;
-        let complete = outstanding == 0 && !grace_expired && !cancel.is_cancelled();
-        if let Err(e) = state.end(&sender.shared, complete).await {
+        let complete = flushed && !cancel.is_cancelled();
+        if let Err(e) = state.end(&cluster, &tally, complete).await {
             stop_error = Some(e);
         }
     }
+    let aborted = stop_error.clone().or_else(|| {
+        cancel.is_cancelled().then(|| {
+            abort_reason
+                .lock()
+                .expect("reason lock")
+                .clone()
+                .unwrap_or_else(|| "stopped".into())
+        })
+    });
+    let reason = match (&aborted, grace_expired) {
+        (Some(why), _) => why.clone(),
+        (None, true) => format!(
+            "still unanswered {} s after the run's duration ended",
+            DURATION_GRACE.as_secs()
+        ),
+        (None, false) => "stopped".into(),
+    };
+    let requests = producer.requests_sent();
+    let identity = producer.identity();
+    let cluster_events = producer.finish(&format!("in flight when the run stopped: {reason}"));
     reporter.abort();
     timeliner.abort();
     let _ = timeliner.await;
@@ -1339,17 +1089,8 @@ pub async fn run_produce_until(
     }
 
     let elapsed = start.elapsed();
-    let writes_after = sender.shared.cluster.write_counts();
+    let writes_after = cluster.write_counts();
     let cpu = CpuTime::now().since(cpu_start);
-    let aborted = stop_error.clone().or_else(|| {
-        cancel.is_cancelled().then(|| {
-            abort_reason
-                .lock()
-                .expect("reason lock")
-                .clone()
-                .unwrap_or_else(|| "stopped".into())
-        })
-    });
     let mut t = tally.lock().expect("tally lock");
     // The last, partial window: the windows add up to the run.
     let timeline = {
@@ -1361,27 +1102,23 @@ pub async fn run_produce_until(
         timeline.take(SystemTime::now(), &counts, histograms);
         timeline.into_windows()
     };
-    let saturation = Saturation::judge(throttled, t.last_publish_delay_us, cpu, elapsed);
-    if t.outstanding > 0 {
-        let n = t.outstanding;
-        t.failed += n;
-        t.outstanding = 0;
-        let reason = match (&aborted, grace_expired) {
-            (Some(why), _) => why.clone(),
-            (None, true) => format!(
-                "still unanswered {} s after the run's duration ended",
-                DURATION_GRACE.as_secs()
-            ),
-            (None, false) => "stopped".into(),
-        };
-        *t.errors
-            .entry(format!("in flight when the run stopped: {reason}"))
-            .or_default() += n;
-    }
+    let unsent = if throttled {
+        account_unsent(spec, i, loop_end, &mut t.latency)
+    } else {
+        0
+    };
+    let saturation = Saturation::judge(throttled, t.last_publish_delay_us, waited, cpu, elapsed);
+    debug_assert_eq!(
+        t.outstanding(),
+        0,
+        "the engine's finish resolves every batch"
+    );
+    let anomalies = subtract(cluster.protocol_anomalies(), &anomalies_before);
     ProduceRun {
         records_sent: t.sent,
         records_acked: t.acked,
         records_failed: t.failed,
+        records_unsent: unsent,
         bytes_acked: t.bytes_acked,
         started_at,
         ended_at: SystemTime::now(),
@@ -1394,13 +1131,15 @@ pub async fn run_produce_until(
         saturation,
         errors: t.errors.clone(),
         aborted,
-        requests: t.requests,
+        requests,
         batches: t.batches,
         frames_written: writes_after.0 - writes_before.0,
         socket_writes: writes_after.1 - writes_before.1,
         timeline,
         written: t.written.take(),
-        producer: sender.identity.map(|identity| ProducerReport {
+        cluster: crate::cluster::ClusterReport::of(&cluster_events, start, started_at),
+        protocol_anomalies: anomalies,
+        producer: identity.map(|identity| ProducerReport {
             identities: txn
                 .as_ref()
                 .map_or_else(|| vec![identity], |s| s.identities.clone()),
@@ -1414,6 +1153,27 @@ pub async fn run_produce_until(
             records_in_aborted_transactions: txn.as_ref().map_or(0, |s| s.records_aborted),
         }),
     }
+}
+
+/// Counts gained since `before`.
+fn subtract(after: BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let d = v - before.get(&k).copied().unwrap_or(0);
+            (d > 0).then_some((k, d))
+        })
+        .collect()
+}
+
+/// Why a run ended when the cluster stopped answering.
+fn gone(since: Instant, start: Instant, producer: &ProducerConfig) -> String {
+    let from = since.saturating_duration_since(start).as_secs_f64();
+    format!(
+        "no broker answered for {:.1} s from {from:.1} s: batches failed after delivery.timeout.ms ({} ms)",
+        since.elapsed().as_secs_f64(),
+        producer.delivery_timeout.as_millis()
+    )
 }
 
 #[cfg(test)]

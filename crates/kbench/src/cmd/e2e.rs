@@ -847,6 +847,15 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
         );
     }
     println!("clock: {}", run.clock);
+    if run.cluster_slips > 0 {
+        println!(
+            "{} batches came more than an interval late because their producer waited for the cluster (a slow broker, a partition without a leader): the cluster's time, not the generator's",
+            run.cluster_slips
+        );
+    }
+    for line in run.cluster.summary(&run.timeline, "whole_trip") {
+        println!("Cluster: {line}");
+    }
     for (error, n) in &run.errors {
         println!("  {n} × {error}");
     }

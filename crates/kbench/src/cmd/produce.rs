@@ -570,10 +570,22 @@ async fn execute(
         }
         code = EXIT_FAILED;
     }
+    if run.records_unsent > 0 {
+        println!(
+            "{} records were due by the end and never sent; each one's wait from its intended time to the end is in the latency figures.",
+            run.records_unsent
+        );
+    }
+    for line in run.cluster.summary(&run.timeline, "latency") {
+        println!("Cluster: {line}");
+    }
     for reason in &run.saturation.reasons {
         println!(
             "WARNING: load generator saturated: {reason}. These figures are not the broker's."
         );
+    }
+    if let Some(note) = &run.saturation.paced_by_cluster {
+        println!("NOTE: {note}.");
     }
     if let Some(why) = &run.aborted {
         eprintln!("kbench: the run stopped early: {why}");

@@ -132,8 +132,20 @@ struct Guards {
     records_read_equal_seeded: bool,
     /// Record timestamps come from the clock (checked on every record read back).
     timestamps_from_clock: bool,
+    /// Every response of every cell was exactly its fields (none with bytes after its body).
+    no_protocol_anomalies: bool,
     /// Broker-side message conversions over the sweep, from `--broker-metrics`; "not checked" without it.
     conversions: String,
+}
+
+/// Whether `guard` failed in any cell.
+fn failed_guard(results: &[SweepResult], guard: Guard) -> bool {
+    results.iter().any(|r| {
+        matches!(
+            &r.status,
+            CellStatus::Error { guard: Some(g), .. } if *g == guard
+        )
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -467,24 +479,9 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
                     !matches!(r.status, CellStatus::Completed)
                         || r.negotiated == Some(r.cell.version())
                 }),
-                records_read_equal_seeded: !results.iter().any(|r| {
-                    matches!(
-                        &r.status,
-                        CellStatus::Error {
-                            guard: Some(Guard::RecordsReadEqualSeeded),
-                            ..
-                        }
-                    )
-                }),
-                timestamps_from_clock: !results.iter().any(|r| {
-                    matches!(
-                        &r.status,
-                        CellStatus::Error {
-                            guard: Some(Guard::TimestampsFromClock),
-                            ..
-                        }
-                    )
-                }),
+                records_read_equal_seeded: !failed_guard(&results, Guard::RecordsReadEqualSeeded),
+                timestamps_from_clock: !failed_guard(&results, Guard::TimestampsFromClock),
+                no_protocol_anomalies: !failed_guard(&results, Guard::NoProtocolAnomalies),
                 conversions: conversions.clone(),
             },
             duration_s: started.elapsed().as_secs_f64(),

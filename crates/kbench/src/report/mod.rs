@@ -322,7 +322,8 @@ fn timelines(h: &mut String, runs: &[&Doc]) {
             })
             .collect()
     };
-    let bands = fault_bands(&with);
+    let mut bands = fault_bands(&with);
+    bands.extend(cluster_bands(&with));
     h.push_str(&svg::lines(&svg::Lines {
         bands: bands.clone(),
         name: "timeline-throughput",
@@ -389,6 +390,49 @@ fn fault_bands(runs: &[&&Doc]) -> Vec<(String, f64, f64)> {
                 f["fault"].as_str().unwrap_or("fault").to_string()
             };
             bands.push((label, secs(began), to));
+        }
+    }
+    bands
+}
+
+/// What the cluster did during the runs (`cluster`), shaded the way faults are: leader changes that
+/// came together as one band (at least 0.2 s wide, so that it shows), each broker's stall from when
+/// it stopped answering for as long as it did. Seconds from the run's start (`at_s`, `from_s`).
+fn cluster_bands(runs: &[&&Doc]) -> Vec<(String, f64, f64)> {
+    let mut bands = Vec::new();
+    for d in runs {
+        let prefix = if runs.len() > 1 {
+            format!("{}: ", d.label)
+        } else {
+            String::new()
+        };
+        let cluster = &d.value["cluster"];
+        let mut changes: Vec<f64> = cluster["leader_changes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["at_s"].as_f64())
+            .collect();
+        changes.sort_by(f64::total_cmp);
+        let mut i = 0;
+        while i < changes.len() {
+            let first = changes[i];
+            let mut j = i;
+            while j + 1 < changes.len() && changes[j + 1] - changes[j] < 0.5 {
+                j += 1;
+            }
+            let n = j - i + 1;
+            let label = format!("{prefix}{n} leader change{}", if n == 1 { "" } else { "s" });
+            bands.push((label, first, changes[j].max(first + 0.2)));
+            i = j + 1;
+        }
+        for stall in cluster["stalls"].as_array().into_iter().flatten() {
+            let (Some(from), Some(len)) = (stall["from_s"].as_f64(), stall["for_s"].as_f64())
+            else {
+                continue;
+            };
+            let addr = stall["addr"].as_str().unwrap_or("a broker");
+            bands.push((format!("{prefix}no answer from {addr}"), from, from + len));
         }
     }
     bands

@@ -22,7 +22,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
-use kbench_client::{Acks, Cluster, ClusterConfig, ProduceOutcome, ProducerConfig, TopicLayout};
+use kbench_client::{Acks, Cluster, ClusterConfig, ProducerConfig, TopicLayout};
 use kbench_wire::batch::{RecordBatchBuilder, now_ms};
 use kbench_wire::{BatchDecoder, Compression, Pins};
 use serde_json::{Value, json};
@@ -493,12 +493,17 @@ async fn write(
         delivery_timeout: Duration::from_secs(30),
         idempotent: false,
     };
-    match inner
-        .cluster
-        .produce_batch(&config, &layout, partition, batch)
-        .await
+    match kbench_client::producer::deliver_one(
+        inner.cluster.clone(),
+        &config,
+        &layout,
+        partition,
+        batch,
+        slots.len() as u32,
+    )
+    .await
     {
-        ProduceOutcome::Acked { base_offset, .. } => {
+        Ok(kbench_client::Acked { base_offset, .. }) => {
             inner
                 .seen
                 .records_written
@@ -507,7 +512,7 @@ async fn write(
                 outcomes[slot] = Ok((partition, base_offset + i as i64));
             }
         }
-        ProduceOutcome::Failed { error, .. } => {
+        Err(error) => {
             for slot in slots {
                 outcomes[slot] = Err((50003, error.to_string()));
             }
