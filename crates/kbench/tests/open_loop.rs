@@ -1,7 +1,7 @@
 //! Open loop, honestly: a throttled run measures latency from each record's intended send time, so a
 //! broker pause shows in it (and in the publish delay), where a measurement from the actual send
-//! (closed loop, `service_time`) hides it; a rate the run cannot sustain is flagged as saturation,
-//! and a rate it can is not.
+//! (closed loop, `service_time`) hides it; a rate the run cannot sustain is said, and called the
+//! generator's saturation only when kbench, not the cluster, set the pace.
 
 mod common;
 
@@ -64,7 +64,7 @@ fn a_broker_pause_shows_in_latency_from_the_intended_time_not_in_service_time() 
 }
 
 #[test]
-fn a_rate_far_beyond_reach_is_flagged_saturated_and_one_within_reach_is_not() {
+fn a_rate_beyond_reach_is_said_and_blamed_on_whoever_set_the_pace() {
     let broker = TestBroker::start();
     let dir = TempDir::new("open-loop-saturated");
     let run = |rate: &str, records: &str, name: &str| {
@@ -84,18 +84,37 @@ fn a_rate_far_beyond_reach_is_flagged_saturated_and_one_within_reach_is_not() {
         assert!(out.status.success(), "{}", text(&out.stderr));
         (text(&out.stdout), result_json(&json))
     };
+    // Far beyond the broker's reach, the records wait for the broker to answer: the rate is not
+    // sustained and the run says so, but the cluster set the pace, not kbench (which has CPU to
+    // spare), so it is no saturation of the generator.
     let (stdout, doc) = run("1000000000", "3000000", "beyond");
-    assert_eq!(doc["saturation"]["saturated"], true, "{doc}");
     assert!(
         doc["saturation"]["final_publish_delay_ms"]
             .as_f64()
             .unwrap()
             > 1000.0
     );
-    assert!(
-        stdout.contains("WARNING: load generator saturated"),
-        "{stdout}"
-    );
+    let cpu_share = doc["saturation"]["cpu_share"].as_f64().unwrap();
+    if cpu_share < 0.9 {
+        assert_eq!(doc["saturation"]["saturated"], false, "{doc}");
+        assert!(
+            doc["saturation"]["paced_by_cluster"]
+                .as_str()
+                .is_some_and(|n| n.contains("not sustained")),
+            "{}",
+            doc["saturation"]
+        );
+        assert!(
+            stdout.contains("NOTE: the target rate was not sustained"),
+            "{stdout}"
+        );
+    } else {
+        // A busy machine can make kbench the limit after all: then it says so.
+        assert!(
+            stdout.contains("WARNING: load generator saturated"),
+            "{stdout}"
+        );
+    }
     let (stdout, doc) = run("1000", "3000", "within");
     assert_eq!(doc["saturation"]["saturated"], false, "{doc}");
     assert!(
@@ -238,26 +257,20 @@ fn load_shapes_send_their_schedule() {
 }
 
 /// e2e is open loop too: each record's publish delay (its batch's scheduled time → request sent) is
-/// reported; a broker paused for 1.5 s makes batches come late (the in-flight slots fill), the schedule slips
-/// and the run is flagged saturated, while an unpaused run is not.
+/// reported; a broker paused for 1.5 s makes batches come late (the in-flight slots fill) — the
+/// cluster's slip, counted as such and never flagged as the generator's saturation — while an
+/// unpaused run has no slip at all.
 #[test]
-fn e2e_reports_publish_delay_and_a_slipped_schedule() {
+fn e2e_reports_publish_delay_and_a_slip_the_cluster_caused() {
     let broker = TestBroker::start();
     let dir = TempDir::new("open-loop-e2e");
     let run = |name: &str, pause: bool| {
         let json = dir.path().join(format!("{name}.json"));
         let pid = broker.pid() as i32;
-        let pauser = pause.then(|| {
-            // Well after the consumer joined (startup is well under a second here), well before
-            // the 8 s load ends.
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(3000));
-                unsafe { libc::kill(pid, libc::SIGSTOP) };
-                std::thread::sleep(Duration::from_millis(1500));
-                unsafe { libc::kill(pid, libc::SIGCONT) };
-            })
-        });
-        Cmd::on("e2e", &broker)
+        let mut lines = 0;
+        // The pause starts at the third progress line (well after the consumer joined, well
+        // before the 8 s load ends) and lasts until the fourth.
+        let out = Cmd::on("e2e", &broker)
             .args(&[
                 "--duration",
                 "8s",
@@ -265,36 +278,199 @@ fn e2e_reports_publish_delay_and_a_slipped_schedule() {
                 "50ms",
                 "--messages-per-batch",
                 "10",
+                "--reporting-interval",
+                "1s",
             ])
             .topic(&format!("e2e-{name}"))
             .json(&json)
-            .ok(LIMIT);
-        if let Some(p) = pauser {
-            p.join().unwrap();
-        }
-        result_json(&json)
+            .run_watching(LIMIT, |line| {
+                if pause && line.contains("acked") {
+                    lines += 1;
+                    match lines {
+                        3 => unsafe {
+                            libc::kill(pid, libc::SIGSTOP);
+                        },
+                        4 => std::thread::sleep(Duration::from_millis(500)),
+                        _ => {}
+                    }
+                    if lines == 4 {
+                        unsafe { libc::kill(pid, libc::SIGCONT) };
+                    }
+                }
+            });
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        (result_json(&json), lines)
     };
-    let calm = run("calm", false);
+    let (calm, _) = run("calm", false);
     assert_eq!(
         calm["saturation"]["saturated"], false,
         "{}",
         calm["saturation"]
     );
     assert_eq!(calm["schedule_slips"], 0);
+    assert_eq!(calm["cluster_slips"], 0);
     assert_eq!(
         calm["publish_delay"]["count"], calm["records_produced"],
         "a publish delay per record"
     );
-    let paused = run("paused", true);
+    let (paused, lines) = run("paused", true);
+    assert!(lines >= 4, "the run printed {lines} progress lines");
     assert_eq!(
-        paused["saturation"]["saturated"], true,
-        "{}",
+        paused["saturation"]["saturated"], false,
+        "a paused broker is the cluster's time: {}",
         paused["saturation"]
     );
-    assert!(paused["schedule_slips"].as_u64().unwrap() >= 1);
+    assert_eq!(paused["schedule_slips"], 0, "{paused}");
+    assert!(paused["cluster_slips"].as_u64().unwrap() >= 1, "{paused}");
     assert!(
         us(&paused, "publish_delay", "max") >= 1_000_000,
         "the pause shows in the publish delay: {}",
         paused["publish_delay"]
     );
+}
+
+/// A broker frozen for good mid-run (SIGSTOP, never resumed) never vanishes from an open-loop
+/// run's figures: every record the schedule asked for is sent or counted unsent, the unsent ones'
+/// waits to the end are in the latency histogram (the tail shows the stall), the run says which
+/// broker stopped answering, and it is not called the generator's saturation. On the upstream Tansu
+/// binary and the embedded broker.
+#[test]
+fn a_broker_that_stops_answering_shows_in_the_tail_and_every_scheduled_record_is_counted() {
+    for kind in BROKERS {
+        let broker = TestBroker::of(kind);
+        let dir = TempDir::new("open-loop-stall");
+        let json = dir.path().join("stalled.json");
+        let pid = broker.pid() as i32;
+        let mut lines = 0;
+        let out = Cmd::on("produce", &broker)
+            .args(&[
+                "--throughput",
+                "20000",
+                "--duration",
+                "8s",
+                "--record-size",
+                "100",
+                "--reporting-interval",
+                "1s",
+            ])
+            .topic("stalled")
+            .json(&json)
+            .run_watching(LIMIT, |line| {
+                if line.contains("records sent") {
+                    lines += 1;
+                    if lines == 3 {
+                        unsafe { libc::kill(pid, libc::SIGSTOP) };
+                    }
+                }
+            });
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        let doc = result_json(&json);
+        let stdout = text(&out.stdout);
+        // 8 s at 20 000 records/s: records 0..160 000 were due.
+        let (sent, acked, failed, unsent) = (
+            n(&doc, "records_sent"),
+            n(&doc, "records_acked"),
+            n(&doc, "records_failed"),
+            n(&doc, "records_unsent"),
+        );
+        assert_eq!(sent, acked + failed, "{kind:?}: {doc}");
+        assert_eq!(
+            sent + unsent,
+            160_000,
+            "{kind:?}: sent {sent} + unsent {unsent}"
+        );
+        assert!(
+            unsent > 50_000,
+            "{kind:?}: about 5 s of the schedule: {unsent}"
+        );
+        // The first records held back waited about 5 s to the end.
+        assert!(
+            us(&doc, "latency", "max") >= 4_000_000,
+            "{kind:?}: the tail shows the stall: {}",
+            doc["latency"]
+        );
+        assert_eq!(
+            doc["saturation"]["saturated"], false,
+            "{kind:?}: {}",
+            doc["saturation"]
+        );
+        assert!(
+            stdout.contains(&format!("no answer from {}", broker.addr))
+                || doc["cluster"]["stalls"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|s| s["ongoing"] == true)),
+            "{kind:?}: {stdout}\n{}",
+            doc["cluster"]
+        );
+        assert!(stdout.contains("no answer from"), "{kind:?}: {stdout}");
+        assert!(stdout.contains("never sent"), "{kind:?}: {stdout}");
+    }
+}
+
+/// A broker killed under a long run (SIGKILL: every connection refused from then on) ends the run
+/// at `delivery.timeout.ms` — records failed with that reason, the rest counted unsent — instead
+/// of going on for the whole schedule, and it is never called the generator's saturation.
+#[test]
+fn a_killed_broker_ends_the_run_at_the_delivery_timeout_without_blaming_the_generator() {
+    let mut broker = TestBroker::standalone();
+    let dir = TempDir::new("open-loop-killed");
+    let json = dir.path().join("killed.json");
+    let mut lines = 0;
+    let out = Cmd::on("produce", &broker)
+        .args(&[
+            "--throughput",
+            "20000",
+            "--num-records",
+            "10000000",
+            "--record-size",
+            "100",
+            "--reporting-interval",
+            "1s",
+            "-X",
+            "request.timeout.ms=2000",
+            "-X",
+            "delivery.timeout.ms=3000",
+        ])
+        .topic("killed")
+        .json(&json)
+        .run_watching(LIMIT, |line| {
+            if line.contains("records sent") {
+                lines += 1;
+                if lines == 2 {
+                    broker.kill();
+                }
+            }
+        });
+    let doc = result_json(&json);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no broker answered"), "{stderr}");
+    assert!(
+        doc["aborted"]
+            .as_str()
+            .is_some_and(|a| a.contains("delivery.timeout.ms")),
+        "{}",
+        doc["aborted"]
+    );
+    let (sent, acked, failed) = (
+        n(&doc, "records_sent"),
+        n(&doc, "records_acked"),
+        n(&doc, "records_failed"),
+    );
+    assert_eq!(sent, acked + failed, "{doc}");
+    assert!(failed > 0, "{doc}");
+    assert!(
+        doc["errors"].to_string().contains("delivery.timeout.ms"),
+        "{}",
+        doc["errors"]
+    );
+    // The run ended long before its schedule: most records were never due.
+    assert!(sent + n(&doc, "records_unsent") < 1_000_000, "{doc}");
+    assert_eq!(
+        doc["saturation"]["saturated"], false,
+        "{}",
+        doc["saturation"]
+    );
+    assert!(!text(&out.stdout).contains("saturated"));
 }

@@ -405,6 +405,69 @@ impl Cmd {
         );
     }
 
+    /// Run it, calling `at_line` with each line it prints on stdout as it prints it (on this
+    /// thread: a fault can be injected when the run has reached a given point, not at a guessed
+    /// time); killed (and the test failed) if it runs past `limit`.
+    pub fn run_watching(&self, limit: Duration, mut at_line: impl FnMut(&str)) -> Output {
+        use std::io::{BufRead, Read};
+        let mut child = kbench()
+            .args(&self.args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn kbench");
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let stdout = child.stdout.take().expect("stdout");
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stderr = child.stderr.take().expect("stderr");
+        let err_reader = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stderr.read_to_end(&mut buf);
+            buf
+        });
+        let started = Instant::now();
+        let mut out = Vec::new();
+        loop {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(line) => {
+                    at_line(&line);
+                    out.extend_from_slice(line.as_bytes());
+                    out.push(b'\n');
+                    continue;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if started.elapsed() > limit {
+                let _ = child.kill();
+                let err = err_reader.join().unwrap_or_default();
+                panic!(
+                    "kbench {:?} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                    self.args,
+                    text(&out),
+                    text(&err)
+                );
+            }
+        }
+        let _ = reader.join();
+        let status = child.wait().expect("wait");
+        let stderr = err_reader.join().unwrap_or_default();
+        Output {
+            status,
+            stdout: out,
+            stderr,
+        }
+    }
+
     /// Run it and require exit 0; the output.
     pub fn ok(&self, limit: Duration) -> Output {
         let out = self.run(limit);

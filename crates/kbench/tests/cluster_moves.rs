@@ -1,0 +1,295 @@
+//! A cluster that changes under load — the normal case: on librdkafka's mock cluster (three
+//! brokers, a Kafka implementation that is not Tansu's, at its default versions, nothing pinned),
+//! every partition's leader moves mid-run, a broker goes down and comes back, one broker answers
+//! slowly, and an error is injected. kbench must follow: every record accounted for, nothing lost
+//! or reordered, librdkafka reading back exactly what was acknowledged, and — counted, not timed —
+//! at most one retry per batch per leader change, the batches after the refresh going straight to
+//! the new leader.
+
+mod common;
+#[path = "common/librdkafka.rs"]
+mod librdkafka;
+#[path = "common/mock.rs"]
+mod mock;
+
+use std::time::Duration;
+
+use common::{Cmd, TempDir, n, result_json, text};
+use mock::Mock;
+
+const LIMIT: Duration = Duration::from_secs(120);
+const PARTITIONS: i32 = 6;
+
+/// A produce run of 6 s at 20 000 records/s over six partitions, progress every 500 ms.
+fn produce(mock: &Mock, topic: &str, json: &std::path::Path, extra: &[&str]) -> Cmd {
+    Cmd::new("produce")
+        .args(&["--bootstrap-server", &mock.bootstrap])
+        .topic(topic)
+        .args(&[
+            "--throughput",
+            "20000",
+            "--acks",
+            "all",
+            "--duration",
+            "6s",
+            "--record-size",
+            "100",
+            "--reporting-interval",
+            "500ms",
+            "--verify",
+        ])
+        .args(extra)
+        .json(json)
+}
+
+/// Call `act` once, when the run has printed its `after`-th progress line.
+fn at_progress_line(after: usize, mut act: impl FnMut()) -> impl FnMut(&str) {
+    let mut seen = 0;
+    move |line: &str| {
+        if line.contains("records sent") {
+            seen += 1;
+            if seen == after {
+                act();
+            }
+        }
+    }
+}
+
+/// What every run on a changing cluster must show: exit 0, every record accounted for and
+/// acknowledged, the read-back clean, and librdkafka finding exactly the acknowledged records.
+fn assert_whole(mock: &Mock, topic: &str, doc: &serde_json::Value, out: &std::process::Output) {
+    eprintln!("{topic}: {}\n{}", text(&out.stdout), doc["cluster"]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let (sent, acked, failed) = (
+        n(doc, "records_sent"),
+        n(doc, "records_acked"),
+        n(doc, "records_failed"),
+    );
+    assert_eq!(sent, acked + failed, "{doc}");
+    assert_eq!(failed, 0, "{}", doc["errors"]);
+    assert!(acked > 50_000, "{acked} acknowledged in 6 s at 20 000/s");
+    let v = &doc["verification"];
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(n(v, "lost"), 0, "{v}");
+    assert_eq!(n(v, "reordered"), 0, "{v}");
+    assert_eq!(n(v, "duplicated"), 0, "{v}");
+    let read = librdkafka::read(
+        &mock.bootstrap,
+        topic,
+        PARTITIONS,
+        acked as usize,
+        Duration::from_millis(500),
+        LIMIT,
+    );
+    assert_eq!(read.len() as u64, acked, "librdkafka read back");
+    assert!(
+        doc["saturation"]["saturated"] == false,
+        "{}",
+        doc["saturation"]
+    );
+}
+
+/// Every leader moved once: six leader changes seen, each batch retried at most once (only those
+/// in flight or waiting at the move: at most max.in.flight + 1 per partition), and none after.
+fn assert_followed_one_move(doc: &serde_json::Value) {
+    let cluster = &doc["cluster"];
+    let changes = cluster["leader_changes"]
+        .as_array()
+        .expect("leader_changes");
+    assert_eq!(changes.len(), PARTITIONS as usize, "{cluster}");
+    assert!(
+        n(cluster, "max_attempts") <= 2,
+        "a batch took more than one retry for one leader change: {cluster}"
+    );
+    let retried = n(cluster, "retried_batches");
+    assert!(
+        retried <= PARTITIONS as u64 * 6,
+        "{retried} batches retried: more than were in flight or waiting at the move: {cluster}"
+    );
+    let retries: u64 = cluster["retries"]
+        .as_object()
+        .expect("retries")
+        .values()
+        .map(|v| v.as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(retries, retried, "one retry each: {cluster}");
+    // The frames on the wire say the same: the Produce requests beyond the first attempts are
+    // the retries' (a few more frames are Metadata and setup).
+    let extra = n(doc, "frames_written") - n(doc, "produce_requests");
+    assert!(extra < 20, "{extra} frames besides Produce requests: {doc}");
+}
+
+#[test]
+fn produce_follows_every_leader_moving_on_librdkafkas_mock_cluster() {
+    let mock = Mock::new(3);
+    mock.topic("moves", PARTITIONS);
+    let dir = TempDir::new("moves");
+    let json = dir.path().join("produce.json");
+    let out = produce(&mock, "moves", &json, &[]).run_watching(
+        LIMIT,
+        at_progress_line(4, || mock.move_leaders("moves", PARTITIONS, 1)),
+    );
+    let doc = result_json(&json);
+    assert_whole(&mock, "moves", &doc, &out);
+    assert_followed_one_move(&doc);
+    // The summary names the move.
+    let said = text(&out.stdout) + &text(&out.stderr);
+    assert!(said.contains("6 leader changes"), "{said}");
+    // `kbench report` shades the move on the timelines, as it shades a fault.
+    let html = dir.path().join("r.html");
+    let report = common::run(
+        &[
+            "report",
+            &json.display().to_string(),
+            "-o",
+            &html.display().to_string(),
+        ],
+        LIMIT,
+    );
+    assert!(report.status.success(), "{}", text(&report.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(r#"class="fault" data-fault="6 leader changes""#),
+        "the leader changes shaded on the timelines"
+    );
+    // The mock's flexible Metadata answers carry a byte after their body: read as Java reads
+    // them, and counted.
+    assert!(
+        doc["protocol_anomalies"].to_string().contains("Metadata"),
+        "{}",
+        doc["protocol_anomalies"]
+    );
+}
+
+#[test]
+fn idempotent_produce_follows_a_leader_move_with_sequences_kept() {
+    let mock = Mock::new(3);
+    mock.topic("moves-idem", PARTITIONS);
+    let dir = TempDir::new("moves-idem");
+    let json = dir.path().join("produce.json");
+    let out = produce(
+        &mock,
+        "moves-idem",
+        &json,
+        &["-X", "enable.idempotence=true"],
+    )
+    .run_watching(
+        LIMIT,
+        at_progress_line(4, || mock.move_leaders("moves-idem", PARTITIONS, 1)),
+    );
+    let doc = result_json(&json);
+    assert_whole(&mock, "moves-idem", &doc, &out);
+    assert_followed_one_move(&doc);
+    assert!(
+        doc["cluster"]["retries"]
+            .get("OUT_OF_ORDER_SEQUENCE_NUMBER")
+            .is_none(),
+        "the new leader saw every partition's batches in sequence: {}",
+        doc["cluster"]
+    );
+}
+
+#[test]
+fn keyed_produce_follows_a_leader_move() {
+    let mock = Mock::new(3);
+    mock.topic("moves-keyed", PARTITIONS);
+    let dir = TempDir::new("moves-keyed");
+    let json = dir.path().join("produce.json");
+    let out = produce(&mock, "moves-keyed", &json, &["--keys", "random:200"]).run_watching(
+        LIMIT,
+        at_progress_line(4, || mock.move_leaders("moves-keyed", PARTITIONS, 1)),
+    );
+    let doc = result_json(&json);
+    assert_whole(&mock, "moves-keyed", &doc, &out);
+    assert_followed_one_move(&doc);
+}
+
+#[test]
+fn a_broker_down_and_up_holds_back_only_its_partitions_and_loses_nothing() {
+    let mock = Mock::new(3);
+    mock.topic("down-up", PARTITIONS);
+    let dir = TempDir::new("down-up");
+    let json = dir.path().join("produce.json");
+    let mut lines = 0;
+    let out = produce(&mock, "down-up", &json, &[]).run_watching(LIMIT, |line| {
+        if line.contains("records sent") {
+            lines += 1;
+            match lines {
+                3 => mock.cluster.broker_down(2).expect("broker down"),
+                7 => mock.cluster.broker_up(2).expect("broker up"),
+                _ => {}
+            }
+        }
+    });
+    let doc = result_json(&json);
+    assert_whole(&mock, "down-up", &doc, &out);
+    let cluster = &doc["cluster"];
+    // Leadership did not move; the broker stopped answering, and the run says so.
+    assert_eq!(cluster["leader_changes"].as_array().map(Vec::len), Some(0));
+    let stalls = cluster["stalls"].as_array().expect("stalls");
+    assert!(
+        stalls.iter().any(|s| s["broker"] == 2),
+        "broker 2 was down for about 2 s: {cluster}"
+    );
+    // Only broker 2's partitions waited: the others' records kept being acknowledged.
+    assert!(
+        cluster["unavailable_ms"]
+            .as_object()
+            .is_some_and(|u| u.keys().all(|p| mock.leader_of(p.parse().unwrap(), 0) == 2)),
+        "{cluster}"
+    );
+}
+
+#[test]
+fn an_injected_not_leader_costs_one_retry_per_batch_and_a_refresh() {
+    let mock = Mock::new(3);
+    mock.topic("injected", PARTITIONS);
+    let dir = TempDir::new("injected");
+    let json = dir.path().join("produce.json");
+    let out = produce(&mock, "injected", &json, &[]).run_watching(
+        LIMIT,
+        at_progress_line(3, || {
+            mock.cluster.request_errors(
+                rdkafka::types::RDKafkaApiKey::Produce,
+                &[rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION],
+            )
+        }),
+    );
+    let doc = result_json(&json);
+    assert_whole(&mock, "injected", &doc, &out);
+    let cluster = &doc["cluster"];
+    assert_eq!(
+        n(&cluster["retries"], "NOT_LEADER_OR_FOLLOWER"),
+        n(cluster, "retried_batches"),
+        "{cluster}"
+    );
+    assert!(n(cluster, "retried_batches") >= 1, "{cluster}");
+    assert_eq!(n(cluster, "max_attempts"), 2, "{cluster}");
+    assert!(n(cluster, "metadata_refreshes") >= 1, "{cluster}");
+    assert_eq!(cluster["leader_changes"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn a_slow_broker_is_no_error() {
+    let mock = Mock::new(3);
+    mock.topic("slow", PARTITIONS);
+    mock.cluster
+        .broker_round_trip_time(1, Duration::from_millis(150))
+        .expect("rtt");
+    let dir = TempDir::new("slow");
+    let json = dir.path().join("produce.json");
+    let out = produce(&mock, "slow", &json, &[]).run_watching(LIMIT, |_| {});
+    let doc = result_json(&json);
+    assert_whole(&mock, "slow", &doc, &out);
+    let cluster = &doc["cluster"];
+    assert!(
+        cluster["retries"].as_object().is_some_and(|r| r.is_empty()),
+        "{cluster}"
+    );
+    assert_eq!(cluster["stalls"].as_array().map(Vec::len), Some(0));
+}
