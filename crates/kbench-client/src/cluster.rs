@@ -106,6 +106,9 @@ pub struct Cluster {
     /// Every connection's writes, summed (replaced connections' too).
     write_stats: Arc<crate::connection::WriteStats>,
     negotiated: Mutex<Negotiated>,
+    /// APIs held below a version the brokers announced but could not take (see
+    /// [`Cluster::avoid_flexible`]).
+    caps: Mutex<std::collections::BTreeMap<i16, i16>>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -174,6 +177,7 @@ impl Cluster {
             connecting: Mutex::new(HashMap::new()),
             write_stats,
             negotiated: Mutex::new(Negotiated::default()),
+            caps: Mutex::new(std::collections::BTreeMap::new()),
         };
         cluster.negotiated.lock().expect("negotiated lock").insert(
             ApiKey::ApiVersions,
@@ -223,9 +227,56 @@ impl Cluster {
 
     /// Choose the version for `api` on `conn` (pin or highest common) and record it as used.
     pub fn version_on(&self, conn: &Connection, api: ApiKey) -> Result<i16, ClientError> {
-        let v = conn.version(api, &self.config.pins)?;
+        let cap = self
+            .caps
+            .lock()
+            .expect("caps lock")
+            .get(&(api as i16))
+            .copied();
+        let v = match cap {
+            Some(cap) => {
+                kbench_wire::versions::choose_within(api, conn.ranges(), &self.config.pins, cap)?
+            }
+            None => conn.version(api, &self.config.pins)?,
+        };
         self.record_version(api, v);
         Ok(v)
+    }
+
+    /// Count a protocol anomaly (a response not quite as the protocol says), by kind.
+    pub fn note_anomaly(&self, what: String) {
+        self.write_stats.anomaly(what);
+    }
+
+    /// A broker closed the connection on a request of `api` at `version`, a flexible version it
+    /// announced (librdkafka's mock cluster does for JoinGroup v6 and SyncGroup v4, which it reads
+    /// as rigid): from now on `api` is asked at its last rigid version, as Java's and librdkafka's
+    /// readers of such a broker would have to; counted as a protocol anomaly. `false` (nothing
+    /// changed) when the version was not flexible, the API is pinned, or it is capped already.
+    pub fn avoid_flexible(&self, api: ApiKey, version: i16) -> bool {
+        if !kbench_wire::versions::is_flexible(api, version) || self.config.pins.get(api).is_some()
+        {
+            return false;
+        }
+        let Some(rigid) = kbench_wire::versions::last_rigid_version(api) else {
+            return false;
+        };
+        let mut caps = self.caps.lock().expect("caps lock");
+        if caps.get(&(api as i16)).is_some_and(|c| *c <= rigid) {
+            return false;
+        }
+        caps.insert(api as i16, rigid);
+        drop(caps);
+        tracing::warn!(
+            "{} v{version}: the broker closed the connection; asking at v{rigid} from now on",
+            api_name(api)
+        );
+        self.write_stats.anomaly(format!(
+            "{} v{version} request: the broker closed the connection (v{rigid} used instead)",
+            api_name(api)
+        ));
+        // The negotiated record keeps the lowest version used.
+        true
     }
 
     /// The version of `api` for a request about a topic with `topic_id`: as [`version_on`]

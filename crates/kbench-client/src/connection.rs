@@ -91,7 +91,7 @@ impl WriteStats {
         self.anomalies.lock().expect("anomalies lock").clone()
     }
 
-    fn anomaly(&self, what: String) {
+    pub(crate) fn anomaly(&self, what: String) {
         *self
             .anomalies
             .lock()

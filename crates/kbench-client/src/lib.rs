@@ -10,6 +10,7 @@
 pub mod cluster;
 pub mod config;
 pub mod connection;
+pub mod consumer;
 pub mod error;
 pub mod events;
 pub mod fetch;
@@ -26,6 +27,7 @@ pub use config::{
     ConsumerSettings, OffsetReset, ProducerSettings, PropertyError, is_secret, split_property,
 };
 pub use connection::Connection;
+pub use consumer::{Consumer, ConsumerOptions, Fetched, FetchedPart};
 pub use error::{ClientError, ErrorClass};
 pub use events::{ClusterEvents, LeaderChange, Stall};
 pub use fetch::FetchedPartition;

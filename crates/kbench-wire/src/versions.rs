@@ -222,8 +222,22 @@ pub fn choose(api: ApiKey, broker: &ApiRanges, pins: &Pins) -> Result<i16, Versi
     choose_within(api, broker, pins, i16::MAX)
 }
 
-/// [`choose`], kbench's range ending at `cap`.
-fn choose_within(
+/// Whether `version` of `api` is flexible (compact strings and tagged fields, KIP-482): its
+/// request header is v2.
+pub fn is_flexible(api: ApiKey, version: i16) -> bool {
+    api.request_header_version(version) >= 2
+}
+
+/// The highest version of `api` before its first flexible one (`None`: every version is).
+pub fn last_rigid_version(api: ApiKey) -> Option<i16> {
+    let range = api.valid_versions();
+    (range.min..=range.max)
+        .take_while(|v| !is_flexible(api, *v))
+        .last()
+}
+
+/// [`choose`], kbench's range ending at `cap` (a pin above it cannot hold).
+pub fn choose_within(
     api: ApiKey,
     broker: &ApiRanges,
     pins: &Pins,
@@ -320,6 +334,15 @@ mod tests {
             choose_by_name(ApiKey::Fetch, &b, &Pins::parse("fetch=12").unwrap()),
             Ok(12)
         );
+    }
+
+    #[test]
+    fn flexible_versions_are_known_per_api() {
+        assert!(!is_flexible(ApiKey::JoinGroup, 5));
+        assert!(is_flexible(ApiKey::JoinGroup, 6));
+        assert_eq!(last_rigid_version(ApiKey::JoinGroup), Some(5));
+        assert_eq!(last_rigid_version(ApiKey::SyncGroup), Some(3));
+        assert_eq!(last_rigid_version(ApiKey::Produce), Some(8));
     }
 
     fn broker(ranges: &[(ApiKey, i16, i16)]) -> ApiRanges {
