@@ -21,6 +21,31 @@ pub struct LeaderChangeReport {
     /// -1: no leader.
     pub from: i32,
     pub to: i32,
+    /// How many clients saw this change (each producer's engine sees it at its own refresh).
+    #[serde(default = "one")]
+    pub seen_by: u64,
+}
+
+/// Clients see one move within this much of each other.
+const SAME_MOVE_US: u64 = 5_000_000;
+
+/// The same move (partition, from, to) seen by several clients within [`SAME_MOVE_US`], counted
+/// once, at its first sighting.
+fn merge_leader_changes(changes: &mut Vec<LeaderChangeReport>) {
+    changes.sort_by_key(|c| (c.partition, c.from, c.to, c.at_unix_us));
+    let mut out: Vec<LeaderChangeReport> = Vec::with_capacity(changes.len());
+    for c in changes.drain(..) {
+        if let Some(last) = out.last_mut()
+            && (last.partition, last.from, last.to) == (c.partition, c.from, c.to)
+            && c.at_unix_us <= last.at_unix_us + SAME_MOVE_US
+        {
+            last.seen_by += c.seen_by;
+            continue;
+        }
+        out.push(c);
+    }
+    out.sort_by_key(|c| (c.at_unix_us, c.partition));
+    *changes = out;
 }
 
 /// A broker that left every request unanswered for a while.
@@ -33,6 +58,38 @@ pub struct StallReport {
     pub from_unix_us: u64,
     /// Still unanswered when the run ended.
     pub ongoing: bool,
+    /// How many clients (producers, the consumer, repetitions' engines) saw this stall: the same
+    /// broker unanswered for overlapping times is one stall.
+    #[serde(default = "one")]
+    pub seen_by: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// Stalls of one broker whose times overlap, merged into one (the earliest start, the latest
+/// end); the rest in order of start.
+fn merge_stalls(stalls: &mut Vec<StallReport>) {
+    stalls.sort_by(|a, b| {
+        (a.broker, &a.addr, a.from_unix_us).cmp(&(b.broker, &b.addr, b.from_unix_us))
+    });
+    let mut out: Vec<StallReport> = Vec::with_capacity(stalls.len());
+    for s in stalls.drain(..) {
+        if let Some(last) = out.last_mut() {
+            let end = |r: &StallReport| r.from_unix_us + (r.for_s * 1e6) as u64;
+            if last.broker == s.broker && last.addr == s.addr && s.from_unix_us <= end(last) {
+                let until = end(last).max(end(&s));
+                last.for_s = (until - last.from_unix_us) as f64 / 1e6;
+                last.ongoing |= s.ongoing;
+                last.seen_by += s.seen_by;
+                continue;
+            }
+        }
+        out.push(s);
+    }
+    out.sort_by_key(|s| (s.from_unix_us, s.broker));
+    *stalls = out;
 }
 
 /// The result's `cluster` block.
@@ -64,7 +121,7 @@ impl ClusterReport {
     pub fn of(events: &ClusterEvents, start: Instant, started_at: SystemTime) -> ClusterReport {
         let since = |t: Instant| t.saturating_duration_since(start);
         let wall = |t: Instant| unix_us(started_at + since(t));
-        ClusterReport {
+        let mut report = ClusterReport {
             metadata_refreshes: events.metadata_refreshes,
             metadata_refresh_failures: events.metadata_refresh_failures,
             retries: events.retries.clone(),
@@ -80,6 +137,7 @@ impl ClusterReport {
                     partition: c.partition,
                     from: c.from,
                     to: c.to,
+                    seen_by: 1,
                 })
                 .collect(),
             unavailable_ms: events
@@ -97,9 +155,13 @@ impl ClusterReport {
                     for_s: s.until.saturating_duration_since(s.from).as_secs_f64(),
                     from_unix_us: wall(s.from),
                     ongoing: s.ongoing,
+                    seen_by: 1,
                 })
                 .collect(),
-        }
+        };
+        merge_leader_changes(&mut report.leader_changes);
+        merge_stalls(&mut report.stalls);
+        report
     }
 
     /// Another run's (a repetition's, a producer's) report added to this one.
@@ -114,13 +176,12 @@ impl ClusterReport {
         self.batches_rerouted += other.batches_rerouted;
         self.leader_changes
             .extend(other.leader_changes.iter().cloned());
-        self.leader_changes
-            .sort_by_key(|c| (c.at_unix_us, c.partition));
+        merge_leader_changes(&mut self.leader_changes);
         for (p, ms) in &other.unavailable_ms {
             *self.unavailable_ms.entry(p.clone()).or_default() += ms;
         }
         self.stalls.extend(other.stalls.iter().cloned());
-        self.stalls.sort_by_key(|s| (s.from_unix_us, s.broker));
+        merge_stalls(&mut self.stalls);
     }
 
     /// Whether nothing happened worth a line.
@@ -137,6 +198,7 @@ impl ClusterReport {
         let mut lines = Vec::new();
         if let (Some(first), Some(last)) = (self.leader_changes.first(), self.leader_changes.last())
         {
+            // Several producers see the same change: merged (seen_by) when the report was made.
             let n = self.leader_changes.len();
             let when = if last.at_s - first.at_s < 0.5 {
                 format!("at {:.1} s", first.at_s)
@@ -155,10 +217,23 @@ impl ClusterReport {
                     a as f64 / 1e3
                 ));
             }
-            line.push_str(&format!(
-                " ({} batches re-routed, {} metadata refreshes)",
-                self.batches_rerouted, self.metadata_refreshes
-            ));
+            let refreshes = format!(
+                "{} metadata refresh{}",
+                self.metadata_refreshes,
+                if self.metadata_refreshes == 1 {
+                    ""
+                } else {
+                    "es"
+                }
+            );
+            line.push_str(&if self.batches_rerouted > 0 {
+                format!(
+                    " ({} batches re-routed, {refreshes})",
+                    self.batches_rerouted
+                )
+            } else {
+                format!(" ({refreshes})")
+            });
             lines.push(line);
         }
         if !self.retries.is_empty() {
@@ -167,16 +242,20 @@ impl ClusterReport {
                 .iter()
                 .map(|(cause, n)| format!("{n} × {cause}"))
                 .collect();
-            lines.push(format!(
-                "retries: {} (of {} batches, at most {} attempts each)",
-                causes.join(", "),
-                self.retried_batches,
-                self.max_attempts
-            ));
+            lines.push(if self.retried_batches > 0 {
+                format!(
+                    "retries: {} (of {} batches, at most {} attempts each)",
+                    causes.join(", "),
+                    self.retried_batches,
+                    self.max_attempts
+                )
+            } else {
+                format!("retries: {}", causes.join(", "))
+            });
         }
         for s in &self.stalls {
             lines.push(format!(
-                "no answer from {} for {:.1} s from {:.1} s{}",
+                "no answer from {} for {:.1} s from {:.1} s{}{}",
                 if s.addr.is_empty() {
                     format!("broker {}", s.broker)
                 } else {
@@ -188,6 +267,11 @@ impl ClusterReport {
                     " (until the run ended)"
                 } else {
                     ""
+                },
+                if s.seen_by > 1 {
+                    format!(", seen by {} clients", s.seen_by)
+                } else {
+                    String::new()
                 }
             ));
         }
@@ -220,4 +304,77 @@ fn p50(
     }
     all.filter(|h| !h.is_empty())
         .map(|h| h.value_at_quantile(0.5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stall(broker: i32, from_s: f64, for_s: f64) -> StallReport {
+        StallReport {
+            broker,
+            addr: format!("127.0.0.1:{}", 9000 + broker),
+            from_s,
+            for_s,
+            from_unix_us: (from_s * 1e6) as u64,
+            ongoing: false,
+            seen_by: 1,
+        }
+    }
+
+    fn change(partition: i32, at_s: f64) -> LeaderChangeReport {
+        LeaderChangeReport {
+            at_s,
+            at_unix_us: (at_s * 1e6) as u64,
+            partition,
+            from: 1,
+            to: 2,
+            seen_by: 1,
+        }
+    }
+
+    #[test]
+    fn one_broker_unanswered_for_many_clients_is_one_stall() {
+        let mut a = ClusterReport::default();
+        for i in 0..3000 {
+            let b = ClusterReport {
+                stalls: vec![stall(1, 0.1 + f64::from(i % 7) * 0.01, 1.5)],
+                ..ClusterReport::default()
+            };
+            a.merge(&b);
+        }
+        a.merge(&ClusterReport {
+            stalls: vec![stall(2, 0.5, 1.0), stall(1, 10.0, 1.0)],
+            ..ClusterReport::default()
+        });
+        assert_eq!(a.stalls.len(), 3, "{:?}", a.stalls);
+        assert_eq!(a.stalls[0].seen_by, 3000);
+        assert!((a.stalls[0].from_s - 0.1).abs() < 1e-9);
+        assert!(
+            (a.stalls[0].for_s - 1.56).abs() < 1e-6,
+            "{}",
+            a.stalls[0].for_s
+        );
+        assert_eq!(a.stalls[1].broker, 2);
+        assert_eq!(a.stalls[2].from_s, 10.0);
+        assert_eq!(a.summary(&[], "x").len(), 3);
+    }
+
+    #[test]
+    fn one_move_seen_by_every_producer_is_one_change_and_a_later_one_is_another() {
+        let mut a = ClusterReport::default();
+        for i in 0..100 {
+            a.merge(&ClusterReport {
+                leader_changes: vec![change(0, 2.0 + f64::from(i) * 0.01)],
+                ..ClusterReport::default()
+            });
+        }
+        a.merge(&ClusterReport {
+            leader_changes: vec![change(0, 30.0), change(1, 2.0)],
+            ..ClusterReport::default()
+        });
+        assert_eq!(a.leader_changes.len(), 3);
+        assert_eq!(a.leader_changes[0].seen_by, 100);
+        assert!(a.summary(&[], "x")[0].starts_with("3 leader changes"));
+    }
 }

@@ -382,6 +382,8 @@ pub struct ConsumeRun {
     pub timeline: Vec<crate::timeline::Window>,
     /// With `--verify`: what the records' stamps said.
     pub verification: Option<crate::verify::VerifyReport>,
+    /// What the cluster did: leader changes, retries by cause, refreshes, stalls.
+    pub cluster: crate::cluster::ClusterReport,
 }
 
 impl ConsumeRun {
@@ -462,6 +464,10 @@ pub struct ConsumeResultDocument {
     /// With `--verify`: every record's stamp checked (no writer to ask: lost is sequence gaps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::verify::VerifyReport>,
+    /// What the cluster did, as the consumer saw it (as for produce).
+    pub cluster: crate::cluster::ClusterReport,
+    /// Responses not quite as the protocol says, by kind (as for produce).
+    pub protocol_anomalies: BTreeMap<String, u64>,
 }
 
 impl ConsumeResultDocument {
@@ -518,6 +524,8 @@ impl ConsumeResultDocument {
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
             verification: run.verification.clone(),
+            cluster: run.cluster.clone(),
+            protocol_anomalies: BTreeMap::new(),
         }
     }
 }
@@ -600,6 +608,10 @@ pub async fn run_consume_job<O: ConsumeObserver>(
         negotiated,
         pinned,
     );
+    let document = ConsumeResultDocument {
+        protocol_anomalies: cluster.protocol_anomalies(),
+        ..document
+    };
     Ok(ConsumeOutcome { run, document })
 }
 
@@ -693,6 +705,9 @@ pub async fn run_consume<O: ConsumeObserver>(
         .collect();
 
     observer.joined();
+    let layout = Arc::new(layout);
+    let mut consumer = kbench_client::Consumer::new(cluster.clone(), &layout, engine_options(spec));
+    consumer.assign(&positions);
     let mut decoder = BatchDecoder::new();
     let mut fetch_latency = latency_histogram();
     let mut end_to_end = latency_histogram();
@@ -710,16 +725,15 @@ pub async fn run_consume<O: ConsumeObserver>(
     let mut last_heartbeat = Instant::now();
     let mut last_commit = Instant::now();
     let mut committed: BTreeMap<i32, i64> = BTreeMap::new();
-    let wait_ms = spec.fetch_max_wait.as_millis().min(i32::MAX as u128) as i32;
-    let layout = Arc::new(layout);
-    let mut prefetch: Option<(Vec<(i32, i64)>, FetchTask)> = None;
-    // Which partition the next Fetch starts from.
-    let mut rotation = 0usize;
+    let mut paused = false;
     let mut timeline =
         crate::timeline::Timeline::new(started_at, TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS)
             .with_sink(spec.window_sink.clone());
     let every = spec.timeline_interval.max(Duration::from_millis(10));
     let mut next_window = start + every;
+    // How often the loop looks up from the answers (heartbeats, windows, the time-out) when none
+    // comes.
+    let tick = Duration::from_millis(20);
 
     while records < spec.messages {
         if cancel.is_cancelled() {
@@ -784,6 +798,7 @@ pub async fn run_consume<O: ConsumeObserver>(
                             });
                         }
                         positions = fresh;
+                        consumer.assign(&positions);
                         let took = began.elapsed();
                         join += took;
                         window_join += took;
@@ -805,81 +820,63 @@ pub async fn run_consume<O: ConsumeObserver>(
                 }
             }
         }
-        if observer.paused() {
-            // Paused (a backlog being built): in the group, heartbeating, not fetching, not idle.
+        // Paused (a backlog being built): in the group, heartbeating, not fetching, not idle.
+        if observer.paused() != paused {
+            paused = !paused;
+            consumer.pause(paused);
+        }
+        if paused {
             last_record = Instant::now();
+        }
+        if paused || positions.is_empty() {
+            // Nothing to read (paused, or another member has every partition): wait.
+            let wait = if paused {
+                tick
+            } else {
+                spec.heartbeat_interval.min(Duration::from_millis(500))
+            };
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = tokio::time::sleep(Duration::from_millis(20)) => continue,
+                _ = tokio::time::sleep(wait) => continue,
             }
         }
-        if positions.is_empty() {
-            // Nothing assigned (another member has every partition): wait for a rebalance.
-            tokio::select! {
-                _ = cancel.cancelled() => break,
-                _ = tokio::time::sleep(spec.heartbeat_interval.min(Duration::from_millis(500))) => continue,
-            }
-        }
-        let asked: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
-        // The Fetch sent ahead for exactly these positions, if any; else one sent now.
-        let fetch = match prefetch.take() {
-            Some((from, task)) if from == asked => task,
-            Some((_, task)) => {
-                task.abort();
-                rotation += 1;
-                spawn_fetch(&cluster, &layout, asked.clone(), spec, wait_ms, rotation)
-            }
-            None => {
-                rotation += 1;
-                spawn_fetch(&cluster, &layout, asked.clone(), spec, wait_ms, rotation)
-            }
-        };
-        let (took, fetched) = tokio::select! {
-            r = fetch => match r {
-                Ok(r) => r,
-                Err(e) => (Duration::ZERO, Err(ClientError::Other(format!("fetch task: {e}")))),
-            },
+        let fetched = tokio::select! {
+            f = consumer.poll() => f,
             _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(tick) => continue,
         };
+        let Some(fetched) = fetched else { break };
         fetches += 1;
+        let took = fetched.answered.saturating_duration_since(fetched.sent);
         let _ = fetch_latency.record((took.as_micros() as u64).max(1));
-        let fetched = match fetched {
-            Ok(f) => f,
-            Err(e) => {
-                *errors.entry(format!("fetch: {e}")).or_default() += 1;
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tokio::time::sleep(Duration::from_millis(100)) => continue,
+        for e in &fetched.errors {
+            *errors.entry(format!("fetch: {e}")).or_default() += 1;
+        }
+        // `auto.offset.reset` moved a partition the broker no longer had the offsets of.
+        for (partition, from, to) in &fetched.resets {
+            *errors
+                .entry(format!(
+                    "fetch: {}-{partition}: offset {from} out of range, reset to {to}",
+                    layout.name
+                ))
+                .or_default() += 1;
+            if let Some(p) = positions.get_mut(partition) {
+                if let Some(s) = spans.get_mut(partition)
+                    && *to > *p
+                {
+                    s.skipped += (*to - *p) as u64;
+                    s.end_offset = *to;
                 }
+                *p = *to;
             }
-        };
-        // Send the next Fetch before decoding this answer, from where its complete batches end, so
-        // that the broker works while this thread decodes (librdkafka prefetches the same way). It
-        // is used only if decoding ends exactly there (not at --messages, not after a rejoin).
-        let ahead: u64 = fetched.iter().map(|(_, d)| batch_records(&d.records)).sum();
-        if records + ahead < spec.messages {
-            let next: Vec<(i32, i64)> = asked
-                .iter()
-                .map(|(p, o)| {
-                    let end = fetched
-                        .iter()
-                        .find(|(q, _)| q == p)
-                        .and_then(|(_, d)| batches_end(&d.records, *o));
-                    (*p, end.unwrap_or(*o).max(*o))
-                })
-                .collect();
-            rotation += 1;
-            let task = spawn_fetch(&cluster, &layout, next.clone(), spec, wait_ms, rotation);
-            prefetch = Some((next, task));
-            // Let the request go out before decoding takes the thread.
-            tokio::task::yield_now().await;
         }
         let before = records;
         // End to end: the wall clock when the answer came, less each record's CreateTime.
         let arrived_ms = spec.end_to_end.then(kbench_wire::batch::now_ms);
         let bytes_before = bytes;
         fetch_e2e.clear();
-        for (partition, data) in &fetched {
+        for part in &fetched.parts {
+            let (partition, data) = (&part.partition, &part.data);
             let Some(position) = positions.get(partition).copied() else {
                 continue;
             };
@@ -957,6 +954,16 @@ pub async fn run_consume<O: ConsumeObserver>(
                     s.skipped += skipped;
                 }
             }
+            // The engine fetches on from the end of these batches; where the records read end
+            // elsewhere (a broker answering from the wrong place), it is told.
+            if next
+                != batches_end(&data.records, part.from)
+                    .unwrap_or(part.from)
+                    .max(part.from)
+                && records < spec.messages
+            {
+                consumer.seek(*partition, next);
+            }
             if records >= spec.messages {
                 break;
             }
@@ -968,9 +975,7 @@ pub async fn run_consume<O: ConsumeObserver>(
             empty_fetches += 1;
         }
     }
-    if let Some((_, task)) = prefetch.take() {
-        task.abort();
-    }
+    let cluster_events = consumer.finish();
     let elapsed = start.elapsed();
     let cpu = CpuTime::now().since(cpu_start);
     let ended_at = SystemTime::now();
@@ -1020,57 +1025,26 @@ pub async fn run_consume<O: ConsumeObserver>(
         end_to_end,
         timeline: timeline.into_windows(),
         verification: verifier.map(|v| v.report(None)),
+        cluster: crate::cluster::ClusterReport::of(&cluster_events, start, started_at),
     })
 }
 
-/// A Fetch under way: how long it took, and what it brought.
-type FetchTask = tokio::task::JoinHandle<(
-    Duration,
-    Result<Vec<(i32, kbench_client::FetchedPartition)>, ClientError>,
-)>;
-
-fn spawn_fetch(
-    cluster: &Arc<Cluster>,
-    layout: &Arc<TopicLayout>,
-    asked: Vec<(i32, i64)>,
-    spec: &ConsumeSpec,
-    wait_ms: i32,
-    rotation: usize,
-) -> FetchTask {
-    let cluster = cluster.clone();
-    let layout = layout.clone();
-    let (partition_max, max) = (spec.fetch_size as i32, spec.fetch_max_bytes as i32);
-    let read_committed = spec.read_committed;
-    // Each Fetch starts from the next partition (KIP-74; Java's consumer and librdkafka rotate
-    // too): a broker that serves partitions in request order, giving the first ones its wait and
-    // byte budget, otherwise starves the last ones — on the upstream Tansu binary a consumer of 16
-    // partitions fell behind 20000 records/s that librdkafka kept up with.
-    let asked = fetch_order(asked, rotation);
-    tokio::spawn(async move {
-        let sent = Instant::now();
-        let r = cluster
-            .fetch_partitions_isolated(
-                &layout,
-                &asked,
-                (partition_max, max),
-                wait_ms,
-                read_committed,
-            )
-            .await;
-        (sent.elapsed(), r)
-    })
-}
-
-/// The partitions of the `rotation`-th Fetch, starting from partition `rotation` (mod their count).
-fn fetch_order(mut asked: Vec<(i32, i64)>, rotation: usize) -> Vec<(i32, i64)> {
-    if !asked.is_empty() {
-        let n = rotation % asked.len();
-        asked.rotate_left(n);
+/// The consumer engine's settings for a consume run.
+fn engine_options(spec: &ConsumeSpec) -> kbench_client::ConsumerOptions {
+    kbench_client::ConsumerOptions {
+        partition_max_bytes: spec.fetch_size.min(i32::MAX as usize) as i32,
+        max_bytes: spec.fetch_max_bytes.min(i32::MAX as usize) as i32,
+        max_wait: spec.fetch_max_wait,
+        read_committed: spec.read_committed,
+        reset: match spec.start {
+            StartAt::Reset(r) => r,
+            StartAt::Offset(_) => OffsetReset::Earliest,
+        },
+        retry_backoff: ConsumerSettings::default().connection.retry_backoff,
     }
-    asked
 }
 
-use kbench_wire::records::{batch_records, batches_end};
+use kbench_wire::records::batches_end;
 
 /// The subset of Java's `SimpleDateFormat` the tool's `--date-format` is used with: `yyyy`, `MM`,
 /// `dd`, `HH`, `mm`, `ss`, `SSS`, and quoted or non-letter literals; times in UTC.
@@ -1225,20 +1199,6 @@ mod tests {
     }
 
     #[test]
-    fn each_fetch_starts_from_the_next_partition() {
-        let asked: Vec<(i32, i64)> = (0..5).map(|p| (p, 100 + i64::from(p))).collect();
-        let firsts: Vec<i32> = (0..10)
-            .map(|r| fetch_order(asked.clone(), r)[0].0)
-            .collect();
-        assert_eq!(firsts, vec![0, 1, 2, 3, 4, 0, 1, 2, 3, 4]);
-        let mut once = fetch_order(asked.clone(), 3);
-        assert_eq!(once[0], (3, 103), "positions travel with their partitions");
-        once.sort();
-        assert_eq!(once, asked, "every partition, once");
-        assert!(fetch_order(Vec::new(), 7).is_empty());
-    }
-
-    #[test]
     fn the_tools_lines_have_its_columns() {
         let date = DateFormat::default();
         let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
@@ -1265,6 +1225,7 @@ mod tests {
             member_id: None,
             end_to_end: latency_histogram(),
             verification: None,
+            cluster: Default::default(),
         };
         let line = run.final_line(&date);
         let cols: Vec<&str> = line.split(", ").collect();

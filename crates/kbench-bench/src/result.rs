@@ -296,6 +296,9 @@ pub struct E2eResultDocument {
     /// What the cluster did, as the producers saw it.
     #[serde(default)]
     pub cluster: crate::cluster::ClusterReport,
+    /// What the cluster did, as the consumer saw it.
+    #[serde(default)]
+    pub consumer_cluster: crate::cluster::ClusterReport,
     /// Whether kbench, not the target, set the pace (and the evidence).
     pub saturation: crate::produce::phase::Saturation,
     /// Per record: send time carried in the record → consumer receipt, µs.
@@ -375,6 +378,7 @@ impl E2eResultDocument {
             schedule_slips: run.schedule_slips,
             cluster_slips: run.cluster_slips,
             cluster: run.cluster.clone(),
+            consumer_cluster: run.consumer_cluster.clone(),
             saturation: run.saturation.clone(),
             whole_trip: LatencySummary::of(&run.whole_trip),
             fetch_duration: LatencySummary::of(&run.fetch_duration),

@@ -68,6 +68,8 @@ pub struct E2eLive {
     pub verify: Mutex<Option<E2eVerify>>,
     /// What the cluster did, as the producers saw it (each adds its engine's events at its end).
     pub cluster: Mutex<kbench_client::ClusterEvents>,
+    /// And as the consumer saw it.
+    pub consumer_cluster: Mutex<kbench_client::ClusterEvents>,
     /// Batches whose turn came late because the producer had waited for the cluster (a slow
     /// broker, a partition without a leader): the cluster's time, not the generator's.
     pub cluster_slips: AtomicU64,
@@ -111,6 +113,7 @@ impl Default for E2eLive {
             segments: Mutex::new(Segments::default()),
             verify: Mutex::new(None),
             cluster: Mutex::new(Default::default()),
+            consumer_cluster: Mutex::new(Default::default()),
             cluster_slips: AtomicU64::new(0),
             phase: Mutex::new("starting"),
             started: Mutex::new(None),
@@ -356,6 +359,8 @@ pub struct E2eRun {
     pub cluster_slips: u64,
     /// What the cluster did, as the producers saw it.
     pub cluster: crate::cluster::ClusterReport,
+    /// What the cluster did, as the consumer saw it.
+    pub consumer_cluster: crate::cluster::ClusterReport,
     /// Whether the load generator set the pace (a slipped schedule, or a busy core).
     pub saturation: crate::produce::phase::Saturation,
     pub whole_trip: Histogram<u64>,

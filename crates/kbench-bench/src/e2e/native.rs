@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::e2e::live::{E2eLive, add, get};
+use crate::e2e::live::{E2eLive, add};
 use crate::e2e::phases::{
     CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, RECORD_ID_LEN,
     Seen, missing, record_id,
@@ -410,6 +410,23 @@ async fn consume(
         Ok::<_, ClientError>((member, positions))
     };
     let (mut member, mut positions) = setup.await?;
+    let mut engine = kbench_client::Consumer::new(
+        cluster.clone(),
+        &layout,
+        kbench_client::ConsumerOptions {
+            partition_max_bytes: spec.consume_max_bytes,
+            max_bytes: spec.consume_max_bytes,
+            max_wait: spec.consume_wait,
+            read_committed: false,
+            // A log that lost the offsets read (a broker that restarted empty) is read again from
+            // its start.
+            reset: kbench_client::OffsetReset::Earliest,
+            retry_backoff: kbench_client::ConsumerSettings::default()
+                .connection
+                .retry_backoff,
+        },
+    );
+    engine.assign(&positions);
     let _ = ready.send(());
 
     let mut decoder = BatchDecoder::new();
@@ -419,7 +436,6 @@ async fn consume(
     let mut committer = Committer::new(spec.commit, &positions);
     let mut last_heartbeat = Instant::now();
     let mut async_commits: JoinSet<()> = JoinSet::new();
-    let wait_ms = spec.consume_wait.as_millis().min(i32::MAX as u128) as i32;
     // Consumer only: without a run tag every kbench record counts, timed from its CreateTime (ms);
     // a distributed run's consumer counts its run's records, timed from their wall-clock send
     // header, corrected per producer agent.
@@ -446,7 +462,7 @@ async fn consume(
             match member.heartbeat().await {
                 Ok(Membership::Stable) => {}
                 Ok(Membership::RejoinNeeded) => {
-                    rejoin(&mut member, &cluster, &layout, &mut positions, &live).await?;
+                    rejoin(&mut member, &mut engine, &mut positions, &live).await?;
                 }
                 Err(e) => {
                     live.error(format!("heartbeat: {e}"), 0);
@@ -455,78 +471,82 @@ async fn consume(
                     let moved = matches!(e, ClientError::Kafka { code: 15 | 16, .. });
                     if (member.coordinator_lost() || moved)
                         && let Err(e) =
-                            rejoin(&mut member, &cluster, &layout, &mut positions, &live).await
+                            rejoin(&mut member, &mut engine, &mut positions, &live).await
                     {
                         live.error(format!("rejoin: {e}"), 0);
                     }
                 }
             }
         }
-        let mut asked: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
-        // Each Fetch starts from the next partition (KIP-74), as in `consume`: a broker serving
-        // partitions in request order would otherwise starve the last ones.
-        if !asked.is_empty() {
-            let n = (get(&live.fetches) as usize) % asked.len();
-            asked.rotate_left(n);
-        }
-        if asked.is_empty() {
+        if positions.is_empty() {
             // Nothing assigned (another member has every partition): wait for a rebalance.
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(spec.heartbeat_interval) => continue,
             }
         }
-        let fetch_sent = Instant::now();
+        // The next answer of any broker's fetch loop (each broker is fetched from concurrently,
+        // on connections of their own); the heartbeat's turn comes between answers.
+        let until_heartbeat = spec
+            .heartbeat_interval
+            .saturating_sub(last_heartbeat.elapsed());
         let fetched = tokio::select! {
             _ = stop.cancelled() => break,
-            r = cluster.fetch_partitions(&layout, &asked, spec.consume_max_bytes, spec.consume_max_bytes, wait_ms) => r,
+            f = engine.poll() => f,
+            _ = tokio::time::sleep(until_heartbeat) => continue,
         };
+        let Some(fetched) = fetched else { break };
         add(&live.fetches, 1);
-        let fetched = match fetched {
-            Ok(f) => f,
-            Err(e) => {
-                live.error(format!("fetch: {e}"), 0);
-                recover(
-                    &e,
-                    &spec.topic,
-                    &cluster,
-                    &mut layout,
-                    &mut positions,
-                    &live,
-                )
-                .await;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        for e in &fetched.errors {
+            live.error(format!("fetch: {e}"), 0);
+        }
+        for (p, from, to) in &fetched.resets {
+            live.error(
+                format!(
+                    "fetch: {}-{p}: offset {from} out of range (the broker lost its log): read again from offset {to}",
+                    layout.name
+                ),
+                0,
+            );
+            positions.insert(*p, *to);
+        }
         // A log that ends below what was read from it was lost (a broker that restarted empty, an
         // unclean election): read it again from its start, as auto.offset.reset=earliest would.
         let behind: Vec<i32> = fetched
+            .parts
             .iter()
-            .filter(|(p, data)| {
-                data.high_watermark >= 0
+            .filter(|part| {
+                part.data.high_watermark >= 0
                     && positions
-                        .get(p)
-                        .is_some_and(|pos| data.high_watermark < *pos)
+                        .get(&part.partition)
+                        .is_some_and(|pos| part.data.high_watermark < *pos)
             })
-            .map(|(p, _)| *p)
+            .map(|part| part.partition)
             .collect();
         if !behind.is_empty() {
+            layout = engine.layout();
             reset_to_start(&cluster, &layout, &behind, &mut positions, &live).await;
+            for p in &behind {
+                engine.seek(*p, positions[p]);
+            }
             continue;
         }
-        // Receipt time: when the response was in hand, one reading for the whole response.
+        // Receipt time: when the response was in hand, one reading for the whole response (the
+        // fetch loop's, before the answer waited its turn here).
         let in_hand = Instant::now();
-        let received_us = in_hand.duration_since(epoch).as_micros() as u64;
-        let received_wall_ms = now_ms();
-        let received_wall_us = crate::clock::wall_us();
+        let queued = in_hand.saturating_duration_since(fetched.answered);
+        let received_us = fetched.answered.duration_since(epoch).as_micros() as u64;
+        let received_wall_ms = now_ms() - queued.as_millis() as i64;
+        let received_wall_us = crate::clock::wall_us().saturating_sub(queued.as_micros() as u64);
         let mut firsts: Vec<u32> = Vec::new();
         let mut got = 0u64;
         let mut trips: Vec<u64> = Vec::new();
+        let mut seeks: Vec<(i32, i64)> = Vec::new();
         // Held for the response, never across an await.
         {
             let mut verify = live.verify.lock().expect("verify lock");
-            for (partition, data) in &fetched {
+            for part in &fetched.parts {
+                let (partition, data) = (&part.partition, &part.data);
                 let Some(position) = positions.get(partition).copied() else {
                     continue;
                 };
@@ -596,7 +616,19 @@ async fn consume(
                 if next > position {
                     positions.insert(*partition, next);
                 }
+                // The engine fetches on from the end of these batches; a position held at a hole
+                // (or answered from elsewhere) is asked for from where it is.
+                let assumed = kbench_wire::records::batches_end(&data.records, part.from)
+                    .unwrap_or(part.from)
+                    .max(part.from);
+                let at = positions.get(partition).copied().unwrap_or(next);
+                if at != assumed {
+                    seeks.push((*partition, at));
+                }
             }
+        }
+        for (p, at) in seeks {
+            engine.seek(p, at);
         }
         if !firsts.is_empty() {
             let mut segments = live.segments.lock().expect("segments lock");
@@ -611,7 +643,7 @@ async fn consume(
             }
         }
         if spec.gather_latencies && got > 0 {
-            let fetch_us = in_hand.duration_since(fetch_sent).as_micros() as u64;
+            let fetch_us = fetched.answered.duration_since(fetched.sent).as_micros() as u64;
             let _ = live
                 .fetch_duration
                 .lock()
@@ -628,7 +660,7 @@ async fn consume(
                 match committed(member.commit(&layout, &positions).await).count(&live) {
                     Committed::Yes => committer.committed(&positions),
                     Committed::RejoinNeeded => {
-                        rejoin(&mut member, &cluster, &layout, &mut positions, &live).await?;
+                        rejoin(&mut member, &mut engine, &mut positions, &live).await?;
                     }
                     Committed::Failed(_) => {}
                 }
@@ -645,6 +677,12 @@ async fn consume(
             None => {}
         }
     }
+    let layout = engine.layout();
+    let events = engine.finish();
+    live.consumer_cluster
+        .lock()
+        .expect("cluster lock")
+        .merge(&events);
     while async_commits.join_next().await.is_some() {}
     // A final synchronous commit of what was read, then leave: the group does not wait out a session.
     if committer.pending(&positions) {
@@ -849,33 +887,6 @@ impl Reread<'_> {
     }
 }
 
-/// After a failed Fetch: a topic the broker no longer knows by its id or leader (a broker restarted,
-/// the topic created again) → learn its layout again; an offset out of range → read the partition
-/// again from its start. Anything else is retried as it is.
-async fn recover(
-    e: &ClientError,
-    topic: &str,
-    cluster: &Cluster,
-    layout: &mut TopicLayout,
-    positions: &mut BTreeMap<i32, i64>,
-    live: &E2eLive,
-) {
-    const OFFSET_OUT_OF_RANGE: i16 = 1;
-    const STALE_LAYOUT: &[i16] = &[3, 6, 74, 75, 100, 103];
-    let ClientError::Kafka { code, .. } = e else {
-        return;
-    };
-    if STALE_LAYOUT.contains(code) {
-        match cluster.metadata(topic).await {
-            Ok((_, l)) => *layout = l,
-            Err(e) => live.error(format!("fetch: metadata of {topic}: {e}"), 0),
-        }
-    } else if *code == OFFSET_OUT_OF_RANGE {
-        let all: Vec<i32> = positions.keys().copied().collect();
-        reset_to_start(cluster, layout, &all, positions, live).await;
-    }
-}
-
 /// Positions of `partitions` that lie outside their logs now, moved to the log's start; noted in
 /// the errors (with no records: what was acknowledged and not read stays lost).
 async fn reset_to_start(
@@ -913,11 +924,10 @@ async fn reset_to_start(
 }
 
 /// Rejoin after the coordinator asked for it; keep positions of partitions still ours, start new
-/// ones at latest.
+/// ones at latest; the engine reads the new assignment from there.
 async fn rejoin(
     member: &mut GroupMember,
-    cluster: &Cluster,
-    layout: &TopicLayout,
+    engine: &mut kbench_client::Consumer,
     positions: &mut BTreeMap<i32, i64>,
     live: &E2eLive,
 ) -> Result<(), ClientError> {
@@ -930,8 +940,10 @@ async fn rejoin(
         .filter(|p| !positions.contains_key(p))
         .collect();
     if !new.is_empty() {
-        positions.extend(cluster.latest_offsets(layout, &new).await?);
+        let layout = engine.layout();
+        positions.extend(engine.cluster().latest_offsets(&layout, &new).await?);
     }
+    engine.assign(positions);
     Ok(())
 }
 

@@ -508,6 +508,11 @@ pub(crate) fn conclude(
             .report(spec.mode.has_producers().then_some(&v.written))
     });
     let h = |m: &Mutex<Histogram<u64>>| m.lock().expect("latency lock").clone();
+    let load_started = live
+        .started
+        .lock()
+        .expect("started lock")
+        .unwrap_or_else(Instant::now);
     E2eRun {
         startup: phases.startup,
         started_at: phases.started_at,
@@ -537,18 +542,16 @@ pub(crate) fn conclude(
         publish_delay: h(&live.publish_delay),
         schedule_slips: get(&live.schedule_slips),
         cluster_slips: get(&live.cluster_slips),
-        cluster: {
-            let started = live
-                .started
-                .lock()
-                .expect("started lock")
-                .unwrap_or_else(Instant::now);
-            crate::cluster::ClusterReport::of(
-                &live.cluster.lock().expect("cluster lock"),
-                started,
-                phases.started_at,
-            )
-        },
+        cluster: crate::cluster::ClusterReport::of(
+            &live.cluster.lock().expect("cluster lock"),
+            load_started,
+            phases.started_at,
+        ),
+        consumer_cluster: crate::cluster::ClusterReport::of(
+            &live.consumer_cluster.lock().expect("cluster lock"),
+            load_started,
+            phases.started_at,
+        ),
         saturation: {
             let slips = get(&live.schedule_slips);
             let mut s = crate::produce::phase::Saturation::judge(

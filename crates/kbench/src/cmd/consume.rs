@@ -480,6 +480,9 @@ async fn execute(
             doc.offsets_skipped
         );
     }
+    for line in run.cluster.summary(&run.timeline, "fetch_latency") {
+        println!("Cluster: {line}");
+    }
     let mut code = 0;
     for (error, n) in &run.errors {
         eprintln!("kbench: {n} × {error}");

@@ -854,7 +854,10 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
         );
     }
     for line in run.cluster.summary(&run.timeline, "whole_trip") {
-        println!("Cluster: {line}");
+        println!("Cluster (producers): {line}");
+    }
+    for line in run.consumer_cluster.summary(&run.timeline, "whole_trip") {
+        println!("Cluster (consumer): {line}");
     }
     for (error, n) in &run.errors {
         println!("  {n} × {error}");
