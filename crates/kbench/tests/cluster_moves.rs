@@ -293,3 +293,189 @@ fn a_slow_broker_is_no_error() {
     );
     assert_eq!(cluster["stalls"].as_array().map(Vec::len), Some(0));
 }
+
+/// A consume run reading while kbench produces beside it (20 000 records/s for 8 s, a process of
+/// its own), every leader moved at the consumer's third progress line.
+fn consume_through_a_move(mode: &[&str], topic: &str) -> (serde_json::Value, std::process::Output) {
+    let mock = Mock::new(3);
+    mock.topic(topic, PARTITIONS);
+    let dir = TempDir::new(topic);
+    let json = dir.path().join("consume.json");
+    let mut producer = common::kbench()
+        .args([
+            "produce",
+            "--bootstrap-server",
+            &mock.bootstrap,
+            "--topic",
+            topic,
+            "--throughput",
+            "20000",
+            "--duration",
+            "8s",
+            "--record-size",
+            "100",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("producer");
+    let out = Cmd::new("consume")
+        .args(&["--bootstrap-server", &mock.bootstrap])
+        .topic(topic)
+        .args(&[
+            "--messages",
+            "150000",
+            "--timeout",
+            "20000",
+            "--reporting-interval",
+            "1000",
+            "--show-detailed-stats",
+        ])
+        .args(mode)
+        .json(&json)
+        .run_watching(LIMIT, {
+            let mut seen = 0;
+            let mock = &mock;
+            move |line: &str| {
+                // A detailed-stats line: the time, then the thread id.
+                if line.contains(", 0, ") {
+                    seen += 1;
+                    if seen == 3 {
+                        mock.move_leaders(topic, PARTITIONS, 1);
+                    }
+                }
+            }
+        });
+    let _ = producer.wait();
+    (result_json(&json), out)
+}
+
+/// What a consumer on a changing cluster must show: every record asked for read, no error, and the
+/// move followed — six leader changes, each partition's Fetch answered NOT_LEADER_OR_FOLLOWER at
+/// most once (it waits for the refresh, then asks the new leader), no stall.
+fn assert_consumer_followed(doc: &serde_json::Value, out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(n(doc, "records_consumed"), 150_000, "{doc}");
+    assert!(
+        doc["errors"].as_object().is_none_or(|e| e.is_empty()),
+        "{}",
+        doc["errors"]
+    );
+    let cluster = &doc["cluster"];
+    assert_eq!(
+        cluster["leader_changes"].as_array().map(Vec::len),
+        Some(PARTITIONS as usize),
+        "{cluster}"
+    );
+    let not_leader = cluster["retries"]["NOT_LEADER_OR_FOLLOWER"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        not_leader <= PARTITIONS as u64,
+        "more than one NOT_LEADER_OR_FOLLOWER per partition for one move: {cluster}"
+    );
+    assert_eq!(
+        cluster["stalls"].as_array().map(Vec::len),
+        Some(0),
+        "{cluster}"
+    );
+}
+
+#[test]
+fn consume_assigned_follows_a_leader_move() {
+    let (doc, out) = consume_through_a_move(&["--partition", "0,1,2,3,4,5"], "c-assign");
+    assert_consumer_followed(&doc, &out);
+}
+
+#[test]
+fn consume_in_a_group_follows_a_leader_move_at_the_mocks_default_versions() {
+    let (doc, out) = consume_through_a_move(&["--group", "moves-group"], "c-group");
+    assert_consumer_followed(&doc, &out);
+    // The mock cannot read the flexible JoinGroup and SyncGroup it announces: the join is asked
+    // again at the versions it reads, and the result says so.
+    let anomalies = doc["protocol_anomalies"].to_string();
+    assert!(anomalies.contains("JoinGroup v6"), "{anomalies}");
+    assert_eq!(doc["negotiated_versions"]["JoinGroup"], 5, "{doc}");
+    assert!(n(&doc, "rebalance_time_ms") < 30_000, "{doc}");
+}
+
+/// e2e through a leader move: every acknowledged record consumed, none lost, the producers and the
+/// consumer both following the move, and no saturation claimed.
+#[test]
+fn e2e_follows_every_leader_moving() {
+    let mock = Mock::new(3);
+    mock.topic("e2e-moves", PARTITIONS);
+    let dir = TempDir::new("e2e-moves");
+    let json = dir.path().join("e2e.json");
+    let mut lines = 0;
+    let out = Cmd::new("e2e")
+        .args(&["--bootstrap-server", &mock.bootstrap])
+        .topic("e2e-moves")
+        .args(&[
+            "--producers",
+            "4",
+            "--batch-interval",
+            "10ms",
+            "--duration",
+            "8s",
+            "--reporting-interval",
+            "1s",
+            "--verify",
+        ])
+        .json(&json)
+        .run_watching(LIMIT, |line| {
+            if line.contains("acked") {
+                lines += 1;
+                if lines == 3 {
+                    mock.move_leaders("e2e-moves", PARTITIONS, 1);
+                }
+            }
+        });
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let doc = result_json(&json);
+    let acked = n(&doc, "records_acked");
+    assert!(acked > 2_000, "{doc}");
+    assert_eq!(n(&doc, "records_failed"), 0, "{doc}");
+    assert_eq!(n(&doc, "records_lost"), 0, "{doc}");
+    assert_eq!(
+        n(&doc, "records_consumed") - n(&doc, "records_duplicated"),
+        acked,
+        "{doc}"
+    );
+    assert_eq!(doc["verification"]["ok"], true, "{}", doc["verification"]);
+    assert_eq!(
+        doc["saturation"]["saturated"], false,
+        "{}",
+        doc["saturation"]
+    );
+    assert_eq!(n(&doc, "schedule_slips"), 0, "{doc}");
+    for side in ["cluster", "consumer_cluster"] {
+        let c = &doc[side];
+        assert!(
+            c["leader_changes"]
+                .as_array()
+                .is_some_and(|l| !l.is_empty()),
+            "{side}: {c}"
+        );
+    }
+    assert!(
+        n(&doc["cluster"], "max_attempts") <= 2,
+        "a produce batch retried more than once: {}",
+        doc["cluster"]
+    );
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("Cluster (consumer): 6 leader changes"),
+        "{said}"
+    );
+}

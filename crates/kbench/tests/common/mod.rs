@@ -21,25 +21,40 @@ pub fn kbench() -> Command {
 }
 
 /// Run kbench to completion with a time limit; a hang fails the test instead of stalling CI.
+/// Both pipes are read while it runs: a run that prints more than a pipe holds never waits on us.
 pub fn run(args: &[&str], limit: Duration) -> Output {
+    use std::io::Read;
     let mut child = kbench()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn kbench");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
     let started = Instant::now();
     loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
+        if let Some(status) = child.try_wait().expect("wait") {
+            return Output {
+                status,
+                stdout: out.join().unwrap_or_default(),
+                stderr: err.join().unwrap_or_default(),
+            };
         }
         if started.elapsed() > limit {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
+            let _ = child.wait();
             panic!(
                 "kbench {args:?} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
+                String::from_utf8_lossy(&out.join().unwrap_or_default()),
+                String::from_utf8_lossy(&err.join().unwrap_or_default())
             );
         }
         std::thread::sleep(Duration::from_millis(20));
