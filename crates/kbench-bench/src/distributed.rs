@@ -386,10 +386,15 @@ fn brief(doc: Option<&Value>, field: &str) -> Value {
 
 /// The agents' `cluster` blocks, added together (each agent's producers saw the cluster apart).
 fn merged_cluster(done: &[&AgentPart]) -> Value {
+    merged_cluster_at(done, "cluster")
+}
+
+/// The agents' cluster blocks under `field`, added together.
+fn merged_cluster_at(done: &[&AgentPart], field: &str) -> Value {
     let mut all = crate::cluster::ClusterReport::default();
     for d in done.iter().filter_map(|p| p.result.as_ref()) {
         if let Some(Ok(c)) = d
-            .get("cluster")
+            .get(field)
             .map(|c| serde_json::from_value::<crate::cluster::ClusterReport>(c.clone()))
         {
             all.merge(&c);
@@ -611,6 +616,8 @@ pub fn merge_e2e(consumer: &AgentPart, producers: &[AgentPart]) -> Result<Value,
         "schedule_slips": sum(&done, "schedule_slips"),
         "cluster_slips": sum(&done, "cluster_slips"),
         "cluster": merged_cluster(&done),
+        "consumer_cluster": merged_cluster_at(&every, "consumer_cluster"),
+        "protocol_anomalies": merged_map(&every, "protocol_anomalies"),
         "client_cpu_user_s": fsum(&every, "client_cpu_user_s"),
         "client_cpu_sys_s": fsum(&every, "client_cpu_sys_s"),
         "peak_rss_kib": every.iter().filter_map(|p| p.result.as_ref()).map(|d| num(d, "peak_rss_kib")).max(),

@@ -299,6 +299,9 @@ pub struct E2eResultDocument {
     /// What the cluster did, as the consumer saw it.
     #[serde(default)]
     pub consumer_cluster: crate::cluster::ClusterReport,
+    /// Responses read with bytes after their body, by kind.
+    #[serde(default)]
+    pub protocol_anomalies: BTreeMap<String, u64>,
     /// Whether kbench, not the target, set the pace (and the evidence).
     pub saturation: crate::produce::phase::Saturation,
     /// Per record: send time carried in the record → consumer receipt, µs.
@@ -379,6 +382,7 @@ impl E2eResultDocument {
             cluster_slips: run.cluster_slips,
             cluster: run.cluster.clone(),
             consumer_cluster: run.consumer_cluster.clone(),
+            protocol_anomalies: run.protocol_anomalies.clone(),
             saturation: run.saturation.clone(),
             whole_trip: LatencySummary::of(&run.whole_trip),
             fetch_duration: LatencySummary::of(&run.fetch_duration),

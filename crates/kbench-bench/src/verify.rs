@@ -10,9 +10,11 @@
 //! (producer, partition), and at most [`MAX_STREAMS`] such streams are tracked.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kbench_client::{Cluster, TopicLayout};
+use std::sync::Arc;
+
+use kbench_client::{Cluster, Consumer, ConsumerOptions, OffsetReset, TopicLayout};
 use kbench_wire::records::{BatchDecoder, RecordView};
 use serde::Serialize;
 
@@ -359,10 +361,11 @@ impl VerifyReport {
 pub const READ_BACK_LIMIT: Duration = Duration::from_secs(300);
 
 /// Read `topic` back from `from` (per partition) to the high watermark as it is now, checking every
-/// record, and judge against `written`. Bounded by [`READ_BACK_LIMIT`]: past it, or on an error, the
-/// report says so (`error`) with what was checked until then.
+/// record, and judge against `written`. Read through the consumer engine, so a leader that moves
+/// meanwhile is followed. Bounded by [`READ_BACK_LIMIT`]: past it, or on an error, the report says
+/// so (`error`) with what was checked until then.
 pub async fn read_back(
-    cluster: &Cluster,
+    cluster: &Arc<Cluster>,
     topic: &TopicLayout,
     from: &BTreeMap<i32, i64>,
     written: &Written,
@@ -377,35 +380,64 @@ pub async fn read_back(
                 .failed(format!("reading the end offsets: {e}"));
         }
     };
-    let deadline = Instant::now() + READ_BACK_LIMIT;
+    // Where each partition is read from: a log that ends below where it ended before the run was
+    // truncated or made anew (a broker that restarted empty): read it all.
+    let mut next: BTreeMap<i32, i64> = from
+        .iter()
+        .filter_map(|(&p, &start)| {
+            let end = ends.get(&p).copied().unwrap_or(start);
+            let offset = if end < start { 0 } else { start };
+            (offset < end).then_some((p, offset))
+        })
+        .collect();
+    if next.is_empty() {
+        return verifier.report(Some(written));
+    }
+    let mut consumer = Consumer::new(
+        cluster.clone(),
+        topic,
+        ConsumerOptions {
+            partition_max_bytes: 8 * 1024 * 1024,
+            max_bytes: 64 * 1024 * 1024,
+            max_wait: Duration::from_millis(100),
+            read_committed: false,
+            reset: OffsetReset::Earliest,
+            retry_backoff: Duration::from_millis(100),
+        },
+    );
+    consumer.assign(&next);
+    let deadline = tokio::time::Instant::now() + READ_BACK_LIMIT;
     let mut decoder = BatchDecoder::new();
-    for (&partition, &start) in from {
-        let end = ends.get(&partition).copied().unwrap_or(start);
-        // A log that ends below where it ended before the run was truncated or made anew (a
-        // broker that restarted empty): read it all.
-        let mut offset = if end < start { 0 } else { start };
-        while offset < end {
-            if Instant::now() >= deadline {
-                return verifier.report(Some(written)).failed(format!(
-                    "read-back stopped after {} s at {}-{partition} offset {offset} of {end}",
+    let failed = loop {
+        if next.is_empty() {
+            break None;
+        }
+        let fetched = match tokio::time::timeout_at(deadline, consumer.poll()).await {
+            Ok(Some(f)) => f,
+            Ok(None) => break Some("the consumer engine stopped".to_string()),
+            Err(_) => {
+                let (p, o) = next.iter().next().map_or((0, 0), |(p, o)| (*p, *o));
+                break Some(format!(
+                    "read-back stopped after {} s at {}-{p} offset {o} of {}",
                     READ_BACK_LIMIT.as_secs(),
-                    topic.name
+                    topic.name,
+                    ends.get(&p).copied().unwrap_or(o)
                 ));
             }
-            let fetched = match cluster
-                .fetch(topic, partition, offset, 8 * 1024 * 1024, 100)
-                .await
-            {
-                Ok(f) => f,
-                Err(e) => {
-                    return verifier.report(Some(written)).failed(format!(
-                        "reading {}-{partition} at {offset}: {e}",
-                        topic.name
-                    ));
-                }
+        };
+        if let Some(e) = fetched.errors.first() {
+            break Some(format!("reading {}: {e}", topic.name));
+        }
+        let mut finished = false;
+        let mut broken = None;
+        for part in &fetched.parts {
+            let partition = part.partition;
+            let (Some(&end), Some(_)) = (ends.get(&partition), next.get(&partition)) else {
+                continue;
             };
-            let before = offset;
-            let decoded = decoder.decode_all(&fetched.records, |header, record| {
+            let before = part.from;
+            let mut offset = before;
+            let decoded = decoder.decode_all(&part.data.records, |header, record| {
                 offset = offset.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
                 if record.offset < before || record.offset >= end || header.is_control() {
                     return;
@@ -418,17 +450,34 @@ pub async fn read_back(
                 );
             });
             if let Err(e) = decoded {
-                return verifier.report(Some(written)).failed(format!(
+                broken = Some(format!(
                     "decoding {}-{partition} at {before}: {e}",
                     topic.name
                 ));
+                break;
             }
-            if offset == before && fetched.high_watermark >= 0 && fetched.high_watermark <= offset {
-                break; // the partition ends below where it was said to (truncated meanwhile)
+            let hw = part.data.high_watermark;
+            // Done at the end, or where the partition now ends below where it was said to
+            // (truncated meanwhile).
+            if offset >= end || (offset == before && hw >= 0 && hw <= offset) {
+                next.remove(&partition);
+                finished = true;
+            } else {
+                next.insert(partition, offset);
             }
         }
+        if broken.is_some() {
+            break broken;
+        }
+        if finished && !next.is_empty() {
+            consumer.assign(&next);
+        }
+    };
+    consumer.finish();
+    match failed {
+        None => verifier.report(Some(written)),
+        Some(why) => verifier.report(Some(written)).failed(why),
     }
-    verifier.report(Some(written))
 }
 
 #[cfg(test)]

@@ -379,6 +379,8 @@ pub struct E2eRun {
     pub member_id: Option<String>,
     pub assignment: Vec<i32>,
     pub negotiated: Negotiated,
+    /// Responses read with bytes after their body, by kind, over every connection of the run.
+    pub protocol_anomalies: BTreeMap<String, u64>,
     pub cpu: CpuTime,
     pub peak_rss_kib: u64,
     pub errors: BTreeMap<String, u64>,

@@ -181,13 +181,17 @@ impl Driver for Native {
         Ok(())
     }
 
-    async fn finish(self) -> Negotiated {
+    async fn finish(self) -> (Negotiated, std::collections::BTreeMap<String, u64>) {
         let mut negotiated = Negotiated::default();
+        let mut anomalies = std::collections::BTreeMap::<String, u64>::new();
         for c in &self.clusters {
             negotiated.merge(&c.negotiated());
+            for (k, v) in c.protocol_anomalies() {
+                *anomalies.entry(k).or_default() += v;
+            }
             c.close(Duration::from_secs(2)).await;
         }
-        negotiated
+        (negotiated, anomalies)
     }
 }
 

@@ -64,8 +64,9 @@ pub(crate) trait Driver {
         (clock, None)
     }
 
-    /// Close every connection; the API versions used.
-    async fn finish(self) -> Negotiated;
+    /// Close every connection; the API versions used, and the responses read with bytes after
+    /// their body (by kind).
+    async fn finish(self) -> (Negotiated, BTreeMap<String, u64>);
 }
 
 /// A run from start to result with `driver`: the consumer first (ready before the first record),
@@ -116,8 +117,10 @@ pub(crate) async fn run_with<D: Driver>(
     .await;
     phases.startup = startup;
     let figures = driver.figures(&live);
-    let negotiated = driver.finish().await;
-    Ok(conclude(&spec, &live, phases, negotiated, figures))
+    let (negotiated, anomalies) = driver.finish().await;
+    let mut run = conclude(&spec, &live, phases, negotiated, figures);
+    run.protocol_anomalies = anomalies;
+    Ok(run)
 }
 
 /// A producer's requests in flight, with the records each carries, so that records never answered
@@ -580,6 +583,7 @@ pub(crate) fn conclude(
         member_id: phases.member_id,
         assignment: phases.assignment,
         negotiated,
+        protocol_anomalies: BTreeMap::new(),
         cpu: phases.cpu,
         peak_rss_kib: peak_rss_kib(),
         errors: live.errors.lock().expect("errors lock").clone(),

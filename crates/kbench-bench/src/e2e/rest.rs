@@ -187,8 +187,8 @@ impl Driver for Rest {
         (clock, Some(figures))
     }
 
-    async fn finish(self) -> Negotiated {
-        Negotiated::default()
+    async fn finish(self) -> (Negotiated, std::collections::BTreeMap<String, u64>) {
+        (Negotiated::default(), std::collections::BTreeMap::new())
     }
 }
 

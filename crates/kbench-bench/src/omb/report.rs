@@ -335,6 +335,9 @@ pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file
         "end_to_end": LatencySummary::of(&run.end_to_end),
         "saturation": p.saturation,
         "errors": p.errors,
+        "cluster": p.cluster,
+        "consumer_cluster": run.consumer_cluster(),
+        "protocol_anomalies": p.protocol_anomalies,
         "warmup": run.warmup.as_ref().map(|w| json!({
             "records_sent": w.records_sent,
             "records_acked": w.records_acked,

@@ -272,6 +272,12 @@ async fn execute(
         }
     }
     let p = &run.producers;
+    for line in p.cluster.summary(&p.timeline, "latency") {
+        println!("Cluster (producers): {line}");
+    }
+    for line in run.consumer_cluster().summary(&[], "latency") {
+        println!("Cluster (consumers): {line}");
+    }
     let missing = run.expected_consumed.saturating_sub(run.consumed);
     println!(
         "kbench: {} records sent, {} acked, {} failed (measured); consumers read {} of {} expected{}",
