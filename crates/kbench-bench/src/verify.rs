@@ -322,9 +322,16 @@ impl VerifyReport {
                 && self.corrupted == 0
                 && self.reordered == 0
                 && self.offset_regressions == 0
-                && self.error.is_none(),
+                && self.error.is_none()
+                && !self.nothing_verified(),
         );
         self
+    }
+
+    /// No record read carried a stamp, though there was something to check (a writer that
+    /// acknowledged records, or records read): a verification of nothing is never OK.
+    fn nothing_verified(&self) -> bool {
+        self.records_verified == 0 && (self.records_read > 0 || self.records_acked != Some(0))
     }
 
     /// A verification that could not finish.
@@ -342,6 +349,9 @@ impl VerifyReport {
         let verdict = match (self.ok, &self.error) {
             (_, Some(e)) => format!("INCOMPLETE ({e})"),
             (Some(true), _) => "OK".into(),
+            _ if self.nothing_verified() => {
+                "FAILED (nothing verified: no record read carries a kbench-verify stamp)".into()
+            }
             _ => "FAILED".into(),
         };
         format!(
@@ -576,6 +586,37 @@ mod tests {
         let r = v.report(None);
         assert_eq!((r.lost, r.sequence_gaps, r.unexpected), (2, 2, None));
         assert_eq!(r.lost_from, "gaps in each producer's sequence");
+    }
+
+    /// Reading only records without a stamp verifies nothing, and is never OK; a writer that
+    /// acknowledged nothing, read as nothing, has nothing to verify.
+    #[test]
+    fn a_verification_of_nothing_is_not_ok() {
+        let mut v = Verifier::any_producer();
+        for o in 0..200 {
+            v.check(0, o, None, b"unstamped");
+        }
+        let r = v.report(None);
+        assert_eq!(
+            (r.records_read, r.records_verified, r.foreign),
+            (200, 0, 200)
+        );
+        assert_eq!(r.ok, Some(false));
+        assert!(
+            r.line()
+                .starts_with("Verification FAILED (nothing verified"),
+            "{}",
+            r.line()
+        );
+        let r = Verifier::any_producer().report(None);
+        assert_eq!(
+            r.ok,
+            Some(false),
+            "nothing read, no writer: nothing verified"
+        );
+        let w = Written::for_producer(1);
+        let r = Verifier::for_producers(&[1]).report(Some(&w));
+        assert_eq!(r.ok, Some(true), "nothing acknowledged, nothing read");
     }
 
     #[test]

@@ -186,7 +186,16 @@ impl ProducerSettings {
                 self.max_request_size = n as usize;
             }
             "linger.ms" | "queue.buffering.max.ms" => self.linger = ms(value)?,
-            "client.id" => self.client_id = value.to_string(),
+            "client.id" => {
+                // Every request header carries it as a Kafka string: 2-byte length.
+                if value.len() > i16::MAX as usize {
+                    return Err(bad(&format!(
+                        "{} bytes: at most 32767 (a request header's string)",
+                        value.len()
+                    )));
+                }
+                self.client_id = value.to_string()
+            }
             "max.in.flight.requests.per.connection" | "max.in.flight" => {
                 let n = count(value)?;
                 if n == 0 {

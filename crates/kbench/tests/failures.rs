@@ -30,7 +30,8 @@ fn unreachable_bootstrap_server_fails_naming_the_address() {
 
 #[test]
 fn bad_flags_each_get_one_error_naming_the_flag() {
-    let cases: [(&[&str], &str); 25] = [
+    let long_client_id = format!("client.id={}", "x".repeat(40_000));
+    let cases: [(&[&str], &str); 26] = [
         // Hostile values: each one clear error (exit 2) naming the flag, before any broker starts.
         (
             &["produce", "--record-size", "99999999999"],
@@ -71,6 +72,8 @@ fn bad_flags_each_get_one_error_naming_the_flag() {
         (&["produce", "--num-records", "-5"], "--num-records"),
         (&["produce", "--compression", "brotli"], "--compression"),
         (&["produce", "-X", "nosuch=1"], "nosuch"),
+        // Longer than a request header's string: the property named, not a broker.
+        (&["produce", "-X", &long_client_id], "client.id"),
         (&["produce", "--acks", "2"], "--acks"),
         (&["produce", "--pin", "produce=x"], "--pin"),
         (&["produce", "--throughput", "0"], "--throughput"),

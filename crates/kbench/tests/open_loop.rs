@@ -166,6 +166,13 @@ fn find_max_rate_chooses_the_highest_rate_a_step_kept_up_with() {
         .collect();
     assert_eq!(chosen, kept.iter().cloned().fold(0.0, f64::max), "{doc}");
     assert!(missed.iter().all(|m| *m > chosen), "{doc}");
+    // Every step kept up: the figure is a lower bound and says so; else it is the limit.
+    assert_eq!(doc["max_rate"]["limit_found"], !missed.is_empty(), "{doc}");
+    assert_eq!(
+        stdout.contains("Maximum sustainable rate: at least "),
+        missed.is_empty(),
+        "{stdout}"
+    );
     assert_eq!(
         doc["settings"]["throughput"].as_f64(),
         Some(chosen),

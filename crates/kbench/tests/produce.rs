@@ -611,3 +611,33 @@ pub fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// An existing topic keeps its partitions whatever `--partitions` says: the run warns, and the
+/// result records the real count (so `compare` matches runs on what they ran against).
+#[test]
+fn an_existing_topics_partitions_are_the_ones_recorded() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("parts-recorded");
+    let json = dir.path().join("p.json");
+    let first = Cmd::on("produce", &broker)
+        .topic("one-partition")
+        .args(&["--num-records", "10"])
+        .run(Duration::from_secs(60));
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let out = Cmd::on("produce", &broker)
+        .topic("one-partition")
+        .args(&["--num-records", "10", "--partitions", "12"])
+        .json(&json)
+        .run(Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(
+            "warning: topic one-partition has 1 partition; --partitions 12 applies only to a topic kbench creates"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    let doc = result_json(&json);
+    assert_eq!(doc["settings"]["partitions"], 1, "{}", doc["settings"]);
+    assert_eq!(doc["settings"]["partitions_requested"], 12);
+}

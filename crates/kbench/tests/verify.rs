@@ -215,6 +215,50 @@ fn consume_verify_counts_what_is_wrong_in_records_librdkafka_wrote() {
     assert_eq!(v["lost_from"], "gaps in each producer's sequence");
 }
 
+/// `consume --verify` as the README gives it (no broker: the fill stamps what it writes) verifies
+/// every record; the same on a topic librdkafka filled without stamps verifies nothing, and says so
+/// instead of "OK".
+#[test]
+fn consume_verify_of_nothing_is_never_ok() {
+    let dir = TempDir::new("verify-fill");
+    let json = dir.path().join("c.json");
+    let out = Cmd::new("consume")
+        .topic("orders")
+        .args(&["--messages", "2000", "--verify"])
+        .json(&json)
+        .run(LIMIT);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = &result_json(&json)["verification"];
+    assert_eq!(
+        (n(v, "records_verified"), v["ok"].clone()),
+        (2000, true.into()),
+        "{v}"
+    );
+
+    let broker = TestBroker::start();
+    let headers: Vec<(String, Vec<u8>)> = Vec::new();
+    let records = (0..20).map(move |i| (0, format!("plain-{i}").into_bytes(), headers.clone()));
+    common::runtime().block_on(async {
+        let cluster = broker.connect_with(Default::default()).await.unwrap();
+        cluster.ensure_topic("unstamped", 1, 1).await.unwrap();
+    });
+    assert_eq!(
+        librdkafka::produce_with_headers(&broker.addr, "unstamped", records),
+        (20, 0)
+    );
+    let out = Cmd::on("consume", &broker)
+        .topic("unstamped")
+        .args(&["--messages", "20", "--verify", "--timeout", "20000"])
+        .json(&json)
+        .run(LIMIT);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("Verification FAILED (nothing verified"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 /// `e2e --verify`: the consumer checks every record as it reads it, against what the producers'
 /// requests had acknowledged — on both brokers; librdkafka then finds the same stamps in the topic.
 #[test]

@@ -320,7 +320,7 @@ pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file
         "seed": spec.seed,
         "topics": run.topics,
         "target_records_per_sec": run.rate,
-        "max_rate": run.search.as_ref().map(|s| json!({"chosen": s.chosen, "steps": s.steps})),
+        "max_rate": run.search.as_ref().map(|s| json!({"chosen": s.chosen, "limit_found": s.limit_found, "steps": s.steps})),
         "negotiated_versions": run.negotiated,
         "start_time": rfc3339(run.started_at),
         "end_time": rfc3339(run.ended_at),

@@ -31,6 +31,10 @@ pub trait ProduceObserver: Send + Sync + 'static {
     }
     /// Every repetition ended; the topic is being read back (`--verify`).
     fn verifying(&self) {}
+    /// Something the user should know that changes no figure (a setting the cluster overrode).
+    fn warning(&self, text: &str) {
+        let _ = text;
+    }
 }
 
 impl ProduceObserver for () {}
@@ -76,7 +80,7 @@ pub async fn run_job<O: ProduceObserver>(
     spec.validate()?;
     let bootstrap = cluster.bootstrap.join(",");
     let pins = cluster.pins.clone();
-    let settings = spec.settings_json(&cluster);
+    let mut settings = spec.settings_json(&cluster);
     let cluster = connect_bounded(cluster, &cancel).await?;
     cluster.check_versions(&[ApiKey::Metadata, ApiKey::Produce])?;
     if spec.transaction.is_some() {
@@ -125,7 +129,24 @@ pub async fn run_job<O: ProduceObserver>(
         )
         .into());
     }
-    tracing::debug!(topic = %spec.topic, partitions = topic.partitions.len(), "produce job ready");
+    // An existing topic keeps its partitions: the result records the real count.
+    let partitions = topic.partitions.len();
+    if partitions != spec.partitions as usize {
+        observer.warning(&format!(
+            "topic {} has {partitions} partition{}; --partitions {} applies only to a topic kbench creates (the result records {partitions})",
+            spec.topic,
+            if partitions == 1 { "" } else { "s" },
+            spec.partitions
+        ));
+        if let Some(map) = settings.as_object_mut() {
+            map.insert("partitions".into(), serde_json::json!(partitions));
+            map.insert(
+                "partitions_requested".into(),
+                serde_json::json!(spec.partitions),
+            );
+        }
+    }
+    tracing::debug!(topic = %spec.topic, partitions, "produce job ready");
     let cluster = Arc::new(cluster);
     // A distributed segment: connected and ready, every agent starts at the one instant.
     if let Some(at) = spec.start_at_us

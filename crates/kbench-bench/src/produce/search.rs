@@ -62,6 +62,9 @@ pub struct MaxRate {
     pub steps: Vec<Step>,
     /// The run of the chosen step.
     pub best: Option<ProduceOutcome>,
+    /// A step missed: the limit lies between `chosen` and it. `false`: every step kept up and the
+    /// search stopped (`--max-steps`, an interrupt) before finding one — `chosen` is a lower bound.
+    pub limit_found: bool,
 }
 
 /// Run the search. `on_step` hears each step as it ends.
@@ -166,5 +169,6 @@ pub async fn find_max_rate(
         chosen: kept,
         steps,
         best,
+        limit_found: missed.is_some(),
     })
 }

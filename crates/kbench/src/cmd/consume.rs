@@ -580,7 +580,12 @@ async fn fill(
     cluster: kbench_client::ClusterConfig,
     embedded: bool,
 ) -> Result<(), u8> {
-    let spec = producer_spec(args, plan, |s| s.num_records = plan.spec.messages)?;
+    // --verify: the fill stamps its records (and reads them back), so that the measured read has
+    // something to verify.
+    let spec = producer_spec(args, plan, |s| {
+        s.num_records = plan.spec.messages;
+        s.verify = plan.spec.verify;
+    })?;
     eprintln!(
         "kbench: filling topic {} with {} records of {} (unmeasured)",
         spec.topic,

@@ -505,6 +505,9 @@ impl ProduceObserver for Lines {
     fn verifying(&self) {
         eprintln!("kbench: reading the topic back to verify every record");
     }
+    fn warning(&self, text: &str) {
+        eprintln!("kbench: warning: {text}");
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -696,11 +699,19 @@ async fn search(args: &ProduceArgs, plan: &Plan, servers: Vec<String>, embedded:
         );
         return EXIT_FAILED;
     };
-    println!(
-        "Maximum sustainable rate: {chosen:.0} records/s (the highest target a step kept up with; {} steps of {} s)",
-        found.steps.len(),
-        settings.step_duration.as_secs_f64()
-    );
+    if found.limit_found {
+        println!(
+            "Maximum sustainable rate: {chosen:.0} records/s (the highest target a step kept up with; {} steps of {} s)",
+            found.steps.len(),
+            settings.step_duration.as_secs_f64()
+        );
+    } else {
+        println!(
+            "Maximum sustainable rate: at least {chosen:.0} records/s (every step kept up: the search stopped after {} steps of {} s before finding the limit; raise --max-steps)",
+            found.steps.len(),
+            settings.step_duration.as_secs_f64()
+        );
+    }
     println!("{}", best.run.final_line());
     let (mut document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &best.document);
     if let Some(map) = document.as_object_mut() {
@@ -708,6 +719,7 @@ async fn search(args: &ProduceArgs, plan: &Plan, servers: Vec<String>, embedded:
             "max_rate".into(),
             serde_json::json!({
                 "chosen_records_per_sec": chosen,
+                "limit_found": found.limit_found,
                 "step_duration_s": settings.step_duration.as_secs_f64(),
                 "steps": found.steps,
             }),
