@@ -164,32 +164,105 @@ pub fn check_slo<T: serde::Serialize>(
     (value, passed)
 }
 
-/// Write a run's timeline as an HdrHistogram interval log, creating its folder.
-pub fn write_histogram_log(
+/// The files a run will write, checked before any load so that a run is never lost to its
+/// output path: each can be written where it is named (not a folder; its folder made, a file
+/// creatable in it), and no two flags name the same file. `outputs`: (flag, path given).
+pub fn check_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<(), String> {
+    let mut seen: Vec<(&str, std::path::PathBuf)> = Vec::new();
+    for (flag, path) in outputs {
+        let Some(path) = path else { continue };
+        if path.as_os_str().is_empty() {
+            return Err(format!("{flag}: an empty path"));
+        }
+        if path.is_dir() {
+            return Err(format!(
+                "{flag} {}: is a folder; name a file",
+                path.display()
+            ));
+        }
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some((other, _)) = seen.iter().find(|(_, p)| *p == absolute) {
+            return Err(format!(
+                "{other} and {flag} both name {}: one would overwrite the other",
+                path.display()
+            ));
+        }
+        let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(d) => d.to_path_buf(),
+            None => std::path::PathBuf::from("."),
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            format!(
+                "{flag} {}: cannot create {}: {e}",
+                path.display(),
+                dir.display()
+            )
+        })?;
+        let probe = temp_beside(path);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .map_err(|e| format!("{flag} {}: cannot write there: {e}", path.display()))?;
+        let _ = std::fs::remove_file(&probe);
+        seen.push((flag, absolute));
+    }
+    Ok(())
+}
+
+/// A hidden file beside `path` in its folder, unique to this process and call.
+fn temp_beside(path: &Path) -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    path.with_file_name(format!(".{name}.kbench-{}-{n}.tmp", std::process::id()))
+}
+
+/// Write `path` whole or not at all: into a file beside it, then renamed over it, so a reader
+/// (or a run interrupted mid-write) never sees half a document. Creates its folder.
+pub fn write_atomic(
     path: &Path,
-    start: std::time::SystemTime,
-    windows: &[kbench_bench::timeline::Window],
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> Result<(), String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    let mut out = std::io::BufWriter::new(
-        std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?,
-    );
-    kbench_bench::timeline::write_interval_log(&mut out, start, windows)
-        .and_then(|()| std::io::Write::flush(&mut out))
-        .map_err(|e| format!("{}: {e}", path.display()))
+    let temp = temp_beside(path);
+    let written = (|| {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&temp)?);
+        write(&mut out)?;
+        std::io::Write::flush(&mut out)?;
+        drop(out);
+        std::fs::rename(&temp, path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        format!("{}: {e}", path.display())
+    })
 }
 
-/// Write a result document as pretty JSON, creating its folder.
+/// Write a run's timeline as an HdrHistogram interval log (atomically), creating its folder.
+pub fn write_histogram_log(
+    path: &Path,
+    start: std::time::SystemTime,
+    windows: &[kbench_bench::timeline::Window],
+) -> Result<(), String> {
+    write_atomic(path, |out| {
+        kbench_bench::timeline::write_interval_log(out, start, windows)
+    })
+}
+
+/// Write a result document as pretty JSON (atomically), creating its folder.
 pub fn write_json<T: serde::Serialize>(path: &Path, doc: &T) -> Result<(), String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
     let text = serde_json::to_string_pretty(doc).map_err(|e| format!("{}: {e}", path.display()))?;
-    std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+    write_atomic(path, |out| {
+        std::io::Write::write_all(out, text.as_bytes())?;
+        std::io::Write::write_all(out, b"\n")
+    })
 }
 
 #[cfg(test)]

@@ -127,6 +127,44 @@ fn bad_flags_each_get_one_error_naming_the_flag() {
     }
 }
 
+/// Result paths are checked before any load (a folder, a place nothing can be written, two flags
+/// naming one file): one error naming the flag, exit 2, no broker started, no run lost to its
+/// output. A written result is whole: no temporary file is left beside it.
+#[test]
+fn result_paths_are_checked_before_the_run() {
+    let dir = TempDir::new("paths");
+    let d = dir.path().display().to_string();
+    let same = format!("{d}/x.json");
+    let cases: [(Vec<&str>, &str); 5] = [
+        (vec!["produce", "--json", &d], "--json"),
+        (vec!["produce", "--json", "/proc/kbench-x.json"], "--json"),
+        (
+            vec!["produce", "--json", &same, "--histogram-log", &same],
+            "--json and --histogram-log both name",
+        ),
+        (vec!["e2e", "--json", &d], "--json"),
+        (vec!["consume", "--histogram-log", &d], "--histogram-log"),
+    ];
+    for (args, names) in cases {
+        let out = run(&args, Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert_clean_failure(&out, names);
+        assert!(
+            !text(&out.stderr).contains("embedded"),
+            "{args:?}: no broker is started for a bad output path"
+        );
+    }
+    let out = Cmd::new("produce")
+        .args(&["--num-records", "10", "--json", &same])
+        .run(Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, vec!["x.json".to_string()], "only the result is left");
+}
+
 /// `--duration` ends a throttled run whatever the rate: 3 records at one per 100 s would take 200 s;
 /// the run ends at its 2 s duration (the limit below only says "hung").
 #[test]

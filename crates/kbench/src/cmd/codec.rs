@@ -118,6 +118,13 @@ pub fn run(args: CodecArgs) -> u8 {
     if let Some(cell) = &args.run_cell {
         return run_one(cell, &args);
     }
+    if let Err(e) = crate::args::check_outputs(&[
+        ("--json", args.json.as_deref()),
+        ("--markdown", args.markdown.as_deref()),
+    ]) {
+        eprintln!("kbench: error: {e}");
+        return crate::args::EXIT_USAGE;
+    }
     let quick = args.quick;
     let matrix = Matrix {
         record_counts: if !args.records.is_empty() {
@@ -248,8 +255,10 @@ pub fn run(args: CodecArgs) -> u8 {
                 return 1;
             }
         };
-        if let Err(e) = std::fs::write(path, text + "\n") {
-            eprintln!("kbench: error: --json {}: {e}", path.display());
+        if let Err(e) = crate::args::write_atomic(path, |out| {
+            std::io::Write::write_all(out, (text + "\n").as_bytes())
+        }) {
+            eprintln!("kbench: error: --json {e}");
             return 1;
         }
         eprintln!("kbench: wrote {}", path.display());

@@ -275,6 +275,13 @@ pub async fn run(args: ConsumeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    if let Err(e) = crate::args::check_outputs(&[
+        ("--json", args.json.as_deref()),
+        ("--histogram-log", args.histogram_log.as_deref()),
+    ]) {
+        eprintln!("kbench: error: {e}");
+        return EXIT_USAGE;
+    }
     if let Some(t) = args.timeline_interval {
         if t < std::time::Duration::from_millis(10) {
             eprintln!("kbench: error: --timeline-interval: must be at least 10ms");

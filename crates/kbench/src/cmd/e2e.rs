@@ -283,6 +283,13 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
 
 /// `kbench e2e`.
 pub async fn run(args: E2eArgs) -> u8 {
+    if let Err(e) = crate::args::check_outputs(&[
+        ("--json", args.json.as_deref()),
+        ("--histogram-log", args.histogram_log.as_deref()),
+    ]) {
+        eprintln!("kbench: error: {e}");
+        return EXIT_USAGE;
+    }
     let mut pins = Pins::default();
     let pinned = args
         .pin

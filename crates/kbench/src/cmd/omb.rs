@@ -143,6 +143,13 @@ fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condit
 
 /// `kbench omb`.
 pub async fn run(args: OmbArgs) -> u8 {
+    if let Err(e) = crate::args::check_outputs(&[
+        ("--output", args.output.as_deref()),
+        ("--json", args.json.as_deref()),
+    ]) {
+        eprintln!("kbench: error: {e}");
+        return EXIT_USAGE;
+    }
     let (mut spec, slo) = match plan(&args) {
         Ok(p) => p,
         Err(e) => {

@@ -394,6 +394,13 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
             return EXIT_USAGE;
         }
     };
+    if let Err(e) = crate::args::check_outputs(&[
+        ("--json", args.json.as_deref()),
+        ("--histogram-log", args.histogram_log.as_deref()),
+    ]) {
+        eprintln!("kbench: error: {e}");
+        return EXIT_USAGE;
+    }
     let faults = match crate::faults::plan(&args.fault, plan.settings.bootstrap_servers.as_deref())
     {
         Ok(f) => f,

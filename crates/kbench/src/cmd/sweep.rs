@@ -253,6 +253,13 @@ pub async fn run(args: SweepArgs) -> u8 {
     if let Some(job) = &args.run_cell {
         return run_one(job, &args).await;
     }
+    if let Err(e) = crate::args::check_outputs(&[
+        ("--json", args.json.as_deref()),
+        ("--markdown", args.markdown.as_deref()),
+    ]) {
+        eprintln!("kbench: error: {e}");
+        return crate::args::EXIT_USAGE;
+    }
     match sweep(args).await {
         Ok(code) => code,
         Err(e) => {
@@ -494,7 +501,10 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
                 .collect(),
         };
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("--json {}: {e}", path.display()))?;
+        crate::args::write_atomic(path, |out| {
+            std::io::Write::write_all(out, (text + "\n").as_bytes())
+        })
+        .map_err(|e| format!("--json {e}"))?;
         eprintln!("kbench: wrote {}", path.display());
     }
     Ok(if all_completed && conversions_ok {
