@@ -573,6 +573,7 @@ pub fn merge_e2e(consumer: &AgentPart, producers: &[AgentPart]) -> Result<Value,
             for f in [
                 "records_consumed",
                 "records_lost",
+                "records_unverified",
                 "records_late",
                 "records_duplicated",
                 "records_unexpected",

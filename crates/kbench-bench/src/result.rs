@@ -261,6 +261,12 @@ pub struct E2eResultDocument {
     pub records_consumed: u64,
     /// Acknowledged and not on the broker (not found when the missing offsets were read again).
     pub records_lost: u64,
+    /// Acknowledged, not consumed, and the re-read that would have told lost from late could not
+    /// finish (`unverified_reason`): never counted lost.
+    #[serde(default)]
+    pub records_unverified: u64,
+    #[serde(default)]
+    pub unverified_reason: Option<String>,
     /// Acknowledged and on the broker, but not consumed by the end of the drain.
     pub records_late: u64,
     pub records_duplicated: u64,
@@ -357,6 +363,8 @@ impl E2eResultDocument {
             records_failed: run.failed,
             records_consumed: run.consumed,
             records_lost: run.lost,
+            records_unverified: run.unverified,
+            unverified_reason: run.unverified_reason.clone(),
             records_late: run.late,
             records_duplicated: run.duplicates,
             records_unexpected: run.unexpected,

@@ -147,7 +147,12 @@ fn result_paths_are_checked_before_the_run() {
     ];
     for (args, names) in cases {
         let out = run(&args, Duration::from_secs(30));
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
         assert_clean_failure(&out, names);
         assert!(
             !text(&out.stderr).contains("embedded"),

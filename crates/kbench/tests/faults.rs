@@ -193,9 +193,10 @@ fn e2e_faulted(name: &str, secs: u32, faults: &[&str]) -> (Option<i32>, serde_js
     assert_eq!(
         n(&doc, "records_consumed") - n(&doc, "records_duplicated")
             + n(&doc, "records_late")
-            + n(&doc, "records_lost"),
+            + n(&doc, "records_lost")
+            + n(&doc, "records_unverified"),
         acked,
-        "{name}: every acknowledged record consumed, late or lost"
+        "{name}: every acknowledged record consumed, late, lost or unverifiable"
     );
     let applied = doc["faults"].as_array().expect("faults in the result");
     assert_eq!(applied.len(), faults.len(), "{name}: {applied:?}");
@@ -288,6 +289,13 @@ fn e2e_a_killed_broker_ends_the_run_with_a_partial_result() {
     assert_eq!(code, Some(1), "{out}");
     assert!(n(&doc, "records_failed") > 0, "{out}");
     assert!(n(&doc, "records_acked") > 0, "{out}");
+    // Nothing can be read again from a dead broker: what was not consumed is unverifiable, and
+    // never called lost.
+    assert_eq!(n(&doc, "records_lost"), 0, "{out}");
+    if n(&doc, "records_unverified") > 0 {
+        assert!(out.contains(" unverifiable: "), "{out}");
+        assert!(doc["unverified_reason"].is_string(), "{doc}");
+    }
     assert!(
         started.elapsed() < Duration::from_secs(60),
         "the run hung: {:?}",

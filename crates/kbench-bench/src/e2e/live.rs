@@ -73,6 +73,9 @@ pub struct E2eLive {
     /// Batches whose turn came late because the producer had waited for the cluster (a slow
     /// broker, a partition without a leader): the cluster's time, not the generator's.
     pub cluster_slips: AtomicU64,
+    /// Why the re-read of missing offsets after the drain could not finish (a broker gone, out of
+    /// time): what was not found then is unverifiable, never lost.
+    pub reread_failed: Mutex<Option<String>>,
     phase: Mutex<&'static str>,
     pub(crate) started: Mutex<Option<Instant>>,
 }
@@ -115,6 +118,7 @@ impl Default for E2eLive {
             cluster: Mutex::new(Default::default()),
             consumer_cluster: Mutex::new(Default::default()),
             cluster_slips: AtomicU64::new(0),
+            reread_failed: Mutex::new(None),
             phase: Mutex::new("starting"),
             started: Mutex::new(None),
         }
@@ -379,6 +383,10 @@ pub struct E2eRun {
     pub member_id: Option<String>,
     pub assignment: Vec<i32>,
     pub negotiated: Negotiated,
+    /// Acknowledged, not consumed, and not known to be on the broker or not: the re-read by offset
+    /// could not finish (`unverified_reason`). Never counted lost.
+    pub unverified: u64,
+    pub unverified_reason: Option<String>,
     /// Responses read with bytes after their body, by kind, over every connection of the run.
     pub protocol_anomalies: BTreeMap<String, u64>,
     pub cpu: CpuTime,

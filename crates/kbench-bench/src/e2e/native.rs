@@ -820,13 +820,12 @@ impl Reread<'_> {
             let mut end = range.end;
             while offset < end {
                 if Instant::now() >= self.deadline {
-                    live.error(
-                        format!(
-                            "re-reading {}-{partition} from offset {offset}: out of time",
-                            self.layout.name
-                        ),
-                        0,
+                    let why = format!(
+                        "re-reading {}-{partition} from offset {offset}: out of time",
+                        self.layout.name
                     );
+                    live.error(why.clone(), 0);
+                    *live.reread_failed.lock().expect("reread lock") = Some(why);
                     return;
                 }
                 let fetched = match self
@@ -836,10 +835,9 @@ impl Reread<'_> {
                 {
                     Ok(f) => f,
                     Err(e) => {
-                        live.error(
-                            format!("re-reading {}-{partition}: {e}", self.layout.name),
-                            0,
-                        );
+                        let why = format!("re-reading {}-{partition}: {e}", self.layout.name);
+                        live.error(why.clone(), 0);
+                        *live.reread_failed.lock().expect("reread lock") = Some(why);
                         return;
                     }
                 };
@@ -880,10 +878,9 @@ impl Reread<'_> {
                     }
                 }
                 if let Err(e) = decoded {
-                    live.error(
-                        format!("re-reading {}-{partition}: {e}", self.layout.name),
-                        0,
-                    );
+                    let why = format!("re-reading {}-{partition}: {e}", self.layout.name);
+                    live.error(why.clone(), 0);
+                    *live.reread_failed.lock().expect("reread lock") = Some(why);
                     return;
                 }
             }

@@ -494,7 +494,7 @@ pub(crate) fn conclude(
     let unique = consumed.saturating_sub(duplicates);
     let late = get(&live.late);
     let segments = live.segments.lock().expect("segments lock");
-    let (lost, unexpected) = if spec.mode == E2eMode::ConsumerAndProducers {
+    let (mut lost, unexpected) = if spec.mode == E2eMode::ConsumerAndProducers {
         (
             acked.saturating_sub(unique).saturating_sub(late),
             unique.saturating_sub(acked),
@@ -506,6 +506,13 @@ pub(crate) fn conclude(
     };
     let segment_figures = segments.figures();
     drop(segments);
+    // Missing records count as lost only when the broker was read and they were not there.
+    let unverified_reason = live.reread_failed.lock().expect("reread lock").clone();
+    let unverified = if unverified_reason.is_some() {
+        std::mem::take(&mut lost)
+    } else {
+        0
+    };
     let verification = live.verify.lock().expect("verify lock").as_ref().map(|v| {
         v.verifier
             .report(spec.mode.has_producers().then_some(&v.written))
@@ -584,6 +591,8 @@ pub(crate) fn conclude(
         assignment: phases.assignment,
         negotiated,
         protocol_anomalies: BTreeMap::new(),
+        unverified,
+        unverified_reason,
         cpu: phases.cpu,
         peak_rss_kib: peak_rss_kib(),
         errors: live.errors.lock().expect("errors lock").clone(),

@@ -571,7 +571,12 @@ async fn drive(
         }
         eprintln!("kbench: wrote {}", path.display());
     }
-    if run.failed > 0 || run.lost > 0 || run.late > 0 || (run.aborted.is_some() && !interrupted) {
+    if run.failed > 0
+        || run.lost > 0
+        || run.late > 0
+        || run.unverified > 0
+        || (run.aborted.is_some() && !interrupted)
+    {
         EXIT_FAILED
     } else if interrupted && args.duration.is_some() {
         EXIT_INTERRUPTED
@@ -754,7 +759,10 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
         &doc,
         slo.as_deref(),
         args.json.as_deref(),
-        n("records_failed") > 0 || n("records_lost") > 0 || n("records_late") > 0,
+        n("records_failed") > 0
+            || n("records_lost") > 0
+            || n("records_late") > 0
+            || n("records_unverified") > 0,
         // Ctrl-C is how an open-ended run ends.
         interrupted && args.duration.is_some(),
     )
@@ -819,6 +827,15 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
         println!(
             "{} lost: acknowledged, and not on the broker when the missing offsets were read again",
             run.lost
+        );
+    }
+    if run.unverified > 0 {
+        println!(
+            "{} unverifiable: acknowledged and not consumed, and the missing offsets could not be read again ({}): neither lost nor found",
+            run.unverified,
+            run.unverified_reason
+                .as_deref()
+                .unwrap_or("the re-read did not finish")
         );
     }
     if run.gaps_held > 0 {
