@@ -602,14 +602,20 @@ fn sweep(h: &mut String, d: &Doc) {
         if rows.is_empty() {
             continue;
         }
+        // A row group is one shape: a Produce workload and acks, or a Fetch max_bytes — each
+        // against its own newest version, as the CLI's tables have it.
         let group = |c: &Value| {
             let cell = &c["cell"];
             format!(
-                "{} {}",
+                "{} {} {}",
                 cell.get("workload").and_then(Value::as_str).unwrap_or(""),
                 cell.get("acks")
                     .and_then(Value::as_str)
                     .map(|a| format!("acks={a}"))
+                    .unwrap_or_default(),
+                cell.get("max_bytes")
+                    .and_then(Value::as_i64)
+                    .map(|b| format!("max_bytes={b}"))
                     .unwrap_or_default()
             )
         };
@@ -623,7 +629,7 @@ fn sweep(h: &mut String, d: &Doc) {
         });
         let newest = |g: &str| {
             rows.iter()
-                .filter(|c| group(c) == g)
+                .filter(|c| group(c) == g && c["cpu_us_per_msg"].as_f64().is_some())
                 .max_by_key(|c| {
                     c.pointer("/cell/version")
                         .and_then(Value::as_i64)
@@ -766,4 +772,49 @@ fn compare(h: &mut String, d: &Doc) {
         );
     }
     h.push_str("</table>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each Fetch max_bytes shape is rated against its own newest version (as the CLI's tables
+    /// are), never against another shape's.
+    #[test]
+    fn sweep_ratios_are_per_shape() {
+        let cell = |v: i64, max_bytes: i64, cpu: f64| {
+            serde_json::json!({
+                "cell": {"api": "fetch", "version": v, "max_bytes": max_bytes},
+                "label": format!("fetch v{v} max_bytes={max_bytes}"),
+                "cpu_us_per_msg": cpu,
+            })
+        };
+        let d = Doc {
+            label: "s.json".into(),
+            value: serde_json::json!({"kind": "sweep", "cells": [
+                cell(4, 4096, 2.0), cell(17, 4096, 1.0),
+                cell(4, 65536, 0.8), cell(17, 65536, 1.0),
+                cell(4, 1048576, 1.14), cell(17, 1048576, 1.0),
+            ]}),
+        };
+        let mut h = String::new();
+        sweep(&mut h, &d);
+        // Each v4 row: its label and its "vs newest" cell.
+        let mut ratios: Vec<(String, String)> = h
+            .split("<tr>")
+            .filter(|r| r.contains("fetch v4"))
+            .map(|r| {
+                let label = r.split("max_bytes=").nth(1).unwrap_or("").split('<').next();
+                let ratio = r.split("</td><td>").nth(2).unwrap_or("");
+                (label.unwrap_or("").to_string(), ratio.to_string())
+            })
+            .collect();
+        ratios.sort();
+        let want = [("1048576", "1.140"), ("4096", "2.000"), ("65536", "0.800")];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(ratios, want, "{h}");
+    }
 }
