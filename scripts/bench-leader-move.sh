@@ -4,7 +4,7 @@
 # per-second figures beside librdkafka's own producer, paced the same way on the same cluster with
 # the same move. N repetitions, each printed as one JSON line, then the medians.
 #
-#   scripts/bench-leader-move.sh [reps=3] [workloads="produce e2e"]
+#   scripts/bench-leader-move.sh [reps=3] [workloads="produce consume e2e"]
 #
 # The harness is crates/kbench/examples/leader_move.rs (the mock cluster is librdkafka's, a
 # dev-dependency). Goal: kbench's p50 after the move within 1.2x of before, and the window of the
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-3}
-workloads=${2:-produce e2e}
+workloads=${2:-produce consume e2e}
 cargo build --release -q -p kbench --bin kbench --example leader_move
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -18,20 +18,7 @@ codecs=${4:-none snappy}
 tools=target/tools
 perf_bin=$tools/rdkafka_performance
 
-if [ ! -x "$perf_bin" ]; then
-  manifest=$(cargo metadata --format-version 1 2>/dev/null |
-    python3 -c 'import json,sys; print([p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"]=="rdkafka-sys"][0])')
-  src=$(dirname "$manifest")/librdkafka
-  build=$tools/librdkafka-build
-  rm -rf "$build" && mkdir -p "$build" && cp -r "$src"/. "$build"/
-  if ! pkg-config --exists libzstd 2>/dev/null; then
-    echo "installing libzstd-dev (zstd for librdkafka)" >&2
-    if [ "$(id -u)" = 0 ]; then apt-get install -y -q libzstd-dev >/dev/null; else sudo apt-get install -y -q libzstd-dev >/dev/null; fi
-  fi
-  (cd "$build" && ./configure --disable-ssl --disable-gssapi --disable-sasl --disable-curl \
-      >/dev/null && make -j2 libs >/dev/null && make -C examples rdkafka_performance >/dev/null)
-  cp "$build/examples/rdkafka_performance" "$perf_bin"
-fi
+scripts/build-rdkafka-performance
 cargo build --release -q -p kbench
 
 work=$(mktemp -d)

@@ -88,6 +88,11 @@ fn kbench(
 
 /// kbench's per-second windows: (t, records/s, p50 ms, p99 ms) of the histogram `tag`.
 fn kbench_windows(doc: &Value, tag: &str) -> Vec<(f64, f64, f64, f64)> {
+    kbench_windows_of(doc, tag, "records_per_sec")
+}
+
+/// The same, with the rate read from `rate`.
+fn kbench_windows_of(doc: &Value, tag: &str, rate: &str) -> Vec<(f64, f64, f64, f64)> {
     doc["intervals"]
         .as_array()
         .into_iter()
@@ -97,7 +102,7 @@ fn kbench_windows(doc: &Value, tag: &str) -> Vec<(f64, f64, f64, f64)> {
             let ms = |q: &str| w[tag][q].as_f64().unwrap_or(0.0) / 1000.0;
             (
                 w["t_s"].as_f64().unwrap_or(0.0),
-                w["records_per_sec"].as_f64().unwrap_or(0.0),
+                w[rate].as_f64().unwrap_or(0.0),
                 ms("p50"),
                 ms("p99"),
             )
@@ -229,6 +234,35 @@ fn summary(windows: &[(f64, f64, f64, f64)], move_at: f64) -> Value {
     })
 }
 
+/// `records` of 100 bytes into `topic` with librdkafka's producer, flushed.
+fn fill(
+    mock: &MockCluster<'_, rdkafka::producer::DefaultProducerContext>,
+    topic: &str,
+    records: u64,
+) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", mock.bootstrap_servers())
+        .set("linger.ms", "5")
+        .set("batch.size", "65536")
+        .create()
+        .expect("librdkafka producer");
+    let value = vec![b'x'; 100];
+    for _ in 0..records {
+        let mut record: BaseRecord<'_, [u8], Vec<u8>> = BaseRecord::to(topic).payload(&value);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    producer.poll(Duration::from_millis(1));
+                }
+                Err((e, _)) => panic!("librdkafka: {e}"),
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(120)).expect("flush");
+}
+
 fn table(windows: &[(f64, f64, f64, f64)]) -> Value {
     windows
         .iter()
@@ -307,7 +341,43 @@ fn main() {
                            "saturation": doc["saturation"], "cluster": doc["cluster"]},
             })
         }
-        other => panic!("{other}: produce or e2e"),
+        "consume" => {
+            // The topic filled by librdkafka (not kbench), then read by partition with small
+            // fetches, so that the read lasts past the move.
+            topic(&mock, "kbench-move-consume");
+            let records = arg(&args, "--records", 1_000_000.0) as u64;
+            fill(&mock, "kbench-move-consume", records);
+            let messages = records.to_string();
+            let doc = kbench(
+                &mock,
+                "kbench-move-consume",
+                move_at,
+                &[
+                    "consume",
+                    "--messages",
+                    &messages,
+                    "--partition",
+                    "0,1,2,3,4,5",
+                    "--offset",
+                    "earliest",
+                    "--fetch-size",
+                    "4096",
+                    "--timeout",
+                    "60000",
+                    "--timeline-interval",
+                    "1s",
+                ],
+            );
+            let ours = kbench_windows_of(&doc, "fetch_latency", "consumed_per_sec");
+            json!({
+                "workload": "consume",
+                "move_at_s": move_at_s,
+                "kbench": {"summary": summary(&ours, move_at_s), "windows": table(&ours),
+                           "records_consumed": doc["records_consumed"], "complete": doc["complete"],
+                           "cluster": doc["cluster"]},
+            })
+        }
+        other => panic!("{other}: produce, e2e or consume"),
     };
     println!("{}", serde_json::to_string_pretty(&out).unwrap());
 }

@@ -488,3 +488,25 @@ fn a_response_claiming_billions_of_entries_is_an_error_not_an_abort() {
     assert!(err.contains(&addr), "{err}");
     assert!(!err.contains("memory allocation"), "{err}");
 }
+
+/// Ctrl-C while e2e's consumer joins its group (the upstream Tansu binary holds a JoinGroup for
+/// half the session timeout: 23 s) is the user's stop: exit 130, as consume exits there, never 1.
+#[test]
+fn interrupt_during_the_group_join_exits_130() {
+    let broker = TestBroker::standalone();
+    let mut child = spawn_until(
+        &[
+            "e2e",
+            "--bootstrap-server",
+            &broker.addr,
+            "--topic",
+            "join-interrupted",
+            "--duration",
+            "10s",
+        ],
+        "kbench e2e:",
+    );
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_with_limit(&mut child, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}

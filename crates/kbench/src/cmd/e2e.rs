@@ -523,6 +523,20 @@ async fn drive(
     let mut run = match result {
         Ok(r) => r,
         Err(e) => {
+            // Interrupted before the load (while the consumer joined its group, say): the user's
+            // stop, 130, as consume exits there — not a failure.
+            if why
+                .lock()
+                .expect("why lock")
+                .as_ref()
+                .is_some_and(|(_, by_user)| *by_user)
+            {
+                eprintln!(
+                    "kbench: interrupted before the load began ({})",
+                    describe(&e, &spec, &bootstrap)
+                );
+                return EXIT_INTERRUPTED;
+            }
             eprintln!("kbench: error: {}", describe(&e, &spec, &bootstrap));
             return if matches!(e, BenchError::Spec(_)) {
                 EXIT_USAGE
