@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Cost as the work grows (issue 28): kbench produce beside librdkafka's rdkafka_performance at 1, 16,
 # 256 and 1 024 partitions, on the upstream Tansu binary (one broker) and on librdkafka's mock cluster
-# (three brokers, leaders spread; crates/kbench/examples/mock_cluster.rs), the two tools alternating,
+# (three brokers, leaders where the mock places them; crates/kbench/examples/mock_cluster.rs), the two tools alternating,
 # N repetitions per cell. 100-byte records, acks=1, batch.size 1 MB, linger 5 ms; kbench's records
 # unkeyed (sticky, a batch per partition in turn), rdkafka_performance's spread by its random
-# partitioner. Client CPU is user + sys of the client process (getrusage of the child) per record.
+# partitioner. Client CPU is user + sys of the client process (getrusage of the child) per record;
+# each tool's topic exists before its run (neither run's CPU includes creating it).
 #
 #   scripts/bench-partitions.sh [reps=3] [records=1000000] [counts="1 16 256 1024"] [brokers="tansu mock"]
 #
@@ -38,9 +39,9 @@ for b in $brokers; do
       topics=()
       for n in $counts; do for r in $(seq "$reps"); do topics+=(--topic "k$n-$r:$n" --topic "r$n-$r:$n"); done; done
       mkfifo "$work/mock.in"
-      target/release/examples/mock_cluster "${topics[@]}" < "$work/mock.in" > "$work/mock.out" & pids+=($!)
+      target/release/examples/mock_cluster --leaders-as-created "${topics[@]}" < "$work/mock.in" > "$work/mock.out" & pids+=($!)
       exec 3>"$work/mock.in"
-      for _ in $(seq 100); do [ -s "$work/mock.out" ] && break; sleep 0.1; done
+      for _ in $(seq 1200); do [ -s "$work/mock.out" ] && break; sleep 0.1; done
       addr=$(head -1 "$work/mock.out") ;;
     *) echo "brokers: tansu and/or mock" >&2; exit 2 ;;
   esac
@@ -58,8 +59,16 @@ def run(cmd):
 
 settings = ["-X", "batch.size=1000000", "-X", "linger.ms=5"]
 
+def create(topic, n):
+    # Both tools find their topic made (the mock's at its start; here by kbench beforehand), so
+    # neither run's CPU includes creating it.
+    if broker == "tansu":
+        run(["target/release/kbench", "produce", "--bootstrap-server", addr, "--topic", topic,
+             "--partitions", str(n), "--num-records", "1", "--reporting-interval", "100000"])
+
 def kbench(topic, n):
     doc = f"{work}/{topic}.json"
+    create(topic, n)
     _, cpu = run(["target/release/kbench", "produce", "--bootstrap-server", addr, "--topic", topic,
                   "--partitions", str(n), "--num-records", str(records), "--record-size", "100",
                   "--acks", "1", "--reporting-interval", "100000", "--json", doc] + settings)
@@ -68,10 +77,7 @@ def kbench(topic, n):
     return d["records_per_sec"], cpu / records * 1e6
 
 def rdkafka(topic, n):
-    if broker == "tansu":
-        # rdkafka_performance creates no topic: kbench makes it with its partitions.
-        run(["target/release/kbench", "produce", "--bootstrap-server", addr, "--topic", topic,
-             "--partitions", str(n), "--num-records", "1", "--reporting-interval", "100000"])
+    create(topic, n)
     out, cpu = run(["target/tools/rdkafka_performance", "-P", "-t", topic, "-b", addr, "-s", "100",
                     "-c", str(records), "-a", "1"] + settings)
     text = out.stdout + out.stderr

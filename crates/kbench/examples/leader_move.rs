@@ -8,7 +8,7 @@
 //! ```text
 //! cargo run --release --example leader_move -- produce [--rate 20000] [--seconds 12] [--move-at 4]
 //! cargo run --release --example leader_move -- e2e [--seconds 12] [--move-at 4]
-//! cargo run --release --example leader_move -- consume [--records 1000000] [--move-at 2]
+//! cargo run --release --example leader_move -- consume [--rate 20000] [--seconds 12] [--move-at 4]
 //! ```
 //!
 //! It prints one JSON document (per-second windows and the before/after summary) on stdout.
@@ -234,20 +234,23 @@ fn summary(windows: &[(f64, f64, f64, f64)], move_at: f64) -> Value {
     })
 }
 
-/// `records` of 100 bytes into `topic` with librdkafka's producer, flushed.
-fn fill(
-    mock: &MockCluster<'_, rdkafka::producer::DefaultProducerContext>,
-    topic: &str,
-    records: u64,
-) {
+/// librdkafka's producer writing 100-byte records to `topic` at `rate` records/s for `seconds`,
+/// flushed (the consume benchmark's live tail).
+fn paced(bootstrap: &str, topic: &str, rate: f64, seconds: f64) {
     let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", mock.bootstrap_servers())
+        .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "5")
-        .set("batch.size", "65536")
         .create()
         .expect("librdkafka producer");
     let value = vec![b'x'; 100];
-    for _ in 0..records {
+    let start = Instant::now();
+    for i in 0..(rate * seconds) as u64 {
+        let intended = start + Duration::from_secs_f64(i as f64 / rate);
+        let now = Instant::now();
+        if intended > now {
+            producer.poll(Duration::ZERO);
+            std::thread::sleep(intended - now);
+        }
         let mut record: BaseRecord<'_, [u8], Vec<u8>> = BaseRecord::to(topic).payload(&value);
         loop {
             match producer.send(record) {
@@ -260,7 +263,7 @@ fn fill(
             }
         }
     }
-    producer.flush(Duration::from_secs(120)).expect("flush");
+    producer.flush(Duration::from_secs(60)).expect("flush");
 }
 
 fn table(windows: &[(f64, f64, f64, f64)]) -> Value {
@@ -342,12 +345,16 @@ fn main() {
             })
         }
         "consume" => {
-            // The topic filled by librdkafka (not kbench), then read by partition with small
-            // fetches, so that the read lasts past the move.
+            // A live tail: librdkafka's producer writes `rate` records/s for the whole run (from a
+            // thread of its own, never moving anything) while kbench reads every partition,
+            // assigned; the leaders move at `move_at`. A consumer that follows keeps reading the
+            // producer's rate; one that does not reads nothing after the move.
             topic(&mock, "kbench-move-consume");
-            let records = arg(&args, "--records", 1_000_000.0) as u64;
-            fill(&mock, "kbench-move-consume", records);
-            let messages = records.to_string();
+            let bootstrap = mock.bootstrap_servers();
+            let producer = std::thread::spawn(move || {
+                paced(&bootstrap, "kbench-move-consume", rate, seconds + 1.0)
+            });
+            let messages = ((rate * seconds) as u64).to_string();
             let doc = kbench(
                 &mock,
                 "kbench-move-consume",
@@ -360,17 +367,17 @@ fn main() {
                     "0,1,2,3,4,5",
                     "--offset",
                     "earliest",
-                    "--fetch-size",
-                    "4096",
                     "--timeout",
-                    "60000",
+                    "20000",
                     "--timeline-interval",
                     "1s",
                 ],
             );
+            producer.join().expect("producer thread");
             let ours = kbench_windows_of(&doc, "fetch_latency", "consumed_per_sec");
             json!({
                 "workload": "consume",
+                "rate": rate,
                 "move_at_s": move_at_s,
                 "kbench": {"summary": summary(&ours, move_at_s), "windows": table(&ours),
                            "records_consumed": doc["records_consumed"], "complete": doc["complete"],
