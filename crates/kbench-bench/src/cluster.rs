@@ -152,7 +152,8 @@ impl ClusterReport {
                     broker: s.broker,
                     addr: s.addr.clone(),
                     from_s: since(s.from).as_secs_f64(),
-                    for_s: s.until.saturating_duration_since(s.from).as_secs_f64(),
+                    // Clipped to the measured phase, as from_s is.
+                    for_s: since(s.until).saturating_sub(since(s.from)).as_secs_f64(),
                     from_unix_us: wall(s.from),
                     ongoing: s.ongoing,
                     seen_by: 1,
@@ -358,6 +359,30 @@ mod tests {
         assert_eq!(a.stalls[1].broker, 2);
         assert_eq!(a.stalls[2].from_s, 10.0);
         assert_eq!(a.summary(&[], "x").len(), 3);
+    }
+
+    /// A stall that began before the measured phase is counted from its start: its end stays
+    /// where it was.
+    #[test]
+    fn a_stall_from_before_the_start_is_clipped_whole() {
+        let start = Instant::now() + std::time::Duration::from_secs(2);
+        let events = ClusterEvents {
+            stalls: vec![kbench_client::Stall {
+                broker: 1,
+                addr: "a".into(),
+                from: start - std::time::Duration::from_secs(1),
+                until: start + std::time::Duration::from_secs(3),
+                ongoing: false,
+            }],
+            ..ClusterEvents::default()
+        };
+        let r = ClusterReport::of(&events, start, SystemTime::now());
+        assert_eq!(r.stalls[0].from_s, 0.0);
+        assert!(
+            (r.stalls[0].for_s - 3.0).abs() < 1e-6,
+            "{}",
+            r.stalls[0].for_s
+        );
     }
 
     #[test]

@@ -349,6 +349,9 @@ impl VerifyReport {
         let verdict = match (self.ok, &self.error) {
             (_, Some(e)) => format!("INCOMPLETE ({e})"),
             (Some(true), _) => "OK".into(),
+            _ if self.nothing_verified() && self.records_read == 0 => {
+                "FAILED (nothing verified: no record was read)".into()
+            }
             _ if self.nothing_verified() => {
                 "FAILED (nothing verified: no record read carries a kbench-verify stamp)".into()
             }
@@ -440,6 +443,7 @@ pub async fn read_back(
         }
         let mut finished = false;
         let mut broken = None;
+        let mut truncated: Vec<(i32, i64)> = Vec::new();
         for part in &fetched.parts {
             let partition = part.partition;
             let (Some(&end), Some(_)) = (ends.get(&partition), next.get(&partition)) else {
@@ -467,13 +471,23 @@ pub async fn read_back(
                 break;
             }
             let hw = part.data.high_watermark;
-            // Done at the end, or where the partition now ends below where it was said to
-            // (truncated meanwhile).
-            if offset >= end || (offset == before && hw >= 0 && hw <= offset) {
+            if offset >= end {
                 next.remove(&partition);
                 finished = true;
+            } else if offset == before && hw >= 0 && hw <= offset {
+                // Nothing more where more was said to be: truncated meanwhile, or a new leader
+                // whose high watermark lags. The log's end, asked again, tells them apart.
+                truncated.push((partition, offset));
             } else {
                 next.insert(partition, offset);
+            }
+        }
+        for (partition, offset) in truncated.drain(..) {
+            if let Ok(now_ends) = cluster.latest_offsets(topic, &[partition]).await
+                && now_ends.get(&partition).is_some_and(|e| *e <= offset)
+            {
+                next.remove(&partition);
+                finished = true;
             }
         }
         if broken.is_some() {

@@ -450,8 +450,10 @@ impl Shared {
             let Some(c) = st.cursors.get_mut(&partition) else {
                 continue;
             };
-            if c.epoch != epoch {
-                continue; // sought since: asked again from the new place
+            if c.epoch != epoch || c.offset != from {
+                // Sought since, or already answered from elsewhere (the partition moved while
+                // this Fetch was out): asked again from the new place.
+                continue;
             }
             if code != 0 {
                 let e =
@@ -512,6 +514,10 @@ impl Shared {
                     to: leader,
                 });
                 c.leader = leader;
+                // The new leader's source may ask at once: a Fetch still out to the old one (a
+                // broker that hangs holds it for request.timeout.ms) is dropped when it answers,
+                // the cursor having moved on.
+                c.in_flight = false;
             }
             if c.stale_since.is_some_and(|s| s <= started) {
                 c.stale_since = None;
@@ -639,13 +645,26 @@ async fn drive(shared: Arc<Shared>) {
                 st.refreshing = true;
                 st.last_refresh = Some(now);
             }
+            // A reset that failed waits out its back-off (never asked again at once).
             let resets: Vec<i32> = st
                 .cursors
                 .iter()
-                .filter(|(_, c)| c.out_of_range)
+                .filter(|(_, c)| c.out_of_range && c.backoff_until.is_none_or(|t| now >= t))
                 .map(|(p, _)| *p)
                 .collect();
-            let next = (st.refresh_wanted && !st.refreshing).then_some(due);
+            let reset_due = st
+                .cursors
+                .values()
+                .filter(|c| c.out_of_range)
+                .filter_map(|c| c.backoff_until.filter(|t| *t > now))
+                .min();
+            let next = [
+                (st.refresh_wanted && !st.refreshing).then_some(due),
+                reset_due,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             (refresh, resets, next)
         };
         if refresh {

@@ -729,8 +729,15 @@ impl<M: Send + 'static> Shared<M> {
             last_sent: now,
             attempts: 0,
         });
+        let leaderless = b.leader < 0;
         self.list(&mut st, pos, now);
         self.drain(&mut st, now);
+        if leaderless {
+            // Nothing else would: the driver asks for the leader and times the batch's
+            // delivery.timeout.ms.
+            drop(st);
+            self.wake.notify_one();
+        }
     }
 
     /// Put a sendable buffer on its leader's ready list (once).

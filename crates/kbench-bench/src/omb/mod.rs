@@ -367,8 +367,10 @@ impl Shared {
         let now = Instant::now();
         let secs = (now - t.period_start).as_secs_f64().max(1e-9);
         // The time the producers' windows in this period span (each producer's, on average).
+        // Never less than the period itself: a producer that ended early (or never started)
+        // sends no windows, and must not shrink the others' time.
         let pub_secs = if t.p_window_secs > 0.0 {
-            (t.p_window_secs / f64::from(self.producers.max(1))).max(1e-9)
+            (t.p_window_secs / f64::from(self.producers.max(1))).max(secs)
         } else {
             secs
         };
