@@ -428,7 +428,22 @@ impl<M: Default + Send + 'static> Producer<M> {
                 return pos;
             }
         }
-        let pos = self.sticky % n;
+        // None clear: the partition whose leader answered most recently, so that one broker
+        // that stopped answering (its partitions' batches waiting) never holds up the others.
+        let age = |pos: usize| {
+            let b = &st.buffers[pos];
+            match st.sinks.get(&b.leader) {
+                _ if b.leader < 0 => Duration::MAX,
+                None => Duration::ZERO,
+                Some(s) => s
+                    .waiting_since
+                    .map_or(Duration::ZERO, |t| now.saturating_duration_since(t)),
+            }
+        };
+        let pos = (0..n)
+            .map(|k| (self.sticky + k) % n)
+            .min_by_key(|&pos| age(pos))
+            .unwrap_or(self.sticky % n);
         self.sticky = pos + 1;
         pos
     }
