@@ -425,8 +425,10 @@ fn e2e_follows_every_leader_moving() {
         .args(&[
             "--producers",
             "4",
+            // 50 ms, not the 10 ms: a batch more than an interval late is a slip, and on
+            // a machine running ten such tests at once the generator can be starved of 10 ms.
             "--batch-interval",
-            "10ms",
+            "50ms",
             "--duration",
             "8s",
             "--reporting-interval",
@@ -450,7 +452,8 @@ fn e2e_follows_every_leader_moving() {
     );
     let doc = result_json(&json);
     let acked = n(&doc, "records_acked");
-    assert!(acked > 2_000, "{doc}");
+    // 4 producers, one batch each 50 ms, 8 s: 640 scheduled.
+    assert!(acked > 400, "{doc}");
     assert_eq!(n(&doc, "records_failed"), 0, "{doc}");
     assert_eq!(n(&doc, "records_lost"), 0, "{doc}");
     assert_eq!(
