@@ -190,8 +190,9 @@ pub(crate) struct Pacer {
     count: Span<usize>,
     size: Span<usize>,
     in_flight: Arc<Semaphore>,
-    /// Time spent since the last batch waiting for the cluster (a free in-flight slot, a partition
-    /// whose batch had not gone yet): a batch late by no more than this is the cluster's slip.
+    /// Time spent waiting for the cluster (a free in-flight slot, a partition whose batch had not
+    /// gone yet) since the producer was last on schedule: a batch late by no more than this is the
+    /// cluster's slip.
     cluster_wait: Duration,
 }
 
@@ -247,6 +248,10 @@ impl Pacer {
             };
             counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.next = now;
+            self.cluster_wait = Duration::ZERO;
+        } else if now <= self.next {
+            // On schedule: nothing is owed to anyone.
+            self.cluster_wait = Duration::ZERO;
         }
         // Every request in flight may be stuck (a broker that died answers none until the
         // delivery timeout): the stop ends the wait for a free slot too.
@@ -255,7 +260,9 @@ impl Pacer {
             _ = stop.cancelled() => return None,
             p = self.in_flight.clone().acquire_owned() => p.ok()?,
         };
-        self.cluster_wait = waiting.elapsed();
+        // Waits add up until the schedule is met again or restarts: lateness built over several
+        // batches, each waiting a little for the cluster, is the cluster's too.
+        self.cluster_wait += waiting.elapsed();
         let count = self.count.draw(&mut self.rng).max(1);
         // Publish delay: the batch's scheduled time → now, when its request goes out.
         let delay = (tokio::time::Instant::now() - scheduled).as_micros() as u64;
