@@ -343,6 +343,34 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(subscriptions: u32, producers: u32) -> Shared {
+        Shared {
+            tally: Mutex::new(Tally {
+                acked: 0,
+                failed: 0,
+                pub_bytes: 0,
+                consumed: 0,
+                con_bytes: 0,
+                period_start: Instant::now(),
+                p_acked: 0,
+                p_failed: 0,
+                p_pub_bytes: 0,
+                p_consumed: 0,
+                p_con_bytes: 0,
+                p_window_secs: 0.0,
+                p_latency: latency_histogram(),
+                p_delay: latency_histogram(),
+                p_e2e: latency_histogram(),
+                e2e: latency_histogram(),
+                measuring: false,
+                joined: 0,
+            }),
+            subscriptions,
+            producers,
+            paused: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     fn producer_window(&self, w: &IntervalReport) {
         let mut t = self.tally.lock().expect("tally lock");
         t.acked += w.records;
@@ -586,31 +614,7 @@ pub async fn run_omb(
         }
     };
 
-    let shared = Arc::new(Shared {
-        tally: Mutex::new(Tally {
-            acked: 0,
-            failed: 0,
-            pub_bytes: 0,
-            consumed: 0,
-            con_bytes: 0,
-            period_start: Instant::now(),
-            p_acked: 0,
-            p_failed: 0,
-            p_pub_bytes: 0,
-            p_consumed: 0,
-            p_con_bytes: 0,
-            p_window_secs: 0.0,
-            p_latency: latency_histogram(),
-            p_delay: latency_histogram(),
-            p_e2e: latency_histogram(),
-            e2e: latency_histogram(),
-            measuring: false,
-            joined: 0,
-        }),
-        subscriptions: w.subscriptions_per_topic,
-        producers: spec.producers(),
-        paused: std::sync::atomic::AtomicBool::new(false),
-    });
+    let shared = Arc::new(Shared::new(w.subscriptions_per_topic, spec.producers()));
 
     // Consumers first, each in its group, reading from the start of the fresh topics.
     let consumers_stop = CancellationToken::new();
@@ -948,31 +952,9 @@ mod tests {
     use super::*;
 
     fn shared(producers: u32) -> Shared {
-        Shared {
-            tally: Mutex::new(Tally {
-                acked: 0,
-                failed: 0,
-                pub_bytes: 0,
-                consumed: 0,
-                con_bytes: 0,
-                period_start: Instant::now(),
-                p_acked: 0,
-                p_failed: 0,
-                p_pub_bytes: 0,
-                p_consumed: 0,
-                p_con_bytes: 0,
-                p_window_secs: 0.0,
-                p_latency: latency_histogram(),
-                p_delay: latency_histogram(),
-                p_e2e: latency_histogram(),
-                e2e: latency_histogram(),
-                measuring: true,
-                joined: 0,
-            }),
-            subscriptions: 1,
-            producers,
-            paused: std::sync::atomic::AtomicBool::new(false),
-        }
+        let s = Shared::new(1, producers);
+        s.tally.lock().unwrap().measuring = true;
+        s
     }
 
     fn window(records: u64) -> IntervalReport {
