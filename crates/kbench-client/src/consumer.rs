@@ -373,22 +373,7 @@ impl Shared {
             .responses
             .into_iter()
             .flat_map(|t| t.partitions.into_iter())
-            .map(|p| {
-                (
-                    p.partition_index,
-                    p.error_code,
-                    FetchedPartition {
-                        high_watermark: p.high_watermark,
-                        records: p.records.unwrap_or_default(),
-                        aborted: p
-                            .aborted_transactions
-                            .unwrap_or_default()
-                            .iter()
-                            .map(|a| (a.producer_id.0, a.first_offset))
-                            .collect(),
-                    },
-                )
-            })
+            .map(|p| (p.partition_index, p.error_code, FetchedPartition::of(p)))
             .collect())
     }
 

@@ -21,6 +21,22 @@ pub struct FetchedPartition {
     pub aborted: Vec<(i64, i64)>,
 }
 
+impl FetchedPartition {
+    /// A partition's share of a Fetch response.
+    pub(crate) fn of(p: kafka_protocol::messages::fetch_response::PartitionData) -> Self {
+        FetchedPartition {
+            high_watermark: p.high_watermark,
+            records: p.records.unwrap_or_default(),
+            aborted: p
+                .aborted_transactions
+                .unwrap_or_default()
+                .iter()
+                .map(|a| (a.producer_id.0, a.first_offset))
+                .collect(),
+        }
+    }
+}
+
 impl Cluster {
     /// Fetch `partition` from `offset`, waiting up to `max_wait_ms` for at least one byte. A
     /// response that does not mention the partition is an empty answer (brokers may leave out
@@ -142,19 +158,7 @@ impl Cluster {
                         p.error_code,
                     ));
                 }
-                out.push((
-                    p.partition_index,
-                    FetchedPartition {
-                        high_watermark: p.high_watermark,
-                        records: p.records.unwrap_or_default(),
-                        aborted: p
-                            .aborted_transactions
-                            .unwrap_or_default()
-                            .iter()
-                            .map(|a| (a.producer_id.0, a.first_offset))
-                            .collect(),
-                    },
-                ));
+                out.push((p.partition_index, FetchedPartition::of(p)));
             }
         }
         Ok(out)
