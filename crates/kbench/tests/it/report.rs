@@ -3,13 +3,11 @@
 //! page, which headless Chromium (installed by scripts/install-test-tools) renders: no script error,
 //! every chart present with its series drawn, and a screenshot that is not blank.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const LIMIT: Duration = Duration::from_secs(300);
 

@@ -1,11 +1,9 @@
 //! `kbench quickstart` on a machine with no cluster: embedded broker, topic, produce, summary, and the
 //! path of the result document it wrote.
 
-mod common;
-
 use std::process::Stdio;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn quickstart_runs_against_the_embedded_broker_and_writes_its_result() {

@@ -2,11 +2,9 @@
 //! condition and its measured value, and the checks in the result document; a bad condition is an
 //! error naming `--slo` (exit 2) before anything runs.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
 

@@ -3,11 +3,9 @@
 //! crate's own interval-log reader, the windows' histograms sum exactly to the run's, and the
 //! windows' counts to the run's counts.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};

@@ -3,11 +3,9 @@
 //! (closed loop, `service_time`) hides it; a rate the run cannot sustain is said, and called the
 //! generator's saturation only when kbench, not the cluster, set the pace.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
 

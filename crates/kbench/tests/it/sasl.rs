@@ -2,16 +2,15 @@
 //! (Tansu's SASL stack; SCRAM-SHA-256/512, PLAIN, OAUTHBEARER), stunnel in front for SASL_SSL, and
 //! librdkafka as an independent client reading what kbench wrote with the same credentials.
 
-mod common;
-#[path = "common/librdkafka.rs"]
-mod librdkafka;
+use crate::common;
+use crate::librdkafka;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::tls::{Pki, TlsBroker};
-use common::{Cmd, TempDir, TestBroker, result_json, runtime, text};
+use crate::common::tls::{Pki, TlsBroker};
+use crate::common::{Cmd, TempDir, TestBroker, result_json, runtime, text};
 use kbench_client::{Cluster, ClusterConfig, ProducerSettings};
 use kbench_wire::Pins;
 

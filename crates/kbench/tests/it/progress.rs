@@ -2,12 +2,10 @@
 //! the periodic lines above it; `--no-progress` and a pipe keep kafka-producer-perf-test's plain
 //! lines, with no terminal control codes; `--quiet` prints the final line only.
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
 

@@ -3,14 +3,12 @@
 //! one and the upstream Tansu binary; OMB's result JSON has every field OMB writes; librdkafka
 //! reads back what the run's producers wrote; bad files get one error naming the field and line.
 
-mod common;
-#[path = "common/librdkafka.rs"]
-mod librdkafka;
+use crate::librdkafka;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const LIMIT: Duration = Duration::from_secs(180);
 

@@ -1,15 +1,13 @@
-//! The REST Proxy driver against the REST Proxy test double (tests/common/rest_proxy_double.rs),
+//! The REST Proxy driver against the REST Proxy test double (tests/it/common/rest_proxy_double.rs),
 //! which forwards to a real embedded broker: counts are real.
 
-mod common;
-#[path = "common/rest_proxy_double.rs"]
-mod rest_proxy_double;
+use crate::common;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{Cmd, TestBroker, n, result_json, run, text};
-use rest_proxy_double::{Faults, RestProxyDouble};
+use crate::common::{Cmd, TestBroker, n, result_json, run, text};
+use crate::rest_proxy_double::{Faults, RestProxyDouble};
 use serde_json::Value;
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -561,7 +559,7 @@ fn own_cpu_us() -> u64 {
 /// The benchmark in docs/PERFORMANCE.md: how many requests and records kbench drives through the
 /// double, with each side's CPU per request. Not a test (it asserts only that the runs were clean):
 ///
-///   cargo test --release -p kbench --test rest_proxy -- --ignored --nocapture rest_ceiling
+///   cargo test --release -p kbench --test it -- --ignored --nocapture rest_ceiling
 #[test]
 #[ignore]
 fn rest_ceiling() {

@@ -1,11 +1,9 @@
 //! `kbench codec`: the tier-0 matrix runs with no broker, reports every version, and writes a
 //! result document with its seed and method.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn quick_run_covers_every_version() {

@@ -1,11 +1,9 @@
 //! `kbench sweep` against the embedded broker: every shared version's cells complete with their pin
 //! held and the guards passing; a cell that cannot be pinned is an error, never a number.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kbench_wire::ApiKey;
 
 #[test]

@@ -1,14 +1,13 @@
 //! `kbench serve` over real HTTP, driving real runs against a real broker.
 
-mod common;
-#[path = "common/rest_proxy_double.rs"]
-mod rest_proxy_double;
+use crate::common;
+use crate::rest_proxy_double;
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{TestBroker, runtime, wait_until};
+use crate::common::{TestBroker, runtime, wait_until};
 use serde_json::{Value, json};
 
 const PASSWORD: &str = "pw-never-shown-7f3a9c";

@@ -2,12 +2,10 @@
 //! itself, and the KAFKA-3565 shape end to end (the same produce benchmark, none and snappy, against
 //! two targets, compared per compression).
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// A codec result document whose cells have the given per-repetition ns/record samples.
 fn codec_doc(cells: &[(&str, Vec<f64>)]) -> serde_json::Value {

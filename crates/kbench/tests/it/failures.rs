@@ -1,13 +1,11 @@
 //! Bad input and failures: one clear error naming the flag or address, a non-zero exit, no panic,
 //! no hang, and every record accounted for when a broker dies mid-run.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 fn assert_clean_failure(out: &std::process::Output, names: &str) {
     let err = text(&out.stderr);

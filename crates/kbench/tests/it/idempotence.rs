@@ -3,13 +3,12 @@
 //! AddPartitionsToTxn but not EndTxn), and against librdkafka's mock cluster (an independent broker
 //! implementation that answers the whole transactional conversation).
 
-mod common;
-#[path = "common/librdkafka.rs"]
-mod librdkafka;
+use crate::common;
+use crate::librdkafka;
 
 use std::time::Duration;
 
-use common::{BROKERS, BrokerKind, Cmd, TempDir, TestBroker, n, result_json, text};
+use crate::common::{BROKERS, BrokerKind, Cmd, TempDir, TestBroker, n, result_json, text};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

@@ -3,13 +3,11 @@
 //! own TLS listener is not wired, so stunnel is how a TLS target runs locally (README: "A TLS
 //! target on your machine").
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::tls::{Pki, TlsBroker};
-use common::{Cmd, TempDir, result_json, text};
+use crate::common::tls::{Pki, TlsBroker};
+use crate::common::{Cmd, TempDir, result_json, text};
 
 fn produce(addr: &str, props: &[String], json: &Path, records: &str) -> std::process::Output {
     let mut args = vec![

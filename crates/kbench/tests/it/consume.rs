@@ -3,13 +3,11 @@
 //! its lines are kafka-consumer-perf-test's; a group carries on from its committed offsets; bad input
 //! gets one error naming the flag.
 
-mod common;
-#[path = "common/librdkafka.rs"]
-mod librdkafka;
+use crate::librdkafka;
 
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kbench_wire::Pins;
 
 const LIMIT: Duration = Duration::from_secs(120);

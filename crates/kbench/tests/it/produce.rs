@@ -1,14 +1,12 @@
 //! `kbench produce` against a real embedded broker: what is produced can be read back exactly, pins
 //! hold or fail before any load, and the run's result document tells what happened.
 
-mod common;
-#[path = "common/librdkafka.rs"]
-mod librdkafka;
+use crate::librdkafka;
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kbench_wire::Pins;
 
 const LIMIT: Duration = Duration::from_secs(120);

@@ -6,16 +6,13 @@
 //! at most one retry per batch per leader change, the batches after the refresh going straight to
 //! the new leader.
 
-mod common;
-#[path = "common/librdkafka.rs"]
-mod librdkafka;
-#[path = "common/mock.rs"]
-mod mock;
+use crate::common;
+use crate::librdkafka;
 
 use std::time::Duration;
 
-use common::{Cmd, TempDir, n, result_json, text};
-use mock::Mock;
+use crate::common::{Cmd, TempDir, n, result_json, text};
+use crate::mock::Mock;
 
 const LIMIT: Duration = Duration::from_secs(120);
 const PARTITIONS: i32 = 6;

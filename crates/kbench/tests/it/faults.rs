@@ -3,11 +3,11 @@
 //! exact (sent = acked + failed), the run ends, the result says which faults were applied when, and
 //! `--verify` says what the broker kept.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{Cmd, TempDir, n, result_json, text};
+use crate::common::{Cmd, TempDir, n, result_json, text};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

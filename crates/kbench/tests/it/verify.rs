@@ -3,14 +3,13 @@
 //! librdkafka reading the stamps kbench wrote and writing stamped records (some of them wrong on
 //! purpose) that kbench reads.
 
-mod common;
-#[path = "common/librdkafka.rs"]
-mod librdkafka;
+use crate::common;
+use crate::librdkafka;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{BROKERS, BrokerKind, Cmd, TempDir, TestBroker, n, result_json, text};
+use crate::common::{BROKERS, BrokerKind, Cmd, TempDir, TestBroker, n, result_json, text};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

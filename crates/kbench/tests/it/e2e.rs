@@ -1,13 +1,12 @@
 //! `kbench e2e` against a real broker: producers and a consumer group, exact counts, whole trip.
 
-mod common;
-#[path = "common/librdkafka.rs"]
-mod librdkafka;
+use crate::common;
+use crate::librdkafka;
 
 use std::io::BufRead;
 use std::time::{Duration, Instant};
 
-use common::{
+use crate::common::{
     BROKERS, BrokerKind, Cmd, TempDir, TestBroker, kbench, result_json, run, runtime, text,
 };
 

@@ -6,9 +6,8 @@
 //! comes out corrected; an agent killed mid-run degrades the result; bad agent lists, tokens and
 //! versions are refused before any load.
 
-mod common;
-#[path = "common/librdkafka.rs"]
-mod librdkafka;
+use crate::common;
+use crate::librdkafka;
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -16,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 

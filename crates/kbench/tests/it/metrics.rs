@@ -2,11 +2,11 @@
 //! while the run goes and parsed with an independent exposition-format parser (prometheus-parse):
 //! counters only go up, and end equal to the result document's counts.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use prometheus_parse::{Scrape, Value};
 
 const LIMIT: Duration = Duration::from_secs(120);

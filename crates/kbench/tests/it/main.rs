@@ -1,0 +1,39 @@
+//! kbench's integration tests, one binary: every file here is a module, and `common` (with the
+//! librdkafka, mock-cluster and REST Proxy helpers) is shared by all of them. One binary is one
+//! link and one process instead of one per file — the suite's build time — and tests of every file
+//! share the runner's threads, so a slow file no longer runs alone at the end of its binary. Run one
+//! file's tests with its module name: `cargo test --release -p kbench --test it cluster_moves::`.
+
+mod common;
+#[path = "common/librdkafka.rs"]
+mod librdkafka;
+#[path = "common/mock.rs"]
+mod mock;
+#[path = "common/rest_proxy_double.rs"]
+mod rest_proxy_double;
+
+mod cluster_moves;
+mod codec;
+mod compare;
+mod consume;
+mod deploy;
+mod distributed;
+mod e2e;
+mod failures;
+mod faults;
+mod idempotence;
+mod metrics;
+mod omb;
+mod open_loop;
+mod produce;
+mod progress;
+mod quickstart;
+mod report;
+mod rest_proxy;
+mod sasl;
+mod serve;
+mod slo;
+mod sweep;
+mod timeline;
+mod tls;
+mod verify;
