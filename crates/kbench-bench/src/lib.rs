@@ -28,6 +28,7 @@ pub mod spec;
 pub mod sweep;
 pub mod timeline;
 pub mod verify;
+pub mod yaml;
 
 pub use error::{BenchError, SpecError};
 pub use measure::{CpuTime, LatencySummary};

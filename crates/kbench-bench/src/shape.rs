@@ -309,13 +309,13 @@ pub struct ScenarioPhase {
 impl Scenario {
     /// Read and check a scenario file; errors name the field, the phase or the line.
     pub fn read(path: &std::path::Path) -> Result<LoadShape, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
+        let text = kbench_client::input::read_text(path, kbench_client::input::CONFIG)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     pub fn parse(text: &str) -> Result<LoadShape, String> {
-        let s: Scenario = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+        let s: Scenario = crate::yaml::parse(text)?;
         let mut phases = Vec::new();
         for (i, p) in s.phases.iter().enumerate() {
             let n = i + 1;

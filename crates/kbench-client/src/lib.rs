@@ -15,6 +15,7 @@ pub mod error;
 pub mod events;
 pub mod fetch;
 pub mod group;
+pub mod input;
 pub mod partitioner;
 pub mod produce;
 pub mod producer;

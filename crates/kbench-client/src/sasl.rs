@@ -128,15 +128,16 @@ impl SaslSettings {
         match mechanism {
             SaslMechanism::OAuthBearer => {
                 let token = match &self.token {
-                    Some(TokenSource::File(path)) => std::fs::read_to_string(path)
-                        .map_err(|e| {
+                    Some(TokenSource::File(path)) => {
+                        crate::input::read_text(path, crate::input::SECRET_FILE).map_err(|e| {
                             (
                                 "sasl.oauthbearer.token.endpoint.url",
-                                format!("cannot read the token file {}: {e}", path.display()),
+                                format!("the token file {}: {e}", path.display()),
                             )
                         })?
-                        .trim()
-                        .to_string(),
+                    }
+                    .trim()
+                    .to_string(),
                     Some(TokenSource::Env(name)) => std::env::var(name).map_err(|_| {
                         (
                             "sasl.oauthbearer.token.env",

@@ -159,8 +159,9 @@ fn read_certificates(
     key: &'static str,
     path: &Path,
 ) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| setup_error(key, format!("{}: {e}", path.display())))?
+    let pem = crate::input::read(path, crate::input::SECRET_FILE)
+        .map_err(|e| setup_error(key, format!("{}: {e}", path.display())))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| setup_error(key, format!("{}: {e}", path.display())))?;
     if certs.is_empty() {
@@ -218,7 +219,10 @@ impl Tls {
             (None, None) => builder.with_no_client_auth(),
             (Some(cert), Some(key)) => {
                 let chain = read_certificates("ssl.certificate.location", cert)?;
-                let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+                let pem = crate::input::read(key, crate::input::SECRET_FILE).map_err(|e| {
+                    setup_error("ssl.key.location", format!("{}: {e}", key.display()))
+                })?;
+                let key_der = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
                     setup_error(
                         "ssl.key.location",
                         format!("{}: no usable PEM private key ({e})", key.display()),

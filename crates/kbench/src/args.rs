@@ -350,35 +350,15 @@ impl LimitArgs {
 }
 
 /// A properties file as the Kafka tools read them (`--producer.config`, `--command-config`):
-/// `key=value` or `key: value` lines, `#` and `!` comments, a trailing `\` continuing a line.
+/// `java.util.Properties` syntax (`kbench_client::config::parse_properties`), at most 1 MiB. Text
+/// that is not UTF-8 is read as ISO-8859-1, as `Properties.load(InputStream)` reads every file.
 pub fn read_properties_file(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let mut out = Vec::new();
-    let mut logical = String::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim_start();
-        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
-        {
-            continue;
-        }
-        if let Some(head) = line.strip_suffix('\\') {
-            logical.push_str(head);
-            continue;
-        }
-        logical.push_str(line);
-        let entry = std::mem::take(&mut logical);
-        let Some(at) = entry.find(['=', ':']) else {
-            return Err(format!(
-                "{} line {}: expected key=value",
-                path.display(),
-                n + 1
-            ));
-        };
-        let (k, v) = entry.split_at(at);
-        out.push((k.trim().to_string(), v[1..].trim().to_string()));
-    }
-    Ok(out)
+    let bytes = kbench_client::input::read(path, kbench_client::input::PROPERTIES)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .unwrap_or_else(|e| e.into_bytes().iter().map(|&b| b as char).collect());
+    kbench_client::config::parse_properties(&text)
+        .map_err(|e| format!("{} line {}: {}", path.display(), e.line, e.what))
 }
 
 /// Client settings from properties files first, then the `(flag, key=value…)` lists in order; the

@@ -273,8 +273,8 @@ fn payload_of(
         } else {
             base.map(|b| b.join(file)).unwrap_or(direct)
         };
-        let bytes = std::fs::read(&path)
-            .map_err(|e| format!("payloadFile {}: cannot read it: {e}", path.display()))?;
+        let bytes = kbench_client::input::read(&path, kbench_client::input::PAYLOAD)
+            .map_err(|e| format!("payloadFile {}: {e}", path.display()))?;
         if bytes.is_empty() {
             return Err(format!("payloadFile {}: empty", path.display()));
         }

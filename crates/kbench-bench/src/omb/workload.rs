@@ -89,9 +89,9 @@ pub struct OmbDriver {
 
 /// The one error a bad file gets: the file, then what serde_yaml says (the field and the line).
 fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
-    serde_yaml_ng::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let text = kbench_client::input::read_text(path, kbench_client::input::CONFIG)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    crate::yaml::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 impl OmbWorkload {
@@ -102,7 +102,7 @@ impl OmbWorkload {
     }
 
     pub fn parse(text: &str) -> Result<OmbWorkload, String> {
-        let w: OmbWorkload = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+        let w: OmbWorkload = crate::yaml::parse(text)?;
         w.check()?;
         Ok(w)
     }
@@ -181,28 +181,15 @@ impl OmbDriver {
     }
 
     pub fn parse(text: &str) -> Result<OmbDriver, String> {
-        serde_yaml_ng::from_str(text).map_err(|e| e.to_string())
+        crate::yaml::parse(text)
     }
 }
 
-/// `key=value` lines of a Java properties block (`#` and `!` comments, blank lines skipped);
-/// `field` names the block in errors.
+/// A Java properties block (`kbench_client::config::parse_properties`); `field` names the block
+/// in errors.
 pub fn properties(field: &str, text: Option<&str>) -> Result<Vec<(String, String)>, String> {
-    let mut out = Vec::new();
-    for (i, line) in text.unwrap_or_default().lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let Some((k, v)) = line.split_once('=').or_else(|| line.split_once(':')) else {
-            return Err(format!(
-                "{field}, line {} of the block: {line:?} is not key=value",
-                i + 1
-            ));
-        };
-        out.push((k.trim().to_string(), v.trim().to_string()));
-    }
-    Ok(out)
+    kbench_client::config::parse_properties(text.unwrap_or_default())
+        .map_err(|e| format!("{field}, line {} of the block: {}", e.line, e.what))
 }
 
 #[cfg(test)]

@@ -56,7 +56,8 @@ fn load(path: &Path) -> Result<(String, Cells), String> {
     let mut kind: Option<String> = None;
     let mut all = Cells::new();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let text = kbench_client::input::read_text(&f, kbench_client::input::RESULT)
+            .map_err(|e| format!("{}: {e}", f.display()))?;
         let doc: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", f.display()))?;
         let (k, cells) = cells_of(&doc).map_err(|e| format!("{}: {e}", f.display()))?;

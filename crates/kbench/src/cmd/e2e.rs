@@ -264,8 +264,8 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
     };
     let ca_cert_pem = match &args.rest_ca_cert {
         Some(path) => Some(
-            std::fs::read(path)
-                .map_err(|e| format!("--rest-ca-cert {}: cannot read it: {e}", path.display()))?,
+            kbench_client::input::read(path, kbench_client::input::SECRET_FILE)
+                .map_err(|e| format!("--rest-ca-cert {}: {e}", path.display()))?,
         ),
         None => None,
     };

@@ -357,8 +357,8 @@ fn set<T>(field: &mut T, given: Option<T>) {
 }
 
 fn read_payloads(path: &Path, delimiter: &str) -> Result<Vec<Bytes>, String> {
-    let text = std::fs::read(path)
-        .map_err(|e| format!("--payload-file {}: cannot read it: {e}", path.display()))?;
+    let text = kbench_client::input::read(path, kbench_client::input::PAYLOAD)
+        .map_err(|e| format!("--payload-file {}: {e}", path.display()))?;
     let delimiter = delimiter.replace("\\n", "\n").replace("\\t", "\t");
     if delimiter.is_empty() {
         return Err("--payload-delimiter: must not be empty".into());

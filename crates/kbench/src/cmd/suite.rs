@@ -182,7 +182,7 @@ pub async fn run(args: SuiteArgs) -> u8 {
             "## {}\n\n`kbench {line}` — exit {code}\n",
             step.title
         );
-        match std::fs::read_to_string(&step.markdown) {
+        match kbench_client::input::read_text(&step.markdown, kbench_client::input::TEXT) {
             Ok(md) => {
                 let _ = writeln!(summary, "{md}");
             }

@@ -68,7 +68,8 @@ fn load(paths: &[PathBuf]) -> Result<Vec<Doc>, String> {
     }
     let mut docs = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let text = kbench_client::input::read_text(&f, kbench_client::input::RESULT)
+            .map_err(|e| format!("{}: {e}", f.display()))?;
         let value: Value =
             serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", f.display()))?;
         if value.get("kind").and_then(Value::as_str).is_none() {

@@ -109,13 +109,15 @@ pub async fn run(args: ServeArgs, agent: bool) -> u8 {
         None => None,
     };
     let token = match &args.token_file {
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(t) => Some(t.lines().next().unwrap_or_default().trim().to_string()),
-            Err(e) => {
-                eprintln!("kbench: error: --token-file {}: {e}", path.display());
-                return crate::args::EXIT_USAGE;
+        Some(path) => {
+            match kbench_client::input::read_text(path, kbench_client::input::SECRET_FILE) {
+                Ok(t) => Some(t.lines().next().unwrap_or_default().trim().to_string()),
+                Err(e) => {
+                    eprintln!("kbench: error: --token-file {}: {e}", path.display());
+                    return crate::args::EXIT_USAGE;
+                }
             }
-        },
+        }
         None => args.token.clone(),
     };
     let client_pairs = match args.connection.pairs() {

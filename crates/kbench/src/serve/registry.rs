@@ -431,7 +431,7 @@ fn load_finished(dir: &Path) -> Vec<RunEntry> {
         else {
             continue;
         };
-        let Some(doc) = std::fs::read(&path)
+        let Some(doc) = kbench_client::input::read(&path, kbench_client::input::RESULT)
             .ok()
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
         else {

@@ -168,6 +168,99 @@ fn result_paths_are_checked_before_the_run() {
     assert_eq!(left, vec!["x.json".to_string()], "only the result is left");
 }
 
+/// Every file kbench reads has a size cap for its kind: `/dev/zero` given as any input is one error
+/// naming the file (or its flag), exit 2, before any broker starts — never read until the OOM
+/// killer ends it. A YAML file of nothing but `[` is refused by its nesting, not parsed for seconds.
+#[test]
+fn inputs_without_bounds_are_refused_naming_the_file() {
+    let dir = TempDir::new("bounds");
+    let nested = dir.file("nested.yaml");
+    std::fs::write(&nested, "[".repeat(200_000)).unwrap();
+    let omb = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/omb/1-topic-4-partitions-100b.yaml"
+    );
+    let cases: [(&[&str], &str); 10] = [
+        (
+            &["produce", "--producer.config", "/dev/zero"],
+            "/dev/zero: larger than 1 MiB",
+        ),
+        (
+            &["consume", "--consumer.config", "/dev/zero"],
+            "/dev/zero: larger than 1 MiB",
+        ),
+        (
+            &["produce", "--payload-file", "/dev/zero"],
+            "--payload-file /dev/zero: larger than 256 MiB",
+        ),
+        (
+            &["produce", "--scenario", "/dev/zero"],
+            "--scenario /dev/zero: larger than 1 MiB",
+        ),
+        (&["omb", "/dev/zero"], "/dev/zero: larger than 1 MiB"),
+        (
+            &["omb", omb, "--drivers", "/dev/zero"],
+            "/dev/zero: larger than 1 MiB",
+        ),
+        (&["omb", &nested], "nested more than 64 levels deep"),
+        (
+            &["compare", "/dev/zero", "/dev/zero"],
+            "/dev/zero: larger than 256 MiB",
+        ),
+        (
+            &["report", "/dev/zero", "-o", &dir.file("r.html")],
+            "/dev/zero: larger than 256 MiB",
+        ),
+        (
+            &["serve", "--token-file", "/dev/zero"],
+            "--token-file /dev/zero: larger than 1 MiB",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = run(args, Duration::from_secs(60));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert_clean_failure(&out, says);
+        assert!(
+            !text(&out.stderr).contains("embedded"),
+            "{args:?}: refused before any load"
+        );
+    }
+}
+
+/// A properties file as Java writes and reads them: a byte-order mark, `key value` and `key: value`
+/// separators, `\uXXXX` escapes and a continued line all read as `java.util.Properties` reads
+/// them (the result's settings say what was applied); a line with no value names its line.
+#[test]
+fn properties_files_read_as_java_reads_them() {
+    let dir = TempDir::new("props");
+    let good = dir.file("producer.properties");
+    std::fs::write(
+        &good,
+        "\u{feff}# written by a Java tool\nacks all\nclient.id = k\\u00e9nch\nlinger.ms:\\\n    5\n",
+    )
+    .unwrap();
+    let result = dir.file("p.json");
+    Cmd::new("produce")
+        .args(&["--num-records", "10", "--producer.config", &good])
+        .json(std::path::Path::new(&result))
+        .ok(Duration::from_secs(60));
+    let doc = result_json(std::path::Path::new(&result));
+    let props = &doc["settings"]["properties"];
+    assert_eq!(props["acks"], "all", "{props}");
+    assert_eq!(props["client.id"], "k\u{e9}nch", "{props}");
+    assert_eq!(props["linger.ms"], "5", "{props}");
+    let bad = dir.file("bad.properties");
+    std::fs::write(&bad, "acks=all\n\nbatch.size\n").unwrap();
+    Cmd::new("produce")
+        .args(&["--producer.config", &bad])
+        .refused(&format!("{bad} line 3: batch.size: no value"));
+}
+
 /// `--duration` ends a throttled run whatever the rate: 3 records at one per 100 s would take 200 s;
 /// the run ends at its 2 s duration (the limit below only says "hung").
 #[test]
