@@ -73,6 +73,29 @@ pub enum Live {
     None,
 }
 
+/// A run's live figures at its end, frozen: every count the result document also holds is the
+/// result's (the last window an observer saw may be short of the whole run: a finished produce run
+/// once showed 49 975 acknowledged where its result said 100 000), and `elapsed_s` is the run's
+/// `duration_s`, no longer a clock still running after the end.
+fn frozen_live(mut live: Value, result: Option<&Value>) -> Value {
+    let Some(result) = result else {
+        return live;
+    };
+    if let Some(map) = live.as_object_mut() {
+        for (k, v) in map.iter_mut() {
+            let from = if k == "elapsed_s" {
+                "duration_s"
+            } else {
+                k.as_str()
+            };
+            if let Some(r) = result.get(from).filter(|r| r.is_number()) {
+                *v = r.clone();
+            }
+        }
+    }
+    live
+}
+
 pub struct RunEntry {
     pub id: String,
     pub kind: &'static str,
@@ -84,6 +107,8 @@ pub struct RunEntry {
     /// Wakes the run's thread to abort its task (a permit is kept if it is not waiting yet).
     abort: Option<Arc<tokio::sync::Notify>>,
     pub live: Live,
+    /// The live figures frozen at the run's end (see [`frozen_live`]).
+    final_live: Option<Value>,
     pub start_time: SystemTime,
     pub kill_time: Option<SystemTime>,
     /// The result document once finished.
@@ -189,6 +214,7 @@ impl Registry {
             stop: stop.clone(),
             abort: None,
             live,
+            final_live: None,
             start_time: SystemTime::now(),
             kill_time: None,
             result: None,
@@ -329,6 +355,7 @@ impl Registry {
                 Status::Finished
             };
             r.kill_time.get_or_insert_with(SystemTime::now);
+            r.final_live = Some(frozen_live(live_json(r), outcome.result.as_ref()));
             r.result = outcome.result;
             r.pub_sub_stats = outcome.stats;
             r.error = outcome.error;
@@ -456,6 +483,7 @@ fn load_finished(dir: &Path) -> Vec<RunEntry> {
             stop: CancellationToken::new(),
             abort: None,
             live: Live::None,
+            final_live: None,
             start_time: SystemTime::UNIX_EPOCH,
             kill_time: None,
             pub_sub_stats: doc.get("pub_sub_demo").cloned(),
@@ -469,6 +497,9 @@ fn load_finished(dir: &Path) -> Vec<RunEntry> {
 
 /// A run's live figures, as GET shows them.
 pub fn live_json(r: &RunEntry) -> Value {
+    if let Some(frozen) = &r.final_live {
+        return frozen.clone();
+    }
     match &r.live {
         Live::E2e(live) => {
             let s = live.snapshot();

@@ -1042,6 +1042,17 @@ fn thousands_of_producers_start_stop_and_leave_the_server_free() {
         n("records_produced"),
         n("records_acked") + n("records_failed")
     );
+    // A finished run's live figures are frozen at its end and are the result's own.
+    let live = &stopped["live"];
+    for f in [
+        "records_produced",
+        "records_acked",
+        "records_failed",
+        "records_consumed",
+    ] {
+        assert_eq!(live[f], r[f], "live {f}: {live} vs the result");
+    }
+    assert_eq!(live["elapsed_s"], r["duration_s"], "{live}");
     // Nothing keeps producing: the next run starts and finishes.
     let (status, created, raw) = http.json(
         "POST",
@@ -1054,6 +1065,8 @@ fn thousands_of_producers_start_stop_and_leave_the_server_free() {
         &format!("{runs}/{}", created["id"].as_str().unwrap()),
     );
     assert_eq!(run["status"], "finished", "{run}");
+    assert_eq!(run["live"]["records_acked"], 1000, "{run}");
+    assert_eq!(run["live"]["records_failed"], 0, "{run}");
     let _ = std::fs::remove_dir_all(dir);
 }
 
