@@ -699,12 +699,17 @@ fn idle_and_slow_clients_do_not_deny_service() {
             "POST /v1/runs HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"work"
         ),
     );
-    assert!(status == 408 || status == 400 || status == 0, "{answer}");
+    assert!(status == 408 || status == 400, "{answer}");
     // The slow client is closed, not served, and not kept.
     slow.set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     let mut rest = Vec::new();
-    let _ = slow.read_to_end(&mut rest);
+    // Closed by the server: the end of the stream (or a reset), not this read's own time-out.
+    match slow.read_to_end(&mut rest) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the slow connection was kept open: {e}"),
+    }
     let text = String::from_utf8_lossy(&rest);
     assert!(!text.contains("200 OK"), "{text}");
     drop(idle);
