@@ -121,6 +121,18 @@ impl Progress {
         }
     }
 
+    /// A status note (not a figure): above the bar if there is one, else on stderr, so that stdout
+    /// keeps only the tool's lines; not at all with `--quiet`.
+    pub fn note(&self, s: &str) {
+        if self.quiet {
+            return;
+        }
+        match &self.bar {
+            Some(b) => b.println(s),
+            None => eprintln!("{s}"),
+        }
+    }
+
     /// A line printed whatever `--quiet` says (a final line), above the bar if there is one.
     pub fn always(&self, s: &str) {
         match &self.bar {

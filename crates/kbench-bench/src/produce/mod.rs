@@ -450,7 +450,8 @@ impl ProduceSpec {
             .collect();
         serde_json::json!({
             "topic": self.topic,
-            "num_records": self.num_records,
+            // Unbounded (a duration or a shape ends the run): null, not 18446744073709551615.
+            "num_records": (self.num_records != u64::MAX).then_some(self.num_records),
             "duration_s": self.duration.map(|d| d.as_secs_f64()),
             "record_size": match &self.payload { Payload::Random { size } => Some(*size), _ => None },
             "record_size_range": match &self.payload { Payload::Uniform { min, max } => Some([*min, *max]), _ => None },

@@ -263,13 +263,17 @@ pub struct Saturation {
 
 /// A kbench process above this share of a core is the limit of the run.
 const CPU_SATURATED: f64 = 0.9;
+/// The shortest run whose CPU share is judged: the kernel accounts CPU time in scheduler ticks
+/// (milliseconds), so a run of a few milliseconds (`--duration 1ns`) can show "100 % of a core"
+/// from one tick of set-up work. Its share is still recorded.
+const CPU_JUDGED_FROM: Duration = Duration::from_millis(200);
 
 impl Saturation {
     /// Throttled, a schedule that ended more than 1 s (or a tenth of the run) behind was not
     /// sustained — unless the time behind is time the record loop waited for the producer to take
     /// a batch (`waited`: a broker slow to answer, a partition without a leader), which is the
-    /// cluster's, not the generator's. Any run whose process used more than 90 % of a core (one
-    /// runtime thread) was paced by kbench.
+    /// cluster's, not the generator's. Any run of 200 ms or more whose process used more than
+    /// 90 % of a core (one runtime thread) was paced by kbench.
     pub fn judge(
         throttled: bool,
         last_delay_us: u64,
@@ -298,7 +302,7 @@ impl Saturation {
                 ));
             }
         }
-        if cpu_share > CPU_SATURATED {
+        if cpu_share > CPU_SATURATED && elapsed >= CPU_JUDGED_FROM {
             reasons.push(format!(
                 "the kbench process used {:.0} % of a core: the client, not the broker, set the pace",
                 cpu_share * 100.0
@@ -1188,6 +1192,27 @@ mod tests {
             counts[chooser.choose(&mut rng).expect("keyed")] += 1;
         }
         counts
+    }
+
+    #[test]
+    fn a_run_too_short_to_measure_its_cpu_share_is_not_called_saturated() {
+        let tick = CpuTime {
+            user_us: 4_000,
+            sys_us: 0,
+        };
+        let s = Saturation::judge(false, 0, Duration::ZERO, tick, Duration::from_millis(3));
+        assert!(!s.saturated, "{:?}", s.reasons);
+        assert!(s.cpu_share > 1.0, "the share is still recorded");
+        let busy = CpuTime {
+            user_us: 950_000,
+            sys_us: 0,
+        };
+        let s = Saturation::judge(false, 0, Duration::ZERO, busy, Duration::from_secs(1));
+        assert!(
+            s.saturated && s.reasons[0].contains("95 % of a core"),
+            "{:?}",
+            s.reasons
+        );
     }
 
     #[test]

@@ -48,6 +48,13 @@ pub async fn run(args: BrokerArgs) -> u8 {
         session_lifetime: std::time::Duration::from_millis(args.sasl_session_lifetime_ms),
         log_reauthentication: args.log_reauthentication,
     };
+    // The address is tried before anything is printed: a port in use is one error naming it, not
+    // "listening on …" followed by the embedded broker's own failure. (Released at once for the
+    // broker to bind; a port taken in between still fails there.)
+    if let Err(e) = std::net::TcpListener::bind(args.listen) {
+        eprintln!("kbench broker: error: --listen {}: {e}", args.listen);
+        return crate::args::EXIT_USAGE;
+    }
     if !args.quiet {
         let users: Vec<&str> = sasl.users.iter().map(|(u, _)| u.as_str()).collect();
         eprintln!(

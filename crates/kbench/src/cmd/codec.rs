@@ -384,11 +384,26 @@ fn tables(results: &[CellResult], tolerance: f64, noise: f64) -> String {
             .iter()
             .find(|c| c.spec.subject == Subject::KafkaProtocolBatch && c.skipped.is_none());
         if let (Some(n), Some(b), Some(k)) = (newest_cell, batch, kp) {
+            // The difference of two medians is only a cost when it is larger than their spreads.
+            let framing = n.ns_per_record - b.ns_per_record;
+            let noise = n.ns_per_record * n.spread + b.ns_per_record * b.spread;
+            let framing = if framing > noise {
+                format!("{framing:.1} ns/record (request or response minus batch)")
+            } else {
+                format!(
+                    "not measurable: the request or response ({:.1} ns/record) and the batch alone ({:.1}) differ by less than their spread",
+                    n.ns_per_record, b.ns_per_record
+                )
+            };
+            let ratio = b.ns_per_record / k.ns_per_record;
+            let side = if ratio <= 1.0 {
+                format!("{:.1}× as fast", 1.0 / ratio)
+            } else {
+                format!("{ratio:.1}× as slow")
+            };
             let _ = writeln!(
                 out,
-                "framing cost at v{newest_v}: {:.1} ns/record (request or response minus batch); kbench batch is {:.1}× kafka-protocol's",
-                n.ns_per_record - b.ns_per_record,
-                k.ns_per_record / b.ns_per_record
+                "framing cost at v{newest_v}: {framing}; kbench's batch takes {ratio:.2}× kafka-protocol's time per record ({side})"
             );
         }
     }

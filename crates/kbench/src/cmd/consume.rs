@@ -251,16 +251,32 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
     })
 }
 
-/// The detailed lines, as the run goes (above the progress bar on a terminal).
+/// The detailed lines, as the run goes (above the progress bar on a terminal), under the header
+/// line, which is printed before the first figure rather than before the run: a run that fails
+/// (a missing topic) prints its error alone, not a header with nothing under it.
 struct Lines {
     detailed: bool,
     date: DateFormat,
     progress: Arc<crate::progress::Progress>,
+    header: Option<String>,
+    header_printed: std::sync::atomic::AtomicBool,
+}
+
+impl Lines {
+    fn header(&self) {
+        use std::sync::atomic::Ordering;
+        if let Some(h) = &self.header
+            && !self.header_printed.swap(true, Ordering::Relaxed)
+        {
+            self.progress.line(h);
+        }
+    }
 }
 
 impl ConsumeObserver for Lines {
     fn interval(&self, w: &ConsumeWindow) {
         if self.detailed {
+            self.header();
             self.progress.line(&w.detailed_line(&self.date));
         }
     }
@@ -360,9 +376,6 @@ async fn execute(
     {
         return code;
     }
-    if !args.hide_header && !args.progress.quiet {
-        println!("{}", header_line(args.show_detailed_stats));
-    }
     // The bar starts with the measured run (after any fill), fed by its windows.
     let progress = crate::progress::Progress::new(
         &args.progress,
@@ -387,17 +400,21 @@ async fn execute(
             }
         }
     };
+    let lines = Arc::new(Lines {
+        detailed: args.show_detailed_stats,
+        date: plan.date.clone(),
+        progress: progress.clone(),
+        header: (!args.hide_header && !args.progress.quiet)
+            .then(|| header_line(args.show_detailed_stats).to_string()),
+        header_printed: Default::default(),
+    });
     let job = run_consume_job(
         &spec,
         cluster,
         embedded_broker,
         cancel.clone(),
         reason.clone(),
-        Arc::new(Lines {
-            detailed: args.show_detailed_stats,
-            date: plan.date.clone(),
-            progress: progress.clone(),
-        }),
+        lines.clone(),
     );
     // Faults count from the measured run's start (after the fill). A restarted in-memory broker
     // comes back without the topic: what it held is gone, and the run says so.
@@ -430,6 +447,9 @@ async fn execute(
             };
         }
     };
+    // The run has figures: the header goes above them (and above a time-out's warning, as
+    // kafka-consumer-perf-test prints it), if no detailed line has put it there already.
+    lines.header();
     let run = &outcome.run;
     let doc = &outcome.document;
     if let Some(path) = &args.histogram_log {

@@ -474,20 +474,35 @@ async fn drive(
         let live = live.clone();
         let bar = bar.clone();
         let every = args.reporting_interval.unwrap_or(Duration::from_secs(5));
+        let group = spec.group_id.clone();
         async move {
-            if every.is_zero() {
-                return std::future::pending().await;
-            }
-            let mut last = None;
-            loop {
-                tokio::time::sleep(every).await;
-                if live.phase() != "running" {
-                    continue;
+            // A long group join is said, not sat through in silence (the upstream Tansu holds a
+            // JoinGroup for its rebalance delay: 23 s at its defaults).
+            let joining = async {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                if live.phase() == "starting" {
+                    bar.note(&format!(
+                        "kbench e2e: the consumer is still joining group {group} after 3 s; the load starts once it is in (a broker may hold a JoinGroup for its rebalance delay)"
+                    ));
                 }
-                let (line, snap) = live.progress_line(last.as_ref());
-                bar.line(&line);
-                last = Some(snap);
-            }
+            };
+            let periodic = async {
+                if every.is_zero() {
+                    return std::future::pending::<()>().await;
+                }
+                let mut last = None;
+                loop {
+                    tokio::time::sleep(every).await;
+                    if live.phase() != "running" {
+                        continue;
+                    }
+                    let (line, snap) = live.progress_line(last.as_ref());
+                    bar.line(&line);
+                    last = Some(snap);
+                }
+            };
+            tokio::join!(joining, periodic);
+            std::future::pending().await
         }
     };
     let e2e = run_e2e(&spec, &config, live.clone(), stop.clone());

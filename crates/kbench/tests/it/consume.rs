@@ -286,7 +286,8 @@ fn offsets_passed_over_are_counted_never_hidden() {
     }
 }
 
-/// Bad input: one error naming the flag, property or topic, exit 2 (usage) or 1, never a hang.
+/// Bad input: one error naming the flag, property or topic, exit 2 (usage) or 1, never a hang, and
+/// nothing on stdout (a missing topic once printed the CSV header before its error).
 #[test]
 fn bad_consume_input_names_what_is_wrong() {
     let broker = TestBroker::start();
@@ -323,6 +324,9 @@ fn bad_consume_input_names_what_is_wrong() {
             1,
             "{args:?}: {err}"
         );
+        // The error alone: no CSV header above it with nothing under it.
+        let stdout = text(&out.stdout);
+        assert!(!stdout.contains("start.time"), "{args:?}: {stdout}");
     }
 }
 

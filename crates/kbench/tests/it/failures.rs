@@ -232,6 +232,22 @@ fn inputs_without_bounds_are_refused_naming_the_file() {
     }
 }
 
+/// `kbench broker` on a port in use: one error naming `--listen` and the address, exit 2, and no
+/// "listening on" line before it.
+#[test]
+fn a_broker_on_a_port_in_use_names_the_address() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    let out = run(&["broker", "--listen", &addr], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_clean_failure(&out, &format!("--listen {addr}"));
+    assert!(
+        !text(&out.stderr).contains("listening on"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// A properties file as Java writes and reads them: a byte-order mark, `key value` and `key: value`
 /// separators, `\uXXXX` escapes and a continued line all read as `java.util.Properties` reads
 /// them (the result's settings say what was applied); a line with no value names its line.

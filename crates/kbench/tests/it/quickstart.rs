@@ -30,6 +30,8 @@ fn quickstart_runs_against_the_embedded_broker_and_writes_its_result() {
     assert_eq!(doc["records_failed"], 0);
     assert_eq!(doc["records_sent"], doc["records_acked"]);
     assert_eq!(doc["settings"]["duration_s"], 2.0, "the planned duration");
+    // The duration ends the run: no record count, rather than u64::MAX.
+    assert_eq!(doc["settings"]["num_records"], serde_json::Value::Null);
     assert_eq!(doc["settings"]["acks"], "1");
     assert_eq!(doc["target"]["embedded_broker"], true);
 }
