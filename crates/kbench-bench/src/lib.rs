@@ -12,6 +12,7 @@ pub mod codec;
 pub mod compare;
 pub mod consume;
 pub mod distributed;
+pub mod document;
 pub mod e2e;
 pub mod error;
 pub mod fault;

@@ -60,6 +60,7 @@ fn load(path: &Path) -> Result<(String, Cells), String> {
             .map_err(|e| format!("{}: {e}", f.display()))?;
         let doc: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", f.display()))?;
+        kbench_bench::document::check(&doc).map_err(|e| format!("{}: {e}", f.display()))?;
         let (k, cells) = cells_of(&doc).map_err(|e| format!("{}: {e}", f.display()))?;
         if let Some(prev) = &kind
             && *prev != k

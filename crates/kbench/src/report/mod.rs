@@ -72,12 +72,7 @@ fn load(paths: &[PathBuf]) -> Result<Vec<Doc>, String> {
             .map_err(|e| format!("{}: {e}", f.display()))?;
         let value: Value =
             serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", f.display()))?;
-        if value.get("kind").and_then(Value::as_str).is_none() {
-            return Err(format!(
-                "{}: not a kbench result document (no `kind`)",
-                f.display()
-            ));
-        }
+        kbench_bench::document::check(&value).map_err(|e| format!("{}: {e}", f.display()))?;
         let label = f
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())

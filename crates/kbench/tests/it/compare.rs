@@ -108,7 +108,7 @@ fn mismatched_or_missing_inputs_are_clear_errors() {
     write(&a, &codec_doc(&[("x", around(1.0, 9, 0.1))]));
     write(
         &b,
-        &serde_json::json!({"kind": "produce", "settings": {}, "repetitions": []}),
+        &serde_json::json!({"schema_version": 3, "kind": "produce", "settings": {}, "repetitions": []}),
     );
     let out = run(
         &["compare", a.to_str().unwrap(), b.to_str().unwrap()],
@@ -199,4 +199,68 @@ fn kafka_3565_shape_compares_none_and_snappy_across_two_targets() {
         assert!(row.ends_with("| inside noise |"), "{row}");
     }
     assert_eq!(std::fs::read_to_string(md).unwrap(), stdout);
+}
+
+/// The document gate (`kbench_bench::document`): a records/s of −1e300, an unknown kind, a schema
+/// version from the future and a figure that is a string are each refused by `compare` and by
+/// `report` with one error naming the file and the field, exit 2 — never compared or rendered.
+#[test]
+fn documents_that_are_not_runs_are_refused_by_compare_and_report() {
+    let dir = TempDir::new("gate");
+    let good = dir.path().join("good.json");
+    write(&good, &codec_doc(&[("x", around(1.0, 9, 0.1))]));
+    let cases: [(&str, serde_json::Value, &str); 4] = [
+        (
+            "negative.json",
+            codec_doc(&[("x", vec![1.0, 1.0, -1e300])]),
+            "cells[0].ns_per_record_reps[2]",
+        ),
+        (
+            "nonsense.json",
+            serde_json::json!({"schema_version": 3, "kind": "nonsense"}),
+            "\"nonsense\"",
+        ),
+        (
+            "future.json",
+            serde_json::json!({"schema_version": 999, "kind": "codec", "cells": []}),
+            "999",
+        ),
+        (
+            "fast.json",
+            serde_json::json!({"schema_version": 3, "kind": "produce", "settings": {},
+                               "repetitions": [{"records_per_sec": "fast"}]}),
+            "repetitions[0].records_per_sec",
+        ),
+    ];
+    for (name, doc, field) in cases {
+        let bad = dir.path().join(name);
+        write(&bad, &doc);
+        let out = run(
+            &["compare", good.to_str().unwrap(), bad.to_str().unwrap()],
+            Duration::from_secs(30),
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "compare {name}: {err}");
+        assert!(
+            err.contains(name) && err.contains(field),
+            "compare {name}: {err}"
+        );
+        let html = dir.path().join("r.html");
+        let out = run(
+            &[
+                "report",
+                bad.to_str().unwrap(),
+                "-o",
+                html.to_str().unwrap(),
+            ],
+            Duration::from_secs(30),
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "report {name}: {err}");
+        assert!(
+            err.contains(name) && err.contains(field),
+            "report {name}: {err}"
+        );
+        assert!(!html.exists(), "report {name} wrote a page");
+    }
 }
