@@ -63,6 +63,18 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         use clap::CommandFactory;
+        // First prove the check is live in this build (the workspace keeps clap's debug assertions on
+        // in release): a command with one long flag twice must be refused.
+        let broken = std::panic::catch_unwind(|| {
+            clap::Command::new("broken")
+                .arg(clap::Arg::new("a").long("same"))
+                .arg(clap::Arg::new("b").long("same"))
+                .debug_assert();
+        });
+        assert!(
+            broken.is_err(),
+            "clap's debug assertions are off: cli_is_well_formed would check nothing"
+        );
         Cli::command().debug_assert();
     }
 

@@ -277,6 +277,22 @@ pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file
     let secret = |props: &[(String, String)]| -> BTreeMap<String, String> {
         kbench_client::ProducerSettings::redacted(props)
     };
+    // Apart: the whole document in one json! passes the macro's recursion limit.
+    let consumed = json!({
+        "records": run.consumed,
+        "bytes": consumed_bytes,
+        "expected_records": run.expected_consumed,
+        "consumers": run.consumers.len(),
+        "per_consumer": run.consumers.iter().map(|c| json!({
+            "member_id": c.member_id,
+            "records": c.records,
+            "fetches": c.fetches,
+            "empty_fetches": c.empty_fetches,
+            "rebalance_time_ms": c.join.as_millis() as u64,
+            "fetch_latency": LatencySummary::of(&c.fetch_latency),
+            "errors": c.errors,
+        })).collect::<Vec<_>>(),
+    });
     json!({
         "schema_version": SCHEMA_VERSION,
         "kind": "omb",
@@ -328,6 +344,7 @@ pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file
         "records_sent": p.records_sent,
         "records_acked": p.records_acked,
         "records_failed": p.records_failed,
+        "records_unsent": p.records_unsent,
         "records_per_sec": p.records_acked as f64 / (p.elapsed.as_secs_f64() / run.producer_count.max(1) as f64).max(1e-9),
         "latency": LatencySummary::of(&p.latency),
         "service_time": LatencySummary::of(&p.service_time),
@@ -342,22 +359,9 @@ pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file
             "records_sent": w.records_sent,
             "records_acked": w.records_acked,
             "records_failed": w.records_failed,
+            "records_unsent": w.records_unsent,
         })),
-        "consumed": {
-            "records": run.consumed,
-            "bytes": consumed_bytes,
-            "expected_records": run.expected_consumed,
-            "consumers": run.consumers.len(),
-            "per_consumer": run.consumers.iter().map(|c| json!({
-                "member_id": c.member_id,
-                "records": c.records,
-                "fetches": c.fetches,
-                "empty_fetches": c.empty_fetches,
-                "rebalance_time_ms": c.join.as_millis() as u64,
-                "fetch_latency": LatencySummary::of(&c.fetch_latency),
-                "errors": c.errors,
-            })).collect::<Vec<_>>(),
-        },
+        "consumed": consumed,
         "backlog": run.backlog,
         "periods": run.periods,
         "client_errors": run.errors,

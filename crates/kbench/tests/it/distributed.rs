@@ -276,11 +276,25 @@ fn e2e_with_the_consumer_on_one_agent_corrects_whole_trip_for_the_clocks() {
     assert_exact(&merged, producers, "producer_request_duration");
     assert_exact(&merged, producers, "publish_delay");
     assert_eq!(merged["whole_trip"], consumer["whole_trip"]);
-    // Corrected: a loopback trip through a broker is more than 100 µs and well under the skew.
+    // Corrected: each agent's clock was measured within its bound of the shift it was given (+1 ms:
+    // the two readings are not atomic), and no trip is clamped — uncorrected, the producer agent
+    // 0.7 s behind and the consumer 1.5 s ahead would make every trip 1 µs.
+    for (a, shift) in merged["distributed"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip([1_500_000i64, -700_000, 0])
+    {
+        let offset = a["clock"]["offset_us"].as_i64().unwrap();
+        let bound = a["clock"]["bound_us"].as_i64().unwrap();
+        assert!(
+            (offset - shift).abs() <= bound + 1_000,
+            "offset {offset} for a shift of {shift} (bound {bound})"
+        );
+    }
     let trip = &merged["whole_trip"];
     assert_eq!(trip["count"], merged["records_acked"]);
     assert!(trip["min"].as_u64().unwrap() >= 100, "{trip}");
-    assert!(trip["p99"].as_u64().unwrap() < 500_000, "{trip}");
     assert!(merged["clock"].as_str().unwrap().contains("corrected"));
     assert!(merged["distributed"]["clock_bound_us"].as_u64().unwrap() > 0);
     // An independent client reads the records the agents wrote.
@@ -310,10 +324,17 @@ fn an_agent_killed_mid_run_degrades_the_result_and_the_rest_is_exact() {
         .args(&["--reporting-interval", "1000"])
         .json(&json);
     let victim = agents[1].url.clone();
-    let run = std::thread::spawn(move || cmd.run(LIMIT));
-    std::thread::sleep(Duration::from_secs(5));
-    agents[1].kill();
-    let out = run.join().unwrap();
+    // The agent is killed at the run's third progress line: under way, well before its 8 s end.
+    let mut lines = 0;
+    let out = cmd.run_watching(LIMIT, |line| {
+        if line.contains("records sent") {
+            lines += 1;
+            if lines == 3 {
+                agents[1].kill();
+            }
+        }
+    });
+    assert!(lines >= 3, "the run printed {lines} progress lines");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(4), "{stdout}\n{stderr}");
     assert!(stdout.contains("DEGRADED"), "{stdout}");
@@ -545,10 +566,16 @@ fn netem_available(tag: u32) -> bool {
 
 #[test]
 fn agents_in_network_namespaces_behind_a_delay_measure_the_path() {
-    // Root only (CI runs as root): namespaces and netem need CAP_NET_ADMIN.
+    // Namespaces need CAP_NET_ADMIN, and CI runs as root: not being root fails the test rather than
+    // passing it unrun. A developer's own unprivileged run may skip it on purpose, by name.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: network namespaces need root");
-        return;
+        if std::env::var_os("KBENCH_TEST_SKIP_NETNS").is_some() {
+            eprintln!("skipped: KBENCH_TEST_SKIP_NETNS is set and network namespaces need root");
+            return;
+        }
+        panic!(
+            "network namespaces need root (CAP_NET_ADMIN); run as root, or set KBENCH_TEST_SKIP_NETNS=1 to skip this test on purpose"
+        );
     }
     let tag = std::process::id() % 10_000;
     let dir = TempDir::new("dist-netns");
@@ -678,7 +705,8 @@ fn agents_in_network_namespaces_behind_a_delay_measure_the_path() {
         let rtt = a["clock"]["rtt_us"].as_u64().unwrap();
         let bound = a["clock"]["bound_us"].as_u64().unwrap();
         assert!(rtt >= 12_000, "round trip {rtt} µs over a 12 ms path: {a}");
-        assert!((6_000..50_000).contains(&bound), "bound {bound}: {a}");
+        // Half the shortest round trip, so at least the 6 ms one way the path adds.
+        assert_eq!(bound, rtt.div_ceil(2), "{a}");
     }
     // With netem, producer → broker → consumer crosses both delayed paths: 6 ms to the broker from
     // the producer's namespace, 6 ms back to the consumer's.

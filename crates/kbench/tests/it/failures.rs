@@ -497,10 +497,12 @@ fn killed_kbench_takes_its_embedded_broker_with_it() {
     assert_gone_soon(broker_pid);
 }
 
-/// Thousands of producers connect together before any sends, so the duration holds for the whole
-/// fleet (connected one by one under load, 3 000 took two minutes past a 2 s duration).
+/// Thousands of producers connect in a start-up of their own, before any sends (connected one by one
+/// under load, 3 000 took two minutes past a 2 s duration): the result counts the start-up apart, the
+/// measured phase lasts the duration asked for, and the whole run ends within the test's minute.
+/// (That they start *together* is not checked here: no figure in the result records it.)
 #[test]
-fn thousands_of_producers_start_together_and_the_duration_holds() {
+fn thousands_of_producers_connect_in_a_start_up_of_their_own_and_the_run_ends_in_time() {
     let dir = TempDir::new("fleet");
     let json = dir.path().join("fleet.json");
     let out = Cmd::new("e2e")
@@ -514,7 +516,15 @@ fn thousands_of_producers_start_together_and_the_duration_holds() {
         n("records_produced"),
         n("records_acked") + n("records_failed")
     );
-    assert!(doc["startup_s"].as_f64().is_some(), "{doc}");
+    let startup = doc["startup_s"].as_f64().unwrap_or_else(|| panic!("{doc}"));
+    assert!(startup > 0.0, "{doc}");
+    let measured = doc["duration_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert!(
+        measured >= 1.9,
+        "the measured phase lasts the 2 s asked for: {doc}"
+    );
     assert!(text(&out.stdout).contains("start-up"));
 }
 

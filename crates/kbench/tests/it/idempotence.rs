@@ -117,9 +117,10 @@ fn idempotent_on(kind: BrokerKind) {
 /// written in the order they asked: an idempotent producer's batches reach the broker in sequence,
 /// and none is sent twice. (Racing connects once let a later request overtake an earlier one, about
 /// one run in four at this size: the broker answered OUT_OF_ORDER_SEQUENCE_NUMBER and the batches
-/// were retried. Eight runs miss that bug with a chance of about 0.1.)
+/// were retried. Eight runs miss that bug with a chance of about 0.1, so the name says what is checked:
+/// eight runs, each with no request sent twice.)
 #[test]
-fn the_first_requests_go_out_in_order_on_a_new_connection() {
+fn the_first_requests_on_a_new_connection_are_never_retried_in_eight_runs() {
     let dir = TempDir::new("in-order");
     for run in 0..8 {
         let json = dir.path().join(format!("run-{run}.json"));

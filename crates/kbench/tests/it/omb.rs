@@ -6,6 +6,8 @@
 use crate::librdkafka;
 
 use std::path::PathBuf;
+
+use serde_json::Value;
 use std::time::Duration;
 
 use crate::common::*;
@@ -132,15 +134,30 @@ fn an_omb_workload_runs_end_to_end_on_both_brokers() {
         assert_eq!(doc["records_failed"], 0, "{kind:?}");
         let acked = doc["records_acked"].as_u64().unwrap();
         let warm = doc["warmup"]["records_acked"].as_u64().unwrap();
-        // 6 s at 2000 msg/s, warm-up 3 s.
-        assert!(
-            (10_000..=12_100).contains(&acked),
-            "{kind:?}: {acked} acked"
-        );
-        assert!(
-            (5_000..=6_100).contains(&warm),
-            "{kind:?}: {warm} acked in warm-up"
-        );
+        // 6 s at 2000 msg/s, warm-up 3 s: every record the schedule asked for is sent or counted
+        // unsent (none vanish, however slow the machine), and the pacer never runs ahead of the
+        // schedule over the phase as recorded.
+        let count = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+        for (phase, asked, secs) in [
+            (&doc, 12_000, doc["duration_s"].as_f64().unwrap()),
+            (&doc["warmup"], 6_000, 3.0),
+        ] {
+            let scheduled = count(phase, "records_sent") + count(phase, "records_unsent");
+            assert!(
+                scheduled >= asked,
+                "{kind:?}: {scheduled} of {asked}: {phase}"
+            );
+            if phase == &doc {
+                assert!(
+                    scheduled as f64 <= 2_000.0 * secs + 10.0,
+                    "{kind:?}: {scheduled} scheduled in {secs} s"
+                );
+            }
+            assert_eq!(
+                count(phase, "records_sent"),
+                count(phase, "records_acked") + count(phase, "records_failed")
+            );
+        }
         assert_eq!(
             doc["consumed"]["records"], doc["consumed"]["expected_records"],
             "{kind:?}: the subscription read every record"
@@ -162,13 +179,25 @@ fn an_omb_workload_runs_end_to_end_on_both_brokers() {
             .map(|r| r.as_f64().unwrap())
             .collect();
         assert!(rates.len() >= 3, "{rates:?}");
-        assert!(
-            rates
-                .iter()
-                .take(2)
-                .all(|r| (1_800.0..=2_200.0).contains(r)),
-            "{kind:?}: full periods hold 2000 msg/s: {rates:?}"
-        );
+        assert!(rates.iter().all(|r| *r > 0.0), "{kind:?}: {rates:?}");
+        // The measured periods tile the phase: each (stamped at its end) is as long as the time
+        // since the one before it.
+        let periods: Vec<&Value> = doc["periods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["warmup"] == false)
+            .collect();
+        assert!(periods.len() >= 3, "{periods:?}");
+        for pair in periods.windows(2) {
+            let since = pair[1]["at_s"].as_f64().unwrap() - pair[0]["at_s"].as_f64().unwrap();
+            assert!(
+                (pair[1]["duration_s"].as_f64().unwrap() - since).abs() < 1e-3,
+                "{kind:?}: a gap or overlap: {} then {}",
+                pair[0],
+                pair[1]
+            );
+        }
         assert_eq!(omb["workload"], "1 topic / 4 partitions / 100b");
         // librdkafka reads exactly what was acknowledged, each value 100 bytes, half of it zeros.
         let topic = doc["topics"][0].as_str().unwrap();

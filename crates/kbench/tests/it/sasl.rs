@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::tls::{Pki, TlsBroker};
-use crate::common::{Cmd, TempDir, TestBroker, result_json, runtime, text};
+use crate::common::{Cmd, TempDir, TestBroker, result_json, runtime, text, wait_until};
 use kbench_client::{Cluster, ClusterConfig, ProducerSettings};
 use kbench_wire::Pins;
 
@@ -139,20 +139,14 @@ fn every_mechanism_produces_and_the_records_read_back() {
     assert_eq!(read.len(), 5000);
 }
 
-/// Run a produce that must be refused: quickly, non-zero, with no load started, naming what
-/// `needles` say and never a password or token.
+/// Run a produce that must be refused: non-zero, with no load started (the helper's limit catches
+/// a hang), naming what `needles` say and never a password or token.
 fn refused(addr: &str, props: &[String], needles: &[&str]) {
     let dir = TempDir::new("sasl-refused");
-    let started = Instant::now();
     let out = produce(addr, "refused", props, &dir.path().join("r.json"));
     let stderr = text(&out.stderr);
     let all = format!("{}{stderr}", text(&out.stdout));
     assert_ne!(out.status.code(), Some(0), "{all}");
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "took {:?}",
-        started.elapsed()
-    );
     for n in needles {
         assert!(stderr.contains(n), "{n:?} missing in: {stderr}");
     }
@@ -392,18 +386,33 @@ fn sessions_end_at_their_lifetime_unless_the_client_reauthenticates() {
     let auth = raw.plain("alice", PASSWORD);
     assert_eq!(auth.error_code, 0);
     assert_eq!(auth.session_lifetime_ms, 1000);
+    let authenticated = Instant::now();
     raw.metadata().expect("within the lifetime");
-    std::thread::sleep(Duration::from_millis(1200));
-    assert!(raw.metadata().is_err(), "served past the session lifetime");
-    // One that does carries on; a wrong password on re-authentication is refused.
+    // Asked again and again until the broker ends the session; it must not end it early.
+    wait_until(
+        "the broker ends the session at its lifetime",
+        Duration::from_secs(30),
+        || raw.metadata().is_err(),
+    );
+    let lasted = authenticated.elapsed();
+    assert!(
+        lasted >= Duration::from_millis(900),
+        "the session ended after {lasted:?} of its 1000 ms"
+    );
+    // One that does carries on past several lifetimes (re-authenticating every 250 ms for 2 s); a
+    // wrong password on re-authentication is refused.
     let mut raw = Raw::connect(&broker.addr);
     assert_eq!(raw.plain("alice", PASSWORD).error_code, 0);
-    std::thread::sleep(Duration::from_millis(700));
-    assert_eq!(raw.plain("alice", PASSWORD).error_code, 0);
-    std::thread::sleep(Duration::from_millis(700));
-    raw.metadata().expect("re-authenticated");
+    let began = Instant::now();
+    let mut rounds = 0;
+    while began.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(raw.plain("alice", PASSWORD).error_code, 0, "round {rounds}");
+        rounds += 1;
+        raw.metadata().expect("re-authenticated");
+    }
     assert_ne!(raw.plain("alice", "wrong-pw-5").error_code, 0);
-    assert_eq!(reauthentications(), 1);
+    assert_eq!(reauthentications(), rounds);
 
     // kbench over 4 s with a 1 s lifetime: it re-authenticates on its connection (not merely
     // reconnecting when closed), and nothing fails.
@@ -423,7 +432,7 @@ fn sessions_end_at_their_lifetime_unless_the_client_reauthenticates() {
     let doc = result_json(&json);
     assert_eq!(doc["records_acked"], 8000, "{doc}");
     assert_eq!(doc["records_failed"], 0, "{doc}");
-    let seen = reauthentications() - 1;
+    let seen = reauthentications() - rounds;
     assert!(
         seen >= 3,
         "{seen} re-authentications in a 4 s run with a 1 s lifetime"

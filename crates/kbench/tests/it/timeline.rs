@@ -87,21 +87,31 @@ fn produce_windows_add_up_to_the_run_and_the_log_round_trips() {
     let doc = result_json(&json);
     assert_eq!(doc["schema_version"], kbench_bench::SCHEMA_VERSION);
     let windows = doc["intervals"].as_array().unwrap();
-    // 3 s at 500 ms windows, the last one partial.
-    assert!(
-        (6..=8).contains(&windows.len()),
-        "{} windows",
-        windows.len()
-    );
+    // About 3 s at 500 ms windows; how many is the machine's timing, so what is checked is what
+    // the run recorded: the windows tile the run without gap or overlap, and each window's rate is
+    // its own records over its own length.
+    assert!(windows.len() >= 3, "{} windows", windows.len());
     assert_eq!(sum(&doc, "records"), doc["records_acked"].as_u64().unwrap());
     assert_eq!(sum(&doc, "bytes"), doc["bytes_acked"].as_u64().unwrap());
-    let middle = &windows[2];
-    assert!(
-        (middle["duration_s"].as_f64().unwrap() - 0.5).abs() < 0.1,
-        "{middle}"
-    );
-    let rate = middle["records_per_sec"].as_f64().unwrap();
-    assert!((3_000.0..5_000.0).contains(&rate), "{middle}");
+    let f = |w: &Value, k: &str| w[k].as_f64().unwrap_or_else(|| panic!("{k} in {w}"));
+    for pair in windows.windows(2) {
+        let end = f(&pair[0], "t_s") + f(&pair[0], "duration_s");
+        assert!(
+            (f(&pair[1], "t_s") - end).abs() < 1e-5,
+            "a gap or overlap: {} then {}",
+            pair[0],
+            pair[1]
+        );
+    }
+    for w in windows {
+        let records = f(w, "records");
+        let expect = records / f(w, "duration_s").max(1e-9);
+        assert!(
+            (f(w, "records_per_sec") - expect).abs() <= 1e-6 * expect.max(1.0),
+            "{w}"
+        );
+    }
+    let middle = &windows[windows.len() / 2];
     assert!(middle["latency"]["p99"].as_u64().unwrap() > 0, "{middle}");
     let logged = read_log(&log);
     for tag in ["latency", "service_time", "publish_delay"] {
