@@ -366,6 +366,7 @@ pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTo
         retry_backoff: Duration::from_millis(100),
         delivery_timeout: Duration::from_secs(60),
         idempotent: false,
+        buffer_memory: kbench_client::produce::BUFFER_MEMORY,
     };
     let mut builder = RecordBatchBuilder::new(Compression::None);
     let mut checksum = 0u32;
@@ -459,6 +460,7 @@ async fn produce_rep(
             retry_backoff: Duration::from_millis(100),
             delivery_timeout: s.stall_timeout,
             idempotent: false,
+            buffer_memory: kbench_client::produce::BUFFER_MEMORY,
         },
         max_in_flight: 5,
         records_per_batch: Some(workload.records_per_request()),

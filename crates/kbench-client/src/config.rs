@@ -69,6 +69,9 @@ pub struct ProducerSettings {
     /// `transactional.id`: records go in transactions (InitProducerId at the transaction
     /// coordinator, AddPartitionsToTxn, EndTxn); implies idempotence.
     pub transactional_id: Option<String>,
+    /// `buffer.memory` (librdkafka: `queue.buffering.max.kbytes`): bytes of closed batches held
+    /// queued or in flight before a new batch waits.
+    pub buffer_memory: usize,
 }
 
 impl Default for ProducerSettings {
@@ -93,6 +96,7 @@ impl Default for ProducerSettings {
             jaas_mechanism: None,
             idempotence: false,
             transactional_id: None,
+            buffer_memory: crate::produce::BUFFER_MEMORY,
         }
     }
 }
@@ -333,6 +337,20 @@ impl ProducerSettings {
                 self.max_request_size = n as usize;
             }
             "linger.ms" | "queue.buffering.max.ms" => self.linger = ms(value)?,
+            "buffer.memory" => {
+                let n = count(value)?;
+                if n == 0 || n > usize::MAX as u64 {
+                    return Err(bad("must be at least 1 byte"));
+                }
+                self.buffer_memory = n as usize;
+            }
+            "queue.buffering.max.kbytes" => {
+                let n = count(value)?;
+                if n == 0 || n > (usize::MAX / 1024) as u64 {
+                    return Err(bad("must be at least 1 KiB"));
+                }
+                self.buffer_memory = n as usize * 1024;
+            }
             "client.id" => {
                 // Every request header carries it as a Kafka string: 2-byte length.
                 if value.len() > i16::MAX as usize {
@@ -583,6 +601,7 @@ impl ProducerSettings {
             retry_backoff: self.retry_backoff,
             delivery_timeout: self.delivery_timeout,
             idempotent: self.idempotence,
+            buffer_memory: self.buffer_memory,
         }
     }
 
@@ -735,6 +754,18 @@ mod tests {
             .apply("-X", "sasl.mechanism", "GSSAPI")
             .unwrap_err();
         assert!(err.to_string().contains("Kerberos"), "{err}");
+    }
+
+    #[test]
+    fn buffer_memory_in_bytes_or_librdkafkas_kib() {
+        let mut s = ProducerSettings::default();
+        assert_eq!(s.buffer_memory, 32 * 1024 * 1024);
+        s.apply("-X", "buffer.memory", "1000").unwrap();
+        assert_eq!(s.producer_config().buffer_memory, 1000);
+        s.apply("-X", "queue.buffering.max.kbytes", "2").unwrap();
+        assert_eq!(s.producer_config().buffer_memory, 2048);
+        let err = s.apply("-X", "buffer.memory", "0").unwrap_err().to_string();
+        assert!(err.contains("buffer.memory"), "{err}");
     }
 
     #[test]

@@ -64,6 +64,17 @@ pub struct ProducerConfig {
     /// OUT_OF_ORDER_SEQUENCE_NUMBER behind a retried batch is retried, as Java's sender does.
     #[serde(default)]
     pub idempotent: bool,
+    /// Bytes of closed batches the producer holds queued or in flight before a new batch waits
+    /// (`buffer.memory`; librdkafka's `queue.buffering.max.kbytes`, in KiB).
+    #[serde(default = "default_buffer_memory")]
+    pub buffer_memory: usize,
+}
+
+/// Java's producer's `buffer.memory` default: 32 MiB.
+pub const BUFFER_MEMORY: usize = 32 * 1024 * 1024;
+
+fn default_buffer_memory() -> usize {
+    BUFFER_MEMORY
 }
 
 impl Default for ProducerConfig {

@@ -6,8 +6,10 @@
 //!   hot path; `batch.size`, `records_per_batch` and `linger.ms` close it.
 //! - A closed batch joins its partition's **buffer**, which owns its queued and in-flight batches,
 //!   its current leader and its state (waiting for metadata, backing off, holding while a failed
-//!   batch's successors answer). At most one closed batch waits unsent per partition, so no queue
-//!   builds up in the client (unlike Java's `buffer.memory`).
+//!   batch's successors answer). At most one closed batch waits unsent per partition, and the
+//!   closed batches queued or in flight over every partition stay under `buffer.memory` (Java's
+//!   bound, 32 MiB by default): a batch closes only while they are under it, so that a run over a
+//!   thousand partitions holds about as much batch memory as one over a single partition.
 //! - A **sink** per broker owns that broker's in-flight limit and drains every ready buffer it
 //!   leads into one Produce request, up to `max.request.size`.
 //! - When Metadata names a new leader, the buffer **moves to the new leader's sink**: its queued
@@ -169,6 +171,8 @@ struct Shared<M> {
     room: Notify,
     /// Something the driver times changed (a back-off, a refresh wanted).
     wake: Notify,
+    /// Bytes of closed batches queued or in flight, against `buffer.memory`.
+    buffered: std::sync::atomic::AtomicUsize,
 }
 
 struct State<M> {
@@ -335,6 +339,7 @@ impl<M: Default + Send + 'static> Producer<M> {
             }),
             room: Notify::new(),
             wake: Notify::new(),
+            buffered: std::sync::atomic::AtomicUsize::new(0),
         });
         let driver = tokio::spawn(drive(shared.clone()));
         Producer {
@@ -485,8 +490,13 @@ impl<M: Default + Send + 'static> Producer<M> {
             return true;
         }
         let pos = self.opens[slot].pos;
+        let limit = self.shared.options.delivery.buffer_memory.max(1);
+        let buffered = &self.shared.buffered;
         if !self
-            .wait_for(until, |st| st.buffers[pos].queue.is_empty())
+            .wait_for(until, |st| {
+                st.buffers[pos].queue.is_empty()
+                    && buffered.load(std::sync::atomic::Ordering::Relaxed) < limit
+            })
             .await
         {
             return false;
@@ -731,6 +741,8 @@ impl<M: Send + 'static> Shared<M> {
                 return;
             }
         };
+        self.buffered
+            .fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed);
         let b = &mut st.buffers[pos];
         let order = b.next_order;
         b.next_order += 1;
@@ -987,6 +999,7 @@ impl<M: Send + 'static> Shared<M> {
                     if let Some(since) = b.unavailable_since.take() {
                         *st.events.unavailable.entry(b.partition).or_default() += now - since;
                     }
+                    self.release(&batch);
                     self.delivery.done(
                         batch.meta,
                         batch.records,
@@ -1081,7 +1094,14 @@ impl<M: Send + 'static> Shared<M> {
         self.wake.notify_one();
     }
 
+    /// A batch leaves the engine for good: its bytes no longer count against `buffer.memory`.
+    fn release(&self, batch: &Queued<M>) {
+        self.buffered
+            .fetch_sub(batch.bytes.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn fail(&self, batch: Queued<M>, error: ClientError, now: Instant) {
+        self.release(&batch);
         self.delivery.done(
             batch.meta,
             batch.records,

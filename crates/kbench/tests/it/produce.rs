@@ -222,6 +222,40 @@ fn many_partitions_share_requests_on(kind: BrokerKind) {
 /// with record sizes drawn from a range; librdkafka reads them back (every key in one partition,
 /// each key exactly as often as round-robin says, sizes within the range), and librdkafka's own
 /// murmur2 partitioner, given the same keys, picks the same partitions. On both brokers.
+/// `buffer.memory` bounds the closed batches held queued or in flight: at 1 byte, one batch at a
+/// time, so every Produce request carries exactly one batch (where the same run unbounded shares
+/// requests between partitions, as the test above shows) and the run still ends with every record
+/// acknowledged; 0 is refused naming the key. Counted, not timed.
+#[test]
+fn buffer_memory_bounds_the_batches_held_at_once() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("buffer-memory");
+    let json = dir.path().join("bounded.json");
+    Cmd::on("produce", &broker)
+        .topic("buffer-memory")
+        .args(&[
+            "--num-records",
+            "20000",
+            "--partitions",
+            "12",
+            "--acks",
+            "1",
+        ])
+        .args(&["-X", "batch.size=4096", "-X", "buffer.memory=1"])
+        .json(&json)
+        .ok(LIMIT);
+    let doc = result_json(&json);
+    assert_eq!(doc["records_acked"], 20_000, "{doc}");
+    assert_eq!(doc["records_failed"], 0, "{doc}");
+    let (requests, batches) = (n(&doc, "produce_requests"), n(&doc, "record_batches"));
+    assert_eq!(batches, requests, "one batch held at a time: {doc}");
+    assert!(batches > 12, "{doc}");
+    Cmd::on("produce", &broker)
+        .topic("buffer-memory")
+        .args(&["--num-records", "10", "-X", "buffer.memory=0"])
+        .refused("buffer.memory");
+}
+
 #[test]
 fn keyed_records_go_where_librdkafkas_partitioner_puts_them() {
     for kind in BROKERS {

@@ -492,6 +492,7 @@ async fn write(
         retry_backoff: Duration::from_millis(100),
         delivery_timeout: Duration::from_secs(30),
         idempotent: false,
+        buffer_memory: kbench_client::produce::BUFFER_MEMORY,
     };
     match kbench_client::producer::deliver_one(
         inner.cluster.clone(),
