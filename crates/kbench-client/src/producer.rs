@@ -8,8 +8,10 @@
 //!   its current leader and its state (waiting for metadata, backing off, holding while a failed
 //!   batch's successors answer). At most one closed batch waits unsent per partition, and the
 //!   closed batches queued or in flight over every partition stay under `buffer.memory` (Java's
-//!   bound, 32 MiB by default): a batch closes only while they are under it, so that a run over a
-//!   thousand partitions holds about as much batch memory as one over a single partition.
+//!   bound, 32 MiB by default): a batch closes only while they are under it (so the bound can be
+//!   passed by one batch), and an unkeyed run over a thousand partitions holds about as much batch
+//!   memory as one over a single partition. Unlike Java's, the bound leaves out open batches: a
+//!   keyed run keeps one open batch per partition, each up to `batch.size`.
 //! - A **sink** per broker owns that broker's in-flight limit and drains every ready buffer it
 //!   leads into one Produce request, up to `max.request.size`.
 //! - When Metadata names a new leader, the buffer **moves to the new leader's sink**: its queued

@@ -324,17 +324,23 @@ fn an_agent_killed_mid_run_degrades_the_result_and_the_rest_is_exact() {
         .args(&["--reporting-interval", "1000"])
         .json(&json);
     let victim = agents[1].url.clone();
-    // The agent is killed at the run's third progress line: under way, well before its 8 s end.
+    // The agent is killed at the run's second progress line that counts acknowledged records (the
+    // first lines, before the agents' start, say 0): under way, with a live figure from every
+    // agent, well before its 8 s end.
     let mut lines = 0;
     let out = cmd.run_watching(LIMIT, |line| {
-        if line.contains("records sent") {
+        let acked = line.split(' ').next().and_then(|n| n.parse::<u64>().ok());
+        if line.contains("records sent") && acked.is_some_and(|a| a > 0) {
             lines += 1;
-            if lines == 3 {
+            if lines == 2 {
                 agents[1].kill();
             }
         }
     });
-    assert!(lines >= 3, "the run printed {lines} progress lines");
+    assert!(
+        lines >= 2,
+        "the run printed {lines} progress lines with records"
+    );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(4), "{stdout}\n{stderr}");
     assert!(stdout.contains("DEGRADED"), "{stdout}");
@@ -705,8 +711,13 @@ fn agents_in_network_namespaces_behind_a_delay_measure_the_path() {
         let rtt = a["clock"]["rtt_us"].as_u64().unwrap();
         let bound = a["clock"]["bound_us"].as_u64().unwrap();
         assert!(rtt >= 12_000, "round trip {rtt} µs over a 12 ms path: {a}");
-        // Half the shortest round trip, so at least the 6 ms one way the path adds.
-        assert_eq!(bound, rtt.div_ceil(2), "{a}");
+        // The agents' clocks are this machine's, and the path delays both ways alike: the
+        // estimate finds no offset, to within its bound (+1 ms: the readings are not atomic).
+        let offset = a["clock"]["offset_us"].as_i64().unwrap();
+        assert!(
+            offset.unsigned_abs() <= bound + 1_000,
+            "offset {offset} µs, bound {bound} µs: {a}"
+        );
     }
     // With netem, producer → broker → consumer crosses both delayed paths: 6 ms to the broker from
     // the producer's namespace, 6 ms back to the consumer's.

@@ -295,20 +295,15 @@ fn e2e_a_killed_broker_ends_the_run_with_a_partial_result() {
         assert!(out.contains(" unverifiable: "), "{out}");
         assert!(doc["unverified_reason"].is_string(), "{doc}");
     }
-    // What ended it is recorded: the load phase lasted its 3 s and the producers' 10 s settle, far
-    // short of the 120 s delivery time-out a wait for a free slot would have taken (the test's
-    // limit of 120 s catches a hang).
-    let (load, drain) = (
-        doc["duration_s"].as_f64().unwrap(),
-        doc["drain_s"].as_f64().unwrap(),
-    );
+    // What ended it is recorded: the batches still unsent when the producers stopped failed after
+    // their 10 s settle, not at the 120 s delivery time-out a wait for a free slot would have
+    // taken (the test's limit of 120 s catches a hang).
     assert!(
-        load < 3.0 + 10.0 + 2.0,
-        "the load phase ran {load} s: {doc}"
-    );
-    assert!(
-        load + drain < 60.0,
-        "load {load} s + drain {drain} s: {doc}"
+        doc["errors"]
+            .to_string()
+            .contains("still unanswered 10 s later"),
+        "{}",
+        doc["errors"]
     );
 }
 

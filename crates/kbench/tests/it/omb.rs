@@ -179,7 +179,11 @@ fn an_omb_workload_runs_end_to_end_on_both_brokers() {
             .map(|r| r.as_f64().unwrap())
             .collect();
         assert!(rates.len() >= 3, "{rates:?}");
-        assert!(rates.iter().all(|r| *r > 0.0), "{kind:?}: {rates:?}");
+        // Every period but the last holds producer windows; the last may be a short tail with none.
+        assert!(
+            rates[..rates.len() - 1].iter().all(|r| *r > 0.0),
+            "{kind:?}: {rates:?}"
+        );
         // The measured periods tile the phase: each (stamped at its end) is as long as the time
         // since the one before it.
         let periods: Vec<&Value> = doc["periods"]

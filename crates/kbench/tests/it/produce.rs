@@ -216,12 +216,6 @@ fn many_partitions_share_requests_on(kind: BrokerKind) {
     }
 }
 
-/// Requests queued on a connection before its writer runs go out in one vectored write, and every
-/// one of them is answered: five Metadata requests sent together on one thread.
-/// Keyed records land where every other Kafka client puts them: kbench produces round-robin keys
-/// with record sizes drawn from a range; librdkafka reads them back (every key in one partition,
-/// each key exactly as often as round-robin says, sizes within the range), and librdkafka's own
-/// murmur2 partitioner, given the same keys, picks the same partitions. On both brokers.
 /// `buffer.memory` bounds the closed batches held queued or in flight: at 1 byte, one batch at a
 /// time, so every Produce request carries exactly one batch (where the same run unbounded shares
 /// requests between partitions, as the test above shows) and the run still ends with every record
@@ -256,6 +250,10 @@ fn buffer_memory_bounds_the_batches_held_at_once() {
         .refused("buffer.memory");
 }
 
+/// Keyed records land where every other Kafka client puts them: kbench produces round-robin keys
+/// with record sizes drawn from a range; librdkafka reads them back (every key in one partition,
+/// each key exactly as often as round-robin says, sizes within the range), and librdkafka's own
+/// murmur2 partitioner, given the same keys, picks the same partitions. On both brokers.
 #[test]
 fn keyed_records_go_where_librdkafkas_partitioner_puts_them() {
     for kind in BROKERS {
@@ -364,6 +362,8 @@ fn keyed_records_on(kind: BrokerKind) {
     }
 }
 
+/// Requests queued on a connection before its writer runs go out in one vectored write, and every
+/// one of them is answered: five Metadata requests sent together on one thread.
 #[test]
 fn queued_requests_share_one_socket_write() {
     use kafka_protocol::messages::{MetadataRequest, MetadataResponse};

@@ -394,9 +394,11 @@ fn sessions_end_at_their_lifetime_unless_the_client_reauthenticates() {
         Duration::from_secs(30),
         || raw.metadata().is_err(),
     );
+    // Timed from the answer's arrival, later than the broker's own start of the lifetime: a loaded
+    // machine may take a few hundred ms to deliver it, so only an end well before the lifetime fails.
     let lasted = authenticated.elapsed();
     assert!(
-        lasted >= Duration::from_millis(900),
+        lasted >= Duration::from_millis(500),
         "the session ended after {lasted:?} of its 1000 ms"
     );
     // One that does carries on past several lifetimes (re-authenticating every 250 ms for 2 s); a
