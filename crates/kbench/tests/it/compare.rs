@@ -235,32 +235,25 @@ fn documents_that_are_not_runs_are_refused_by_compare_and_report() {
     for (name, doc, field) in cases {
         let bad = dir.path().join(name);
         write(&bad, &doc);
-        let out = run(
-            &["compare", good.to_str().unwrap(), bad.to_str().unwrap()],
-            Duration::from_secs(30),
-        );
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "compare {name}: {err}");
-        assert!(
-            err.contains(name) && err.contains(field),
-            "compare {name}: {err}"
-        );
         let html = dir.path().join("r.html");
-        let out = run(
-            &[
-                "report",
-                bad.to_str().unwrap(),
-                "-o",
-                html.to_str().unwrap(),
-            ],
-            Duration::from_secs(30),
+        let (good, bad, page) = (
+            good.to_str().unwrap(),
+            bad.to_str().unwrap(),
+            html.to_str().unwrap(),
         );
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "report {name}: {err}");
-        assert!(
-            err.contains(name) && err.contains(field),
-            "report {name}: {err}"
-        );
+        for args in [
+            &["compare", good, bad][..],
+            &["report", bad, "-o", page][..],
+        ] {
+            let out = run(args, Duration::from_secs(30));
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{} {name}: {err}", args[0]);
+            assert!(
+                err.contains(name) && err.contains(field),
+                "{} {name}: {err}",
+                args[0]
+            );
+        }
         assert!(!html.exists(), "report {name} wrote a page");
     }
 }
