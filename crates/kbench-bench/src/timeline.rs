@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use serde_json::{Value, json};
 
 /// The interval unless told otherwise.
@@ -206,7 +206,9 @@ pub fn intervals_json(start: SystemTime, counters: &[&str], windows: &[Window]) 
 /// Write `windows` as an HdrHistogram interval log (format 1.3, as HistogramLogProcessor and
 /// HistogramLogAnalyzer read it): the header, `StartTime` (the run's start), the legend, then one
 /// line per window and histogram, tagged with the histogram's name; values in µs, the max column
-/// in ms.
+/// in ms. Each histogram is the compressed V2 encoding (cookie `0x1c849314`, DEFLATE), the one the
+/// format's `Interval_Compressed_Histogram` column names and Java's `HistogramLogReader`,
+/// HistogramLogAnalyzer and HdrHistogram_py read.
 pub fn write_interval_log(
     out: &mut impl std::io::Write,
     start: SystemTime,
@@ -224,7 +226,7 @@ pub fn write_interval_log(
         out,
         "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
     )?;
-    let mut serializer = V2Serializer::new();
+    let mut serializer = V2DeflateSerializer::new();
     let mut log = IntervalLogWriterBuilder::new()
         .with_max_value_divisor(1000.0)
         .begin_log_with(out, &mut serializer)?;
@@ -294,6 +296,11 @@ mod tests {
                     h.encoded_histogram(),
                 )
                 .unwrap();
+                assert_eq!(
+                    bytes[..4],
+                    0x1c84_9314u32.to_be_bytes(),
+                    "the compressed V2 encoding, as the format's readers expect"
+                );
                 let w: Histogram<u64> = Deserializer::new()
                     .deserialize(&mut bytes.as_slice())
                     .unwrap();

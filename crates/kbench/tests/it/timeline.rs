@@ -1,7 +1,9 @@
 //! Per-interval series: the result's `intervals` and `--histogram-log` (HdrHistogram's interval log
 //! format 1.3), for produce and e2e against the embedded broker. Read back with the hdrhistogram
 //! crate's own interval-log reader, the windows' histograms sum exactly to the run's, and the
-//! windows' counts to the run's counts.
+//! windows' counts to the run's counts. Read by HdrHistogram_py (PyPI `hdrhistogram`, an
+//! implementation that is not kbench's), the log decodes line by line, its intervals' counts add up
+//! to the records acknowledged and its percentiles are the result's within one bucket.
 
 use std::time::Duration;
 
@@ -51,6 +53,35 @@ fn read_log(path: &str) -> std::collections::BTreeMap<String, (Histogram<u64>, u
         entry.1 += 1;
     }
     sums
+}
+
+/// The log read by HdrHistogram_py (`read_hlog.py`): per tag, its lines and the sum's count, p50,
+/// p99 and max.
+fn read_with_hdrhistogram_py(path: &str) -> Value {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join("../../target/tools/python/bin/python");
+    assert!(
+        python.is_file(),
+        "HdrHistogram_py is not installed at {}: run scripts/install-test-tools (scripts/test does)",
+        python.display()
+    );
+    let out = std::process::Command::new(python)
+        .arg(root.join("tests/it/read_hlog.py"))
+        .arg(path)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "HdrHistogram_py could not read {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the reader's JSON")
+}
+
+/// `a` and `b` fall in the same bucket of `h`, or next to it (the two readers may take either
+/// edge of a bucket as its value).
+fn within_one_bucket(h: &Histogram<u64>, a: u64, b: u64) -> bool {
+    a.abs_diff(b) <= h.equivalent_range(a.max(b))
 }
 
 fn total(doc: &Value, field: &str) -> Histogram<u64> {
@@ -122,6 +153,25 @@ fn produce_windows_add_up_to_the_run_and_the_log_round_trips() {
             total(&doc, tag),
             "{tag}: the windows sum to the run exactly"
         );
+    }
+    let py = read_with_hdrhistogram_py(&log);
+    let acked = doc["records_acked"].as_u64().unwrap();
+    for tag in ["latency", "service_time", "publish_delay"] {
+        let read = &py[tag];
+        assert_eq!(
+            read["lines"].as_u64(),
+            Some(windows.len() as u64),
+            "{tag}: {py}"
+        );
+        assert_eq!(read["count"].as_u64(), Some(acked), "{tag}: {py}");
+        let h = total(&doc, tag);
+        for p in ["p50", "p99", "max"] {
+            let (ours, theirs) = (doc[tag][p].as_u64().unwrap(), read[p].as_u64().unwrap());
+            assert!(
+                within_one_bucket(&h, ours, theirs),
+                "{tag} {p}: the result says {ours} µs, HdrHistogram_py {theirs} µs"
+            );
+        }
     }
 }
 
