@@ -72,11 +72,22 @@ pub async fn run(args: BrokerArgs) -> u8 {
             }
         );
     }
-    match crate::tansu::serve(args.listen, args.advertise.as_deref(), 0, &sasl).await {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("kbench broker: error: {e}");
-            1
+    // The first SIGTERM or SIGINT ends the broker (Tansu's serve loop never returns on its own): a
+    // container runtime, Kubernetes and systemd send SIGTERM once, then kill.
+    let serving = crate::tansu::serve(args.listen, args.advertise.as_deref(), 0, &sasl);
+    tokio::select! {
+        served = serving => match served {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("kbench broker: error: {e}");
+                1
+            }
+        },
+        why = crate::signals::stop_requested() => {
+            if !args.quiet {
+                eprintln!("kbench broker: {why}: stopped");
+            }
+            0
         }
     }
 }

@@ -627,3 +627,70 @@ fn interrupt_during_the_group_join_exits_130() {
     let status = wait_with_limit(&mut child, Duration::from_secs(60));
     assert_eq!(status.code(), Some(130), "{status:?}");
 }
+
+/// One SIGTERM or one SIGINT ends every long-running kbench process cleanly, exit 0, as a container
+/// runtime, Kubernetes and systemd (one SIGTERM, then SIGKILL) and a user (one Ctrl-C) expect:
+/// `kbench broker` plain and with SASL after serving an authenticated client (each once needed a
+/// second signal, and the SASL one survived four), `kbench agent` and `kbench serve` idle (a run
+/// they hold is stopped and written first: serve's `stopping_the_server_writes_the_active_run_first`).
+/// The limit only catches a hang; a second signal is never sent.
+#[test]
+fn one_sigterm_or_sigint_ends_the_broker_the_agent_and_the_server() {
+    fn ends_on_one(child: &mut std::process::Child, signal: i32, what: &str) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!("{what} was still running 30 s after one signal {signal}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(0), "{what} after signal {signal}");
+    }
+    let mut plain = TestBroker::embedded_with(&[]);
+    Cmd::new("produce")
+        .args(&["--bootstrap-server", &plain.addr, "--num-records", "1000"])
+        .topic("one-signal")
+        .ok(Duration::from_secs(60));
+    ends_on_one(plain.child(), libc::SIGTERM, "kbench broker");
+    let mut sasl = TestBroker::embedded_with(&["--sasl-user", "u:secret-one-signal"]);
+    let mut cmd = Cmd::new("produce")
+        .args(&["--bootstrap-server", &sasl.addr, "--num-records", "1000"])
+        .topic("one-signal");
+    for p in [
+        "security.protocol=SASL_PLAINTEXT",
+        "sasl.mechanism=SCRAM-SHA-256",
+        "sasl.username=u",
+        "sasl.password=secret-one-signal",
+    ] {
+        cmd = cmd.arg("-X").arg(p);
+    }
+    cmd.ok(Duration::from_secs(60));
+    ends_on_one(sasl.child(), libc::SIGINT, "kbench broker --sasl-user");
+    let dir = TempDir::new("one-signal");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut agent = kbench()
+        .args([
+            "agent",
+            "--listen",
+            &addr,
+            "--results-dir",
+            &dir.file("agent"),
+        ])
+        .env_remove("KBENCH_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn kbench agent");
+    wait_until("the agent listens", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(&addr).is_ok()
+    });
+    ends_on_one(&mut agent, libc::SIGTERM, "kbench agent");
+    let (mut server, _) = start_serve(&["--results-dir", &dir.file("serve")], &[]);
+    ends_on_one(&mut server, libc::SIGINT, "kbench serve");
+}

@@ -210,6 +210,11 @@ impl TestBroker {
         self.child.id()
     }
 
+    /// The broker's process, to signal and reap.
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
