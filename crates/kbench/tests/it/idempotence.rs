@@ -1,6 +1,7 @@
 //! Idempotent and transactional produce (`enable.idempotence=true`, `--transactional-id`): against
-//! both Tansu brokers (which validate sequence numbers, and answer InitProducerId and
-//! AddPartitionsToTxn but not EndTxn), and against librdkafka's mock cluster (an independent broker
+//! both Tansu brokers (which validate sequence numbers; the embedded one, the `tansu-broker` 0.6
+//! crate, answers InitProducerId and AddPartitionsToTxn but not EndTxn, the upstream binary the
+//! whole transactional conversation), and against librdkafka's mock cluster (an independent broker
 //! implementation that answers the whole transactional conversation).
 
 use crate::common;
@@ -347,7 +348,39 @@ fn transactional(bootstrap: &str, json: &std::path::Path, extra: &[&str]) -> Cmd
         .json(json)
 }
 
-/// Tansu answers InitProducerId for a transactional id, FindCoordinator for its coordinator and
+/// The upstream Tansu binary (0.6.0, commit 510f3e2) serves EndTxn, unlike the `tansu-broker` crate
+/// kbench embeds: transactions commit as each one's duration ends, and librdkafka reading
+/// `read_committed` finds every acknowledged record.
+#[test]
+fn transactions_commit_against_the_upstream_tansu_binary() {
+    let broker = TestBroker::standalone();
+    let dir = TempDir::new("txn-upstream");
+    let json = dir.path().join("txn.json");
+    let out = transactional(&broker.addr, &json, &[]).ok(LIMIT);
+    let doc = result_json(&json);
+    let producer = &doc["producer"];
+    assert!(
+        n(producer, "transactions_committed") >= 4,
+        "2 s of 300 ms transactions: {producer}\n{}",
+        text(&out.stderr)
+    );
+    assert_eq!(n(producer, "transactions_aborted"), 0, "{producer}");
+    let acked = n(&doc, "records_acked");
+    assert_eq!(n(&doc, "records_sent"), acked);
+    assert!(acked > 0, "{doc}");
+    let read = librdkafka::read_with(
+        &[("isolation.level", "read_committed")],
+        &broker.addr,
+        "txn",
+        3,
+        acked as usize,
+        Duration::from_millis(500),
+        LIMIT,
+    );
+    assert_eq!(read.len() as u64, acked);
+}
+
+/// The embedded Tansu answers InitProducerId for a transactional id, FindCoordinator for its coordinator and
 /// AddPartitionsToTxn, but not EndTxn: a transactional run is refused before any load, naming the
 /// missing API; the conversation Tansu does answer works from kbench's client.
 #[test]
