@@ -36,8 +36,8 @@ pub struct ConsumeArgs {
     #[arg(long)]
     pub topic: Option<String>,
 
-    /// Number of records to read (default 1000000).
-    #[arg(long, allow_negative_numbers = true, value_parser = positive_u64)]
+    /// Number of records to read (default 1000000); Kafka 4.x's name, KIP-1147: --num-records.
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_u64, visible_alias = "num-records")]
     pub messages: Option<u64>,
 
     /// Consumer group to read in (default perf-consumer-N, a fresh one, as kafka-consumer-perf-test).

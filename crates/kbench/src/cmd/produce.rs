@@ -137,7 +137,8 @@ pub struct ProduceArgs {
     pub property: Vec<String>,
 
     /// Producer properties, as kafka-producer-perf-test takes them: --producer-props acks=1 linger.ms=5
-    #[arg(long, num_args = 1.., value_name = "KEY=VALUE")]
+    /// (Kafka 4.x's name, KIP-1147: --command-property).
+    #[arg(long, num_args = 1.., value_name = "KEY=VALUE", visible_alias = "command-property")]
     pub producer_props: Vec<String>,
 
     /// A properties file, as the Kafka tools take it (security.protocol, ssl.*, and any producer

@@ -394,3 +394,62 @@ fn a_backlog_drains_while_a_producer_keeps_producing() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("--produce-rate"));
 }
+
+/// Commands copied from Apache Kafka 4.x's tools run as written (KIP-1147's names):
+/// `kafka-producer-perf-test --command-property … --command-config FILE` and
+/// `kafka-consumer-perf-test --num-records N --command-config FILE` mean what the 3.x names
+/// (`--producer-props`, `--producer.config`, `--messages`) mean, with the same lines.
+#[test]
+fn kafka_4x_flag_names_run_as_the_3x_ones() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("kafka-4x");
+    let config = dir.path().join("client.properties");
+    std::fs::write(&config, "# a Kafka tool's properties file\nlinger.ms=3\n").unwrap();
+    let config = config.to_str().unwrap();
+    let consumer_config = dir.path().join("consumer.properties");
+    std::fs::write(&consumer_config, "fetch.max.wait.ms=100\n").unwrap();
+    let consumer_config = consumer_config.to_str().unwrap();
+    let mut settings = Vec::new();
+    for (topic, props, file) in [
+        ("names-3x", "--producer-props", "--producer.config"),
+        ("names-4x", "--command-property", "--command-config"),
+    ] {
+        let json = dir.path().join(format!("{topic}.json"));
+        let out = Cmd::on("produce", &broker)
+            .topic(topic)
+            .args(&["--num-records", "3000", "--throughput", "-1"])
+            .args(&["--record-size", "100", file, config])
+            .args(&[props, "acks=all", "client.id=four"])
+            .json(&json)
+            .ok(LIMIT);
+        let stdout = text(&out.stdout);
+        let last = stdout.lines().last().unwrap_or_default();
+        assert!(last.starts_with("3000 records sent, "), "{topic}: {stdout}");
+        assert!(last.ends_with(" ms 99.9th."), "{topic}: {stdout}");
+        let doc = result_json(&json);
+        settings.push((
+            doc["settings"]["acks"].clone(),
+            doc["settings"]["client_id"].clone(),
+            doc["settings"]["linger_ms"].clone(),
+        ));
+        let (old, new) = ("--messages", "--num-records");
+        let mut rows = Vec::new();
+        for flag in [old, new] {
+            let out = Cmd::on("consume", &broker)
+                .topic(topic)
+                .args(&[flag, "3000", "--command-config", consumer_config])
+                .ok(LIMIT);
+            let got = columns(&text(&out.stdout), false);
+            assert_eq!(got.len(), 1, "{flag}: {got:?}");
+            rows.push(got[0]["data.consumed.in.nMsg"].clone());
+        }
+        assert_eq!(rows, ["3000", "3000"], "{topic}");
+    }
+    assert_eq!(
+        settings[0], settings[1],
+        "the same settings under either name"
+    );
+    assert_eq!(settings[0].0, "all");
+    assert_eq!(settings[0].1, "four");
+    assert_eq!(settings[0].2, 3);
+}
