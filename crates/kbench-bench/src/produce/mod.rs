@@ -43,6 +43,26 @@ pub enum Payload {
     /// Random payloads whose length is drawn uniformly from `min..=max` for each record (slices of
     /// one random buffer of `max` bytes).
     Uniform { min: usize, max: usize },
+    /// Each record's value is its index in the run, in decimal ("0", "1", …), as Kafka 4.x's
+    /// `kafka-producer-perf-test --payload-monotonic` writes it.
+    Monotonic,
+}
+
+/// The longest value `Payload::Monotonic` writes: `u64::MAX` in decimal.
+pub const MONOTONIC_LONGEST: usize = 20;
+
+/// Write `i` in decimal into `buf`, returning the digits.
+pub(crate) fn decimal(i: u64, buf: &mut [u8; MONOTONIC_LONGEST]) -> &[u8] {
+    let mut at = buf.len();
+    let mut v = i;
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[at..];
+        }
+    }
 }
 
 impl Payload {
@@ -54,6 +74,7 @@ impl Payload {
             }
             Payload::Lines(lines) => lines.clone(),
             Payload::Uniform { max, .. } => Payload::Random { size: *max }.values(rng),
+            Payload::Monotonic => Vec::new(),
         }
     }
 
@@ -63,6 +84,7 @@ impl Payload {
             Payload::Random { size } => *size,
             Payload::Lines(lines) => lines.iter().map(Bytes::len).max().unwrap_or(0),
             Payload::Uniform { max, .. } => *max,
+            Payload::Monotonic => MONOTONIC_LONGEST,
         }
     }
 
@@ -347,6 +369,7 @@ impl ProduceSpec {
                 check_range("record_size", *min, 1..=*max)?;
                 check_range("record_size", *max, 1..=max_record)?;
             }
+            Payload::Monotonic => {}
         }
         match self.keys {
             Keys::None => {}
@@ -456,6 +479,7 @@ impl ProduceSpec {
             "record_size": match &self.payload { Payload::Random { size } => Some(*size), _ => None },
             "record_size_range": match &self.payload { Payload::Uniform { min, max } => Some([*min, *max]), _ => None },
             "payload_file": self.payload_file,
+            "payload_monotonic": self.payload == Payload::Monotonic,
             "keys": self.keys.describe(),
             "throughput": self.throughput.unwrap_or(-1.0),
             "shape": self.shape,
@@ -487,6 +511,14 @@ impl ProduceSpec {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn monotonic_values_are_decimal_indexes() {
+        let mut buf = [0u8; MONOTONIC_LONGEST];
+        for i in [0u64, 7, 10, 999, 1_000_000, u64::MAX] {
+            assert_eq!(decimal(i, &mut buf), i.to_string().as_bytes());
+        }
+    }
+
     use super::*;
 
     /// A field name and a change that makes it invalid.

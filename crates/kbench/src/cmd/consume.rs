@@ -621,6 +621,7 @@ async fn fill(
             kbench_bench::Payload::Random { size } => format!("{size} bytes"),
             kbench_bench::Payload::Lines(_) => "payload lines".into(),
             kbench_bench::Payload::Uniform { min, max } => format!("{min}..{max} bytes"),
+            kbench_bench::Payload::Monotonic => "monotonic payloads".into(),
         }
     );
     let outcome = kbench_bench::produce::run_job(

@@ -68,6 +68,11 @@ pub struct ProduceArgs {
     #[arg(long)]
     pub payload_file: Option<PathBuf>,
 
+    /// Each record's value is its index in the run in decimal ("0", "1", …), as Kafka 4.x's
+    /// kafka-producer-perf-test --payload-monotonic.
+    #[arg(long, conflicts_with_all = ["payload_file", "record_size"])]
+    pub payload_monotonic: bool,
+
     /// Delimiter between payloads in --payload-file (default: a newline).
     #[arg(long)]
     pub payload_delimiter: Option<String>,
@@ -299,6 +304,8 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
         let delimiter = args.payload_delimiter.as_deref().unwrap_or("\\n");
         spec.payload = Payload::Lines(read_payloads(path, delimiter)?);
         spec.payload_file = Some(path.display().to_string());
+    } else if args.payload_monotonic {
+        spec.payload = Payload::Monotonic;
     } else if let Some(size) = args.record_size {
         spec.payload = if size.min == size.max {
             Payload::Random { size: size.min }

@@ -673,3 +673,57 @@ fn an_existing_topics_partitions_are_the_ones_recorded() {
     assert_eq!(doc["settings"]["partitions"], 1, "{}", doc["settings"]);
     assert_eq!(doc["settings"]["partitions_requested"], 12);
 }
+
+/// `--payload-monotonic` (Kafka 4.x's kafka-producer-perf-test): record i's value is i in
+/// decimal. librdkafka reads back exactly "0" … "N-1" over the topic's partitions, and the
+/// result says which payload ran.
+#[test]
+fn payload_monotonic_values_are_the_record_indexes() {
+    let broker = TestBroker::start();
+    let dir = tempdir();
+    let json = dir.join("monotonic.json");
+    Cmd::on("produce", &broker)
+        .topic("monotonic")
+        .args(&[
+            "--num-records",
+            "2500",
+            "--partitions",
+            "2",
+            "--payload-monotonic",
+        ])
+        .json(&json)
+        .ok(LIMIT);
+    let doc = result_json(&json);
+    assert_eq!(
+        doc["settings"]["payload_monotonic"], true,
+        "{}",
+        doc["settings"]
+    );
+    assert_eq!(doc["records_acked"], 2500);
+    let read = crate::librdkafka::read(
+        &broker.addr,
+        "monotonic",
+        2,
+        2500,
+        Duration::from_millis(300),
+        LIMIT,
+    );
+    let mut values: Vec<u64> = read
+        .iter()
+        .map(|r| {
+            let v = r.value.as_deref().expect("a value");
+            std::str::from_utf8(v).unwrap().parse().unwrap()
+        })
+        .collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..2500).collect::<Vec<u64>>());
+    Cmd::on("produce", &broker)
+        .args(&[
+            "--payload-monotonic",
+            "--record-size",
+            "10",
+            "--num-records",
+            "1",
+        ])
+        .refused("--payload-monotonic");
+}
