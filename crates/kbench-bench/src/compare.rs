@@ -173,10 +173,16 @@ pub fn cells_of(doc: &serde_json::Value) -> Result<(String, Cells), DocumentErro
         "produce" => {
             let s = &doc["settings"];
             let key = format!(
-                "produce compression={} acks={} record_size={} batch_size={} linger_ms={} throughput={} partitions={}",
+                "produce compression={} acks={} record_size={}{} batch_size={} linger_ms={} throughput={} partitions={}",
                 s["compression"].as_str().unwrap_or("?"),
                 s["acks"].as_str().unwrap_or("?"),
                 s["record_size"],
+                // A monotonic payload is a payload of its own (absent or false: the key is as before).
+                if s["payload_monotonic"] == true {
+                    " payload=monotonic"
+                } else {
+                    ""
+                },
                 s["batch_size"],
                 s["linger_ms"],
                 s["throughput"],

@@ -511,6 +511,8 @@ impl ProduceSpec {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn monotonic_values_are_decimal_indexes() {
         let mut buf = [0u8; MONOTONIC_LONGEST];
@@ -518,8 +520,6 @@ mod tests {
             assert_eq!(decimal(i, &mut buf), i.to_string().as_bytes());
         }
     }
-
-    use super::*;
 
     /// A field name and a change that makes it invalid.
     type Case = (&'static str, fn(&mut ProduceSpec));

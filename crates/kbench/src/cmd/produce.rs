@@ -69,7 +69,8 @@ pub struct ProduceArgs {
     pub payload_file: Option<PathBuf>,
 
     /// Each record's value is its index in the run in decimal ("0", "1", …), as Kafka 4.x's
-    /// kafka-producer-perf-test --payload-monotonic.
+    /// kafka-producer-perf-test --payload-monotonic (each repetition counts from 0 again; not with
+    /// --agents).
     #[arg(long, conflicts_with_all = ["payload_file", "record_size"])]
     pub payload_monotonic: bool,
 
@@ -766,6 +767,10 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
     } else if plan.spec.transaction.is_some() {
         Some(
             "--transactional-id: not with --agents (every agent would take the same transactional.id and fence the others)",
+        )
+    } else if args.payload_monotonic {
+        Some(
+            "--payload-monotonic: not with --agents (each agent would count from 0, so the values would repeat)",
         )
     } else if !args.pin.is_empty() {
         Some("--pin: not with --agents yet (agents negotiate versions themselves)")

@@ -78,10 +78,15 @@ fn read_with_hdrhistogram_py(path: &str) -> Value {
     serde_json::from_slice(&out.stdout).expect("the reader's JSON")
 }
 
-/// `a` and `b` fall in the same bucket of `h`, or next to it (the two readers may take either
-/// edge of a bucket as its value).
-fn within_one_bucket(h: &Histogram<u64>, a: u64, b: u64) -> bool {
-    a.abs_diff(b) <= h.equivalent_range(a.max(b))
+/// HdrHistogram_py's value at percentile `p` of `h` is kbench's within one bucket, once for the
+/// readers' different roundings of the rank (Rust's crate takes ceil(q·n), HdrHistogram_py
+/// int(q·n + 0.5)): it lies between the buckets holding the values at one rank below and one above.
+fn within_one_bucket(h: &Histogram<u64>, p: f64, theirs: u64) -> bool {
+    let n = h.len() as f64;
+    let rank = (p / 100.0 * n).ceil();
+    let lo = h.value_at_quantile(((rank - 1.0) / n).clamp(0.0, 1.0));
+    let hi = h.value_at_quantile(((rank + 1.0) / n).clamp(0.0, 1.0));
+    h.lowest_equivalent(lo) <= theirs && theirs <= h.highest_equivalent(hi)
 }
 
 fn total(doc: &Value, field: &str) -> Histogram<u64> {
@@ -165,10 +170,10 @@ fn produce_windows_add_up_to_the_run_and_the_log_round_trips() {
         );
         assert_eq!(read["count"].as_u64(), Some(acked), "{tag}: {py}");
         let h = total(&doc, tag);
-        for p in ["p50", "p99", "max"] {
+        for (p, at) in [("p50", 50.0), ("p99", 99.0), ("max", 100.0)] {
             let (ours, theirs) = (doc[tag][p].as_u64().unwrap(), read[p].as_u64().unwrap());
             assert!(
-                within_one_bucket(&h, ours, theirs),
+                within_one_bucket(&h, at, theirs),
                 "{tag} {p}: the result says {ours} µs, HdrHistogram_py {theirs} µs"
             );
         }
