@@ -48,23 +48,6 @@ pub enum Payload {
     Monotonic,
 }
 
-/// The longest value `Payload::Monotonic` writes: `u64::MAX` in decimal.
-pub const MONOTONIC_LONGEST: usize = 20;
-
-/// Write `i` in decimal into `buf`, returning the digits.
-pub(crate) fn decimal(i: u64, buf: &mut [u8; MONOTONIC_LONGEST]) -> &[u8] {
-    let mut at = buf.len();
-    let mut v = i;
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return &buf[at..];
-        }
-    }
-}
-
 impl Payload {
     pub(crate) fn values(&self, rng: &mut SmallRng) -> Vec<Bytes> {
         match self {
@@ -84,7 +67,7 @@ impl Payload {
             Payload::Random { size } => *size,
             Payload::Lines(lines) => lines.iter().map(Bytes::len).max().unwrap_or(0),
             Payload::Uniform { max, .. } => *max,
-            Payload::Monotonic => MONOTONIC_LONGEST,
+            Payload::Monotonic => u64::MAX.to_string().len(),
         }
     }
 
@@ -512,14 +495,6 @@ impl ProduceSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn monotonic_values_are_decimal_indexes() {
-        let mut buf = [0u8; MONOTONIC_LONGEST];
-        for i in [0u64, 7, 10, 999, 1_000_000, u64::MAX] {
-            assert_eq!(decimal(i, &mut buf), i.to_string().as_bytes());
-        }
-    }
 
     /// A field name and a change that makes it invalid.
     type Case = (&'static str, fn(&mut ProduceSpec));

@@ -850,7 +850,7 @@ pub async fn run_produce_until(
         _ => None,
     };
     let monotonic = spec.payload == Payload::Monotonic;
-    let mut digits = [0u8; super::MONOTONIC_LONGEST];
+    let mut digits = itoa::Buffer::new();
     let mut producer: Engine = kbench_client::Producer::new(
         cluster.clone(),
         &topic,
@@ -977,7 +977,7 @@ pub async fn run_produce_until(
         let value: &[u8] = match uniform {
             Some((min, max)) => &values[0][..rng.random_range(min..=max)],
             None if values.len() == 1 => &values[0],
-            None if monotonic => super::decimal(i, &mut digits),
+            None if monotonic => digits.format(i).as_bytes(),
             None => &values[rng.random_range(0..values.len())],
         };
         // Batches past their linger.ms close, and so does this record's batch when it is full

@@ -639,17 +639,7 @@ fn one_sigterm_or_sigint_ends_the_broker_the_agent_and_the_server() {
     fn ends_on_one(child: &mut std::process::Child, signal: i32, what: &str) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, signal) };
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > Duration::from_secs(30) {
-                let _ = child.kill();
-                panic!("{what} was still running 30 s after one signal {signal}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = wait_with_limit(child, Duration::from_secs(30));
         assert_eq!(status.code(), Some(0), "{what} after signal {signal}");
     }
     let mut plain = TestBroker::embedded_with(&[]);
