@@ -15,8 +15,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
 use kbench_client::{
-    ClientError, Cluster, ClusterConfig, ConsumerSettings, GroupConfig, GroupMember, Membership,
-    OffsetReset, TopicLayout, is_secret,
+    ClientError, Cluster, ClusterConfig, ConsumerProperties, ConsumerSettings, GroupConfig,
+    GroupMember, Membership, OffsetReset, TopicLayout,
 };
 use kbench_wire::{ApiKey, BatchDecoder, api_name};
 use serde::Serialize;
@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{BenchError, SpecError};
 use crate::measure::{CpuTime, LatencySummary, latency_histogram, peak_rss_kib};
 use crate::result::{Environment, SCHEMA_VERSION, Target, rfc3339};
-use crate::spec::{MAX_WAIT, check_duration, check_range, check_topic};
+use crate::spec::{MAX_WAIT, check_consumer, check_duration, check_range, check_topic};
 
 /// How the consumer gets its partitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,20 +53,14 @@ pub struct ConsumeSpec {
     pub messages: u64,
     pub mode: ConsumeMode,
     pub start: StartAt,
-    /// `max.partition.fetch.bytes` (`--fetch-size`).
-    pub fetch_size: usize,
-    /// `fetch.max.bytes`.
-    pub fetch_max_bytes: usize,
-    /// `fetch.max.wait.ms`.
-    pub fetch_max_wait: Duration,
+    /// The consumer's settings, whole (Java's defaults): fetch sizes and wait, session,
+    /// heartbeat and commit interval, isolation level.
+    pub consumer: ConsumerSettings,
     /// End the run when no record arrived for this long (`--timeout`).
     pub timeout: Duration,
     pub reporting_interval: Duration,
-    /// Group mode: commit positions every `auto_commit_interval` and at the end.
+    /// Group mode: commit positions every `consumer.auto_commit_interval` and at the end.
     pub commit: bool,
-    pub auto_commit_interval: Duration,
-    pub session_timeout: Duration,
-    pub heartbeat_interval: Duration,
     /// Client properties as given, for the result document.
     pub properties: Vec<(String, String)>,
     /// Record each record's end-to-end latency: the wall clock when its fetch was answered less its
@@ -79,9 +73,6 @@ pub struct ConsumeSpec {
     /// Check every record's stamp ([`crate::verify`]): order per producer and partition,
     /// duplicates, checksums, sequence gaps (`--verify`).
     pub verify: bool,
-    /// `isolation.level=read_committed`: Fetch at isolation level 1 (up to the last stable
-    /// offset), and the records of aborted transactions left out.
-    pub read_committed: bool,
 }
 
 /// A consume timeline's counters.
@@ -94,32 +85,23 @@ impl Default for ConsumeSpec {
     /// writes by default) in a fresh group `perf-consumer-N`, from the earliest offset, 1 MiB per
     /// partition per fetch, 10 s timeout, progress every 5 s; Java's consumer defaults otherwise.
     fn default() -> Self {
-        let mut spec = ConsumeSpec {
+        ConsumeSpec {
             topic: "kbench-perf".into(),
             messages: 1_000_000,
             mode: ConsumeMode::Group {
                 group_id: format!("perf-consumer-{}", crate::spec::random_seed() % 100_000),
             },
             start: StartAt::Reset(OffsetReset::Earliest),
-            fetch_size: 0,
-            fetch_max_bytes: 0,
-            fetch_max_wait: Duration::ZERO,
+            consumer: ConsumerSettings::default(),
             timeout: Duration::from_millis(10_000),
             reporting_interval: Duration::from_millis(5_000),
             commit: true,
-            auto_commit_interval: Duration::ZERO,
-            session_timeout: Duration::ZERO,
-            heartbeat_interval: Duration::ZERO,
             properties: Vec::new(),
             end_to_end: false,
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
             window_sink: Default::default(),
             verify: false,
-            read_committed: false,
-        };
-        spec.apply_settings(&ConsumerSettings::default());
-        spec.start = StartAt::Reset(OffsetReset::Earliest);
-        spec
+        }
     }
 }
 
@@ -138,19 +120,15 @@ impl ConsumeSpec {
         ApiKey::LeaveGroup,
     ];
 
-    /// Take the consumer's settings (properties and their Kafka defaults); `group.id` names the
-    /// group, and `auto.offset.reset` the start, unless flags say otherwise afterwards.
-    pub fn apply_settings(&mut self, s: &ConsumerSettings) {
-        self.fetch_size = s.max_partition_fetch_bytes;
-        self.fetch_max_bytes = s.fetch_max_bytes;
-        self.fetch_max_wait = s.fetch_max_wait;
-        self.commit = s.enable_auto_commit;
-        self.auto_commit_interval = s.auto_commit_interval;
-        self.session_timeout = s.session_timeout;
-        self.heartbeat_interval = s.heartbeat_interval;
-        self.start = StartAt::Reset(s.auto_offset_reset);
-        self.read_committed = s.read_committed;
-        if let (Some(g), ConsumeMode::Group { .. }) = (&s.group_id, &self.mode) {
+    /// Take what a consumer's properties choose: `group.id` names the group (unless assigned),
+    /// `auto.offset.reset` the start, `enable.auto.commit` whether to commit; and its settings.
+    pub fn take_properties(&mut self, p: &ConsumerProperties) {
+        self.consumer = p.consumer.clone();
+        self.commit = p.enable_auto_commit;
+        if let Some(reset) = p.auto_offset_reset {
+            self.start = StartAt::Reset(reset);
+        }
+        if let (Some(g), ConsumeMode::Group { .. }) = (&p.group_id, &self.mode) {
             self.mode = ConsumeMode::Group {
                 group_id: g.clone(),
             };
@@ -161,13 +139,7 @@ impl ConsumeSpec {
     pub fn validate(&self) -> Result<(), SpecError> {
         check_topic("topic", &self.topic)?;
         check_range("messages", self.messages, 1..=u64::MAX)?;
-        check_range("fetch_size", self.fetch_size, 1..=i32::MAX as usize)?;
-        check_range(
-            "fetch_max_bytes",
-            self.fetch_max_bytes,
-            1..=i32::MAX as usize,
-        )?;
-        check_duration("fetch_max_wait", self.fetch_max_wait, MAX_WAIT)?;
+        check_consumer(&self.consumer)?;
         check_duration("timeout", self.timeout, MAX_WAIT)?;
         if self.timeout.is_zero() {
             return Err(SpecError::new("timeout", "must be above zero"));
@@ -185,15 +157,6 @@ impl ConsumeSpec {
                     return Err(SpecError::new(
                         "offset",
                         "a numeric start offset needs assigned partitions (--partition)",
-                    ));
-                }
-                check_duration("session_timeout", self.session_timeout, MAX_WAIT)?;
-                if self.heartbeat_interval.is_zero()
-                    || self.heartbeat_interval >= self.session_timeout
-                {
-                    return Err(SpecError::new(
-                        "heartbeat_interval",
-                        "must be above zero and below session_timeout",
                     ));
                 }
             }
@@ -216,11 +179,7 @@ impl ConsumeSpec {
 
     /// The settings block of the result document (secret property values masked).
     pub fn settings_json(&self, cluster: &ClusterConfig) -> serde_json::Value {
-        let properties: BTreeMap<&str, &str> = self
-            .properties
-            .iter()
-            .map(|(k, v)| (k.as_str(), if is_secret(k) { "***" } else { v.as_str() }))
-            .collect();
+        let c = &self.consumer;
         let (mode, group, partitions) = match &self.mode {
             ConsumeMode::Group { group_id } => ("group", Some(group_id.as_str()), None),
             ConsumeMode::Assign { partitions } => ("assign", None, Some(partitions.clone())),
@@ -236,19 +195,19 @@ impl ConsumeSpec {
             "group": group,
             "partitions": partitions,
             "start": start,
-            "fetch_size": self.fetch_size,
-            "fetch_max_bytes": self.fetch_max_bytes,
-            "fetch_max_wait_ms": self.fetch_max_wait.as_millis() as u64,
-            "isolation_level": if self.read_committed { "read_committed" } else { "read_uncommitted" },
+            "fetch_size": c.max_partition_fetch_bytes,
+            "fetch_max_bytes": c.fetch_max_bytes,
+            "fetch_max_wait_ms": c.fetch_max_wait.as_millis() as u64,
+            "isolation_level": if c.read_committed { "read_committed" } else { "read_uncommitted" },
             "timeout_ms": self.timeout.as_millis() as u64,
             "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "commit": self.commit,
-            "auto_commit_interval_ms": self.auto_commit_interval.as_millis() as u64,
-            "session_timeout_ms": self.session_timeout.as_millis() as u64,
-            "heartbeat_interval_ms": self.heartbeat_interval.as_millis() as u64,
+            "auto_commit_interval_ms": c.auto_commit_interval.as_millis() as u64,
+            "session_timeout_ms": c.session_timeout.as_millis() as u64,
+            "heartbeat_interval_ms": c.heartbeat_interval.as_millis() as u64,
             "client_id": cluster.client_id,
-            "properties": properties,
+            "properties": kbench_client::redacted(&self.properties),
         })
     }
 }
@@ -666,8 +625,8 @@ pub async fn run_consume<O: ConsumeObserver>(
             let config = GroupConfig {
                 group_id: group_id.clone(),
                 topic: spec.topic.clone(),
-                session_timeout: spec.session_timeout,
-                rebalance_timeout: spec.session_timeout.max(Duration::from_secs(30)),
+                session_timeout: spec.consumer.session_timeout,
+                rebalance_timeout: spec.consumer.session_timeout.max(Duration::from_secs(30)),
             };
             let joined = tokio::select! {
                 m = GroupMember::join(cluster.clone(), config) => m,
@@ -771,7 +730,7 @@ pub async fn run_consume<O: ConsumeObserver>(
             window_join = Duration::ZERO;
         }
         if let Some(m) = member.as_mut() {
-            if now - last_heartbeat >= spec.heartbeat_interval {
+            if now - last_heartbeat >= spec.consumer.heartbeat_interval {
                 last_heartbeat = now;
                 match m.heartbeat().await {
                     Ok(Membership::Stable) => {}
@@ -807,7 +766,7 @@ pub async fn run_consume<O: ConsumeObserver>(
                 }
             }
             if spec.commit
-                && now - last_commit >= spec.auto_commit_interval
+                && now - last_commit >= spec.consumer.auto_commit_interval
                 && positions != committed
             {
                 last_commit = now;
@@ -833,7 +792,9 @@ pub async fn run_consume<O: ConsumeObserver>(
             let wait = if paused {
                 tick
             } else {
-                spec.heartbeat_interval.min(Duration::from_millis(500))
+                spec.consumer
+                    .heartbeat_interval
+                    .min(Duration::from_millis(500))
             };
             tokio::select! {
                 _ = cancel.cancelled() => break,
@@ -1032,15 +993,18 @@ pub async fn run_consume<O: ConsumeObserver>(
 /// The consumer engine's settings for a consume run.
 fn engine_options(spec: &ConsumeSpec) -> kbench_client::ConsumerOptions {
     kbench_client::ConsumerOptions {
-        partition_max_bytes: spec.fetch_size.min(i32::MAX as usize) as i32,
-        max_bytes: spec.fetch_max_bytes.min(i32::MAX as usize) as i32,
-        max_wait: spec.fetch_max_wait,
-        read_committed: spec.read_committed,
+        partition_max_bytes: spec
+            .consumer
+            .max_partition_fetch_bytes
+            .min(i32::MAX as usize) as i32,
+        max_bytes: spec.consumer.fetch_max_bytes.min(i32::MAX as usize) as i32,
+        max_wait: spec.consumer.fetch_max_wait,
+        read_committed: spec.consumer.read_committed,
         reset: match spec.start {
             StartAt::Reset(r) => r,
             StartAt::Offset(_) => OffsetReset::Earliest,
         },
-        retry_backoff: ConsumerSettings::default().connection.retry_backoff,
+        retry_backoff: kbench_client::config::RETRY_BACKOFF,
     }
 }
 
@@ -1170,7 +1134,7 @@ mod tests {
         let spec = ConsumeSpec::default();
         assert_eq!(spec.validate(), Ok(()));
         assert_eq!(spec.start, StartAt::Reset(OffsetReset::Earliest));
-        assert_eq!(spec.fetch_size, 1_048_576);
+        assert_eq!(spec.consumer.max_partition_fetch_bytes, 1_048_576);
         assert!(
             matches!(&spec.mode, ConsumeMode::Group { group_id } if group_id.starts_with("perf-consumer-"))
         );
@@ -1179,7 +1143,7 @@ mod tests {
     #[test]
     fn each_bad_field_is_named() {
         type Case = (&'static str, fn(&mut ConsumeSpec));
-        let cases: [Case; 6] = [
+        let cases: [Case; 7] = [
             ("messages", |s| s.messages = 0),
             ("topic", |s| s.topic.clear()),
             ("timeout", |s| s.timeout = Duration::ZERO),
@@ -1189,7 +1153,10 @@ mod tests {
                     partitions: vec![-1],
                 }
             }),
-            ("fetch_size", |s| s.fetch_size = 0),
+            ("fetch_size", |s| s.consumer.max_partition_fetch_bytes = 0),
+            ("heartbeat.interval.ms", |s| {
+                s.consumer.heartbeat_interval = s.consumer.session_timeout
+            }),
         ];
         for (field, break_it) in cases {
             let mut s = ConsumeSpec::default();

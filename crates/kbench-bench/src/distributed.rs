@@ -90,7 +90,7 @@ pub fn split_produce(spec: &ProduceSpec, agents: usize) -> Result<Vec<ProduceSpe
             "a distributed run has one repetition (run it again for more)",
         ));
     }
-    if spec.transaction.is_some() {
+    if spec.producer.transactional_id.is_some() {
         return Err(SpecError::new(
             "transactional_id",
             "not over agents: every agent would take the same transactional.id and fence the others",

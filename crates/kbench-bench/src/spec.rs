@@ -265,6 +265,33 @@ pub fn check_span<T: PartialOrd + std::fmt::Display + Copy>(
     Ok(())
 }
 
+/// A producer's settings, as every workload that produces checks them: sizes and waits in range,
+/// then the combinations Java refuses (named by their property).
+pub fn check_producer(p: &kbench_client::ProducerSettings) -> Result<(), SpecError> {
+    check_range("batch_size", p.batch_size, 1..=i32::MAX as usize)?;
+    check_range(
+        "max_request_size",
+        p.max_request_size,
+        1..=i32::MAX as usize,
+    )?;
+    check_range("max_in_flight", p.max_in_flight, 1..=1_000)?;
+    check_duration("linger", p.linger, MAX_WAIT)?;
+    p.check().map_err(|c| SpecError::new(c.key, c.reason))
+}
+
+/// A consumer's settings, as every workload that consumes in a group checks them.
+pub fn check_consumer(c: &kbench_client::ConsumerSettings) -> Result<(), SpecError> {
+    check_range(
+        "fetch_size",
+        c.max_partition_fetch_bytes,
+        1..=i32::MAX as usize,
+    )?;
+    check_range("fetch_max_bytes", c.fetch_max_bytes, 1..=i32::MAX as usize)?;
+    check_duration("fetch_max_wait", c.fetch_max_wait, MAX_WAIT)?;
+    check_duration("session_timeout", c.session_timeout, MAX_WAIT)?;
+    c.check().map_err(|c| SpecError::new(c.key, c.reason))
+}
+
 /// How long requests still in flight when producers stop (the duration ended, or a stop was asked)
 /// may take to be answered before they are counted failed: a dead or swamped broker must not hold a
 /// run until the delivery timeout.

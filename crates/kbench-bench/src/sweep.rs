@@ -11,7 +11,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kbench_client::{Acks, ClientError, Cluster, ClusterConfig, ProducerConfig, TopicLayout};
+use kbench_client::{Acks, ClientError, Cluster, ClusterConfig, ProducerSettings, TopicLayout};
 use kbench_wire::batch::{RecordBatchBuilder, now_ms};
 use kbench_wire::{ApiKey, BatchDecoder, Compression, Pins};
 use rand::SeedableRng;
@@ -359,15 +359,12 @@ pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTo
         .ensure_topic(topic, 1, 1)
         .await
         .map_err(|e| BenchError::topic(topic, e))?;
-    let producer = ProducerConfig {
-        acks: Acks::All,
-        request_timeout: Duration::from_secs(30),
+    let producer = ProducerSettings {
         retries: 5,
-        retry_backoff: Duration::from_millis(100),
         delivery_timeout: Duration::from_secs(60),
-        idempotent: false,
-        buffer_memory: kbench_client::produce::BUFFER_MEMORY,
-    };
+        ..ProducerSettings::default()
+    }
+    .delivery(cluster.config().request_timeout);
     let mut builder = RecordBatchBuilder::new(Compression::None);
     let mut checksum = 0u32;
     let first_timestamp_ms = now_ms();
@@ -448,21 +445,18 @@ async fn produce_rep(
         duration: None,
         payload: Payload::Random { size: s.value_size },
         throughput: None,
-        compression: Compression::None,
-        batch_size: usize::MAX,
-        linger: Duration::from_secs(3600),
         partition: Some(0),
         reporting_interval: s.stall_timeout / 2,
-        producer: ProducerConfig {
+        producer: ProducerSettings {
             acks,
-            request_timeout: Duration::from_secs(30),
+            compression: Compression::None,
+            // Every batch is closed at `records_per_batch`.
+            batch_size: usize::MAX,
+            linger: Duration::from_secs(3600),
             retries: 3,
-            retry_backoff: Duration::from_millis(100),
             delivery_timeout: s.stall_timeout,
-            idempotent: false,
-            buffer_memory: kbench_client::produce::BUFFER_MEMORY,
+            ..ProducerSettings::default()
         },
-        max_in_flight: 5,
         records_per_batch: Some(workload.records_per_request()),
         seed: s.seed,
         ..ProduceSpec::default()

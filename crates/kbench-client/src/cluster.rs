@@ -36,10 +36,10 @@ pub struct ClusterConfig {
 }
 
 impl ClusterConfig {
-    /// Kafka's client defaults (see [`ProducerSettings`](crate::ProducerSettings)) towards
+    /// Kafka's client defaults (see [`ConnectionSettings`](crate::ConnectionSettings)) towards
     /// `bootstrap`, as `client_id`, with `pins`.
     pub fn new(bootstrap: Vec<String>, client_id: &str, pins: Pins) -> ClusterConfig {
-        let mut config = crate::ProducerSettings::default().cluster_config(bootstrap, pins);
+        let mut config = crate::ConnectionSettings::default().cluster_config(bootstrap, pins);
         config.client_id = client_id.to_string();
         config
     }

@@ -25,7 +25,9 @@ pub mod txn;
 
 pub use cluster::{Cluster, ClusterConfig, PartitionLeader, Purpose, TopicLayout};
 pub use config::{
-    ConsumerSettings, OffsetReset, ProducerSettings, PropertyError, is_secret, split_property,
+    Conflict, ConnectionSettings, ConsumerProperties, ConsumerSettings, OffsetReset,
+    ProducerProperties, ProducerSettings, PropertyError, is_connection_property, is_secret,
+    redacted, split_property,
 };
 pub use connection::Connection;
 pub use consumer::{Consumer, ConsumerOptions, Fetched, FetchedPart};

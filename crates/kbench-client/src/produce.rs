@@ -79,6 +79,7 @@ fn default_buffer_memory() -> usize {
 
 impl Default for ProducerConfig {
     fn default() -> Self {
-        crate::ProducerSettings::default().producer_config()
+        crate::ProducerSettings::default()
+            .delivery(crate::ConnectionSettings::default().request_timeout)
     }
 }

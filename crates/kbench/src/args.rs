@@ -22,7 +22,14 @@ pub const EXIT_VERIFY: u8 = 5;
 pub fn flag(field: &str) -> String {
     field
         .split(", ")
-        .map(|f| format!("--{}", f.replace('_', "-")))
+        // A dotted name is a client property (a rule of the producer's settings), said as given.
+        .map(|f| {
+            if f.contains('.') {
+                f.to_string()
+            } else {
+                format!("--{}", f.replace('_', "-"))
+            }
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -281,6 +288,10 @@ mod tests {
             flag("record_size, batch_size"),
             "--record-size, --batch-size"
         );
+        assert_eq!(
+            flag("max.in.flight.requests.per.connection"),
+            "max.in.flight.requests.per.connection"
+        );
         assert_eq!(fraction("0.15"), Ok(0.15));
         for bad in ["NaN", "inf", "-0.1", "x"] {
             assert!(fraction(bad).is_err(), "{bad}");
@@ -361,40 +372,33 @@ pub fn read_properties_file(path: &Path) -> Result<Vec<(String, String)>, String
         .map_err(|e| format!("{} line {}: {}", path.display(), e.line, e.what))
 }
 
-/// Client settings from properties files first, then the `(flag, key=value…)` lists in order; the
-/// pairs as given (for the result, secrets masked there), and TLS built. An error names the file or
-/// flag and the key, never a secret's value.
-pub fn client_settings(
+/// Client properties from properties files first, then the `(flag, key=value…)` lists in order, each
+/// handed to `apply` with where it came from; the pairs as given (for the result, secrets masked
+/// there). An error names the file or flag and the key, never a secret's value.
+pub fn client_properties(
     files: &[std::path::PathBuf],
     lists: &[(&str, &[String])],
-    allowed: impl Fn(&str) -> bool,
-) -> Result<(kbench_client::ProducerSettings, Vec<(String, String)>), String> {
-    let mut settings = kbench_client::ProducerSettings::default();
+    mut apply: impl FnMut(&str, &str, &str) -> Result<(), kbench_client::PropertyError>,
+) -> Result<Vec<(String, String)>, String> {
     let mut given = Vec::new();
-    let mut apply = |source: &str, k: &str, v: &str| -> Result<(), String> {
-        if !allowed(k) {
-            return Err(format!(
-                "{source} {k}: not a connection or security property; use this command's own flag for it"
-            ));
-        }
-        settings.apply(source, k, v).map_err(|e| e.to_string())?;
+    let mut take = |source: &str, k: &str, v: &str| -> Result<(), String> {
+        apply(source, k, v).map_err(|e| e.to_string())?;
         given.push((k.to_string(), v.to_string()));
         Ok(())
     };
     for f in files {
         let source = f.display().to_string();
         for (k, v) in read_properties_file(f)? {
-            apply(&source, &k, &v)?;
+            take(&source, &k, &v)?;
         }
     }
     for (flag, kvs) in lists {
         for kv in kvs.iter() {
             let (k, v) = kbench_client::split_property(flag, kv).map_err(|e| e.to_string())?;
-            apply(flag, k, v)?;
+            take(flag, k, v)?;
         }
     }
-    settings.finish().map_err(|e| e.to_string())?;
-    Ok((settings, given))
+    Ok(given)
 }
 
 /// The connection and security properties of a command that takes only those (e2e, sweep, serve):
@@ -418,23 +422,33 @@ pub struct ConnectionArgs {
 
 impl ConnectionArgs {
     /// The settings: checked, TLS built.
-    pub fn settings(&self) -> Result<kbench_client::ProducerSettings, String> {
-        client_settings(
-            &self.command_config,
-            &[("-X", &self.property)],
-            is_connection_property,
-        )
-        .map(|(s, _)| s)
+    pub fn settings(&self) -> Result<kbench_client::ConnectionSettings, String> {
+        self.read().map(|(s, _)| s)
     }
 
     /// The properties as given (files first, then `-X`), checked: what an agent is sent.
     pub fn pairs(&self) -> Result<Vec<(String, String)>, String> {
-        client_settings(
+        self.read().map(|(_, given)| given)
+    }
+
+    fn read(&self) -> Result<(kbench_client::ConnectionSettings, Vec<(String, String)>), String> {
+        let mut settings = kbench_client::ConnectionSettings::default();
+        let given = client_properties(
             &self.command_config,
             &[("-X", &self.property)],
-            is_connection_property,
-        )
-        .map(|(_, given)| given)
+            |source, k, v| {
+                if settings.apply(source, k, v)? {
+                    Ok(())
+                } else {
+                    Err(kbench_client::PropertyError::Setup {
+                        key: format!("{source} {k}"),
+                        reason: "not a connection or security property; use this command's own flag for it".into(),
+                    })
+                }
+            },
+        )?;
+        settings.finish().map_err(|e| e.to_string())?;
+        Ok((settings, given))
     }
 
     /// The arguments as a log line may show them: secret values masked.
@@ -460,22 +474,4 @@ impl ConnectionArgs {
             .flat_map(|p| ["-X".to_string(), p.clone()]);
         files.chain(props).collect()
     }
-}
-
-/// The properties that concern the connection itself (where, how long, how secured), which every
-/// command that connects takes with `-X` or a properties file.
-pub fn is_connection_property(key: &str) -> bool {
-    key.starts_with("security.")
-        || key.starts_with("ssl.")
-        || key.starts_with("enable.ssl.")
-        || key.starts_with("sasl.")
-        || matches!(
-            key,
-            "bootstrap.servers"
-                | "metadata.broker.list"
-                | "client.id"
-                | "request.timeout.ms"
-                | "socket.connection.setup.timeout.ms"
-                | "socket.connection.setup.timeout.max.ms"
-        )
 }

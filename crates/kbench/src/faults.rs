@@ -157,7 +157,7 @@ pub type Recreate = Arc<
 
 /// After a restart-broker fault: the run's topic, created again on the empty broker.
 pub fn topic_recreator(
-    settings: &kbench_client::ProducerSettings,
+    settings: &kbench_client::ConnectionSettings,
     pins: &kbench_wire::Pins,
     topic: &str,
     partitions: i32,

@@ -80,7 +80,7 @@ impl Native {
     fn cluster_config(&self, client_id: String) -> ClusterConfig {
         let mut config = self.cluster.clone();
         config.client_id = client_id;
-        config.max_in_flight = self.spec.max_in_flight.max(1);
+        config.max_in_flight = self.spec.producer.max_in_flight.max(1);
         config
     }
 }
@@ -288,15 +288,12 @@ async fn produce(
         .map(|v| v.producer_id(idx));
     let mut stamp_seqs: HashMap<i32, u64> = HashMap::new();
     let options = kbench_client::ProducerOptions {
-        delivery: spec.producer.clone(),
-        compression: spec.compression,
         // Each batch is closed as soon as its records are in.
         batch_size: usize::MAX,
-        records_per_batch: None,
         linger: Duration::ZERO,
-        max_in_flight: spec.max_in_flight.max(1),
-        max_request_size: kbench_client::ProducerSettings::default().max_request_size,
-        per_partition: false,
+        ..spec
+            .producer
+            .engine_options(cluster.config().request_timeout)
     };
     let mut producer = kbench_client::Producer::new(
         cluster,
@@ -405,8 +402,8 @@ async fn consume(
     let config = GroupConfig {
         group_id: spec.group_id.clone(),
         topic: spec.topic.clone(),
-        session_timeout: spec.session_timeout,
-        rebalance_timeout: spec.session_timeout.max(Duration::from_secs(30)),
+        session_timeout: spec.consumer.session_timeout,
+        rebalance_timeout: spec.consumer.session_timeout.max(Duration::from_secs(30)),
     };
     let setup = async {
         let member = GroupMember::join(cluster.clone(), config).await?;
@@ -418,16 +415,14 @@ async fn consume(
         cluster.clone(),
         &layout,
         kbench_client::ConsumerOptions {
-            partition_max_bytes: spec.consume_max_bytes,
-            max_bytes: spec.consume_max_bytes,
-            max_wait: spec.consume_wait,
+            partition_max_bytes: fetch_bytes(&spec),
+            max_bytes: fetch_bytes(&spec),
+            max_wait: spec.consumer.fetch_max_wait,
             read_committed: false,
             // A log that lost the offsets read (a broker that restarted empty) is read again from
             // its start.
             reset: kbench_client::OffsetReset::Earliest,
-            retry_backoff: kbench_client::ConsumerSettings::default()
-                .connection
-                .retry_backoff,
+            retry_backoff: kbench_client::config::RETRY_BACKOFF,
         },
     );
     engine.assign(&positions);
@@ -436,7 +431,7 @@ async fn consume(
     let mut decoder = BatchDecoder::new();
     let mut seen = Seen::counting_into(live.clone());
     let mut gaps: BTreeMap<i32, Gaps> = BTreeMap::new();
-    let gap_hold = gap_hold(spec.consume_wait);
+    let gap_hold = gap_hold(spec.consumer.fetch_max_wait);
     let mut committer = Committer::new(spec.commit, &positions);
     let mut last_heartbeat = Instant::now();
     let mut async_commits: JoinSet<()> = JoinSet::new();
@@ -460,7 +455,7 @@ async fn consume(
         );
     }
     while !stop.is_cancelled() {
-        if last_heartbeat.elapsed() >= spec.heartbeat_interval {
+        if last_heartbeat.elapsed() >= spec.consumer.heartbeat_interval {
             last_heartbeat = Instant::now();
             add(&live.heartbeats, 1);
             match member.heartbeat().await {
@@ -486,12 +481,13 @@ async fn consume(
             // Nothing assigned (another member has every partition): wait for a rebalance.
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(spec.heartbeat_interval) => continue,
+                _ = tokio::time::sleep(spec.consumer.heartbeat_interval) => continue,
             }
         }
         // The next answer of any broker's fetch loop (each broker is fetched from concurrently,
         // on connections of their own); the heartbeat's turn comes between answers.
         let until_heartbeat = spec
+            .consumer
             .heartbeat_interval
             .saturating_sub(last_heartbeat.elapsed());
         let fetched = tokio::select! {
@@ -710,7 +706,7 @@ async fn consume(
         let reading = Reread {
             cluster: &cluster,
             layout: &layout,
-            max_bytes: spec.consume_max_bytes,
+            max_bytes: fetch_bytes(&spec),
             run_tag,
             deadline,
         };
@@ -1029,4 +1025,9 @@ mod tests {
         );
         assert_eq!(gap_hold(Duration::from_secs(1)), Duration::from_secs(2));
     }
+}
+
+/// A Fetch's bound, and each partition's in it: the seed's `consumeMaxBytesMs`.
+fn fetch_bytes(spec: &E2eSpec) -> i32 {
+    spec.consumer.fetch_max_bytes.min(i32::MAX as usize) as i32
 }

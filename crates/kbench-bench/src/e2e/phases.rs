@@ -205,7 +205,7 @@ impl Pacer {
             interval: spec.batch_interval_ms,
             count: spec.messages_per_batch,
             size: spec.payload_size,
-            in_flight: Arc::new(Semaphore::new(spec.max_in_flight.max(1))),
+            in_flight: Arc::new(Semaphore::new(spec.producer.max_in_flight.max(1))),
             cluster_wait: Duration::ZERO,
         }
     }

@@ -495,7 +495,7 @@ async fn position_instance(
     stop: &CancellationToken,
 ) -> Result<(), BenchError> {
     let deadline = Instant::now() + JOIN_PATIENCE;
-    let timeout_ms = spec.consume_wait.as_millis() as u64;
+    let timeout_ms = spec.consumer.fetch_max_wait.as_millis() as u64;
     let assigned = loop {
         let assigned = proxy
             .assignments(instance, &spec.topic)
@@ -660,8 +660,8 @@ async fn count_late(
         proxy.assign(&instance, &spec.topic, &partitions).await?;
         proxy.seek(&instance, &spec.topic, &from).await?;
         let mut reached: BTreeMap<i32, i64> = from.iter().copied().collect();
-        let timeout_ms = spec.consume_wait.as_millis() as u64;
-        let max_bytes = spec.consume_max_bytes.max(1) as u64;
+        let timeout_ms = spec.consumer.fetch_max_wait.as_millis() as u64;
+        let max_bytes = spec.consumer.fetch_max_bytes.max(1) as u64;
         while reached.iter().any(|(p, o)| *o < ends[p]) && Instant::now() < deadline {
             for r in proxy
                 .poll(&instance, rest.format, timeout_ms, max_bytes)
@@ -717,8 +717,8 @@ async fn consume_loop(
 ) -> Result<(), BenchError> {
     let mut committer = Committer::new(spec.commit, &progress.positions);
     let wall_clock = spec.mode == E2eMode::Consumer;
-    let timeout_ms = spec.consume_wait.as_millis() as u64;
-    let max_bytes = spec.consume_max_bytes.max(1) as u64;
+    let timeout_ms = spec.consumer.fetch_max_wait.as_millis() as u64;
+    let max_bytes = spec.consumer.fetch_max_bytes.max(1) as u64;
     let mut consecutive_errors = 0;
     let mut commits: JoinSet<()> = JoinSet::new();
     while !stop.is_cancelled() {

@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
-use kbench_client::ProducerConfig;
+use kbench_client::{ConsumerSettings, ProducerSettings};
 use kbench_rest::{RestConfig, RestFormat};
-use kbench_wire::Compression;
 
 use crate::error::SpecError;
 use crate::spec::{
@@ -169,20 +168,18 @@ pub struct E2eSpec {
     pub payload_size: Span<usize>,
     /// Records per produce request.
     pub messages_per_batch: Span<usize>,
-    pub compression: Compression,
-    pub producer: ProducerConfig,
-    /// Produce requests in flight per producer.
-    pub max_in_flight: usize,
+    /// Each producer's settings (acks, compression, requests in flight, delivery). Its records go
+    /// out `messages_per_batch` to a request, so `batch_size` and `linger` do not apply, nor does
+    /// idempotence.
+    pub producer: ProducerSettings,
     pub group_id: String,
     /// The consumer's client id (the member id is the coordinator's to give).
     pub consumer_id: String,
     pub commit: CommitMode,
-    /// Fetch max wait (how long a poll may wait for data).
-    pub consume_wait: Duration,
-    /// Fetch max bytes.
-    pub consume_max_bytes: i32,
-    pub session_timeout: Duration,
-    pub heartbeat_interval: Duration,
+    /// The consumer's settings: `fetch_max_wait` is how long a poll may wait for data (the seed's
+    /// `consumeTimeoutMs`, `--consume-wait`), `fetch_max_bytes` bounds a Fetch and each partition
+    /// in it (the seed's `consumeMaxBytesMs`, `--consume-max-bytes`); session and heartbeat.
+    pub consumer: ConsumerSettings,
     /// Load phase length; `None` runs until stopped.
     pub duration: Option<Duration>,
     /// Longest wait, after the producers stop, for the consumer to catch up.
@@ -242,16 +239,15 @@ impl Default for E2eSpec {
             batch_interval_ms: Span::fixed(100),
             payload_size: Span::fixed(1024),
             messages_per_batch: Span::fixed(1),
-            compression: Compression::None,
-            producer: ProducerConfig::default(),
-            max_in_flight: 5,
+            producer: ProducerSettings::default(),
             group_id: fresh_id("kbench-e2e"),
             consumer_id: fresh_id("kbench-consumer"),
             commit: CommitMode::Sync,
-            consume_wait: Duration::from_millis(10),
-            consume_max_bytes: 52_428_800,
-            session_timeout: Duration::from_secs(45),
-            heartbeat_interval: Duration::from_secs(3),
+            consumer: ConsumerSettings {
+                // The seed service's consumeTimeoutMs.
+                fetch_max_wait: Duration::from_millis(10),
+                ..ConsumerSettings::default()
+            },
             duration: None,
             drain: Duration::from_secs(10),
             gather_latencies: true,
@@ -321,7 +317,16 @@ impl E2eSpec {
             self.messages_per_batch.max,
             1..=MAX_RECORDS_PER_REQUEST,
         )?;
-        check_range("max_in_flight", self.max_in_flight, 1..=1_000)?;
+        check_range("max_in_flight", self.producer.max_in_flight, 1..=1_000)?;
+        if self.producer.idempotent() {
+            return Err(SpecError::new(
+                "enable_idempotence",
+                "e2e producers are not idempotent (use `kbench produce` for idempotent or transactional produce)",
+            ));
+        }
+        self.producer
+            .check()
+            .map_err(|c| SpecError::new(c.key, c.reason))?;
         if self.verify && self.rest.is_some() {
             return Err(SpecError::new(
                 "verify",
@@ -334,21 +339,27 @@ impl E2eSpec {
                 "nothing reads in producer-only mode: verify with `kbench produce --verify`, or run the consumer",
             ));
         }
-        check_range("consume_max_bytes", self.consume_max_bytes, 1..=i32::MAX)?;
+        check_range(
+            "consume_max_bytes",
+            self.consumer.fetch_max_bytes,
+            1..=i32::MAX as usize,
+        )?;
         if let CommitMode::Interval(d) = self.commit {
             if d.is_zero() {
                 return Err(SpecError::new("commit", "the interval must be above zero"));
             }
             check_duration("commit", d, MAX_WAIT)?;
         }
-        check_duration("consume_wait", self.consume_wait, MAX_WAIT)?;
+        check_duration("consume_wait", self.consumer.fetch_max_wait, MAX_WAIT)?;
         check_duration("drain", self.drain, MAX_WAIT)?;
         if self.timeline_interval < Duration::from_millis(10) {
             return Err(SpecError::new("timeline_interval", "must be at least 10ms"));
         }
         check_duration("timeline_interval", self.timeline_interval, MAX_WAIT)?;
-        check_duration("session_timeout", self.session_timeout, MAX_WAIT)?;
-        check_duration("heartbeat_interval", self.heartbeat_interval, MAX_WAIT)?;
+        check_duration("session_timeout", self.consumer.session_timeout, MAX_WAIT)?;
+        self.consumer
+            .check()
+            .map_err(|c| SpecError::new(c.key, c.reason))?;
         if let Some(d) = self.duration {
             if d.is_zero() {
                 return Err(SpecError::new("duration", "must be above zero"));
@@ -391,13 +402,15 @@ impl E2eSpec {
         let record = self.payload_size.max as u128 + 64;
         let producers = if self.mode.has_producers() {
             self.producers as u128
-                * (self.max_in_flight as u128 * self.messages_per_batch.max as u128 * record
+                * (self.producer.max_in_flight as u128
+                    * self.messages_per_batch.max as u128
+                    * record
                     + record)
         } else {
             0
         };
         let consumer = if self.mode.has_consumer() {
-            2 * self.consume_max_bytes as u128
+            2 * self.consumer.fetch_max_bytes as u128
         } else {
             0
         };
@@ -416,15 +429,15 @@ impl E2eSpec {
             "payload_size": self.payload_size,
             "messages_per_batch": self.messages_per_batch,
             "acks": self.producer.acks.name(),
-            "compression": self.compression.name(),
-            "max_in_flight": self.max_in_flight,
+            "compression": self.producer.compression.name(),
+            "max_in_flight": self.producer.max_in_flight,
             "group_id": self.group_id,
             "consumer_id": self.consumer_id,
             "commit": self.commit.describe(),
-            "consume_wait_ms": self.consume_wait.as_millis() as u64,
-            "consume_max_bytes": self.consume_max_bytes,
-            "session_timeout_ms": self.session_timeout.as_millis() as u64,
-            "heartbeat_interval_ms": self.heartbeat_interval.as_millis() as u64,
+            "consume_wait_ms": self.consumer.fetch_max_wait.as_millis() as u64,
+            "consume_max_bytes": self.consumer.fetch_max_bytes,
+            "session_timeout_ms": self.consumer.session_timeout.as_millis() as u64,
+            "heartbeat_interval_ms": self.consumer.heartbeat_interval.as_millis() as u64,
             "duration_s": self.duration.map(|d| d.as_secs_f64()),
             "drain_s": self.drain.as_secs_f64(),
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
@@ -470,7 +483,7 @@ mod tests {
     fn the_default_spec_is_valid_and_each_bad_field_is_named() {
         assert_eq!(E2eSpec::default().validate(), Ok(()));
         let cases: [Case; 13] = [
-            ("consume_wait", |s| s.consume_wait = MAX_WAIT * 2),
+            ("consume_wait", |s| s.consumer.fetch_max_wait = MAX_WAIT * 2),
             ("duration", |s| s.duration = Some(Duration::MAX)),
             ("partitions", |s| s.partitions = MAX_PARTITIONS + 1),
             ("producers, payload_size, messages_per_batch", |s| {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use kbench_client::{ClusterConfig, ConsumerSettings, ProducerSettings, TopicLayout};
+use kbench_client::{ClusterConfig, ConsumerProperties, ProducerProperties, TopicLayout};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio_util::sync::CancellationToken;
@@ -35,8 +35,8 @@ pub struct OmbSpec {
     /// The driver's name (`name:`), or "Kafka".
     pub driver_name: String,
     pub replication_factor: i16,
-    pub producer: ProducerSettings,
-    pub consumer: ConsumerSettings,
+    pub producer: ProducerProperties,
+    pub consumer: ConsumerProperties,
     /// Driver properties as given (for the result; secrets masked there).
     pub producer_properties: Vec<(String, String)>,
     pub consumer_properties: Vec<(String, String)>,
@@ -91,11 +91,9 @@ impl OmbSpec {
                 }
             ));
         }
-        let mut producer = ProducerSettings {
-            client_id: "kbench-omb-producer".into(),
-            ..ProducerSettings::default()
-        };
-        let mut consumer = ConsumerSettings::default();
+        let mut producer = ProducerProperties::default();
+        producer.connection.client_id = "kbench-omb-producer".into();
+        let mut consumer = ConsumerProperties::default();
         let mut producer_properties = Vec::new();
         let mut consumer_properties = Vec::new();
         for (block, props, to_producer, to_consumer) in [
@@ -181,7 +179,7 @@ impl OmbSpec {
 
     /// Each producer's spec: its share of the rate, the payload, keys and driver settings.
     fn producer_spec(&self, topic: &str, rate: Option<f64>, index: u32) -> ProduceSpec {
-        let mut spec = ProduceSpec {
+        ProduceSpec {
             topic: topic.to_string(),
             partitions: self.workload.partitions_per_topic as i32,
             replication_factor: self.replication_factor,
@@ -195,10 +193,9 @@ impl OmbSpec {
             properties: self.producer_properties.clone(),
             interval_histograms: true,
             window_sink: self.window_sink.clone(),
+            producer: self.producer.producer.clone(),
             ..ProduceSpec::default()
-        };
-        spec.apply_settings(&self.producer);
-        spec
+        }
     }
 
     /// Every check before a run starts.
@@ -623,11 +620,10 @@ pub async fn run_omb(
         for s in 0..w.subscriptions_per_topic {
             let group = format!("{}-sub-{t:04}-{s:03}", spec.topic_prefix);
             for c in 0..w.consumer_per_subscription {
-                let mut settings = spec.consumer.clone();
-                settings.connection.client_id = format!("kbench-omb-consumer-{t}-{s}-{c}");
-                let config = settings
-                    .connection
-                    .cluster_config(cluster.bootstrap.clone(), cluster.pins.clone());
+                let mut connection = spec.consumer.connection.clone();
+                connection.client_id = format!("kbench-omb-consumer-{t}-{s}-{c}");
+                let config =
+                    connection.cluster_config(cluster.bootstrap.clone(), cluster.pins.clone());
                 let mut cspec = ConsumeSpec {
                     topic: layout.name.clone(),
                     messages: u64::MAX,
@@ -635,7 +631,7 @@ pub async fn run_omb(
                     window_sink: spec.window_sink.clone(),
                     ..ConsumeSpec::default()
                 };
-                cspec.apply_settings(&settings);
+                cspec.take_properties(&spec.consumer);
                 cspec.mode = ConsumeMode::Group {
                     group_id: group.clone(),
                 };
@@ -672,7 +668,8 @@ pub async fn run_omb(
     }
     // Every consumer has its partitions before the first record (bounded by the join's own
     // patience: the session timeout, twice, and a margin).
-    let joined_by = Instant::now() + spec.consumer.session_timeout * 2 + Duration::from_secs(30);
+    let joined_by =
+        Instant::now() + spec.consumer.consumer.session_timeout * 2 + Duration::from_secs(30);
     let mut errors: Vec<String> = Vec::new();
     let mut consumers = Vec::new();
     while shared.tally.lock().expect("tally lock").joined < spec.consumers() {
@@ -710,7 +707,7 @@ pub async fn run_omb(
         for p in 0..w.producers_per_topic {
             let index = t as u32 * w.producers_per_topic + p;
             let pspec = spec.producer_spec(&layout.name, per_producer, index);
-            let mut config = cluster.clone();
+            let mut config = pspec.connection(cluster.clone());
             config.client_id = format!("kbench-omb-producer-{t}-{p}");
             let layout = layout.clone();
             let shared = shared.clone();

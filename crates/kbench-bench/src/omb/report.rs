@@ -274,9 +274,8 @@ pub fn omb_result(spec: &OmbSpec, run: &OmbRun) -> Value {
 pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file: &str) -> Value {
     let p = &run.producers;
     let consumed_bytes: u64 = run.consumers.iter().map(|c| c.bytes).sum();
-    let secret = |props: &[(String, String)]| -> BTreeMap<String, String> {
-        kbench_client::ProducerSettings::redacted(props)
-    };
+    let secret =
+        |props: &[(String, String)]| -> BTreeMap<String, String> { kbench_client::redacted(props) };
     // Apart: the whole document in one json! passes the macro's recursion limit.
     let consumed = json!({
         "records": run.consumed,
@@ -325,10 +324,10 @@ pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file
             "consumer_properties": secret(&spec.consumer_properties),
             "not_applied": spec.not_applied,
             "keys": spec.keys.describe(),
-            "acks": spec.producer.producer_config().acks.name(),
-            "compression": spec.producer.compression.name(),
-            "batch_size": spec.producer.batch_size,
-            "linger_ms": spec.producer.linger.as_millis() as u64,
+            "acks": spec.producer.producer.acks.name(),
+            "compression": spec.producer.producer.compression.name(),
+            "batch_size": spec.producer.producer.batch_size,
+            "linger_ms": spec.producer.producer.linger.as_millis() as u64,
             "warmup_s": spec.warmup.as_secs_f64(),
             "test_duration_s": spec.test_duration.as_secs_f64(),
             "reporting_interval_s": spec.reporting_interval.as_secs_f64(),

@@ -81,9 +81,9 @@ pub async fn run_job<O: ProduceObserver>(
     let bootstrap = cluster.bootstrap.join(",");
     let pins = cluster.pins.clone();
     let mut settings = spec.settings_json(&cluster);
-    let cluster = connect_bounded(cluster, &cancel).await?;
+    let cluster = connect_bounded(spec.connection(cluster), &cancel).await?;
     cluster.check_versions(&[ApiKey::Metadata, ApiKey::Produce])?;
-    if spec.transaction.is_some() {
+    if spec.producer.transactional_id.is_some() {
         // transactional.id: a broker without the transaction APIs is named before any load.
         cluster
             .check_versions(&[
@@ -93,21 +93,21 @@ pub async fn run_job<O: ProduceObserver>(
                 ApiKey::EndTxn,
             ])
             .map_err(|e| SpecError::new("transactional_id", format!("{e}")))?;
-    } else if spec.producer.idempotent {
+    } else if spec.producer.idempotent() {
         // enable.idempotence=true: a broker without InitProducerId is named before any load.
         cluster
             .check_versions(&[ApiKey::InitProducerId])
             .map_err(|e| SpecError::new("enable_idempotence", format!("{e}")))?;
     }
     if let Some(v) = cluster.negotiated().get(ApiKey::Produce)
-        && v < spec.compression.min_produce_version()
+        && v < spec.producer.compression.min_produce_version()
     {
         return Err(SpecError::new(
             "compression",
             format!(
                 "{} needs Produce v{} or later (KIP-110), but Produce v{v} is in use",
-                spec.compression.name(),
-                spec.compression.min_produce_version()
+                spec.producer.compression.name(),
+                spec.producer.compression.min_produce_version()
             ),
         )
         .into());

@@ -13,15 +13,14 @@ pub mod search;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kbench_client::{ClusterConfig, ProducerConfig, ProducerSettings, is_secret};
-use kbench_wire::Compression;
+use kbench_client::{ClusterConfig, ProducerSettings};
 use rand::Rng;
 use rand::rngs::SmallRng;
 
 use crate::error::SpecError;
 use crate::spec::{
-    Limits, MAX_DURATION, MAX_PARTITIONS, MAX_WAIT, check_duration, check_finite, check_range,
-    check_topic, random_seed,
+    Limits, MAX_DURATION, MAX_PARTITIONS, MAX_WAIT, check_duration, check_finite, check_producer,
+    check_range, check_topic, random_seed,
 };
 
 pub use job::{ProduceObserver, ProduceOutcome, run_job};
@@ -198,20 +197,13 @@ pub struct ProduceSpec {
     /// A rate that changes over the run (ramp, steps, bursts, scenario); the run ends with it.
     /// Not with `throughput`.
     pub shape: Option<crate::shape::LoadShape>,
-    pub compression: Compression,
-    /// Upper bound of a batch's uncompressed size in bytes (`batch.size`).
-    pub batch_size: usize,
-    /// The largest Produce request (`max.request.size`): when several partitions' batches are ready
-    /// for one broker, they share a request up to this size.
-    pub max_request_size: usize,
-    /// How long a batch may wait for more records (`linger.ms`).
-    pub linger: Duration,
     /// Produce to this partition only; otherwise round-robin over all partitions, per batch.
     pub partition: Option<i32>,
     pub reporting_interval: Duration,
-    pub producer: ProducerConfig,
-    /// Requests in flight per broker connection (`max.in.flight.requests.per.connection`).
-    pub max_in_flight: usize,
+    /// The producer's settings, whole (Java's defaults): batching, delivery, idempotence and a
+    /// `transactional.id`. The engine's options and the connection's requests in flight come from
+    /// them.
+    pub producer: ProducerSettings,
     /// Close every batch at exactly this many records (a fixed request shape, as the sweep uses);
     /// `batch_size` and `linger` still apply.
     pub records_per_batch: Option<usize>,
@@ -239,16 +231,19 @@ pub struct ProduceSpec {
     /// acknowledged must be there, in order, intact (`--verify`).
     #[serde(default)]
     pub verify: bool,
-    /// With a `transactional.id`: records go in transactions of this length, each committed
-    /// (EndTxn) when it ends (kafka-producer-perf-test's `--transactional-id` and
-    /// `--transaction-duration-ms`).
-    #[serde(default)]
-    pub transaction: Option<TransactionSpec>,
+    /// With a `transactional.id` (in `producer`): how long each transaction stays open before it
+    /// is committed (EndTxn) (kafka-producer-perf-test's `--transaction-duration-ms`).
+    #[serde(default = "default_transaction_duration")]
+    pub transaction_duration: Duration,
+}
+
+fn default_transaction_duration() -> Duration {
+    DEFAULT_TRANSACTION_DURATION
 }
 
 /// Transactional produce: the producer's `transactional.id`, and how long each transaction stays
 /// open before it is committed.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TransactionSpec {
     pub transactional_id: String,
     pub duration: Duration,
@@ -262,7 +257,7 @@ impl Default for ProduceSpec {
     /// `kbench-perf`, with Kafka's producer defaults (acks=all, 16 KiB batches, linger 5 ms, 5 in
     /// flight, no compression); progress every 5 s; a fresh seed.
     fn default() -> Self {
-        let mut spec = ProduceSpec {
+        ProduceSpec {
             topic: "kbench-perf".into(),
             partitions: 1,
             replication_factor: 1,
@@ -273,14 +268,9 @@ impl Default for ProduceSpec {
             keys: Keys::None,
             throughput: None,
             shape: None,
-            compression: Compression::None,
-            batch_size: 0,
-            max_request_size: 0,
-            linger: Duration::ZERO,
             partition: None,
             reporting_interval: Duration::from_secs(5),
-            producer: ProducerConfig::default(),
-            max_in_flight: 0,
+            producer: ProducerSettings::default(),
             records_per_batch: None,
             seed: random_seed(),
             repetitions: 1,
@@ -291,10 +281,8 @@ impl Default for ProduceSpec {
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
             window_sink: Default::default(),
             verify: false,
-            transaction: None,
-        };
-        spec.apply_settings(&ProducerSettings::default());
-        spec
+            transaction_duration: DEFAULT_TRANSACTION_DURATION,
+        }
     }
 }
 
@@ -306,22 +294,34 @@ impl ProduceSpec {
         kbench_wire::ApiKey::CreateTopics,
     ];
 
-    /// Take the producer's settings (properties and their Kafka defaults): compression, batch size,
-    /// linger, requests in flight and delivery.
-    pub fn apply_settings(&mut self, s: &ProducerSettings) {
-        self.compression = s.compression;
-        self.batch_size = s.batch_size;
-        self.max_request_size = s.max_request_size;
-        self.linger = s.linger;
-        self.max_in_flight = s.max_in_flight;
-        self.producer = s.producer_config();
-        self.transaction = s.transactional_id.as_ref().map(|id| TransactionSpec {
-            transactional_id: id.clone(),
-            duration: self
-                .transaction
-                .as_ref()
-                .map_or(DEFAULT_TRANSACTION_DURATION, |t| t.duration),
-        });
+    /// Transactional produce: the producer's `transactional.id` and each transaction's length.
+    pub fn transaction(&self) -> Option<TransactionSpec> {
+        self.producer
+            .transactional_id
+            .as_ref()
+            .map(|id| TransactionSpec {
+                transactional_id: id.clone(),
+                duration: self.transaction_duration,
+            })
+    }
+
+    /// The connection this run's producer connects with: `cluster`'s, carrying the producer's
+    /// requests in flight, so that no front end's connection settings cap them below the spec's.
+    pub fn connection(&self, cluster: ClusterConfig) -> ClusterConfig {
+        ClusterConfig {
+            max_in_flight: self.producer.max_in_flight,
+            ..cluster
+        }
+    }
+
+    /// The engine's options: the producer's settings, the spec's fixed batch shape, and one open
+    /// batch per partition when records carry keys.
+    pub fn engine_options(&self, request_timeout: Duration) -> kbench_client::ProducerOptions {
+        kbench_client::ProducerOptions {
+            records_per_batch: self.records_per_batch,
+            per_partition: self.keys != Keys::None,
+            ..self.producer.engine_options(request_timeout)
+        }
     }
 
     /// Every check a run needs before it starts; the error names the spec field.
@@ -330,7 +330,8 @@ impl ProduceSpec {
         check_range("partitions", self.partitions, 1..=MAX_PARTITIONS)?;
         check_range("replication_factor", self.replication_factor, 1..=i16::MAX)?;
         check_range("num_records", self.num_records, 1..=u64::MAX)?;
-        if let Some(t) = &self.transaction {
+        check_producer(&self.producer)?;
+        if let Some(t) = self.transaction() {
             // Kafka's transaction.max.timeout.ms is 15 minutes by default.
             check_range(
                 "transaction_duration_ms",
@@ -390,15 +391,7 @@ impl ProduceSpec {
             }
             shape.check().map_err(|e| SpecError::new("shape", e))?;
         }
-        check_range("batch_size", self.batch_size, 1..=i32::MAX as usize)?;
-        check_range(
-            "max_request_size",
-            self.max_request_size,
-            1..=i32::MAX as usize,
-        )?;
-        check_range("max_in_flight", self.max_in_flight, 1..=1_000)?;
         check_range("repetitions", self.repetitions, 1..=10_000)?;
-        check_duration("linger", self.linger, MAX_WAIT)?;
         if let Some(d) = self.duration {
             if d.is_zero() {
                 return Err(SpecError::new("duration", "must be above zero"));
@@ -431,7 +424,7 @@ impl ProduceSpec {
     pub fn memory_needed(&self) -> u128 {
         let pool = self.payload.pool_bytes();
         let record = self.payload.longest() as u128 + 64;
-        let batch = self.batch_size as u128 + record;
+        let batch = self.producer.batch_size as u128 + record;
         let partitions = if self.partition.is_some() {
             1
         } else {
@@ -443,17 +436,14 @@ impl ProduceSpec {
             partitions
         };
         let keys = u128::from(self.keys.count()) * 64;
-        let request = batch.max((self.max_request_size as u128).min(partitions * batch));
-        (open + partitions) * batch + self.max_in_flight as u128 * request + pool + keys
+        let request = batch.max((self.producer.max_request_size as u128).min(partitions * batch));
+        (open + partitions) * batch + self.producer.max_in_flight as u128 * request + pool + keys
     }
 
     /// The settings block of the result document (secret property values masked).
     pub fn settings_json(&self, cluster: &ClusterConfig) -> serde_json::Value {
-        let properties: std::collections::BTreeMap<&str, &str> = self
-            .properties
-            .iter()
-            .map(|(k, v)| (k.as_str(), if is_secret(k) { "***" } else { v.as_str() }))
-            .collect();
+        let p = &self.producer;
+        let transaction = self.transaction();
         serde_json::json!({
             "topic": self.topic,
             // Unbounded (a duration or a shape ends the run): null, not 18446744073709551615.
@@ -466,28 +456,28 @@ impl ProduceSpec {
             "keys": self.keys.describe(),
             "throughput": self.throughput.unwrap_or(-1.0),
             "shape": self.shape,
-            "acks": self.producer.acks.name(),
-            "compression": self.compression.name(),
-            "batch_size": self.batch_size,
-            "max_request_size": self.max_request_size,
-            "linger_ms": self.linger.as_millis() as u64,
-            "max_in_flight": self.max_in_flight,
+            "acks": p.acks.name(),
+            "compression": p.compression.name(),
+            "batch_size": p.batch_size,
+            "max_request_size": p.max_request_size,
+            "linger_ms": p.linger.as_millis() as u64,
+            "max_in_flight": p.max_in_flight,
             "partitions": self.partitions,
             "replication_factor": self.replication_factor,
             "partition": self.partition,
             "client_id": cluster.client_id,
-            "request_timeout_ms": self.producer.request_timeout.as_millis() as u64,
-            "retries": self.producer.retries,
-            "retry_backoff_ms": self.producer.retry_backoff.as_millis() as u64,
-            "delivery_timeout_ms": self.producer.delivery_timeout.as_millis() as u64,
-            "enable_idempotence": self.producer.idempotent,
-            "transactional_id": self.transaction.as_ref().map(|t| &t.transactional_id),
-            "transaction_duration_ms": self.transaction.as_ref().map(|t| t.duration.as_millis() as u64),
+            "request_timeout_ms": cluster.request_timeout.as_millis() as u64,
+            "retries": p.retries,
+            "retry_backoff_ms": p.retry_backoff.as_millis() as u64,
+            "delivery_timeout_ms": p.delivery_timeout.as_millis() as u64,
+            "enable_idempotence": p.idempotent(),
+            "transactional_id": transaction.as_ref().map(|t| &t.transactional_id),
+            "transaction_duration_ms": transaction.as_ref().map(|t| t.duration.as_millis() as u64),
             "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "repetitions": self.repetitions,
             "verify": self.verify,
-            "properties": properties,
+            "properties": kbench_client::redacted(&self.properties),
         })
     }
 }
@@ -503,15 +493,12 @@ mod tests {
     fn the_default_spec_is_valid_and_takes_kafkas_producer_defaults() {
         let spec = ProduceSpec::default();
         assert_eq!(spec.validate(), Ok(()));
-        let kafka = ProducerSettings::default();
-        assert_eq!(spec.batch_size, kafka.batch_size);
-        assert_eq!(spec.linger, kafka.linger);
-        assert_eq!(spec.producer, kafka.producer_config());
+        assert_eq!(spec.producer, ProducerSettings::default());
     }
 
     #[test]
     fn each_bad_field_is_named() {
-        let cases: [Case; 14] = [
+        let cases: [Case; 17] = [
             ("record_size", |s| {
                 s.payload = Payload::Uniform { min: 10, max: 5 }
             }),
@@ -526,8 +513,8 @@ mod tests {
             ("throughput", |s| s.throughput = Some(f64::INFINITY)),
             ("duration", |s| s.duration = Some(Duration::MAX)),
             ("record_size, batch_size, max_in_flight", |s| {
-                s.batch_size = 1 << 30;
-                s.max_in_flight = 1_000;
+                s.producer.batch_size = 1 << 30;
+                s.producer.max_in_flight = 1_000;
             }),
             ("topic", |s| s.topic.clear()),
             ("num_records", |s| s.num_records = 0),
@@ -538,14 +525,35 @@ mod tests {
                 }
             }),
             ("throughput", |s| s.throughput = Some(f64::NAN)),
-            ("batch_size", |s| s.batch_size = 0),
+            ("batch_size", |s| s.producer.batch_size = 0),
             ("partitions", |s| s.partitions = 0),
+            // The producer's own rules hold however the spec was made (flags, /v1, a segment).
+            ("acks", |s| {
+                s.producer.idempotence = true;
+                s.producer.acks = kbench_client::Acks::Leader;
+            }),
+            ("max.in.flight.requests.per.connection", |s| {
+                s.producer.transactional_id = Some("t".into());
+                s.producer.max_in_flight = 6;
+            }),
+            ("linger", |s| s.producer.linger = Duration::MAX),
         ];
         for (field, break_it) in cases {
             let mut s = ProduceSpec::default();
             break_it(&mut s);
             assert_eq!(s.validate().unwrap_err().field, field);
         }
+    }
+
+    #[test]
+    fn the_connection_carries_the_producers_requests_in_flight() {
+        // Whatever connection settings a front end built (the /v1 and agent paths build them from
+        // connection properties alone), the producer's own limit is the connection's.
+        let mut spec = ProduceSpec::default();
+        spec.producer.max_in_flight = 12;
+        let cluster = ClusterConfig::new(vec!["h:1".into()], "c", Default::default());
+        assert_eq!(cluster.max_in_flight, kbench_client::config::MAX_IN_FLIGHT);
+        assert_eq!(spec.connection(cluster).max_in_flight, 12);
     }
 
     #[test]

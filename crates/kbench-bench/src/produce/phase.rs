@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
-use kbench_client::{Cluster, ProducerConfig, TopicLayout, Until};
+use kbench_client::{Cluster, TopicLayout, Until};
 use kbench_wire::batch::RecordHeader;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -692,20 +692,6 @@ pub async fn run_produce(
     .await
 }
 
-/// The engine's settings for a produce run.
-fn engine_options(spec: &ProduceSpec) -> kbench_client::ProducerOptions {
-    kbench_client::ProducerOptions {
-        delivery: spec.producer.clone(),
-        compression: spec.compression,
-        batch_size: spec.batch_size,
-        records_per_batch: spec.records_per_batch,
-        linger: spec.linger,
-        max_in_flight: spec.max_in_flight.max(1),
-        max_request_size: spec.max_request_size.max(1),
-        per_partition: spec.keys != Keys::None,
-    }
-}
-
 /// A throttled run's records due before `end` that were never handed to the producer, from record
 /// `from` on: how many, each one's wait from its intended time to `end` recorded in `latency` — as
 /// a histogram corrected for coordinated omission holds it, so that a stall shows in the tail.
@@ -855,7 +841,7 @@ pub async fn run_produce_until(
         cluster.clone(),
         &topic,
         partitions.clone(),
-        engine_options(spec),
+        spec.engine_options(cluster.config().request_timeout),
         Arc::new(Accounting {
             tally: tally.clone(),
             start,
@@ -872,7 +858,7 @@ pub async fn run_produce_until(
     // Transactional produce: the transaction coordinator gives the producer id, and the first
     // transaction begins.
     let mut txn = None;
-    if let Some(t) = &spec.transaction {
+    if let Some(t) = &spec.transaction() {
         match TxnState::begin_first(&producer, &tally, t).await {
             Ok(state) => {
                 producer.set_identity(Some(state.txns.identity()), true);
@@ -880,7 +866,7 @@ pub async fn run_produce_until(
             }
             Err(e) => stop_error = Some(e),
         }
-    } else if spec.producer.idempotent {
+    } else if spec.producer.idempotent() {
         match cluster.init_producer_id().await {
             Ok(identity) => producer.set_identity(Some(identity), false),
             Err(e) => stop_error = Some(format!("InitProducerId: {e}")),
@@ -918,7 +904,7 @@ pub async fn run_produce_until(
             if i.is_multiple_of(1024)
                 && let Some(since) = producer.gone_since()
             {
-                stop_error = Some(gone(since, start, &spec.producer));
+                stop_error = Some(gone(since, start, spec.producer.delivery_timeout));
                 break;
             }
             if let Some(state) = txn.as_mut()
@@ -962,7 +948,7 @@ pub async fn run_produce_until(
             now = Instant::now();
             now_us = (now - start).as_micros() as u64;
             if let Some(since) = producer.gone_since() {
-                stop_error = Some(gone(since, start, &spec.producer));
+                stop_error = Some(gone(since, start, spec.producer.delivery_timeout));
                 break 'records;
             }
             let closing = Instant::now();
@@ -1151,10 +1137,7 @@ pub async fn run_produce_until(
                 .as_ref()
                 .map_or_else(|| vec![identity], |s| s.identities.clone()),
             duplicate_batches: t.duplicate_batches,
-            transactional_id: spec
-                .transaction
-                .as_ref()
-                .map(|t| t.transactional_id.clone()),
+            transactional_id: spec.producer.transactional_id.clone(),
             transactions_committed: txn.as_ref().map_or(0, |s| s.committed),
             transactions_aborted: txn.as_ref().map_or(0, |s| s.aborted),
             records_in_aborted_transactions: txn.as_ref().map_or(0, |s| s.records_aborted),
@@ -1174,12 +1157,12 @@ fn subtract(after: BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTr
 }
 
 /// Why a run ended when the cluster stopped answering.
-fn gone(since: Instant, start: Instant, producer: &ProducerConfig) -> String {
+fn gone(since: Instant, start: Instant, delivery_timeout: Duration) -> String {
     let from = since.saturating_duration_since(start).as_secs_f64();
     format!(
         "no broker answered for {:.1} s from {from:.1} s: batches failed after delivery.timeout.ms ({} ms)",
         since.elapsed().as_secs_f64(),
-        producer.delivery_timeout.as_millis()
+        delivery_timeout.as_millis()
     )
 }
 

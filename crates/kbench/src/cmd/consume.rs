@@ -13,7 +13,7 @@ use kbench_bench::consume::{
     ConsumeMode, ConsumeObserver, ConsumeSpec, ConsumeWindow, DateFormat, StartAt, header_line,
     run_consume_job,
 };
-use kbench_client::{ConsumerSettings, OffsetReset};
+use kbench_client::{ConnectionSettings, ConsumerProperties, OffsetReset};
 use kbench_wire::{Compression, Pins};
 use tokio_util::sync::CancellationToken;
 
@@ -153,7 +153,7 @@ pub struct ConsumeArgs {
 
 /// Everything resolved from the command line.
 pub(crate) struct Plan {
-    pub(crate) settings: ConsumerSettings,
+    pub(crate) connection: ConnectionSettings,
     pub(crate) pins: Pins,
     pub(crate) spec: ConsumeSpec,
     pub(crate) date: DateFormat,
@@ -162,27 +162,15 @@ pub(crate) struct Plan {
 
 /// Flags and properties → the spec: properties first (files, then -X), flags over them.
 pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
-    let mut settings = ConsumerSettings::default();
-    let mut given = Vec::new();
-    let mut apply = |source: &str, k: &str, v: &str| -> Result<(), String> {
-        settings.apply(source, k, v).map_err(|e| e.to_string())?;
-        given.push((k.to_string(), v.to_string()));
-        Ok(())
-    };
-    for f in &args.consumer_config {
-        let source = f.display().to_string();
-        for (k, v) in crate::args::read_properties_file(f)? {
-            apply(&source, &k, &v)?;
-        }
-    }
-    for kv in &args.property {
-        let (k, v) = kbench_client::split_property("-X", kv).map_err(|e| e.to_string())?;
-        apply("-X", k, v)?;
-    }
-    let reset_given = given.iter().any(|(k, _)| k == "auto.offset.reset");
-    settings.finish().map_err(|e| e.to_string())?;
+    let mut client = ConsumerProperties::default();
+    let given = crate::args::client_properties(
+        &args.consumer_config,
+        &[("-X", &args.property)],
+        |source, k, v| client.apply(source, k, v),
+    )?;
+    client.finish().map_err(|e| e.to_string())?;
     if let Some(bs) = &args.bootstrap_server {
-        settings.connection.bootstrap_servers = Some(bs.clone());
+        client.connection.bootstrap_servers = Some(bs.clone());
     }
     let mut pins = Pins::default();
     for p in &args.pin {
@@ -193,13 +181,11 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
         properties: given,
         ..ConsumeSpec::default()
     };
-    spec.apply_settings(&settings);
-    // kafka-consumer-perf-test starts at the earliest offset unless --from-latest; an explicit
-    // auto.offset.reset property is kept.
+    // kafka-consumer-perf-test starts at the earliest offset (the spec's default) unless
+    // --from-latest; an explicit auto.offset.reset property is kept.
+    spec.take_properties(&client);
     if args.from_latest {
         spec.start = StartAt::Reset(OffsetReset::Latest);
-    } else if !reset_given {
-        spec.start = StartAt::Reset(OffsetReset::Earliest);
     }
     spec.verify = args.verify;
     if let Some(t) = &args.topic {
@@ -230,7 +216,7 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
             };
     }
     if let Some(f) = args.fetch_size {
-        spec.fetch_size = f;
+        spec.consumer.max_partition_fetch_bytes = f;
     }
     if let Some(t) = args.timeout {
         spec.timeout = t;
@@ -243,7 +229,7 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
         .map_err(|e| format!("--date-format {:?}: {e}", args.date_format))?;
     let slo = crate::args::parse_slo(args.slo.as_deref(), "consume")?;
     Ok(Plan {
-        settings,
+        connection: client.connection,
         pins,
         spec,
         date,
@@ -305,16 +291,14 @@ pub async fn run(args: ConsumeArgs) -> u8 {
         }
         plan.spec.timeline_interval = t;
     }
-    let faults = match crate::faults::plan(
-        &args.fault,
-        plan.settings.connection.bootstrap_servers.as_deref(),
-    ) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    let faults =
+        match crate::faults::plan(&args.fault, plan.connection.bootstrap_servers.as_deref()) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("kbench: error: {e}");
+                return EXIT_USAGE;
+            }
+        };
     let topic = plan.spec.topic.clone();
     let endpoint = match args
         .metrics
@@ -324,18 +308,14 @@ pub async fn run(args: ConsumeArgs) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let (servers, mut embedded, proxy) = match crate::faults::start(
-        &faults,
-        plan.settings.connection.bootstrap_servers.as_deref(),
-    )
-    .await
-    {
-        Ok(t) => t,
-        Err((code, e)) => {
-            eprintln!("kbench: error: {e}");
-            return code;
-        }
-    };
+    let (servers, mut embedded, proxy) =
+        match crate::faults::start(&faults, plan.connection.bootstrap_servers.as_deref()).await {
+            Ok(t) => t,
+            Err((code, e)) => {
+                eprintln!("kbench: error: {e}");
+                return code;
+            }
+        };
     let code = execute(
         &args,
         &plan,
@@ -365,10 +345,7 @@ async fn execute(
 ) -> u8 {
     let embedded_broker = embedded.is_some();
     let bootstrap = servers.join(",");
-    let cluster = plan
-        .settings
-        .connection
-        .cluster_config(servers, plan.pins.clone());
+    let cluster = plan.connection.cluster_config(servers, plan.pins.clone());
     let cancel = CancellationToken::new();
     let reason = Arc::new(Mutex::new(None::<String>));
     if (embedded_broker || args.produce_first)
@@ -662,11 +639,11 @@ fn producer_spec(
     let mut spec = ProduceSpec {
         topic: plan.spec.topic.clone(),
         partitions: args.partitions.unwrap_or(1),
-        compression: args.compression.unwrap_or(Compression::None),
         reporting_interval: Duration::from_secs(3600),
         ..ProduceSpec::default()
     };
     spec.producer.acks = kbench_client::Acks::Leader;
+    spec.producer.compression = args.compression.unwrap_or(Compression::None);
     if let Some(size) = args.record_size {
         spec.payload = kbench_bench::Payload::Random { size };
     }

@@ -216,11 +216,14 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     set(&mut spec.payload_size, args.payload_size);
     set(&mut spec.messages_per_batch, args.messages_per_batch);
     set(&mut spec.commit, args.commit);
-    set(&mut spec.consume_wait, args.consume_wait);
-    set(&mut spec.consume_max_bytes, args.consume_max_bytes);
+    set(&mut spec.consumer.fetch_max_wait, args.consume_wait);
+    set(
+        &mut spec.consumer.fetch_max_bytes,
+        args.consume_max_bytes.map(|b| b as usize),
+    );
     set(&mut spec.drain, args.drain);
     set(&mut spec.producer.acks, args.acks);
-    set(&mut spec.compression, args.compression);
+    set(&mut spec.producer.compression, args.compression);
     set(&mut spec.group_id, args.group.clone());
     set(&mut spec.consumer_id, args.consumer_id.clone());
     set(&mut spec.mode, args.mode);
@@ -399,7 +402,7 @@ pub async fn run(args: E2eArgs) -> u8 {
 async fn drive(
     args: &E2eArgs,
     mut spec: E2eSpec,
-    settings: &kbench_client::ProducerSettings,
+    settings: &kbench_client::ConnectionSettings,
     servers: Vec<String>,
     pins: Pins,
     embedded: Option<&mut EmbeddedBroker>,
@@ -425,7 +428,7 @@ async fn drive(
         spec.replication_factor,
     );
     let mut config = settings.cluster_config(servers, pins);
-    if config.client_id == kbench_client::ProducerSettings::default().client_id {
+    if config.client_id == kbench_client::ConnectionSettings::default().client_id {
         config.client_id = "kbench-e2e".into();
     }
     println!(

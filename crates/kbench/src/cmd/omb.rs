@@ -169,7 +169,7 @@ pub async fn run(args: OmbArgs) -> u8 {
     };
     // A fault schedule runs against the embedded broker that kbench controls: the driver file's
     // servers (every OMB driver names some) are set aside, and said so.
-    let given = match &spec.producer.bootstrap_servers {
+    let given = match &spec.producer.connection.bootstrap_servers {
         Some(servers) if !faults.is_empty() && args.bootstrap_server.is_none() => {
             eprintln!(
                 "kbench: not applied: driver bootstrap.servers={servers}: --fault runs against the embedded broker"
@@ -225,7 +225,10 @@ async fn execute(
     ),
 ) -> u8 {
     let embedded_broker = embedded.is_some();
-    let cluster = spec.producer.cluster_config(servers, Pins::default());
+    let cluster = spec
+        .producer
+        .connection
+        .cluster_config(servers, Pins::default());
     let target = Target::of(&cluster, embedded_broker);
     let cancel = CancellationToken::new();
     let reason = Arc::new(Mutex::new(None::<String>));

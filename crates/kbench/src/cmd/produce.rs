@@ -13,7 +13,7 @@ use kbench_bench::result::{ResultDocument, rfc3339};
 use kbench_bench::shape::{LoadShape, Scenario};
 use kbench_bench::spec::{Span, parse_positive_span};
 use kbench_bench::{BenchError, Keys, Payload, ProduceSpec};
-use kbench_client::ProducerSettings;
+use kbench_client::{ConnectionSettings, ProducerProperties};
 use kbench_wire::{ApiKey, Compression, Pins};
 use tokio_util::sync::CancellationToken;
 
@@ -232,7 +232,7 @@ pub struct QuickstartArgs {
 
 /// Everything resolved from the command line, before any connection is made.
 pub(crate) struct Plan {
-    pub(crate) settings: ProducerSettings,
+    pub(crate) connection: ConnectionSettings,
     pub(crate) pins: Pins,
     pub(crate) spec: ProduceSpec,
     pub(crate) slo: Option<Vec<kbench_bench::slo::Condition>>,
@@ -241,66 +241,61 @@ pub(crate) struct Plan {
 /// Flags and properties → the spec: properties first (`-X`, then `--producer-props`), explicit flags
 /// over them, everything else the spec's default. An error names the flag or property.
 pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
-    let (mut settings, properties) = crate::args::client_settings(
+    let mut client = ProducerProperties::default();
+    let properties = crate::args::client_properties(
         &args.producer_config,
         &[
             ("-X", &args.property),
             ("--producer-props", &args.producer_props),
         ],
-        |_| true,
+        |source, k, v| client.apply(source, k, v),
     )?;
+    client.finish().map_err(|e| e.to_string())?;
     if let Some(bs) = &args.bootstrap_server {
-        settings.bootstrap_servers = Some(bs.clone());
+        client.connection.bootstrap_servers = Some(bs.clone());
     }
-    if let Some(a) = args.acks {
-        settings.acks = a;
-    }
-    if let Some(c) = args.compression {
-        settings.compression = c;
-    }
-    if let Some(b) = args.batch_size {
-        settings.batch_size = b;
-    }
-    if let Some(l) = args.linger_ms {
-        settings.linger = Duration::from_millis(l);
-    }
-    if let Some(m) = args.max_in_flight {
-        settings.max_in_flight = m;
-    }
+    let producer = &mut client.producer;
+    set(&mut producer.acks, args.acks);
+    set(&mut producer.compression, args.compression);
+    set(&mut producer.batch_size, args.batch_size);
+    set(
+        &mut producer.linger,
+        args.linger_ms.map(Duration::from_millis),
+    );
+    set(&mut producer.max_in_flight, args.max_in_flight);
     if let Some(id) = &args.transactional_id {
         if id.is_empty() {
             return Err("--transactional-id: must not be empty".into());
         }
-        settings.transactional_id = Some(id.clone());
+        producer.transactional_id = Some(id.clone());
     }
-    if args.transaction_duration_ms.is_some() && settings.transactional_id.is_none() {
+    if args.transaction_duration_ms.is_some() && producer.transactional_id.is_none() {
         return Err(
             "--transaction-duration-ms: only with --transactional-id (or -X transactional.id=…)"
                 .into(),
         );
     }
-    // The flags above may have changed what idempotence depends on (--acks 1).
-    settings.check_idempotence().map_err(|e| e.to_string())?;
     let mut pins = Pins::default();
     for p in &args.pin {
         pins.extend_from(p).map_err(|e| e.to_string())?;
     }
     pins.only(ProduceSpec::APIS).map_err(|e| e.to_string())?;
+    let compression = client.producer.compression;
     if let Some(v) = pins.get(ApiKey::Produce)
-        && v < settings.compression.min_produce_version()
+        && v < compression.min_produce_version()
     {
         return Err(format!(
             "--pin produce={v} with --compression {}: {} needs Produce v{} or later (KIP-110)",
-            settings.compression.name(),
-            settings.compression.name(),
-            settings.compression.min_produce_version()
+            compression.name(),
+            compression.name(),
+            compression.min_produce_version()
         ));
     }
     let mut spec = ProduceSpec {
         properties,
+        producer: client.producer.clone(),
         ..ProduceSpec::default()
     };
-    spec.apply_settings(&settings);
     if let Some(path) = &args.payload_file {
         let delimiter = args.payload_delimiter.as_deref().unwrap_or("\\n");
         spec.payload = Payload::Lines(read_payloads(path, delimiter)?);
@@ -327,9 +322,10 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     set(&mut spec.repetitions, args.repetitions);
     set(&mut spec.seed, args.seed);
     spec.verify = args.verify;
-    if let (Some(t), Some(ms)) = (spec.transaction.as_mut(), args.transaction_duration_ms) {
-        t.duration = Duration::from_millis(ms);
-    }
+    set(
+        &mut spec.transaction_duration,
+        args.transaction_duration_ms.map(Duration::from_millis),
+    );
     spec.duration = args.duration;
     spec.partition = args.partition;
     spec.throughput = args.throughput.filter(|t| *t > 0.0);
@@ -351,7 +347,7 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     spec.validate().map_err(|e| spec_error(&e))?;
     let slo = crate::args::parse_slo(args.slo.as_deref(), "produce")?;
     Ok(Plan {
-        settings,
+        connection: client.connection,
         pins,
         spec,
         slo,
@@ -410,14 +406,14 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
         eprintln!("kbench: error: {e}");
         return EXIT_USAGE;
     }
-    let faults = match crate::faults::plan(&args.fault, plan.settings.bootstrap_servers.as_deref())
-    {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    let faults =
+        match crate::faults::plan(&args.fault, plan.connection.bootstrap_servers.as_deref()) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("kbench: error: {e}");
+                return EXIT_USAGE;
+            }
+        };
     if !faults.is_empty() && (args.find_max_rate || args.distributed.given()) {
         eprintln!(
             "kbench: error: --fault: not with --find-max-rate or --agents (one run, one embedded broker)"
@@ -469,7 +465,7 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
         ));
     }
     let (servers, mut embedded, proxy) =
-        match crate::faults::start(&faults, plan.settings.bootstrap_servers.as_deref()).await {
+        match crate::faults::start(&faults, plan.connection.bootstrap_servers.as_deref()).await {
             Ok(t) => t,
             Err((code, e)) => {
                 eprintln!("kbench: error: {e}");
@@ -542,9 +538,9 @@ async fn execute(
 ) -> u8 {
     let embedded_broker = embedded.is_some();
     let bootstrap = servers.join(",");
-    let cluster = plan.settings.cluster_config(servers, plan.pins.clone());
+    let cluster = plan.connection.cluster_config(servers, plan.pins.clone());
     let recreate = crate::faults::topic_recreator(
-        &plan.settings,
+        &plan.connection,
         &plan.pins,
         &plan.spec.topic,
         plan.spec.partitions,
@@ -666,7 +662,7 @@ async fn search(args: &ProduceArgs, plan: &Plan, servers: Vec<String>, embedded:
         return EXIT_USAGE;
     }
     let bootstrap = servers.join(",");
-    let cluster = plan.settings.cluster_config(servers, plan.pins.clone());
+    let cluster = plan.connection.cluster_config(servers, plan.pins.clone());
     let cancel = CancellationToken::new();
     let reason = Arc::new(Mutex::new(None::<String>));
     let job = find_max_rate(
@@ -764,7 +760,7 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
         Some("--find-max-rate: searches from one machine; not with --agents")
     } else if args.verify {
         Some("--verify: not with --agents yet (verify each agent's topic separately)")
-    } else if plan.spec.transaction.is_some() {
+    } else if plan.spec.producer.transactional_id.is_some() {
         Some(
             "--transactional-id: not with --agents (every agent would take the same transactional.id and fence the others)",
         )
@@ -786,7 +782,7 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
         return EXIT_USAGE;
     }
     let (bootstrap, coordinator) =
-        match cli_connect(plan.settings.bootstrap_servers.as_deref(), &agents).await {
+        match cli_connect(plan.connection.bootstrap_servers.as_deref(), &agents).await {
             Ok(c) => c,
             Err(code) => return code,
         };
@@ -803,7 +799,7 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
             .spec
             .properties
             .iter()
-            .filter(|(k, _)| crate::args::is_connection_property(k) && k != "bootstrap.servers")
+            .filter(|(k, _)| kbench_client::is_connection_property(k) && k != "bootstrap.servers")
             .cloned()
             .collect(),
         run: kbench_bench::spec::fresh_id("kbench-produce"),

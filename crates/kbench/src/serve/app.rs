@@ -22,7 +22,7 @@ pub struct App {
     /// What every run's spec is checked against (`--max-record-size`, `--memory-budget`).
     pub limits: kbench_bench::spec::Limits,
     /// Connection and security properties for runs against the server's default cluster.
-    pub client: kbench_client::ProducerSettings,
+    pub client: kbench_client::ConnectionSettings,
     /// The same, as given (what a distributed run's agents are sent).
     pub client_pairs: Vec<(String, String)>,
     /// `kbench agent`: the `/agent/v1` routes are served.

@@ -17,7 +17,7 @@ fn answer(e: ApiError) -> (u16, String) {
 /// `POST /pub-sub-demo`, on a server with (`server_bootstrap`) or without a default cluster.
 pub fn pub_sub_demo(body: &[u8], server_bootstrap: bool) -> Answer {
     let limits = kbench_bench::spec::Limits::default();
-    let server = kbench_client::ProducerSettings::default();
+    let server = kbench_client::ConnectionSettings::default();
     crate::serve::pub_sub::parse(body, limits, &server, server_bootstrap)
         .map(|p| p.shown)
         .map_err(answer)

@@ -215,10 +215,10 @@ fn spec_of(c: &PubSubConfig, limits: Limits) -> Result<(E2eSpec, Option<Vec<Stri
         Some(d) => CommitMode::Interval(d),
     };
     if let Some(ms) = c.consume_timeout_ms {
-        spec.consume_wait = Duration::from_millis(ms.min(i32::MAX as u64));
+        spec.consumer.fetch_max_wait = Duration::from_millis(ms.min(i32::MAX as u64));
     }
     if let Some(b) = c.consume_max_bytes_ms {
-        spec.consume_max_bytes = i32::try_from(b).unwrap_or(i32::MAX);
+        spec.consumer.fetch_max_bytes = b.min(i32::MAX as u64) as usize;
         if b == 0 || b > i32::MAX as u64 {
             return Err(ApiError::field(
                 "consumeMaxBytesMs",
@@ -316,10 +316,10 @@ fn rest_of(c: &PubSubConfig, value_schema_id: Option<i64>) -> Result<RestSpec, A
 /// settings (or the defaults) as they are.
 fn native_client(
     c: &PubSubConfig,
-    server: &kbench_client::ProducerSettings,
+    server: &kbench_client::ConnectionSettings,
     server_bootstrap: bool,
     own_bootstrap: bool,
-) -> Result<Option<kbench_client::ProducerSettings>, ApiError> {
+) -> Result<Option<kbench_client::ConnectionSettings>, ApiError> {
     if c.kind != PubSubType::KafkaNative {
         for (field, given) in [
             ("securityProtocol", &c.security_protocol),
@@ -350,12 +350,12 @@ fn native_client(
         ));
     }
     let mut settings = if own_bootstrap {
-        kbench_client::ProducerSettings::default()
+        kbench_client::ConnectionSettings::default()
     } else {
         server.clone()
     };
-    let apply = |s: &mut kbench_client::ProducerSettings, field: &str, key: &str, value: &str| {
-        s.apply(field, key, value).map_err(|e| {
+    let apply = |s: &mut kbench_client::ConnectionSettings, field: &str, key: &str, value: &str| {
+        s.apply(field, key, value).map(|_| ()).map_err(|e| {
             let reason = match e {
                 kbench_client::PropertyError::Value { reason, .. } => reason,
                 other => other.to_string(),
@@ -430,7 +430,7 @@ pub(crate) struct Parsed {
     pub shown: Value,
     pub spec: E2eSpec,
     pub bootstrap: Option<Vec<String>>,
-    pub client: Option<kbench_client::ProducerSettings>,
+    pub client: Option<kbench_client::ConnectionSettings>,
 }
 
 /// Read a `/pub-sub-demo` body against the server's limits, client settings and whether it has a
@@ -438,7 +438,7 @@ pub(crate) struct Parsed {
 pub(crate) fn parse(
     body: &[u8],
     limits: kbench_bench::spec::Limits,
-    server: &kbench_client::ProducerSettings,
+    server: &kbench_client::ConnectionSettings,
     server_bootstrap: bool,
 ) -> Result<Parsed, ApiError> {
     let raw = json_object(body)?;
@@ -563,7 +563,7 @@ pub(crate) mod tests {
         assert_eq!(spec.payload_size, Span::fixed(180_000));
         assert_eq!(spec.commit, CommitMode::Interval(Duration::from_secs(10)));
         assert_eq!(spec.group_id, "g");
-        assert_eq!(spec.consume_wait, Duration::from_millis(10));
+        assert_eq!(spec.consumer.fetch_max_wait, Duration::from_millis(10));
         assert!(
             public_config(&seed_payload())
                 .get("kafkaUserPassword")

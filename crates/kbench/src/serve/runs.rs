@@ -8,7 +8,7 @@ use kbench_bench::e2e::{E2eLive, E2eSpec, run_e2e};
 use kbench_bench::result::{E2eResultDocument, Target};
 use kbench_bench::seed_service::{PubSubFigures, pub_sub_stats};
 use kbench_bench::{BenchError, ProduceSpec};
-use kbench_client::{ClusterConfig, ProducerSettings};
+use kbench_client::{ClusterConfig, ConnectionSettings};
 use kbench_wire::Pins;
 use serde_json::Value;
 
@@ -54,12 +54,12 @@ fn cluster_for(
     servers: Vec<String>,
     own_bootstrap: bool,
     embedded: bool,
-    client: Option<ProducerSettings>,
+    client: Option<ConnectionSettings>,
 ) -> ClusterConfig {
     let settings = match client {
         Some(s) => s,
         None if !own_bootstrap && !embedded => app.client.clone(),
-        None => ProducerSettings::default(),
+        None => ConnectionSettings::default(),
     };
     let mut config = settings.cluster_config(servers, Pins::default());
     config.client_id = if app.agent {
@@ -80,7 +80,7 @@ pub async fn start_e2e(
     config: Value,
     mut spec: E2eSpec,
     bootstrap: Option<Vec<String>>,
-    client: Option<ProducerSettings>,
+    client: Option<ConnectionSettings>,
     wait: bool,
 ) -> Result<String, ApiError> {
     app.runs.ensure_idle()?;
@@ -176,7 +176,7 @@ pub async fn start_produce(
     config: Value,
     mut spec: ProduceSpec,
     bootstrap: Option<Vec<String>>,
-    client: Option<ProducerSettings>,
+    client: Option<ConnectionSettings>,
 ) -> Result<String, ApiError> {
     app.runs.ensure_idle()?;
     let own = bootstrap.is_some();

@@ -60,12 +60,14 @@ fn set<T>(field: &mut T, given: Option<T>) {
 fn delivery(
     acks: Option<&str>,
     compression: Option<&str>,
-    to_acks: &mut Acks,
-    to_compression: &mut Compression,
+    producer: &mut kbench_client::ProducerSettings,
 ) -> Result<(), ApiError> {
-    set(to_acks, optional("acks", acks, str::parse::<Acks>)?);
     set(
-        to_compression,
+        &mut producer.acks,
+        optional("acks", acks, str::parse::<Acks>)?,
+    );
+    set(
+        &mut producer.compression,
         optional("compression", compression, str::parse::<Compression>)?,
     );
     Ok(())
@@ -116,10 +118,13 @@ pub(crate) fn e2e_spec(
         optional("commit", c.commit.as_deref(), str::parse::<CommitMode>)?,
     );
     set(
-        &mut spec.consume_wait,
+        &mut spec.consumer.fetch_max_wait,
         optional("consume_wait", c.consume_wait.as_deref(), parse_duration)?,
     );
-    set(&mut spec.consume_max_bytes, c.consume_max_bytes);
+    set(
+        &mut spec.consumer.fetch_max_bytes,
+        c.consume_max_bytes.map(|b| b.max(0) as usize),
+    );
     spec.duration = optional("duration", c.duration.as_deref(), parse_duration)?;
     set(
         &mut spec.drain,
@@ -128,8 +133,7 @@ pub(crate) fn e2e_spec(
     delivery(
         c.acks.as_deref(),
         c.compression.as_deref(),
-        &mut spec.producer.acks,
-        &mut spec.compression,
+        &mut spec.producer,
     )?;
     set(&mut spec.group_id, c.group.clone());
     set(&mut spec.consumer_id, c.consumer_id.clone());
@@ -192,11 +196,13 @@ pub(crate) fn produce_spec(
     delivery(
         c.acks.as_deref(),
         c.compression.as_deref(),
-        &mut spec.producer.acks,
-        &mut spec.compression,
+        &mut spec.producer,
     )?;
-    set(&mut spec.batch_size, c.batch_size);
-    set(&mut spec.linger, c.linger_ms.map(Duration::from_millis));
+    set(&mut spec.producer.batch_size, c.batch_size);
+    set(
+        &mut spec.producer.linger,
+        c.linger_ms.map(Duration::from_millis),
+    );
     set(&mut spec.partitions, c.partitions);
     set(&mut spec.seed, c.seed);
     let bootstrap = optional(
@@ -217,8 +223,8 @@ fn body_properties(body: &[u8]) -> Option<serde_json::Map<String, Value>> {
 /// Connection and security properties from a body: checked, TLS built; an error names the key.
 pub(crate) fn client_from(
     props: &serde_json::Map<String, Value>,
-) -> Result<kbench_client::ProducerSettings, ApiError> {
-    let mut settings = kbench_client::ProducerSettings::default();
+) -> Result<kbench_client::ConnectionSettings, ApiError> {
+    let mut settings = kbench_client::ConnectionSettings::default();
     for (k, v) in props {
         let Some(v) = v.as_str() else {
             return Err(ApiError::field(
@@ -226,15 +232,15 @@ pub(crate) fn client_from(
                 format!("{k}: the value must be a string"),
             ));
         };
-        if !crate::args::is_connection_property(k) {
+        let taken = settings
+            .apply("properties", k, v)
+            .map_err(|e| ApiError::field("properties", e.to_string()))?;
+        if !taken {
             return Err(ApiError::field(
                 "properties",
                 format!("{k}: not a connection or security property; use the body's own field"),
             ));
         }
-        settings
-            .apply("properties", k, v)
-            .map_err(|e| ApiError::field("properties", e.to_string()))?;
     }
     settings
         .finish()
@@ -248,7 +254,7 @@ pub(crate) struct Parsed {
     pub kind: String,
     /// The body as GET will show it (secrets masked).
     pub config: Value,
-    pub client: Option<kbench_client::ProducerSettings>,
+    pub client: Option<kbench_client::ConnectionSettings>,
     /// The connection properties as given: what a distributed run's agents are sent.
     pub pairs: Option<Vec<(String, String)>>,
     pub spread: Option<crate::serve::distributed::Spread>,
@@ -257,8 +263,8 @@ pub(crate) struct Parsed {
 
 /// A `/v1/runs` body's workload and its cluster (`None`: the server's).
 pub(crate) enum Spec {
-    E2e(E2eSpec, Option<Vec<String>>),
-    Produce(ProduceSpec, Option<Vec<String>>),
+    E2e(Box<E2eSpec>, Option<Vec<String>>),
+    Produce(Box<ProduceSpec>, Option<Vec<String>>),
 }
 
 /// Read a `/v1/runs` body against the server's limits. Pure: no I/O (what `serve::payloads`
@@ -341,7 +347,7 @@ pub(crate) fn parse(body: &[u8], limits: Limits) -> Result<Parsed, ApiError> {
     let spec = match kind.as_str() {
         "e2e" => {
             let (spec, bootstrap) = e2e_spec(&from_value(raw)?, limits)?;
-            Spec::E2e(spec, bootstrap)
+            Spec::E2e(Box::new(spec), bootstrap)
         }
         "produce" if spread.as_ref().is_some_and(|s| s.has_consumer_agent()) => {
             return Err(ApiError::field(
@@ -351,7 +357,7 @@ pub(crate) fn parse(body: &[u8], limits: Limits) -> Result<Parsed, ApiError> {
         }
         "produce" => {
             let (spec, bootstrap) = produce_spec(&from_value(raw)?, limits)?;
-            Spec::Produce(spec, bootstrap)
+            Spec::Produce(Box::new(spec), bootstrap)
         }
         other => {
             return Err(ApiError::field(
@@ -382,16 +388,16 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
     } = parse(&body, app.limits)?;
     let id = match (spec, spread) {
         (Spec::E2e(spec, bootstrap), None) => {
-            start_e2e(&app, Api::V1, config, spec, bootstrap, client, true).await?
+            start_e2e(&app, Api::V1, config, *spec, bootstrap, client, true).await?
         }
         (Spec::E2e(spec, bootstrap), Some(spread)) => {
-            spread_over::start_e2e(&app, config, spec, bootstrap, pairs, spread).await?
+            spread_over::start_e2e(&app, config, *spec, bootstrap, pairs, spread).await?
         }
         (Spec::Produce(spec, bootstrap), None) => {
-            start_produce(&app, config, spec, bootstrap, client).await?
+            start_produce(&app, config, *spec, bootstrap, client).await?
         }
         (Spec::Produce(spec, bootstrap), Some(spread)) => {
-            spread_over::start_produce(&app, config, spec, bootstrap, pairs, spread).await?
+            spread_over::start_produce(&app, config, *spec, bootstrap, pairs, spread).await?
         }
     };
     Ok(json_response(

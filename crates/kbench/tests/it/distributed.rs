@@ -461,6 +461,44 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
         body["error"].as_str().unwrap().contains("agent protocol 1"),
         "{body}"
     );
+    // A segment passes the spec's own gate, whoever built it: an idempotent producer with acks=1,
+    // which the CLI refuses, is refused by the agent too (a segment arrives by serde, unchecked
+    // by any front end), naming the property; and so is an e2e segment asking for idempotence.
+    let mut produce = kbench_bench::ProduceSpec::default();
+    produce.producer.idempotence = true;
+    produce.producer.acks = kbench_client::Acks::Leader;
+    let mut e2e = kbench_bench::e2e::E2eSpec::default();
+    e2e.producer.idempotence = true;
+    for (produce, e2e, field) in [
+        (Some(produce), None, "acks"),
+        (None, Some(e2e), "enable_idempotence"),
+    ] {
+        let segment = serde_json::json!({
+            "protocol": kbench_bench::distributed::AGENT_PROTOCOL,
+            "run": "x",
+            "produce": produce,
+            "e2e": e2e,
+            "bootstrap_servers": [broker.addr.clone()],
+            "properties": [],
+        });
+        let answer = runtime().block_on(async {
+            reqwest::Client::new()
+                .post(format!("{}/agent/v1/segments", good.url))
+                .bearer_auth("right")
+                .json(&segment)
+                .send()
+                .await
+                .unwrap()
+        });
+        assert_eq!(answer.status(), 400);
+        let body: Value = runtime().block_on(answer.json()).unwrap();
+        assert_eq!(body["field"], field, "{body}");
+        assert!(
+            body["error"].as_str().unwrap().contains("idempotent")
+                || body["error"].as_str().unwrap().contains("idempotence"),
+            "{body}"
+        );
+    }
     // An e2e run needs a consumer agent and a producer agent.
     let out = Cmd::on("e2e", &broker)
         .args(&[

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::tls::{Pki, TlsBroker};
 use crate::common::{Cmd, TempDir, TestBroker, result_json, runtime, text, wait_until};
-use kbench_client::{Cluster, ClusterConfig, ProducerSettings};
+use kbench_client::{Cluster, ClusterConfig, ConnectionSettings};
 use kbench_wire::Pins;
 
 const PASSWORD: &str = "pw-sasl-never-shown-3e9d";
@@ -44,7 +44,7 @@ fn sasl(mechanism: &str, user: &str, password: &str) -> Vec<String> {
 
 /// Records on the broker for `topic`, read by kbench's client authenticated as `props` say.
 fn count_on_broker(addr: &str, topic: &str, props: &[String]) -> usize {
-    let mut settings = ProducerSettings::default();
+    let mut settings = ConnectionSettings::default();
     for p in props {
         let (k, v) = p.split_once('=').unwrap();
         settings.apply("-X", k, v).unwrap();
@@ -271,7 +271,7 @@ fn sasl_ssl_with_the_properties_file_a_java_client_uses() {
 
 #[test]
 fn sasl_credentials_are_secrets_in_debug_output() {
-    let mut s = ProducerSettings::default();
+    let mut s = ConnectionSettings::default();
     s.apply("-X", "security.protocol", "SASL_PLAINTEXT")
         .unwrap();
     s.apply("-X", "sasl.mechanism", "PLAIN").unwrap();

@@ -1,0 +1,120 @@
+//! How a consumer fetches and keeps its group membership alive: Java's consumer settings and their
+//! defaults (Kafka 4.x). Plain data: a spec holds them whole. Which group, where to start and
+//! whether to commit are a workload's own choices ([`super::ConsumerProperties`] carries the
+//! properties that set them).
+
+use std::time::Duration;
+
+use super::{Conflict, PropertyError};
+
+/// Where a consumer starts when it has no committed offset (`auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum OffsetReset {
+    Earliest,
+    Latest,
+}
+
+impl OffsetReset {
+    pub fn name(self) -> &'static str {
+        match self {
+            OffsetReset::Earliest => "earliest",
+            OffsetReset::Latest => "latest",
+        }
+    }
+}
+
+impl std::str::FromStr for OffsetReset {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "earliest" | "smallest" | "beginning" => Ok(OffsetReset::Earliest),
+            "latest" | "largest" | "end" => Ok(OffsetReset::Latest),
+            _ => Err("expected earliest or latest".into()),
+        }
+    }
+}
+
+/// Consumer settings with their Java defaults (Kafka 4.x).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ConsumerSettings {
+    /// `auto.commit.interval.ms`: how often a committing consumer commits.
+    pub auto_commit_interval: Duration,
+    pub session_timeout: Duration,
+    pub heartbeat_interval: Duration,
+    /// `fetch.max.wait.ms`.
+    pub fetch_max_wait: Duration,
+    /// `max.partition.fetch.bytes`.
+    pub max_partition_fetch_bytes: usize,
+    /// `fetch.max.bytes`.
+    pub fetch_max_bytes: usize,
+    /// `isolation.level=read_committed`: read up to the last stable offset, and leave out the
+    /// records of aborted transactions. Kafka's default is read_uncommitted.
+    pub read_committed: bool,
+}
+
+impl Default for ConsumerSettings {
+    fn default() -> Self {
+        ConsumerSettings {
+            auto_commit_interval: Duration::from_millis(5_000),
+            session_timeout: Duration::from_millis(45_000),
+            heartbeat_interval: Duration::from_millis(3_000),
+            fetch_max_wait: Duration::from_millis(500),
+            max_partition_fetch_bytes: 1_048_576,
+            fetch_max_bytes: 52_428_800,
+            read_committed: false,
+        }
+    }
+}
+
+impl ConsumerSettings {
+    /// Apply one property if it is one of these settings: `Ok(false)` leaves any other key to the
+    /// caller.
+    pub fn apply(&mut self, flag: &str, key: &str, value: &str) -> Result<bool, PropertyError> {
+        let bad = |what: &str| PropertyError::value(flag, key, value, what);
+        let ms = |v: &str| -> Result<Duration, PropertyError> {
+            v.parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| bad("expected a whole number of milliseconds"))
+        };
+        let bytes = |v: &str| -> Result<usize, PropertyError> {
+            match v.parse::<u64>() {
+                Ok(n) if (1..=i32::MAX as u64).contains(&n) => Ok(n as usize),
+                _ => Err(bad("expected a whole number of bytes from 1 to 2147483647")),
+            }
+        };
+        match key {
+            "auto.commit.interval.ms" => self.auto_commit_interval = ms(value)?,
+            "session.timeout.ms" => self.session_timeout = ms(value)?,
+            "heartbeat.interval.ms" => self.heartbeat_interval = ms(value)?,
+            "fetch.max.wait.ms" | "fetch.wait.max.ms" => self.fetch_max_wait = ms(value)?,
+            "max.partition.fetch.bytes" | "fetch.message.max.bytes" => {
+                self.max_partition_fetch_bytes = bytes(value)?
+            }
+            "fetch.max.bytes" => self.fetch_max_bytes = bytes(value)?,
+            "isolation.level" => {
+                self.read_committed = match value.to_ascii_lowercase().as_str() {
+                    "read_committed" => true,
+                    "read_uncommitted" => false,
+                    _ => return Err(bad("expected read_uncommitted or read_committed")),
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The combinations Java's consumer refuses.
+    pub fn check(&self) -> Result<(), Conflict> {
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval >= self.session_timeout {
+            return Err(Conflict {
+                key: "heartbeat.interval.ms",
+                reason: format!(
+                    "{} ms is not above zero and below session.timeout.ms ({} ms)",
+                    self.heartbeat_interval.as_millis(),
+                    self.session_timeout.as_millis()
+                ),
+            });
+        }
+        Ok(())
+    }
+}
