@@ -8,7 +8,7 @@
 //! and all. Fetch cells: a topic seeded once with records in 10-record batches, read end to end with
 //! max-bytes 4 KiB, 64 KiB and 1 MiB.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kbench_client::{Acks, ClientError, Cluster, ClusterConfig, ProducerSettings, TopicLayout};
@@ -18,7 +18,6 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 use crate::error::BenchError;
 use crate::measure::{CpuTime, median_and_spread, peak_rss_kib};
@@ -461,22 +460,19 @@ async fn produce_rep(
         seed: s.seed,
         ..ProduceSpec::default()
     };
-    let cancel = CancellationToken::new();
-    let reason = Arc::new(Mutex::new(None));
+    let stop = crate::Stop::new();
     let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watch = {
-        let cancel = cancel.clone();
+        let stop = stop.clone();
         let stalled = stalled.clone();
-        let reason = reason.clone();
         move |w: &crate::produce::IntervalReport| {
             if w.records == 0 && w.failed == 0 {
                 stalled.store(true, std::sync::atomic::Ordering::Relaxed);
-                *reason.lock().expect("reason lock") = Some("stalled".to_string());
-                cancel.cancel();
+                stop.stop("stalled");
             }
         }
     };
-    let run = run_produce(cluster.clone(), topic.clone(), &spec, cancel, reason, watch).await;
+    let run = run_produce(cluster.clone(), topic.clone(), &spec, stop, watch).await;
     if stalled.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok(None);
     }

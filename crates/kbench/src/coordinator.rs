@@ -17,6 +17,8 @@ use kbench_bench::e2e::E2eSpec;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::harness::{CliError, CliResult};
+
 /// Clock exchanges per agent and estimate.
 const CLOCK_SAMPLES: usize = 8;
 /// An agent that has not answered for this long is lost.
@@ -647,21 +649,17 @@ impl DistributedArgs {
 pub async fn cli_connect(
     bootstrap: Option<&str>,
     agents: &AgentList,
-) -> Result<(Vec<String>, Coordinator), u8> {
+) -> Result<(Vec<String>, Coordinator), CliError> {
     let Some(bootstrap) = bootstrap else {
-        eprintln!(
-            "kbench: error: --agents: the agents need a cluster they all reach: give --bootstrap-server"
-        );
-        return Err(crate::args::EXIT_USAGE);
+        return Err(CliError::usage(
+            "--agents: the agents need a cluster they all reach: give --bootstrap-server",
+        ));
     };
-    let bootstrap = kbench_bench::spec::bootstrap_list(bootstrap).map_err(|e| {
-        eprintln!("kbench: error: --bootstrap-server {e}");
-        crate::args::EXIT_USAGE
-    })?;
-    let coordinator = Coordinator::connect(agents).await.map_err(|e| {
-        eprintln!("kbench: error: {e}");
-        crate::args::EXIT_FAILED
-    })?;
+    let bootstrap = kbench_bench::spec::bootstrap_list(bootstrap)
+        .map_err(|e| CliError::usage(format!("--bootstrap-server {e}")))?;
+    let coordinator = Coordinator::connect(agents)
+        .await
+        .map_err(CliError::failed)?;
     Ok((bootstrap, coordinator))
 }
 
@@ -674,27 +672,27 @@ pub fn cli_finish(
     json: Option<&std::path::Path>,
     failed: bool,
     interrupted: bool,
-) -> u8 {
+) -> CliResult {
     print_agents(doc);
     let (document, slo_met) = crate::args::check_slo(slo, doc);
     if let Some(path) = json {
-        if let Err(e) = crate::args::write_json(path, &document) {
-            eprintln!("kbench: error: --json {e}");
-            return crate::args::EXIT_FAILED;
-        }
+        crate::args::write_json(path, &document)
+            .map_err(|e| CliError::failed(format!("--json {e}")))?;
         eprintln!("kbench: wrote {}", path.display());
     }
-    if doc.pointer("/distributed/degraded") == Some(&Value::Bool(true)) {
-        crate::args::EXIT_DEGRADED
-    } else if interrupted {
-        crate::args::EXIT_INTERRUPTED
-    } else if failed {
-        crate::args::EXIT_FAILED
-    } else if !slo_met {
-        crate::args::EXIT_SLO
-    } else {
-        0
-    }
+    Ok(
+        if doc.pointer("/distributed/degraded") == Some(&Value::Bool(true)) {
+            crate::args::EXIT_DEGRADED
+        } else if interrupted {
+            crate::args::EXIT_INTERRUPTED
+        } else if failed {
+            crate::args::EXIT_FAILED
+        } else if !slo_met {
+            crate::args::EXIT_SLO
+        } else {
+            0
+        },
+    )
 }
 
 /// The agents' part of a result, one line each, and the clock statement.

@@ -106,8 +106,7 @@ pub async fn run_under<T>(
     job: impl std::future::Future<Output = T>,
     (faults, proxy, recreate): (Vec<Fault>, Option<&FaultProxy>, Option<Recreate>),
     embedded: Option<&mut EmbeddedBroker>,
-    cancel: &CancellationToken,
-    reason: &std::sync::Mutex<Option<String>>,
+    stop: &kbench_bench::Stop,
 ) -> ((T, bool), Option<Vec<AppliedFault>>) {
     match embedded {
         Some(broker) if !faults.is_empty() => {
@@ -121,7 +120,7 @@ pub async fn run_under<T>(
                 done.clone(),
             );
             let job = async {
-                let r = crate::signals::until_stopped(job, cancel, reason, None).await;
+                let r = crate::signals::until_stopped(job, stop, None).await;
                 done.cancel();
                 r
             };
@@ -129,7 +128,7 @@ pub async fn run_under<T>(
             (r, Some(applied))
         }
         embedded => (
-            crate::signals::until_stopped(job, cancel, reason, embedded).await,
+            crate::signals::until_stopped(job, stop, embedded).await,
             None,
         ),
     }

@@ -10,6 +10,7 @@ mod coordinator;
 mod defaults_agree;
 mod embedded;
 mod faults;
+mod harness;
 mod metrics;
 mod progress;
 pub mod report;
@@ -48,9 +49,11 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let command = match cli.command {
         // Pure computation: no runtime, no broker.
-        Command::Codec(args) => return ExitCode::from(cmd::codec::run(*args)),
-        Command::Compare(args) => return ExitCode::from(cmd::compare::run(args)),
-        Command::Report(args) => return ExitCode::from(report::run(args)),
+        Command::Codec(args) => return ExitCode::from(harness::exit_code(cmd::codec::run(*args))),
+        Command::Compare(args) => {
+            return ExitCode::from(harness::exit_code(cmd::compare::run(args)));
+        }
+        Command::Report(args) => return ExitCode::from(harness::exit_code(report::run(args))),
         other => other,
     };
     tracing_subscriber::fmt()
@@ -75,19 +78,21 @@ pub fn main() -> ExitCode {
     let code = runtime.block_on(async move {
         signals::install();
         match command {
-            Command::Produce(args) => cmd::produce::run(*args, cmd::produce::Mode::Produce).await,
-            Command::Consume(args) => cmd::consume::run(*args).await,
-            Command::Omb(args) => cmd::omb::run(*args).await,
-            Command::Quickstart(args) => cmd::produce::quickstart(args).await,
+            Command::Produce(args) => {
+                harness::exit_code(cmd::produce::run(*args, cmd::produce::Mode::Produce).await)
+            }
+            Command::Consume(args) => harness::exit_code(cmd::consume::run(*args).await),
+            Command::Omb(args) => harness::exit_code(cmd::omb::run(*args).await),
+            Command::Quickstart(args) => harness::exit_code(cmd::produce::quickstart(args).await),
             Command::Broker(args) => cmd::broker::run(args).await,
-            Command::Codec(args) => cmd::codec::run(*args),
-            Command::Compare(args) => cmd::compare::run(args),
-            Command::Report(args) => report::run(args),
-            Command::Sweep(args) => cmd::sweep::run(*args).await,
-            Command::Suite(args) => cmd::suite::run(args).await,
-            Command::E2e(args) => cmd::e2e::run(*args).await,
-            Command::Serve(args) => serve::run(*args, false).await,
-            Command::Agent(args) => serve::run(*args, true).await,
+            Command::Codec(args) => harness::exit_code(cmd::codec::run(*args)),
+            Command::Compare(args) => harness::exit_code(cmd::compare::run(args)),
+            Command::Report(args) => harness::exit_code(report::run(args)),
+            Command::Sweep(args) => harness::exit_code(cmd::sweep::run(*args).await),
+            Command::Suite(args) => harness::exit_code(cmd::suite::run(args).await),
+            Command::E2e(args) => harness::exit_code(cmd::e2e::run(*args).await),
+            Command::Serve(args) => harness::exit_code(serve::run(*args, false).await),
+            Command::Agent(args) => harness::exit_code(serve::run(*args, true).await),
         }
     });
     // Tasks still running (a broker's connections, a server's idle keep-alives) are dropped, and a

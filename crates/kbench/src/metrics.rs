@@ -278,18 +278,14 @@ impl MetricsArgs {
         workload: &str,
         topic: &str,
         sink: &mut WindowSink,
-    ) -> Result<Option<Endpoint>, u8> {
-        match self.start(workload, topic).await {
-            Ok(Some((metrics, endpoint))) => {
+    ) -> Result<Option<Endpoint>, String> {
+        Ok(self
+            .start(workload, topic)
+            .await?
+            .map(|(metrics, endpoint)| {
                 *sink = std::mem::take(sink).and(metrics.sink());
-                Ok(Some(endpoint))
-            }
-            Ok(None) => Ok(None),
-            Err(e) => {
-                eprintln!("kbench: error: {e}");
-                Err(crate::args::EXIT_USAGE)
-            }
-        }
+                endpoint
+            }))
     }
 }
 

@@ -48,13 +48,11 @@ pub async fn stop_requested() -> &'static str {
     }
 }
 
-/// Drive `job` to its end. A stop request (Ctrl-C, SIGTERM) or the embedded broker exiting cancels
-/// it, with the reason written to `reason` first. Returns the job's output and whether the user asked
-/// for the stop.
+/// Drive `job` to its end. A stop request (Ctrl-C, SIGTERM) or the embedded broker exiting asks
+/// `stop`, saying why. Returns the job's output and whether the user asked for the stop.
 pub async fn until_stopped<T>(
     job: impl std::future::Future<Output = T>,
-    cancel: &tokio_util::sync::CancellationToken,
-    reason: &std::sync::Mutex<Option<String>>,
+    stop: &kbench_bench::Stop,
     mut embedded: Option<&mut crate::embedded::EmbeddedBroker>,
 ) -> (T, bool) {
     tokio::pin!(job);
@@ -62,14 +60,12 @@ pub async fn until_stopped<T>(
     loop {
         tokio::select! {
             out = &mut job => return (out, interrupted),
-            why = stop_requested(), if !cancel.is_cancelled() => {
+            why = stop_requested(), if !stop.is_stopped() => {
                 interrupted = true;
-                *reason.lock().expect("reason lock") = Some(why.to_string());
-                cancel.cancel();
+                stop.stop(why);
             }
-            why = async { match embedded.as_mut() { Some(b) => b.exited().await, None => std::future::pending().await } }, if !cancel.is_cancelled() => {
-                *reason.lock().expect("reason lock") = Some(why);
-                cancel.cancel();
+            why = async { match embedded.as_mut() { Some(b) => b.exited().await, None => std::future::pending().await } }, if !stop.is_stopped() => {
+                stop.stop(why);
             }
         }
     }

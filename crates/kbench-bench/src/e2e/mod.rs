@@ -23,7 +23,6 @@ pub mod spec;
 use std::sync::Arc;
 
 use kbench_client::ClusterConfig;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::BenchError;
 pub use crate::spec::Span;
@@ -32,7 +31,7 @@ pub use native::SENT_HEADER;
 pub use phases::RECORD_ID_LEN;
 pub use spec::{CommitMode, E2eMode, E2eSpec, ProducerSegment, RestApi, RestSpec, clock_for};
 
-/// Run the e2e workload until `stop` is cancelled or `spec.duration` passes, then drain. `cluster`
+/// Run the e2e workload until `stop` or `spec.duration` ends the load, then drain. `cluster`
 /// is where the native driver connects (each producer and the consumer on connections of their own);
 /// a spec with `rest` goes through the proxy instead. `live` is updated as the run goes. Fails only
 /// when the run cannot start (invalid spec, no broker, no group, no proxy); later errors are counted.
@@ -40,8 +39,9 @@ pub async fn run_e2e(
     spec: &E2eSpec,
     cluster: &ClusterConfig,
     live: Arc<E2eLive>,
-    stop: CancellationToken,
+    stop: crate::Stop,
 ) -> Result<E2eRun, BenchError> {
+    let stop = stop.token().clone();
     spec.validate()?;
     if spec.verify {
         let producers = spec

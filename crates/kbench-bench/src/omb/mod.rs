@@ -19,12 +19,12 @@ use hdrhistogram::Histogram;
 use kbench_client::{ClusterConfig, ConsumerProperties, ProducerProperties, TopicLayout};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tokio_util::sync::CancellationToken;
 
 use crate::consume::{ConsumeMode, ConsumeObserver, ConsumeRun, ConsumeSpec, StartAt};
 use crate::error::{BenchError, SpecError};
 use crate::measure::latency_histogram;
 use crate::produce::{IntervalReport, Keys, Payload, ProduceRun, ProduceSpec};
+use crate::stop::Stop;
 
 pub use workload::{KeyDistributor, OmbDriver, OmbWorkload};
 
@@ -529,11 +529,11 @@ const BACKLOG_EXTENSION: Duration = Duration::from_secs(2);
 pub async fn run_omb(
     spec: &OmbSpec,
     cluster: ClusterConfig,
-    cancel: CancellationToken,
-    reason: Arc<Mutex<Option<String>>>,
+    stop: Stop,
     on_period: impl Fn(&Period) + Send + Sync + 'static,
     on_note: impl Fn(&str) + Send + Sync + 'static,
 ) -> Result<OmbRun, BenchError> {
+    let cancel = stop.token().clone();
     spec.validate()?;
     let w = &spec.workload;
     let admin = crate::produce::job::connect_bounded(cluster.clone(), &cancel).await?;
@@ -584,8 +584,7 @@ pub async fn run_omb(
                 step_duration: spec.search_step,
                 ..Default::default()
             },
-            cancel.clone(),
-            reason.clone(),
+            stop.clone(),
             |_, step| {
                 on_note(&format!(
                     "  step {:.0} records/s: {}",
@@ -614,7 +613,9 @@ pub async fn run_omb(
     let shared = Arc::new(Shared::new(w.subscriptions_per_topic, spec.producers()));
 
     // Consumers first, each in its group, reading from the start of the fresh topics.
-    let consumers_stop = CancellationToken::new();
+    // The consumers stop at the end of the drain (or with the run), saying the run's reason.
+    let consumers_stop = Stop::new();
+    let stop_consumers = || consumers_stop.stop(stop.reason().unwrap_or_else(|| "stopped".into()));
     let mut consumer_tasks = tokio::task::JoinSet::new();
     for (t, layout) in layouts.iter().enumerate() {
         for s in 0..w.subscriptions_per_topic {
@@ -642,24 +643,18 @@ pub async fn run_omb(
                 let layout = layout.clone();
                 let hook = Arc::new(ConsumerHook(shared.clone()));
                 let stop = consumers_stop.clone();
-                let reason = reason.clone();
                 consumer_tasks.spawn(async move {
-                    let cluster = crate::produce::job::connect_bounded(config, &stop).await?;
+                    let cluster =
+                        crate::produce::job::connect_bounded(config, stop.token()).await?;
                     // Its own metadata: the leaders' addresses, on its own connections.
                     let (_, layout) = cluster
                         .metadata(&layout.name)
                         .await
                         .map_err(|e| BenchError::topic(&layout.name, e))?;
                     let cluster = Arc::new(cluster);
-                    let run = crate::consume::run_consume(
-                        cluster.clone(),
-                        layout,
-                        &cspec,
-                        stop,
-                        reason,
-                        hook,
-                    )
-                    .await;
+                    let run =
+                        crate::consume::run_consume(cluster.clone(), layout, &cspec, stop, hook)
+                            .await;
                     cluster.close(Duration::from_secs(2)).await;
                     run
                 });
@@ -678,7 +673,7 @@ pub async fn run_omb(
         }
         match tokio::time::timeout(Duration::from_millis(100), consumer_tasks.join_next()).await {
             Ok(Some(Ok(Err(e)))) => {
-                consumers_stop.cancel();
+                stop_consumers();
                 while consumer_tasks.join_next().await.is_some() {}
                 return Err(e);
             }
@@ -689,7 +684,7 @@ pub async fn run_omb(
     }
     let joined = shared.tally.lock().expect("tally lock").joined;
     if joined < spec.consumers() {
-        consumers_stop.cancel();
+        stop_consumers();
         while consumer_tasks.join_next().await.is_some() {}
         return Err(BenchError::Run(format!(
             "only {joined} of {} consumers joined their groups in time",
@@ -712,8 +707,8 @@ pub async fn run_omb(
             let layout = layout.clone();
             let shared = shared.clone();
             let barrier = barrier.clone();
-            let cancel = cancel.clone();
-            let reason = reason.clone();
+            let stop = stop.clone();
+            let cancel = stop.token().clone();
             let (warmup, test) = (spec.warmup, spec.test_duration);
             let drained = drained.clone();
             producer_tasks.spawn(async move {
@@ -739,21 +734,11 @@ pub async fn run_omb(
                         ..pspec.clone()
                     };
                     let shared = shared.clone();
-                    let (cluster, layout, cancel, reason) = (
-                        cluster.clone(),
-                        layout.clone(),
-                        cancel.clone(),
-                        reason.clone(),
-                    );
+                    let (cluster, layout, stop) = (cluster.clone(), layout.clone(), stop.clone());
                     async move {
-                        crate::produce::run_produce(
-                            cluster,
-                            layout,
-                            &spec,
-                            cancel,
-                            reason,
-                            move |w| shared.producer_window(w),
-                        )
+                        crate::produce::run_produce(cluster, layout, &spec, stop, move |w| {
+                            shared.producer_window(w)
+                        })
                         .await
                     }
                 };
@@ -901,7 +886,7 @@ pub async fn run_omb(
         on_period(&last);
         periods.push(last);
     }
-    consumers_stop.cancel();
+    stop_consumers();
     while let Some(done) = consumer_tasks.join_next().await {
         match done {
             Ok(Ok(run)) => consumers.push(run),
@@ -916,13 +901,7 @@ pub async fn run_omb(
         )));
     };
     let t = shared.tally.lock().expect("tally lock");
-    let aborted = cancel.is_cancelled().then(|| {
-        reason
-            .lock()
-            .expect("reason lock")
-            .clone()
-            .unwrap_or_else(|| "stopped".into())
-    });
+    let aborted = stop.reason();
     Ok(OmbRun {
         started_at,
         ended_at: SystemTime::now(),

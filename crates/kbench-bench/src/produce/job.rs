@@ -4,7 +4,7 @@
 //! repetitions and build the result document. Progress goes to a [`ProduceObserver`].
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kbench_client::{Cluster, ClusterConfig};
@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{BenchError, SpecError};
 use crate::produce::{IntervalReport, ProduceRun, ProduceSpec, run_produce};
 use crate::result::{ResultDocument, Target};
+use crate::stop::Stop;
 
 /// Told what a produce job does as it goes. Every method has a default that does nothing.
 pub trait ProduceObserver: Send + Sync + 'static {
@@ -73,10 +74,10 @@ pub async fn run_job<O: ProduceObserver>(
     spec: &ProduceSpec,
     cluster: ClusterConfig,
     embedded: bool,
-    cancel: CancellationToken,
-    reason: Arc<Mutex<Option<String>>>,
+    stop: Stop,
     observer: Arc<O>,
 ) -> Result<ProduceOutcome, BenchError> {
+    let cancel = stop.token().clone();
     spec.validate()?;
     let bootstrap = cluster.bootstrap.join(",");
     let pins = cluster.pins.clone();
@@ -180,15 +181,14 @@ pub async fn run_job<O: ProduceObserver>(
             cluster.clone(),
             topic.clone(),
             spec,
-            cancel.clone(),
-            reason.clone(),
+            stop.clone(),
             move |w| watching.interval(w),
         )
         .await;
         observer.finished(&run);
-        let stop = run.aborted.is_some();
+        let ended = run.aborted.is_some();
         runs.push(run);
-        if stop {
+        if ended {
             break;
         }
     }

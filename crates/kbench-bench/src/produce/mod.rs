@@ -60,6 +60,16 @@ impl Payload {
         }
     }
 
+    /// What the values are, in a few words ("100 bytes", "payload lines").
+    pub fn describe(&self) -> String {
+        match self {
+            Payload::Random { size } => format!("{size} bytes"),
+            Payload::Lines(_) => "payload lines".into(),
+            Payload::Uniform { min, max } => format!("{min}..{max} bytes"),
+            Payload::Monotonic => "monotonic payloads".into(),
+        }
+    }
+
     /// The longest value a record may carry.
     pub fn longest(&self) -> usize {
         match self {

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::measure::{CpuTime, latency_histogram, peak_rss_kib};
 use crate::produce::{Keys, Payload, ProduceSpec};
 use crate::spec::DURATION_GRACE;
+use crate::stop::Stop;
 
 /// One progress line's figures: a window of completed records.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -670,22 +671,20 @@ const CLOCK_EVERY: u64 = 32;
 const TIMER_SLACK: Duration = Duration::from_millis(5);
 
 /// Run the produce workload. Setup (connections, topic) is the caller's; this is the measured phase.
-/// `on_interval` receives each progress window. Cancelling `cancel` stops the run at once; records
-/// then in flight count as failed with the cancellation's reason.
+/// `on_interval` receives each progress window. A `stop` ends the run at once; records then in
+/// flight count as failed with its reason.
 pub async fn run_produce(
     cluster: Arc<Cluster>,
     topic: TopicLayout,
     spec: &ProduceSpec,
-    cancel: CancellationToken,
-    abort_reason: Arc<Mutex<Option<String>>>,
+    stop: Stop,
     on_interval: impl Fn(&IntervalReport) + Send + Sync + 'static,
 ) -> ProduceRun {
     run_produce_until(
         cluster,
         topic,
         spec,
-        cancel,
-        abort_reason,
+        stop,
         on_interval,
         CancellationToken::new(),
     )
@@ -748,11 +747,11 @@ pub async fn run_produce_until(
     cluster: Arc<Cluster>,
     topic: TopicLayout,
     spec: &ProduceSpec,
-    cancel: CancellationToken,
-    abort_reason: Arc<Mutex<Option<String>>>,
+    stop: Stop,
     on_interval: impl Fn(&IntervalReport) + Send + Sync + 'static,
     finish: CancellationToken,
 ) -> ProduceRun {
+    let cancel = stop.token().clone();
     let partitions: Vec<i32> = match spec.partition {
         Some(p) => vec![p],
         None => topic.partitions.iter().map(|p| p.partition).collect(),
@@ -1047,15 +1046,7 @@ pub async fn run_produce_until(
             stop_error = Some(e);
         }
     }
-    let aborted = stop_error.clone().or_else(|| {
-        cancel.is_cancelled().then(|| {
-            abort_reason
-                .lock()
-                .expect("reason lock")
-                .clone()
-                .unwrap_or_else(|| "stopped".into())
-        })
-    });
+    let aborted = stop_error.clone().or_else(|| stop.reason());
     let reason = match (&aborted, grace_expired) {
         (Some(why), _) => why.clone(),
         (None, true) => format!(

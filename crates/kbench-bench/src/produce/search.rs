@@ -5,15 +5,15 @@
 //! (under 90 % of a core). The result is every step and the chosen rate — the highest that kept up —
 //! never a rate no step sustained.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kbench_client::ClusterConfig;
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::BenchError;
 use crate::produce::{ProduceOutcome, ProduceSpec, run_job};
+use crate::stop::Stop;
 
 /// How the search runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,8 +73,7 @@ pub async fn find_max_rate(
     cluster: ClusterConfig,
     embedded: bool,
     search: &SearchSettings,
-    cancel: CancellationToken,
-    reason: Arc<Mutex<Option<String>>>,
+    stop: Stop,
     on_step: impl Fn(usize, &Step),
 ) -> Result<MaxRate, BenchError> {
     let mut steps = Vec::new();
@@ -82,7 +81,7 @@ pub async fn find_max_rate(
     let mut kept: Option<f64> = None;
     let mut missed: Option<f64> = None;
     let mut rate = search.start_rate;
-    while steps.len() < search.max_steps && !cancel.is_cancelled() {
+    while steps.len() < search.max_steps && !stop.is_stopped() {
         let secs = search.step_duration.as_secs_f64();
         let step_spec = ProduceSpec {
             throughput: Some(rate),
@@ -97,8 +96,7 @@ pub async fn find_max_rate(
             &step_spec,
             cluster.clone(),
             embedded,
-            cancel.clone(),
-            reason.clone(),
+            stop.clone(),
             Arc::new(()),
         )
         .await?;

@@ -25,6 +25,8 @@ use kbench_bench::result::{Environment, SCHEMA_VERSION};
 use kbench_wire::Compression;
 use serde::Serialize;
 
+use crate::harness::{CliError, CliResult};
+
 #[derive(Debug, Args, Default)]
 pub struct CodecArgs {
     #[command(flatten)]
@@ -114,17 +116,14 @@ struct CodecDocument<'a> {
     cells: &'a [CellResult],
 }
 
-pub fn run(args: CodecArgs) -> u8 {
+pub fn run(args: CodecArgs) -> CliResult {
     if let Some(cell) = &args.run_cell {
         return run_one(cell, &args);
     }
-    if let Err(e) = crate::args::check_outputs(&[
+    crate::args::check_outputs(&[
         ("--json", args.json.as_deref()),
         ("--markdown", args.markdown.as_deref()),
-    ]) {
-        eprintln!("kbench: error: {e}");
-        return crate::args::EXIT_USAGE;
-    }
+    ])?;
     let quick = args.quick;
     let matrix = Matrix {
         record_counts: if !args.records.is_empty() {
@@ -212,8 +211,7 @@ pub fn run(args: CodecArgs) -> u8 {
             }
             Err(e) => {
                 bar.finish();
-                eprintln!("kbench: error: cell {}: {e}", spec.label());
-                return 1;
+                return Err(CliError::failed(format!("cell {}: {e}", spec.label())));
             }
         }
     }
@@ -225,11 +223,9 @@ pub fn run(args: CodecArgs) -> u8 {
         tables(&results, tolerance(&args), noise_threshold(&args))
     };
     print!("{text}");
-    if let Some(path) = &args.markdown
-        && let Err(e) = std::fs::write(path, &text)
-    {
-        eprintln!("kbench: error: --markdown {}: {e}", path.display());
-        return 1;
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, &text)
+            .map_err(|e| CliError::failed(format!("--markdown {}: {e}", path.display())))?;
     }
     println!("seed {seed}; {:.1} s", started.elapsed().as_secs_f64());
     if let Some(path) = &args.json {
@@ -248,22 +244,10 @@ pub fn run(args: CodecArgs) -> u8 {
             duration_s: started.elapsed().as_secs_f64(),
             cells: &results,
         };
-        let text = match serde_json::to_string_pretty(&doc) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("kbench: error: --json: {e}");
-                return 1;
-            }
-        };
-        if let Err(e) = crate::args::write_atomic(path, |out| {
-            std::io::Write::write_all(out, (text + "\n").as_bytes())
-        }) {
-            eprintln!("kbench: error: --json {e}");
-            return 1;
-        }
+        crate::args::write_json(path, &doc).map_err(|e| CliError::failed(format!("--json {e}")))?;
         eprintln!("kbench: wrote {}", path.display());
     }
-    0
+    Ok(0)
 }
 
 fn newest(api: Api) -> i16 {
@@ -273,33 +257,20 @@ fn newest(api: Api) -> i16 {
     }
 }
 
-fn run_one(cell: &str, args: &CodecArgs) -> u8 {
-    let spec: CellSpec = match serde_json::from_str(cell) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("kbench: error: --run-cell: {e}");
-            return 2;
-        }
-    };
+fn run_one(cell: &str, args: &CodecArgs) -> CliResult {
+    let spec: CellSpec =
+        serde_json::from_str(cell).map_err(|e| CliError::usage(format!("--run-cell: {e}")))?;
     let method = Method {
         warmup_blocks: args.warmup.unwrap_or(DEFAULT_WARMUP_BLOCKS),
         repetitions: args.repetitions.unwrap_or(DEFAULT_REPETITIONS),
         block_records: args.block_records.unwrap_or(200_000),
     };
-    match run_cell(spec, method).map(|r| serde_json::to_string(&r)) {
-        Ok(Ok(json)) => {
-            println!("{json}");
-            0
-        }
-        Ok(Err(e)) => {
-            eprintln!("kbench: error: {e}");
-            1
-        }
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            1
-        }
-    }
+    let result = run_cell(spec, method).map_err(CliError::failed)?;
+    println!(
+        "{}",
+        serde_json::to_string(&result).map_err(CliError::failed)?
+    );
+    Ok(0)
 }
 
 fn run_isolated(spec: &CellSpec, method: Method) -> Result<CellResult, String> {

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use kbench_bench::compare::{Cells, Comparison, Samples, Verdict, cells_of, compare};
 
+use crate::harness::{CliError, CliResult};
+
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The baseline: a result document, or a folder of them.
@@ -85,20 +87,13 @@ fn load(path: &Path) -> Result<(String, Cells), String> {
     Ok((kind.unwrap_or_default(), all))
 }
 
-pub fn run(args: CompareArgs) -> u8 {
-    let (a, b) = match (load(&args.baseline), load(&args.candidate)) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("kbench: error: {e}");
-            return 2;
-        }
-    };
+pub fn run(args: CompareArgs) -> CliResult {
+    let (a, b) = (load(&args.baseline)?, load(&args.candidate)?);
     if a.0 != b.0 {
-        eprintln!(
-            "kbench: error: cannot compare {} results with {} results",
+        return Err(CliError::usage(format!(
+            "cannot compare {} results with {} results",
             a.0, b.0
-        );
-        return 2;
+        )));
     }
     let mut rows: Vec<Comparison> = Vec::new();
     for (cell, metrics) in &a.1 {
@@ -119,10 +114,9 @@ pub fn run(args: CompareArgs) -> u8 {
     let only_a: Vec<&String> = a.1.keys().filter(|k| !b.1.contains_key(*k)).collect();
     let only_b: Vec<&String> = b.1.keys().filter(|k| !a.1.contains_key(*k)).collect();
     if rows.is_empty() {
-        eprintln!(
-            "kbench: error: no cell appears on both sides (same settings), nothing to compare"
-        );
-        return 2;
+        return Err(CliError::usage(
+            "no cell appears on both sides (same settings), nothing to compare",
+        ));
     }
     let mut table = String::new();
     table.push_str(&format!(
@@ -189,11 +183,9 @@ pub fn run(args: CompareArgs) -> u8 {
         }
     ));
     print!("{table}");
-    if let Some(path) = &args.markdown
-        && let Err(e) = std::fs::write(path, &table)
-    {
-        eprintln!("kbench: error: --markdown {}: {e}", path.display());
-        return 2;
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, &table)
+            .map_err(|e| CliError::usage(format!("--markdown {}: {e}", path.display())))?;
     }
     if let Some(path) = &args.json {
         let doc = serde_json::json!({
@@ -208,10 +200,7 @@ pub fn run(args: CompareArgs) -> u8 {
             "only_in_baseline": only_a,
             "only_in_candidate": only_b,
         });
-        if let Err(e) = crate::args::write_json(path, &doc) {
-            eprintln!("kbench: error: --json {e}");
-            return 2;
-        }
+        crate::args::write_json(path, &doc).map_err(|e| CliError::usage(format!("--json {e}")))?;
     }
-    if regressions > 0 { 1 } else { 0 }
+    Ok(if regressions > 0 { 1 } else { 0 })
 }

@@ -4,23 +4,24 @@
 //! workload, unmeasured, so that there is something to read.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 use kbench_bench::ProduceSpec;
 use kbench_bench::consume::{
-    ConsumeMode, ConsumeObserver, ConsumeSpec, ConsumeWindow, DateFormat, StartAt, header_line,
-    run_consume_job,
+    ConsumeMode, ConsumeObserver, ConsumeSpec, ConsumeWindow, DateFormat, StartAt, backlog,
+    header_line, run_consume_job,
 };
 use kbench_client::{ConnectionSettings, ConsumerProperties, OffsetReset};
 use kbench_wire::{Compression, Pins};
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{
-    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, parse_compression, parse_interval_ms, positive_u64,
+    EXIT_FAILED, EXIT_INTERRUPTED, parse_compression, parse_interval_ms, positive_u64,
     positive_usize, spec_error, write_json,
 };
+use crate::harness::{CliError, CliResult, Harness};
 
 #[derive(Debug, Args, Default)]
 pub struct ConsumeArgs {
@@ -224,6 +225,9 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
     if let Some(r) = args.reporting_interval {
         spec.reporting_interval = r;
     }
+    if let Some(t) = args.timeline_interval {
+        spec.timeline_interval = t;
+    }
     spec.validate().map_err(|e| spec_error(&e))?;
     let date = DateFormat::parse(&args.date_format)
         .map_err(|e| format!("--date-format {:?}: {e}", args.date_format))?;
@@ -269,89 +273,55 @@ impl ConsumeObserver for Lines {
 }
 
 /// `kbench consume`.
-pub async fn run(args: ConsumeArgs) -> u8 {
-    let mut plan = match plan(&args) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    if let Err(e) = crate::args::check_outputs(&[
+pub async fn run(args: ConsumeArgs) -> CliResult {
+    let mut plan = plan(&args)?;
+    crate::args::check_outputs(&[
         ("--json", args.json.as_deref()),
         ("--histogram-log", args.histogram_log.as_deref()),
-    ]) {
-        eprintln!("kbench: error: {e}");
-        return EXIT_USAGE;
-    }
-    if let Some(t) = args.timeline_interval {
-        if t < std::time::Duration::from_millis(10) {
-            eprintln!("kbench: error: --timeline-interval: must be at least 10ms");
-            return EXIT_USAGE;
-        }
-        plan.spec.timeline_interval = t;
-    }
-    let faults =
-        match crate::faults::plan(&args.fault, plan.connection.bootstrap_servers.as_deref()) {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("kbench: error: {e}");
-                return EXIT_USAGE;
-            }
-        };
+    ])?;
+    let faults = crate::faults::plan(&args.fault, plan.connection.bootstrap_servers.as_deref())?;
     let topic = plan.spec.topic.clone();
-    let endpoint = match args
+    let endpoint = args
         .metrics
         .attach("consume", &topic, &mut plan.spec.window_sink)
-        .await
-    {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
-    let (servers, mut embedded, proxy) =
-        match crate::faults::start(&faults, plan.connection.bootstrap_servers.as_deref()).await {
-            Ok(t) => t,
-            Err((code, e)) => {
-                eprintln!("kbench: error: {e}");
-                return code;
-            }
-        };
-    let code = execute(
-        &args,
-        &plan,
-        servers,
-        embedded.as_mut(),
-        (faults, proxy.as_ref()),
+        .await?;
+    let mut harness = Harness::start(
+        faults,
+        plan.connection.bootstrap_servers.as_deref(),
+        endpoint,
     )
-    .await;
-    if let Some(b) = embedded {
-        b.stop().await;
-    }
-    if let Some(e) = endpoint {
-        e.finish().await;
-    }
-    code
+    .await?;
+    let result = execute(&args, &plan, &mut harness).await;
+    harness.finish().await;
+    result
 }
 
-async fn execute(
-    args: &ConsumeArgs,
-    plan: &Plan,
-    servers: Vec<String>,
-    embedded: Option<&mut crate::embedded::EmbeddedBroker>,
-    (faults, proxy): (
-        Vec<kbench_bench::fault::Fault>,
-        Option<&crate::faults::FaultProxy>,
-    ),
-) -> u8 {
-    let embedded_broker = embedded.is_some();
-    let bootstrap = servers.join(",");
-    let cluster = plan.connection.cluster_config(servers, plan.pins.clone());
-    let cancel = CancellationToken::new();
-    let reason = Arc::new(Mutex::new(None::<String>));
-    if (embedded_broker || args.produce_first)
-        && let Err(code) = fill(args, plan, cluster.clone(), embedded_broker).await
-    {
-        return code;
+/// The fill (on an embedded broker, or with --produce-first), the measured read with any producer
+/// beside its drain, and what it says: kafka-consumer-perf-test's lines, kbench's own, the result.
+async fn execute(args: &ConsumeArgs, plan: &Plan, harness: &mut Harness) -> CliResult {
+    let bootstrap = harness.bootstrap();
+    let cluster = plan
+        .connection
+        .cluster_config(harness.servers.clone(), plan.pins.clone());
+    if harness.embedded_broker() || args.produce_first {
+        // --verify: the fill stamps its records (and reads them back), so that the measured read
+        // has something to verify.
+        let spec = producer_spec(args, plan, |s| {
+            s.num_records = plan.spec.messages;
+            s.verify = plan.spec.verify;
+        })?;
+        eprintln!(
+            "kbench: filling topic {} with {} records of {} (unmeasured)",
+            spec.topic,
+            spec.num_records,
+            spec.payload.describe()
+        );
+        backlog::fill(&spec, cluster.clone(), harness.embedded_broker())
+            .await
+            .map_err(|e| {
+                let why = crate::cmd::produce::describe(&e, &bootstrap);
+                CliError::failed(format!("filling the topic: {why}"))
+            })?;
     }
     // The bar starts with the measured run (after any fill), fed by its windows.
     let progress = crate::progress::Progress::new(
@@ -367,14 +337,29 @@ async fn execute(
         "consumed",
         "fetch_latency",
     ));
+    // The producer beside the drain stops when the drain is over, as at the end of a duration.
     let finish = CancellationToken::new();
-    let producer = match args.produce_rate.filter(|r| *r > 0.0) {
+    let beside = match args.produce_rate.filter(|r| *r > 0.0) {
         None => None,
         Some(rate) => {
-            match load_beside(args, plan, cluster.clone(), rate, &cancel, &finish).await {
-                Ok(task) => Some((rate, task)),
-                Err(code) => return code,
-            }
+            let spec = producer_spec(args, plan, |s| {
+                s.num_records = u64::MAX;
+                s.throughput = Some(rate);
+            })?;
+            let task = backlog::produce_beside(
+                spec,
+                cluster.clone(),
+                harness.stop.clone(),
+                finish.clone(),
+            )
+            .await
+            .map_err(|e| match e {
+                kbench_bench::BenchError::Run(why) => {
+                    CliError::usage(format!("--produce-rate: {why}"))
+                }
+                e => CliError::failed(format!("the producer beside the drain: {e}")),
+            })?;
+            Some((rate, task))
         }
     };
     let lines = Arc::new(Lines {
@@ -388,54 +373,93 @@ async fn execute(
     let job = run_consume_job(
         &spec,
         cluster,
-        embedded_broker,
-        cancel.clone(),
-        reason.clone(),
+        harness.embedded_broker(),
+        harness.stop.clone(),
         lines.clone(),
     );
     // Faults count from the measured run's start (after the fill). A restarted in-memory broker
     // comes back without the topic: what it held is gone, and the run says so.
-    let ((outcome, interrupted), applied) =
-        crate::faults::run_under(job, (faults, proxy, None), embedded, &cancel, &reason).await;
+    let outcome = harness.run(job, None).await;
+    let interrupted = harness.interrupted();
     progress.finish();
-    // The drain is over: the producer beside it stops as at the end of a duration.
     finish.cancel();
-    let beside = match producer {
-        Some((rate, task)) => match task.await {
-            Ok(run) => Some((rate, run)),
-            Err(e) => {
-                eprintln!("kbench: error: the producer beside the drain: {e}");
-                return EXIT_FAILED;
-            }
-        },
+    let beside = match beside {
+        Some((rate, task)) => Some((
+            rate,
+            task.await
+                .map_err(|e| CliError::failed(format!("the producer beside the drain: {e}")))?,
+        )),
         None => None,
     };
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!(
-                "kbench: error: {}",
-                crate::cmd::produce::describe(&e, &bootstrap)
-            );
-            return if interrupted {
-                EXIT_INTERRUPTED
-            } else {
-                EXIT_FAILED
-            };
-        }
-    };
+    let outcome = outcome.map_err(|e| crate::cmd::produce::failure(&e, &bootstrap, interrupted))?;
     // The run has figures: the header goes above them (and above a time-out's warning, as
     // kafka-consumer-perf-test prints it), if no detailed line has put it there already.
     lines.header();
     let run = &outcome.run;
     let doc = &outcome.document;
     if let Some(path) = &args.histogram_log {
-        if let Err(e) = crate::args::write_histogram_log(path, run.started_at, &run.timeline) {
-            eprintln!("kbench: error: --histogram-log {e}");
-            return EXIT_FAILED;
-        }
+        crate::args::write_histogram_log(path, run.started_at, &run.timeline)
+            .map_err(|e| CliError::failed(format!("--histogram-log {e}")))?;
         eprintln!("kbench: wrote {}", path.display());
     }
+    print_lines(args, plan, &outcome);
+    let mut code = 0;
+    // kafka-consumer-perf-test exits 0 after its time-out warning; a time-out with errors behind it
+    // (a broker that went away) is a failed run.
+    if run.timed_out && !run.errors.is_empty() {
+        code = EXIT_FAILED;
+    }
+    if let Some(v) = &run.verification {
+        println!("{}", v.line());
+        if v.ok != Some(true) {
+            code = crate::args::EXIT_VERIFY;
+        }
+    }
+    let mut doc_value = serde_json::to_value(doc).unwrap_or_default();
+    if let Some((rate, p)) = &beside {
+        let report = backlog::BacklogReport::of(run.records, run.elapsed, *rate, p);
+        println!("{}", report.line());
+        for reason in &p.saturation.reasons {
+            println!(
+                "WARNING: load generator saturated: {reason}. These figures are not the broker's."
+            );
+        }
+        if p.records_failed > 0 {
+            for (e, n) in &p.errors {
+                eprintln!("kbench: producer: {n} × {e}");
+            }
+            code = EXIT_FAILED;
+        }
+        if let Some(map) = doc_value.as_object_mut() {
+            map.insert(
+                "backlog".into(),
+                serde_json::to_value(&report).unwrap_or_default(),
+            );
+        }
+    }
+    if let Some(why) = &run.aborted {
+        eprintln!("kbench: the run stopped early: {why}");
+        code = if interrupted {
+            EXIT_INTERRUPTED
+        } else {
+            EXIT_FAILED
+        };
+    }
+    let (mut document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &doc_value);
+    if !slo_met && code == 0 {
+        code = crate::args::EXIT_SLO;
+    }
+    harness.report_faults(&mut document);
+    if let Some(path) = &args.json {
+        write_json(path, &document).map_err(|e| CliError::failed(format!("--json {e}")))?;
+        eprintln!("kbench: wrote {}", path.display());
+    }
+    Ok(code)
+}
+
+/// kafka-consumer-perf-test's lines after the run, then kbench's own figures.
+fn print_lines(args: &ConsumeArgs, plan: &Plan, outcome: &kbench_bench::consume::ConsumeOutcome) {
+    let (run, doc) = (&outcome.run, &outcome.document);
     if run.timed_out {
         println!(
             "WARNING: Exiting before consuming the expected number of messages: timeout ({} ms) exceeded. You can use the --timeout option to increase the timeout.",
@@ -445,7 +469,6 @@ async fn execute(
     if !args.show_detailed_stats {
         println!("{}", run.final_line(&plan.date));
     }
-    // kbench's own figures, after the tool's lines.
     let cpu = doc.client_cpu_us_per_record.map_or_else(
         || "n/a".into(),
         |c| {
@@ -487,145 +510,8 @@ async fn execute(
     for line in run.cluster.summary(&run.timeline, "fetch_latency") {
         println!("Cluster: {line}");
     }
-    let mut code = 0;
     for (error, n) in &run.errors {
         eprintln!("kbench: {n} × {error}");
-    }
-    // kafka-consumer-perf-test exits 0 after its time-out warning; a time-out with errors behind it
-    // (a broker that went away) is a failed run.
-    if run.timed_out && !run.errors.is_empty() {
-        code = EXIT_FAILED;
-    }
-    if let Some(v) = &run.verification {
-        println!("{}", v.line());
-        if v.ok != Some(true) {
-            code = crate::args::EXIT_VERIFY;
-        }
-    }
-    let mut doc_value = serde_json::to_value(doc).unwrap_or_default();
-    if let Some((rate, p)) = &beside {
-        let secs = run.elapsed.as_secs_f64().max(1e-9);
-        println!(
-            "kbench: backlog of {} records drained in {:.2} s ({:.1} records/s) while producing {} records at {:.1} of {rate} records/s (p99 {:.2} ms, {} failed)",
-            run.records,
-            secs,
-            run.records as f64 / secs,
-            p.records_acked,
-            p.records_acked as f64 / p.elapsed.as_secs_f64().max(1e-9),
-            if p.latency.is_empty() {
-                0.0
-            } else {
-                p.latency.value_at_quantile(0.99) as f64 / 1000.0
-            },
-            p.records_failed
-        );
-        for reason in &p.saturation.reasons {
-            println!(
-                "WARNING: load generator saturated: {reason}. These figures are not the broker's."
-            );
-        }
-        if p.records_failed > 0 {
-            for (e, n) in &p.errors {
-                eprintln!("kbench: producer: {n} × {e}");
-            }
-            code = EXIT_FAILED;
-        }
-        if let Some(map) = doc_value.as_object_mut() {
-            map.insert(
-                "backlog".into(),
-                serde_json::json!({
-                    "records": run.records,
-                    "drain_s": secs,
-                    "drain_records_per_sec": run.records as f64 / secs,
-                    "produce_rate": rate,
-                    "produced": {
-                        "records_sent": p.records_sent,
-                        "records_acked": p.records_acked,
-                        "records_failed": p.records_failed,
-                        "records_per_sec": p.records_acked as f64 / p.elapsed.as_secs_f64().max(1e-9),
-                        "latency": kbench_bench::measure::LatencySummary::of(&p.latency),
-                        "publish_delay": kbench_bench::measure::LatencySummary::of(&p.publish_delay),
-                        "saturation": p.saturation,
-                        "errors": p.errors,
-                    },
-                }),
-            );
-        }
-    }
-    let doc = &doc_value;
-    if let Some(why) = &run.aborted {
-        eprintln!("kbench: the run stopped early: {why}");
-        code = if interrupted {
-            EXIT_INTERRUPTED
-        } else {
-            EXIT_FAILED
-        };
-    }
-    let (mut document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), doc);
-    if !slo_met && code == 0 {
-        code = crate::args::EXIT_SLO;
-    }
-    crate::faults::report(applied, &mut document);
-    if let Some(path) = &args.json {
-        if let Err(e) = write_json(path, &document) {
-            eprintln!("kbench: error: --json {e}");
-            return EXIT_FAILED;
-        }
-        eprintln!("kbench: wrote {}", path.display());
-    }
-    code
-}
-
-/// Fill the topic with `--messages` records by the produce workload (acks=1, unmeasured), so that
-/// a run against the embedded broker has something to read.
-async fn fill(
-    args: &ConsumeArgs,
-    plan: &Plan,
-    cluster: kbench_client::ClusterConfig,
-    embedded: bool,
-) -> Result<(), u8> {
-    // --verify: the fill stamps its records (and reads them back), so that the measured read has
-    // something to verify.
-    let spec = producer_spec(args, plan, |s| {
-        s.num_records = plan.spec.messages;
-        s.verify = plan.spec.verify;
-    })?;
-    eprintln!(
-        "kbench: filling topic {} with {} records of {} (unmeasured)",
-        spec.topic,
-        spec.num_records,
-        match &spec.payload {
-            kbench_bench::Payload::Random { size } => format!("{size} bytes"),
-            kbench_bench::Payload::Lines(_) => "payload lines".into(),
-            kbench_bench::Payload::Uniform { min, max } => format!("{min}..{max} bytes"),
-            kbench_bench::Payload::Monotonic => "monotonic payloads".into(),
-        }
-    );
-    let outcome = kbench_bench::produce::run_job(
-        &spec,
-        cluster,
-        embedded,
-        CancellationToken::new(),
-        Arc::new(Mutex::new(None)),
-        Arc::new(()),
-    )
-    .await;
-    match outcome {
-        Ok(o) if o.run.records_failed == 0 => Ok(()),
-        Ok(o) => {
-            eprintln!(
-                "kbench: error: filling the topic: {} of {} records failed",
-                o.run.records_failed, o.run.records_sent
-            );
-            Err(EXIT_FAILED)
-        }
-        Err(e) => {
-            eprintln!(
-                "kbench: error: filling the topic: {}",
-                crate::cmd::produce::describe(&e, &plan.spec.topic)
-            );
-            Err(EXIT_FAILED)
-        }
     }
 }
 
@@ -635,7 +521,7 @@ fn producer_spec(
     args: &ConsumeArgs,
     plan: &Plan,
     adjust: impl FnOnce(&mut ProduceSpec),
-) -> Result<ProduceSpec, u8> {
+) -> Result<ProduceSpec, CliError> {
     let mut spec = ProduceSpec {
         topic: plan.spec.topic.clone(),
         partitions: args.partitions.unwrap_or(1),
@@ -648,60 +534,7 @@ fn producer_spec(
         spec.payload = kbench_bench::Payload::Random { size };
     }
     adjust(&mut spec);
-    if let Err(e) = spec.validate() {
-        eprintln!("kbench: error: {}", spec_error(&e));
-        return Err(EXIT_USAGE);
-    }
+    spec.validate()
+        .map_err(|e| CliError::usage(spec_error(&e)))?;
     Ok(spec)
-}
-
-/// The producer beside a backlog drain: `rate` records/s to the topic until `finish`, on its own
-/// connections, with the run's record size and compression.
-async fn load_beside(
-    args: &ConsumeArgs,
-    plan: &Plan,
-    cluster: kbench_client::ClusterConfig,
-    rate: f64,
-    cancel: &CancellationToken,
-    finish: &CancellationToken,
-) -> Result<tokio::task::JoinHandle<kbench_bench::ProduceRun>, u8> {
-    let spec = producer_spec(args, plan, |s| {
-        s.num_records = u64::MAX;
-        s.throughput = Some(rate);
-    })?;
-    let connected = async {
-        let c = kbench_client::Cluster::connect(cluster).await?;
-        let (_, layout) = c.metadata(&spec.topic).await?;
-        Ok::<_, kbench_client::ClientError>((c, layout))
-    };
-    let (c, layout) = match connected.await {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("kbench: error: the producer beside the drain: {e}");
-            return Err(EXIT_FAILED);
-        }
-    };
-    if layout.partitions.is_empty() {
-        eprintln!(
-            "kbench: error: --produce-rate: topic {} does not exist (use --produce-first to make a backlog)",
-            spec.topic
-        );
-        return Err(EXIT_USAGE);
-    }
-    let (cancel, finish) = (cancel.clone(), finish.clone());
-    Ok(tokio::spawn(async move {
-        let c = Arc::new(c);
-        let run = kbench_bench::produce::phase::run_produce_until(
-            c.clone(),
-            layout,
-            &spec,
-            cancel,
-            Arc::new(Mutex::new(None)),
-            |_| {},
-            finish,
-        )
-        .await;
-        c.close(Duration::from_secs(2)).await;
-        run
-    }))
 }

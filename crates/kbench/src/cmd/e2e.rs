@@ -14,13 +14,12 @@ use kbench_bench::result::{E2eResultDocument, Target};
 use kbench_bench::{BenchError, spec::parse_positive_span};
 use kbench_client::Acks;
 use kbench_wire::{Compression, Pins};
-use tokio_util::sync::CancellationToken;
 
 use crate::args::{
-    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, parse_count_span, parse_duration,
-    parse_interval_span, positive_i32, positive_usize, spec_error, write_json,
+    EXIT_FAILED, EXIT_INTERRUPTED, parse_count_span, parse_duration, parse_interval_span,
+    positive_i32, positive_usize, spec_error, write_json,
 };
-use crate::embedded::EmbeddedBroker;
+use crate::harness::{CliError, CliResult, Harness};
 
 #[derive(Debug, Args, Default)]
 pub struct E2eArgs {
@@ -285,141 +284,59 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
 }
 
 /// `kbench e2e`.
-pub async fn run(args: E2eArgs) -> u8 {
-    if let Err(e) = crate::args::check_outputs(&[
+pub async fn run(args: E2eArgs) -> CliResult {
+    crate::args::check_outputs(&[
         ("--json", args.json.as_deref()),
         ("--histogram-log", args.histogram_log.as_deref()),
-    ]) {
-        eprintln!("kbench: error: {e}");
-        return EXIT_USAGE;
-    }
+    ])?;
     let mut pins = Pins::default();
-    let pinned = args
-        .pin
+    args.pin
         .iter()
         .try_for_each(|p| pins.extend_from(p))
-        .and_then(|()| pins.only(E2eSpec::APIS));
-    if let Err(e) = pinned {
-        eprintln!("kbench: error: {e}");
-        return EXIT_USAGE;
-    }
-    let mut spec = match spec_from(&args) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    if let Err(e) = crate::args::parse_slo(args.slo.as_deref(), "e2e") {
-        eprintln!("kbench: error: {e}");
-        return EXIT_USAGE;
-    }
-    let settings = match args.connection.settings() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    let faults = match crate::faults::plan(&args.fault, args.bootstrap_server.as_deref()) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
+        .and_then(|()| pins.only(E2eSpec::APIS))
+        .map_err(CliError::usage)?;
+    let mut spec = spec_from(&args)?;
+    crate::args::parse_slo(args.slo.as_deref(), "e2e")?;
+    let settings = args.connection.settings()?;
+    let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
     if !faults.is_empty() && (spec.rest.is_some() || args.distributed.given()) {
-        eprintln!(
-            "kbench: error: --fault: not with --via rest-proxy or --agents (faults apply to the embedded broker this process starts)"
-        );
-        return EXIT_USAGE;
+        return Err(CliError::usage(
+            "--fault: not with --via rest-proxy or --agents (faults apply to the embedded broker this process starts)",
+        ));
     }
-    match args.distributed.list().await {
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
+    match args.distributed.list().await? {
+        Some(agents) => return distributed(&args, &spec, agents).await,
+        None if args.consumer_agent.is_some() => {
+            return Err(CliError::usage(
+                "--consumer-agent: only with --agents or --agents-dns",
+            ));
         }
-        Ok(Some(agents)) => return distributed(&args, &spec, agents).await,
-        Ok(None) if args.consumer_agent.is_some() => {
-            eprintln!("kbench: error: --consumer-agent: only with --agents or --agents-dns");
-            return EXIT_USAGE;
-        }
-        Ok(None) => {}
+        None => {}
     }
     let topic = spec.topic.clone();
-    let endpoint = match args
+    let endpoint = args
         .metrics
         .attach("e2e", &topic, &mut spec.window_sink)
-        .await
-    {
-        Ok(e) => e,
-        Err(code) => return code,
+        .await?;
+    let mut harness = match &spec.rest {
+        // The proxy reaches Kafka; kbench needs no broker of its own.
+        Some(rest) => Harness::without_broker(vec![rest.proxy.url.clone()], endpoint),
+        None => Harness::start(faults, args.bootstrap_server.as_deref(), endpoint).await?,
     };
-    if let Some(rest) = &spec.rest {
-        let url = rest.proxy.url.clone();
-        let code = drive(
-            &args,
-            spec,
-            &settings,
-            vec![url],
-            Pins::default(),
-            None,
-            (Vec::new(), None),
-        )
-        .await;
-        if let Some(e) = endpoint {
-            e.finish().await;
-        }
-        return code;
-    }
-    let (servers, mut embedded, proxy) =
-        match crate::faults::start(&faults, args.bootstrap_server.as_deref()).await {
-            Ok(t) => t,
-            Err((code, e)) => {
-                eprintln!("kbench: error: {e}");
-                return code;
-            }
-        };
-    let code = drive(
-        &args,
-        spec,
-        &settings,
-        servers,
-        pins,
-        embedded.as_mut(),
-        (faults, proxy.as_ref()),
-    )
-    .await;
-    if let Some(b) = embedded {
-        b.stop().await;
-    }
-    if let Some(e) = endpoint {
-        e.finish().await;
-    }
-    code
+    let result = drive(&args, spec, &settings, pins, &mut harness).await;
+    harness.finish().await;
+    result
 }
 
+/// The run, its progress lines, and what it says: the summary, the result file, the exit code.
 async fn drive(
     args: &E2eArgs,
     mut spec: E2eSpec,
     settings: &kbench_client::ConnectionSettings,
-    servers: Vec<String>,
     pins: Pins,
-    embedded: Option<&mut EmbeddedBroker>,
-    (faults, proxy): (
-        Vec<kbench_bench::fault::Fault>,
-        Option<&crate::faults::FaultProxy>,
-    ),
-) -> u8 {
-    let bootstrap = servers.join(",");
-    let embedded_broker = embedded.is_some();
-    // Under a fault schedule the driver owns the broker (a killed broker is the schedule's doing,
-    // not a reason to stop); otherwise the broker's exit stops the run.
-    let (faulted, mut embedded) = if faults.is_empty() {
-        (None, embedded)
-    } else {
-        (embedded, None)
-    };
+    harness: &mut Harness,
+) -> CliResult {
+    let bootstrap = harness.bootstrap();
     let recreate = crate::faults::topic_recreator(
         settings,
         &pins,
@@ -427,7 +344,7 @@ async fn drive(
         spec.partitions,
         spec.replication_factor,
     );
-    let mut config = settings.cluster_config(servers, pins);
+    let mut config = settings.cluster_config(harness.servers.clone(), pins);
     if config.client_id == kbench_client::ConnectionSettings::default().client_id {
         config.client_id = "kbench-e2e".into();
     }
@@ -458,122 +375,39 @@ async fn drive(
         "whole_trip",
     ));
     let live = Arc::new(E2eLive::default());
-    let stop = CancellationToken::new();
-    let why = Arc::new(std::sync::Mutex::new(None::<(String, bool)>));
-    let watcher = {
-        let stop = stop.clone();
-        let why = why.clone();
-        async move {
-            let reason = tokio::select! {
-                w = crate::signals::stop_requested() => (w.to_string(), true),
-                w = async { match embedded.as_mut() { Some(b) => b.exited().await, None => std::future::pending().await } } => (w, false),
-            };
-            *why.lock().expect("why lock") = Some(reason);
-            stop.cancel();
-            std::future::pending::<std::convert::Infallible>().await
-        }
-    };
-    let progress = {
-        let live = live.clone();
-        let bar = bar.clone();
-        let every = args.reporting_interval.unwrap_or(Duration::from_secs(5));
-        let group = spec.group_id.clone();
-        async move {
-            // A long group join is said, not sat through in silence (the upstream Tansu holds a
-            // JoinGroup for its rebalance delay: 23 s at its defaults).
-            let joining = async {
-                tokio::time::sleep(Duration::from_secs(3)).await;
-                if live.phase() == "starting" {
-                    bar.note(&format!(
-                        "kbench e2e: the consumer is still joining group {group} after 3 s; the load starts once it is in (a broker may hold a JoinGroup for its rebalance delay)"
-                    ));
-                }
-            };
-            let periodic = async {
-                if every.is_zero() {
-                    return std::future::pending::<()>().await;
-                }
-                let mut last = None;
-                loop {
-                    tokio::time::sleep(every).await;
-                    if live.phase() != "running" {
-                        continue;
-                    }
-                    let (line, snap) = live.progress_line(last.as_ref());
-                    bar.line(&line);
-                    last = Some(snap);
-                }
-            };
-            tokio::join!(joining, periodic);
-            std::future::pending().await
-        }
-    };
-    let e2e = run_e2e(&spec, &config, live.clone(), stop.clone());
-    let (result, applied) = match faulted {
-        Some(broker) => {
-            let done = CancellationToken::new();
-            let driver = crate::faults::drive(
-                faults,
-                broker,
-                proxy,
-                std::time::Instant::now(),
-                Some(recreate),
-                done.clone(),
-            );
-            let e2e = async {
-                let r = e2e.await;
-                done.cancel();
-                r
-            };
-            tokio::select! {
-                (r, applied) = async { tokio::join!(e2e, driver) } => (r, Some(applied)),
-                never = watcher => match never {},
-                never = progress => match never {},
-            }
-        }
-        None => tokio::select! {
-            r = e2e => (r, None),
-            never = watcher => match never {},
+    let every = args.reporting_interval.unwrap_or(Duration::from_secs(5));
+    let progress = progress_lines(live.clone(), bar.clone(), every, spec.group_id.clone());
+    let e2e = run_e2e(&spec, &config, live.clone(), harness.stop.clone());
+    let job = async {
+        tokio::select! {
+            r = e2e => r,
             never = progress => match never {},
-        },
+        }
     };
+    let result = harness.run(job, Some(recreate)).await;
     bar.finish();
-    let mut run = match result {
-        Ok(r) => r,
-        Err(e) => {
+    let interrupted = harness.interrupted();
+    let mut run = result.map_err(|e| {
+        let why = describe(&e, &spec, &bootstrap);
+        if interrupted {
             // Interrupted before the load (while the consumer joined its group, say): the user's
             // stop, 130, as consume exits there — not a failure.
-            if why
-                .lock()
-                .expect("why lock")
-                .as_ref()
-                .is_some_and(|(_, by_user)| *by_user)
-            {
-                eprintln!(
-                    "kbench: interrupted before the load began ({})",
-                    describe(&e, &spec, &bootstrap)
-                );
-                return EXIT_INTERRUPTED;
-            }
-            eprintln!("kbench: error: {}", describe(&e, &spec, &bootstrap));
-            return if matches!(e, BenchError::Spec(_)) {
-                EXIT_USAGE
-            } else {
-                EXIT_FAILED
-            };
+            CliError::interrupted(format!("before the load began ({why})"))
+        } else if matches!(e, BenchError::Spec(_)) {
+            CliError::usage(why)
+        } else {
+            CliError::failed(why)
         }
-    };
-    let mut interrupted = false;
-    if let Some((reason, by_user)) = why.lock().expect("why lock").clone() {
-        interrupted = by_user;
-        // Ctrl-C is how an open-ended run ends; anything else stops a run early.
-        if !by_user || args.duration.is_some() {
-            run.aborted = Some(reason);
-        }
+    })?;
+    // Ctrl-C is how an open-ended run ends; anything else stops a run early.
+    if let Some(reason) = harness.stop.reason()
+        && (!interrupted || args.duration.is_some())
+    {
+        run.aborted = Some(reason);
     }
     let doc = E2eResultDocument::of(
         &run,
-        Target::of(&config, embedded_broker),
+        Target::of(&config, harness.embedded_broker()),
         spec.settings_json(),
         spec.seed,
     );
@@ -582,10 +416,8 @@ async fn drive(
         println!("{}", v.line());
     }
     if let Some(path) = &args.histogram_log {
-        if let Err(e) = crate::args::write_histogram_log(path, run.started_at, &run.timeline) {
-            eprintln!("kbench: error: --histogram-log {e}");
-            return EXIT_FAILED;
-        }
+        crate::args::write_histogram_log(path, run.started_at, &run.timeline)
+            .map_err(|e| CliError::failed(format!("--histogram-log {e}")))?;
         eprintln!("kbench: wrote {}", path.display());
     }
     for reason in &run.saturation.reasons {
@@ -595,38 +427,77 @@ async fn drive(
     }
     let slo = crate::args::parse_slo(args.slo.as_deref(), "e2e").unwrap_or_default();
     let (mut document, slo_met) = crate::args::check_slo(slo.as_deref(), &doc);
-    crate::faults::report(applied, &mut document);
+    harness.report_faults(&mut document);
     if let Some(path) = &args.json {
-        if let Err(e) = write_json(path, &document) {
-            eprintln!("kbench: error: {e}");
-            return EXIT_FAILED;
-        }
+        write_json(path, &document).map_err(CliError::failed)?;
         eprintln!("kbench: wrote {}", path.display());
     }
-    if run.failed > 0
-        || run.lost > 0
-        || run.late > 0
-        || run.unverified > 0
-        || (run.aborted.is_some() && !interrupted)
-    {
-        EXIT_FAILED
-    } else if interrupted && args.duration.is_some() {
-        EXIT_INTERRUPTED
-    } else if run
-        .verification
-        .as_ref()
-        .is_some_and(|v| v.ok != Some(true))
-    {
-        crate::args::EXIT_VERIFY
-    } else if !slo_met {
-        crate::args::EXIT_SLO
-    } else {
-        0
-    }
+    Ok(
+        if run.failed > 0
+            || run.lost > 0
+            || run.late > 0
+            || run.unverified > 0
+            || (run.aborted.is_some() && !interrupted)
+        {
+            EXIT_FAILED
+        } else if interrupted && args.duration.is_some() {
+            EXIT_INTERRUPTED
+        } else if run
+            .verification
+            .as_ref()
+            .is_some_and(|v| v.ok != Some(true))
+        {
+            crate::args::EXIT_VERIFY
+        } else if !slo_met {
+            crate::args::EXIT_SLO
+        } else {
+            0
+        },
+    )
+}
+
+/// The progress lines, every `every` while the load runs, and a note when the group join takes
+/// long (the upstream Tansu holds a JoinGroup for its rebalance delay: 23 s at its defaults).
+/// Never ends: it is dropped with the run.
+async fn progress_lines(
+    live: Arc<E2eLive>,
+    bar: Arc<crate::progress::Progress>,
+    every: Duration,
+    group: String,
+) -> std::convert::Infallible {
+    let joining = async {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        if live.phase() == "starting" {
+            bar.note(&format!(
+                "kbench e2e: the consumer is still joining group {group} after 3 s; the load starts once it is in (a broker may hold a JoinGroup for its rebalance delay)"
+            ));
+        }
+    };
+    let periodic = async {
+        if every.is_zero() {
+            return std::future::pending::<()>().await;
+        }
+        let mut last = None;
+        loop {
+            tokio::time::sleep(every).await;
+            if live.phase() != "running" {
+                continue;
+            }
+            let (line, snap) = live.progress_line(last.as_ref());
+            bar.line(&line);
+            last = Some(snap);
+        }
+    };
+    tokio::join!(joining, periodic);
+    std::future::pending().await
 }
 
 /// `--agents`: the consumer on one agent, the producers split over the others, merged exactly.
-async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator::AgentList) -> u8 {
+async fn distributed(
+    args: &E2eArgs,
+    spec: &E2eSpec,
+    agents: crate::coordinator::AgentList,
+) -> CliResult {
     use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_e2e};
     let consumer = match &args.consumer_agent {
         None => Ok(0),
@@ -670,22 +541,11 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
         None
     };
     if let Some(e) = refused {
-        eprintln!("kbench: error: {e}");
-        return EXIT_USAGE;
+        return Err(CliError::usage(e));
     }
     let consumer = consumer.unwrap_or(0);
-    let properties = match args.connection.pairs() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    let (bootstrap, coordinator) =
-        match cli_connect(args.bootstrap_server.as_deref(), &agents).await {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+    let properties = args.connection.pairs()?;
+    let (bootstrap, coordinator) = cli_connect(args.bootstrap_server.as_deref(), &agents).await?;
     println!(
         "kbench e2e: {} producer(s) over {} agents, the consumer on {}; group {}, seed {}; clock offsets within {} µs",
         spec.producers,
@@ -716,25 +576,18 @@ async fn distributed(args: &E2eArgs, spec: &E2eSpec, agents: crate::coordinator:
             );
         }
     };
-    let cancel = CancellationToken::new();
-    let reason = std::sync::Mutex::new(None::<String>);
+    let stop = kbench_bench::Stop::new();
     let job = run_e2e(
         &coordinator,
         spec,
         consumer,
         &target,
         every,
-        &cancel,
+        stop.token(),
         &progress,
     );
-    let (merged, interrupted) = crate::signals::until_stopped(job, &cancel, &reason, None).await;
-    let doc = match merged {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_FAILED;
-        }
-    };
+    let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
+    let doc = merged.map_err(CliError::failed)?;
     let n = |k: &str| doc.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
     println!();
     println!(

@@ -2,18 +2,15 @@
 //! unmodified, OMB's lines on stdout, OMB's result JSON and kbench's result document.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
 use kbench_bench::omb::{OmbDriver, OmbSpec, OmbWorkload, report, run_omb};
 use kbench_bench::result::Target;
 use kbench_wire::Pins;
-use tokio_util::sync::CancellationToken;
 
-use crate::args::{
-    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, parse_duration, spec_error, write_json,
-};
+use crate::args::{EXIT_FAILED, EXIT_INTERRUPTED, parse_duration, spec_error, write_json};
+use crate::harness::{CliError, CliResult, Harness};
 
 #[derive(Debug, Args, Default)]
 pub struct OmbArgs {
@@ -142,31 +139,16 @@ fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condit
 }
 
 /// `kbench omb`.
-pub async fn run(args: OmbArgs) -> u8 {
-    if let Err(e) = crate::args::check_outputs(&[
+pub async fn run(args: OmbArgs) -> CliResult {
+    crate::args::check_outputs(&[
         ("--output", args.output.as_deref()),
         ("--json", args.json.as_deref()),
-    ]) {
-        eprintln!("kbench: error: {e}");
-        return EXIT_USAGE;
-    }
-    let (mut spec, slo) = match plan(&args) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    ])?;
+    let (mut spec, slo) = plan(&args)?;
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
     }
-    let faults = match crate::faults::plan(&args.fault, args.bootstrap_server.as_deref()) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
     // A fault schedule runs against the embedded broker that kbench controls: the driver file's
     // servers (every OMB driver names some) are set aside, and said so.
     let given = match &spec.producer.connection.bootstrap_servers {
@@ -179,59 +161,28 @@ pub async fn run(args: OmbArgs) -> u8 {
         driver => args.bootstrap_server.clone().or_else(|| driver.clone()),
     };
     let topic = spec.topic_prefix.clone();
-    let endpoint = match args
+    let endpoint = args
         .metrics
         .attach("omb", &topic, &mut spec.window_sink)
-        .await
-    {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
-    let (servers, mut embedded, proxy) = match crate::faults::start(&faults, given.as_deref()).await
-    {
-        Ok(t) => t,
-        Err((code, e)) => {
-            eprintln!("kbench: error: {e}");
-            return code;
-        }
-    };
-    let code = execute(
-        &args,
-        &spec,
-        slo.as_deref(),
-        servers,
-        embedded.as_mut(),
-        (faults, proxy.as_ref()),
-    )
-    .await;
-    if let Some(b) = embedded {
-        b.stop().await;
-    }
-    if let Some(e) = endpoint {
-        e.finish().await;
-    }
-    code
+        .await?;
+    let mut harness = Harness::start(faults, given.as_deref(), endpoint).await?;
+    let result = execute(&args, &spec, slo.as_deref(), &mut harness).await;
+    harness.finish().await;
+    result
 }
 
+/// The workload, OMB's lines and result file, and kbench's own.
 async fn execute(
     args: &OmbArgs,
     spec: &OmbSpec,
     slo: Option<&[kbench_bench::slo::Condition]>,
-    servers: Vec<String>,
-    embedded: Option<&mut crate::embedded::EmbeddedBroker>,
-    (faults, proxy): (
-        Vec<kbench_bench::fault::Fault>,
-        Option<&crate::faults::FaultProxy>,
-    ),
-) -> u8 {
-    let embedded_broker = embedded.is_some();
+    harness: &mut Harness,
+) -> CliResult {
     let cluster = spec
         .producer
         .connection
-        .cluster_config(servers, Pins::default());
-    let target = Target::of(&cluster, embedded_broker);
-    let cancel = CancellationToken::new();
-    let reason = Arc::new(Mutex::new(None::<String>));
+        .cluster_config(harness.servers.clone(), Pins::default());
+    let target = Target::of(&cluster, harness.embedded_broker());
     eprintln!(
         "kbench: workload {:?}: {} topic(s) × {} partition(s), {} producer(s), {} consumer(s), {} rate, warm-up {:?}, test {:?}",
         spec.workload.name,
@@ -250,26 +201,24 @@ async fn execute(
     let job = run_omb(
         spec,
         cluster,
-        cancel.clone(),
-        reason.clone(),
+        harness.stop.clone(),
         |p| println!("{}", report::period_line(p)),
         |n| eprintln!("kbench: {n}"),
     );
     // Faults count from the workload's start (topics created, warm-up included). The workload's
     // topics are not created again after a restart: what the broker forgot is an error of the run.
-    let ((outcome, interrupted), applied) =
-        crate::faults::run_under(job, (faults, proxy, None), embedded, &cancel, &reason).await;
-    let run = match outcome {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return if interrupted {
+    let outcome = harness.run(job, None).await;
+    let interrupted = harness.interrupted();
+    let run = outcome.map_err(|e| {
+        CliError::with_code(
+            if interrupted {
                 EXIT_INTERRUPTED
             } else {
                 EXIT_FAILED
-            };
-        }
-    };
+            },
+            e,
+        )
+    })?;
     for line in report::aggregated_lines(&run) {
         println!("{line}");
     }
@@ -315,21 +264,15 @@ async fn execute(
             spec.driver_name.replace(['/', ' '], "-")
         ))
     });
-    if let Err(e) = write_json(&output, &omb) {
-        eprintln!("kbench: error: --output {e}");
-        return EXIT_FAILED;
-    }
+    write_json(&output, &omb).map_err(|e| CliError::failed(format!("--output {e}")))?;
     eprintln!("kbench: OMB result written to {}", output.display());
     let doc = report::kbench_result(spec, &run, target, &args.workload.display().to_string());
     let (mut doc, slo_met) = crate::args::check_slo(slo, &doc);
-    crate::faults::report(applied, &mut doc);
-    if let Some(path) = &args.json
-        && let Err(e) = write_json(path, &doc)
-    {
-        eprintln!("kbench: error: --json {e}");
-        return EXIT_FAILED;
+    harness.report_faults(&mut doc);
+    if let Some(path) = &args.json {
+        write_json(path, &doc).map_err(|e| CliError::failed(format!("--json {e}")))?;
     }
-    if interrupted || run.aborted.is_some() {
+    Ok(if interrupted || run.aborted.is_some() {
         EXIT_INTERRUPTED
     } else if p.records_failed > 0 || !run.errors.is_empty() {
         EXIT_FAILED
@@ -337,5 +280,5 @@ async fn execute(
         crate::args::EXIT_SLO
     } else {
         0
-    }
+    })
 }

@@ -12,16 +12,16 @@ use kbench_bench::produce::{IntervalReport, ProduceObserver, ProduceRun, run_job
 use kbench_bench::result::{ResultDocument, rfc3339};
 use kbench_bench::shape::{LoadShape, Scenario};
 use kbench_bench::spec::{Span, parse_positive_span};
-use kbench_bench::{BenchError, Keys, Payload, ProduceSpec};
+use kbench_bench::{BenchError, Keys, Payload, ProduceSpec, Stop};
 use kbench_client::{ConnectionSettings, ProducerProperties};
 use kbench_wire::{ApiKey, Compression, Pins};
-use tokio_util::sync::CancellationToken;
 
 use crate::args::{
-    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, non_negative_i32, non_negative_u64, parse_acks,
+    EXIT_FAILED, EXIT_INTERRUPTED, non_negative_i32, non_negative_u64, parse_acks,
     parse_compression, parse_duration, parse_interval_ms, parse_throughput, positive_i16,
     positive_i32, positive_u64, positive_usize, spec_error, write_json,
 };
+use crate::harness::{CliError, CliResult, Harness};
 
 #[derive(Debug, Args, Default)]
 pub struct ProduceArgs {
@@ -391,52 +391,29 @@ pub enum Mode {
 }
 
 /// `kbench produce`.
-pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
-    let mut plan = match plan(&args) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    if let Err(e) = crate::args::check_outputs(&[
+pub async fn run(args: ProduceArgs, mode: Mode) -> CliResult {
+    let mut plan = plan(&args)?;
+    crate::args::check_outputs(&[
         ("--json", args.json.as_deref()),
         ("--histogram-log", args.histogram_log.as_deref()),
-    ]) {
-        eprintln!("kbench: error: {e}");
-        return EXIT_USAGE;
-    }
-    let faults =
-        match crate::faults::plan(&args.fault, plan.connection.bootstrap_servers.as_deref()) {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("kbench: error: {e}");
-                return EXIT_USAGE;
-            }
-        };
+    ])?;
+    let faults = crate::faults::plan(&args.fault, plan.connection.bootstrap_servers.as_deref())?;
     if !faults.is_empty() && (args.find_max_rate || args.distributed.given()) {
-        eprintln!(
-            "kbench: error: --fault: not with --find-max-rate or --agents (one run, one embedded broker)"
-        );
-        return EXIT_USAGE;
+        return Err(CliError::usage(
+            "--fault: not with --find-max-rate or --agents (one run, one embedded broker)",
+        ));
     }
-    match args.distributed.list().await {
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_USAGE;
-        }
-        Ok(Some(agents)) => return distributed(&args, &plan, agents).await,
-        Ok(None) => {}
+    if let Some(agents) = args.distributed.list().await? {
+        return distributed(&args, &plan, agents).await;
+    }
+    if args.find_max_rate {
+        search_settings(&args)?;
     }
     let topic = plan.spec.topic.clone();
-    let endpoint = match args
+    let endpoint = args
         .metrics
         .attach("produce", &topic, &mut plan.spec.window_sink)
-        .await
-    {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
+        .await?;
     // --find-max-rate reports its steps as lines; no bar.
     let bar_args = crate::progress::ProgressArgs {
         no_progress: args.progress.no_progress || args.find_max_rate,
@@ -464,36 +441,19 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> u8 {
             "latency",
         ));
     }
-    let (servers, mut embedded, proxy) =
-        match crate::faults::start(&faults, plan.connection.bootstrap_servers.as_deref()).await {
-            Ok(t) => t,
-            Err((code, e)) => {
-                eprintln!("kbench: error: {e}");
-                return code;
-            }
-        };
-    let code = if args.find_max_rate {
-        search(&args, &plan, servers, embedded.is_some()).await
+    let mut harness = Harness::start(
+        faults,
+        plan.connection.bootstrap_servers.as_deref(),
+        endpoint,
+    )
+    .await?;
+    let result = if args.find_max_rate {
+        search(&args, &plan, &mut harness).await
     } else {
-        execute(
-            &plan,
-            servers,
-            embedded.as_mut(),
-            mode,
-            args.json.as_deref(),
-            args.histogram_log.as_deref(),
-            progress,
-            (faults, proxy.as_ref()),
-        )
-        .await
+        execute(&args, &plan, &mut harness, mode, progress).await
     };
-    if let Some(b) = embedded {
-        b.stop().await;
-    }
-    if let Some(e) = endpoint {
-        e.finish().await;
-    }
-    code
+    harness.finish().await;
+    result
 }
 
 /// kafka-producer-perf-test's lines, as the job goes (above the progress bar on a terminal).
@@ -522,23 +482,17 @@ impl ProduceObserver for Lines {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The run, and what it says: kafka-producer-perf-test's lines, kbench's own, the result file.
 async fn execute(
+    args: &ProduceArgs,
     plan: &Plan,
-    servers: Vec<String>,
-    embedded: Option<&mut crate::embedded::EmbeddedBroker>,
+    harness: &mut Harness,
     mode: Mode,
-    json: Option<&Path>,
-    histogram_log: Option<&Path>,
     progress: Arc<crate::progress::Progress>,
-    (faults, proxy): (
-        Vec<kbench_bench::fault::Fault>,
-        Option<&crate::faults::FaultProxy>,
-    ),
-) -> u8 {
-    let embedded_broker = embedded.is_some();
-    let bootstrap = servers.join(",");
-    let cluster = plan.connection.cluster_config(servers, plan.pins.clone());
+) -> CliResult {
+    let cluster = plan
+        .connection
+        .cluster_config(harness.servers.clone(), plan.pins.clone());
     let recreate = crate::faults::topic_recreator(
         &plan.connection,
         &plan.pins,
@@ -546,36 +500,17 @@ async fn execute(
         plan.spec.partitions,
         plan.spec.replication_factor,
     );
-    let cancel = CancellationToken::new();
-    let reason = Arc::new(Mutex::new(None::<String>));
     let job = run_job(
         &plan.spec,
         cluster,
-        embedded_broker,
-        cancel.clone(),
-        reason.clone(),
+        harness.embedded_broker(),
+        harness.stop.clone(),
         Arc::new(Lines(progress.clone())),
     );
-    let ((outcome, interrupted), applied) = crate::faults::run_under(
-        job,
-        (faults, proxy, Some(recreate)),
-        embedded,
-        &cancel,
-        &reason,
-    )
-    .await;
+    let outcome = harness.run(job, Some(recreate)).await;
     progress.finish();
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("kbench: error: {}", describe(&e, &bootstrap));
-            return if interrupted {
-                EXIT_INTERRUPTED
-            } else {
-                EXIT_FAILED
-            };
-        }
-    };
+    let interrupted = harness.interrupted();
+    let outcome = outcome.map_err(|e| failure(&e, &harness.bootstrap(), interrupted))?;
     let run = &outcome.run;
     let mut code = 0;
     if run.records_failed > 0 {
@@ -619,59 +554,40 @@ async fn execute(
     if mode == Mode::Quickstart {
         print_summary(&outcome.document);
     }
-    if let Some(path) = histogram_log {
-        if let Err(e) = crate::args::write_histogram_log(path, run.started_at, &run.timeline) {
-            eprintln!("kbench: error: --histogram-log {e}");
-            return EXIT_FAILED;
-        }
+    if let Some(path) = &args.histogram_log {
+        crate::args::write_histogram_log(path, run.started_at, &run.timeline)
+            .map_err(|e| CliError::failed(format!("--histogram-log {e}")))?;
         eprintln!("kbench: wrote {}", path.display());
     }
     let (mut document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &outcome.document);
     if !slo_met && code == 0 {
         code = crate::args::EXIT_SLO;
     }
-    crate::faults::report(applied, &mut document);
-    if let Some(path) = json {
-        if let Err(e) = write_json(path, &document) {
-            eprintln!("kbench: error: --json {e}");
-            return EXIT_FAILED;
-        }
+    harness.report_faults(&mut document);
+    if let Some(path) = &args.json {
+        write_json(path, &document).map_err(|e| CliError::failed(format!("--json {e}")))?;
         if mode == Mode::Quickstart {
             println!("Result document: {}", path.display());
         } else {
             eprintln!("kbench: wrote {}", path.display());
         }
     }
-    code
+    Ok(code)
 }
 
 /// `--find-max-rate`: the steps as they end, the chosen rate, and the chosen step's result.
-async fn search(args: &ProduceArgs, plan: &Plan, servers: Vec<String>, embedded: bool) -> u8 {
-    use kbench_bench::produce::search::{SearchSettings, find_max_rate};
-    let settings = SearchSettings {
-        step_duration: args
-            .step_duration
-            .unwrap_or(SearchSettings::default().step_duration),
-        max_steps: args
-            .max_steps
-            .unwrap_or(SearchSettings::default().max_steps),
-        ..SearchSettings::default()
-    };
-    if settings.step_duration < Duration::from_millis(500) {
-        eprintln!("kbench: error: --step-duration: must be at least 500ms");
-        return EXIT_USAGE;
-    }
-    let bootstrap = servers.join(",");
-    let cluster = plan.connection.cluster_config(servers, plan.pins.clone());
-    let cancel = CancellationToken::new();
-    let reason = Arc::new(Mutex::new(None::<String>));
+async fn search(args: &ProduceArgs, plan: &Plan, harness: &mut Harness) -> CliResult {
+    use kbench_bench::produce::search::find_max_rate;
+    let settings = search_settings(args)?;
+    let cluster = plan
+        .connection
+        .cluster_config(harness.servers.clone(), plan.pins.clone());
     let job = find_max_rate(
         &plan.spec,
         cluster,
-        embedded,
+        harness.embedded_broker(),
         &settings,
-        cancel.clone(),
-        reason.clone(),
+        harness.stop.clone(),
         |i, step| {
             println!(
                 "Step {}: target {:.0} records/s: sent {:.1}/s, acked {:.1}/s, p99 {:.1} ms, publish delay p99 {:.1} ms: {}",
@@ -688,28 +604,18 @@ async fn search(args: &ProduceArgs, plan: &Plan, servers: Vec<String>, embedded:
             )
         },
     );
-    let (found, interrupted) = crate::signals::until_stopped(job, &cancel, &reason, None).await;
-    let found = match found {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("kbench: error: {}", describe(&e, &bootstrap));
-            return if interrupted {
-                EXIT_INTERRUPTED
-            } else {
-                EXIT_FAILED
-            };
-        }
-    };
+    let found = harness.run(job, None).await;
+    let interrupted = harness.interrupted();
+    let found = found.map_err(|e| failure(&e, &harness.bootstrap(), interrupted))?;
     let (Some(chosen), Some(best)) = (found.chosen, found.best) else {
-        eprintln!(
-            "kbench: error: --find-max-rate: no step kept up, not even {:.0} records/s",
+        return Err(CliError::failed(format!(
+            "--find-max-rate: no step kept up, not even {:.0} records/s",
             found
                 .steps
                 .iter()
                 .map(|s| s.target_records_per_sec)
                 .fold(f64::INFINITY, f64::min)
-        );
-        return EXIT_FAILED;
+        )));
     };
     if found.limit_found {
         println!(
@@ -738,23 +644,44 @@ async fn search(args: &ProduceArgs, plan: &Plan, servers: Vec<String>, embedded:
         );
     }
     if let Some(path) = &args.json {
-        if let Err(e) = write_json(path, &document) {
-            eprintln!("kbench: error: --json {e}");
-            return EXIT_FAILED;
-        }
+        write_json(path, &document).map_err(|e| CliError::failed(format!("--json {e}")))?;
         eprintln!("kbench: wrote {}", path.display());
     }
-    if interrupted {
+    Ok(if interrupted {
         EXIT_INTERRUPTED
     } else if !slo_met {
         crate::args::EXIT_SLO
     } else {
         0
+    })
+}
+
+/// `--find-max-rate`'s steps, from the flags.
+fn search_settings(
+    args: &ProduceArgs,
+) -> Result<kbench_bench::produce::search::SearchSettings, CliError> {
+    use kbench_bench::produce::search::SearchSettings;
+    let settings = SearchSettings {
+        step_duration: args
+            .step_duration
+            .unwrap_or(SearchSettings::default().step_duration),
+        max_steps: args
+            .max_steps
+            .unwrap_or(SearchSettings::default().max_steps),
+        ..SearchSettings::default()
+    };
+    if settings.step_duration < Duration::from_millis(500) {
+        return Err(CliError::usage("--step-duration: must be at least 500ms"));
     }
+    Ok(settings)
 }
 
 /// `--agents`: the run split over the agents, started at one instant, merged exactly.
-async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator::AgentList) -> u8 {
+async fn distributed(
+    args: &ProduceArgs,
+    plan: &Plan,
+    agents: crate::coordinator::AgentList,
+) -> CliResult {
     use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_produce};
     let refused = if args.find_max_rate {
         Some("--find-max-rate: searches from one machine; not with --agents")
@@ -778,14 +705,10 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
         None
     };
     if let Some(e) = refused {
-        eprintln!("kbench: error: {e}");
-        return EXIT_USAGE;
+        return Err(CliError::usage(e));
     }
     let (bootstrap, coordinator) =
-        match cli_connect(plan.connection.bootstrap_servers.as_deref(), &agents).await {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+        cli_connect(plan.connection.bootstrap_servers.as_deref(), &agents).await?;
     println!(
         "kbench produce: {} agents, seed {}; clock offsets within {} µs",
         agents.urls.len(),
@@ -804,7 +727,7 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
             .collect(),
         run: kbench_bench::spec::fresh_id("kbench-produce"),
     };
-    let cancel = CancellationToken::new();
+    let stop = Stop::new();
     let last = Mutex::new((std::time::Instant::now(), 0u64));
     let total = agents.urls.len();
     let progress = |lives: &[(String, serde_json::Value)]| {
@@ -818,16 +741,9 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
         );
         *last = (std::time::Instant::now(), acked);
     };
-    let reason = Mutex::new(None::<String>);
-    let job = run_produce(&coordinator, &plan.spec, &target, &cancel, &progress);
-    let (merged, interrupted) = crate::signals::until_stopped(job, &cancel, &reason, None).await;
-    let doc = match merged {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return EXIT_FAILED;
-        }
-    };
+    let job = run_produce(&coordinator, &plan.spec, &target, stop.token(), &progress);
+    let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
+    let doc = merged.map_err(CliError::failed)?;
     let f = |k: &str| {
         doc.pointer(k)
             .and_then(serde_json::Value::as_f64)
@@ -860,6 +776,17 @@ async fn distributed(args: &ProduceArgs, plan: &Plan, agents: crate::coordinator
     )
 }
 
+/// A job that could not run, as the command ends: said with the flag a user would change; exit 130
+/// when the user stopped it, else 1.
+pub(crate) fn failure(e: &BenchError, bootstrap: &str, interrupted: bool) -> CliError {
+    let code = if interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        EXIT_FAILED
+    };
+    CliError::with_code(code, describe(e, bootstrap))
+}
+
 /// A job's error, said with the flag a user would change.
 pub(crate) fn describe(e: &BenchError, bootstrap: &str) -> String {
     match e {
@@ -874,7 +801,7 @@ pub(crate) fn describe(e: &BenchError, bootstrap: &str) -> String {
 
 /// `kbench quickstart`: 100-byte records, unthrottled, acks=1, for `--duration`, to an embedded
 /// broker, then a summary and a result file.
-pub async fn quickstart(args: QuickstartArgs) -> u8 {
+pub async fn quickstart(args: QuickstartArgs) -> CliResult {
     let json = args.json.clone().unwrap_or_else(|| {
         let stamp = rfc3339(SystemTime::now()).replace([':', '.'], "-");
         PathBuf::from("kbench-results").join(format!("quickstart-{stamp}.json"))

@@ -13,6 +13,8 @@ use kbench_wire::ApiKey;
 use crate::cmd::codec::CodecArgs;
 use crate::cmd::sweep::SweepArgs;
 
+use crate::harness::{CliError, CliResult};
+
 #[derive(Debug, Args)]
 pub struct SuiteArgs {
     /// Folder for every result and the summary (default: kbench-results/suite-<time>).
@@ -84,35 +86,30 @@ impl StepCommand {
         words.join(" ")
     }
 
+    /// The step's exit code (its error, if it failed to run, said as it would be alone).
     async fn run(self) -> u8 {
-        match self {
+        crate::harness::exit_code(match self {
             StepCommand::Codec(a) => crate::cmd::codec::run(a),
             StepCommand::Sweep(a) => crate::cmd::sweep::run(a).await,
-        }
+        })
     }
 }
 
-pub async fn run(args: SuiteArgs) -> u8 {
+pub async fn run(args: SuiteArgs) -> CliResult {
     let secured =
         !args.connection.property.is_empty() || !args.connection.command_config.is_empty();
     if secured && args.bootstrap_server.is_none() && args.legacy_bootstrap_server.is_none() {
-        eprintln!(
-            "kbench: error: -X/--command-config apply to --bootstrap-server and --legacy-bootstrap-server; the embedded brokers take none"
-        );
-        return 2;
+        return Err(CliError::usage(
+            "-X/--command-config apply to --bootstrap-server and --legacy-bootstrap-server; the embedded brokers take none",
+        ));
     }
-    if let Err(e) = args.connection.settings() {
-        eprintln!("kbench: error: {e}");
-        return 2;
-    }
+    args.connection.settings()?;
     let out = args.out.clone().unwrap_or_else(|| {
         let stamp = kbench_bench::result::rfc3339(SystemTime::now()).replace([':', '.'], "-");
         PathBuf::from("kbench-results").join(format!("suite-{stamp}"))
     });
-    if let Err(e) = std::fs::create_dir_all(&out) {
-        eprintln!("kbench: error: --out {}: {e}", out.display());
-        return 2;
-    }
+    std::fs::create_dir_all(&out)
+        .map_err(|e| CliError::usage(format!("--out {}: {e}", out.display())))?;
     let seed = args.seed.unwrap_or_else(kbench_bench::spec::random_seed);
     let file = |name: &str| Some(out.join(name));
     let mut steps = vec![Step {
@@ -195,10 +192,8 @@ pub async fn run(args: SuiteArgs) -> u8 {
         }
     }
     let summary_path = out.join("summary.md");
-    if let Err(e) = std::fs::write(&summary_path, &summary) {
-        eprintln!("kbench: error: {}: {e}", summary_path.display());
-        return 1;
-    }
+    std::fs::write(&summary_path, &summary)
+        .map_err(|e| CliError::failed(format!("{}: {e}", summary_path.display())))?;
     println!("Suite summary: {}", summary_path.display());
-    worst
+    Ok(worst)
 }

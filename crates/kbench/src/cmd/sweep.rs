@@ -18,6 +18,8 @@ use serde::Serialize;
 
 use crate::embedded::bootstrap_or_embedded;
 
+use crate::harness::{CliError, CliResult};
+
 #[derive(Debug, Args, Default)]
 pub struct SweepArgs {
     #[command(flatten)]
@@ -215,58 +217,33 @@ async fn run_isolated(
 }
 
 /// The child side of `--isolate`.
-async fn run_one(job: &str, args: &SweepArgs) -> u8 {
+async fn run_one(job: &str, args: &SweepArgs) -> CliResult {
     let bootstrap = args.bootstrap_server.as_ref();
-    let client = match args.connection.settings() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return 2;
-        }
-    };
-    let job: IsolatedCell = match serde_json::from_str(job) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("kbench: error: --run-cell: {e}");
-            return 2;
-        }
-    };
+    let client = args.connection.settings()?;
+    let job: IsolatedCell =
+        serde_json::from_str(job).map_err(|e| CliError::usage(format!("--run-cell: {e}")))?;
     let mut settings = job.settings;
     settings.bootstrap = bootstrap
         .map(|b| b.split(',').map(|s| s.trim().to_string()).collect())
         .unwrap_or_default();
     settings.tls = client.tls;
     let result = run_cell(&settings, job.cell, &job.produce_topic, &job.seeded).await;
-    match serde_json::to_string(&result) {
-        Ok(json) => {
-            println!("{json}");
-            0
-        }
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            1
-        }
-    }
+    println!(
+        "{}",
+        serde_json::to_string(&result).map_err(CliError::failed)?
+    );
+    Ok(0)
 }
 
-pub async fn run(args: SweepArgs) -> u8 {
+pub async fn run(args: SweepArgs) -> CliResult {
     if let Some(job) = &args.run_cell {
         return run_one(job, &args).await;
     }
-    if let Err(e) = crate::args::check_outputs(&[
+    crate::args::check_outputs(&[
         ("--json", args.json.as_deref()),
         ("--markdown", args.markdown.as_deref()),
-    ]) {
-        eprintln!("kbench: error: {e}");
-        return crate::args::EXIT_USAGE;
-    }
-    match sweep(args).await {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            1
-        }
-    }
+    ])?;
+    sweep(args).await.map_err(CliError::failed)
 }
 
 async fn sweep(args: SweepArgs) -> Result<u8, String> {

@@ -83,28 +83,19 @@ fn load(paths: &[PathBuf]) -> Result<Vec<Doc>, String> {
 }
 
 /// `kbench report`.
-pub fn run(args: ReportArgs) -> u8 {
-    let docs = match load(&args.results) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return crate::args::EXIT_USAGE;
-        }
-    };
+pub fn run(args: ReportArgs) -> crate::harness::CliResult {
+    use crate::harness::CliError;
+    let docs = load(&args.results)?;
     let title = args.title.as_deref().unwrap_or("kbench report");
     let html = page(title, &docs);
-    if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty())
-        && let Err(e) = std::fs::create_dir_all(dir)
-    {
-        eprintln!("kbench: error: -o {}: {e}", dir.display());
-        return crate::args::EXIT_FAILED;
+    if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::failed(format!("-o {}: {e}", dir.display())))?;
     }
-    if let Err(e) = std::fs::write(&args.output, html) {
-        eprintln!("kbench: error: -o {}: {e}", args.output.display());
-        return crate::args::EXIT_FAILED;
-    }
+    std::fs::write(&args.output, html)
+        .map_err(|e| CliError::failed(format!("-o {}: {e}", args.output.display())))?;
     eprintln!("kbench: wrote {}", args.output.display());
-    0
+    Ok(0)
 }
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}

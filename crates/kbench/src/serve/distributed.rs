@@ -153,7 +153,7 @@ pub async fn start_produce(
     let (id, stop) = (run.id.clone(), run.stop.clone());
     app.runs.spawn(run, async move {
         let progress = live_of(&shared);
-        outcome(run_produce(&coordinator, &spec, &target, &stop, &progress).await)
+        outcome(run_produce(&coordinator, &spec, &target, stop.token(), &progress).await)
     });
     Ok(id)
 }
@@ -194,7 +194,7 @@ pub async fn start_e2e(
                 consumer,
                 &target,
                 every,
-                &stop,
+                stop.token(),
                 &progress,
             )
             .await,

@@ -24,6 +24,8 @@ use clap::Args;
 use crate::serve::app::App;
 use crate::serve::registry::{Registry, STOP_GRACE};
 
+use crate::harness::{CliError, CliResult};
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -78,80 +80,51 @@ pub struct ServeArgs {
 }
 
 /// `kbench serve`; with `agent`, `kbench agent` (the `/agent/v1` routes too).
-pub async fn run(args: ServeArgs, agent: bool) -> u8 {
+pub async fn run(args: ServeArgs, agent: bool) -> CliResult {
     if !agent && args.exit_after_segments.is_some() {
-        eprintln!("kbench: error: --exit-after-segments: only for `kbench agent`");
-        return crate::args::EXIT_USAGE;
+        return Err(CliError::usage(
+            "--exit-after-segments: only for `kbench agent`",
+        ));
     }
     if agent {
         // A test hook (docs/DESIGN.md, "Distributed runs travel as specs"): an agent whose clock
         // is wrong.
         if let Ok(ms) = std::env::var("KBENCH_TEST_CLOCK_SHIFT_MS") {
-            match ms.trim().parse::<i64>() {
-                Ok(ms) => kbench_bench::clock::set_shift_us(ms.saturating_mul(1000)),
-                Err(_) => {
-                    eprintln!(
-                        "kbench: error: KBENCH_TEST_CLOCK_SHIFT_MS: not a whole number of ms"
-                    );
-                    return crate::args::EXIT_USAGE;
-                }
-            }
+            let ms = ms.trim().parse::<i64>().map_err(|_| {
+                CliError::usage("KBENCH_TEST_CLOCK_SHIFT_MS: not a whole number of ms")
+            })?;
+            kbench_bench::clock::set_shift_us(ms.saturating_mul(1000));
         }
     }
     let default_bootstrap = match args.bootstrap_server.as_deref() {
-        Some(s) => match kbench_bench::spec::bootstrap_list(s) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!("kbench: error: --bootstrap-server {e}");
-                return crate::args::EXIT_USAGE;
-            }
-        },
+        Some(s) => Some(
+            kbench_bench::spec::bootstrap_list(s)
+                .map_err(|e| CliError::usage(format!("--bootstrap-server {e}")))?,
+        ),
         None => None,
     };
     let token = match &args.token_file {
         Some(path) => {
-            match kbench_client::input::read_text(path, kbench_client::input::SECRET_FILE) {
-                Ok(t) => Some(t.lines().next().unwrap_or_default().trim().to_string()),
-                Err(e) => {
-                    eprintln!("kbench: error: --token-file {}: {e}", path.display());
-                    return crate::args::EXIT_USAGE;
-                }
-            }
+            let text = kbench_client::input::read_text(path, kbench_client::input::SECRET_FILE)
+                .map_err(|e| CliError::usage(format!("--token-file {}: {e}", path.display())))?;
+            Some(text.lines().next().unwrap_or_default().trim().to_string())
         }
         None => args.token.clone(),
     };
-    let client_pairs = match args.connection.pairs() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return crate::args::EXIT_USAGE;
-        }
-    };
-    let client = match args.connection.settings() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("kbench: error: {e}");
-            return crate::args::EXIT_USAGE;
-        }
-    };
+    let client_pairs = args.connection.pairs()?;
+    let client = args.connection.settings()?;
     if token.as_deref().is_some_and(str::is_empty) {
-        eprintln!("kbench: error: --token: must not be empty");
-        return crate::args::EXIT_USAGE;
+        return Err(CliError::usage("--token: must not be empty"));
     }
-    if let Err(e) = std::fs::create_dir_all(&args.results_dir) {
-        eprintln!(
-            "kbench: error: --results-dir {}: cannot create it: {e}",
+    std::fs::create_dir_all(&args.results_dir).map_err(|e| {
+        CliError::usage(format!(
+            "--results-dir {}: cannot create it: {e}",
             args.results_dir.display()
-        );
-        return crate::args::EXIT_USAGE;
-    }
-    let listener = match tokio::net::TcpListener::bind(args.listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("kbench: error: --listen {}: {e}", args.listen);
-            return crate::args::EXIT_USAGE;
-        }
-    };
+        ))
+    })?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| CliError::usage(format!("--listen {}: {e}", args.listen)))?;
     let addr = listener.local_addr().unwrap_or(args.listen);
     if !addr.ip().is_loopback() && token.is_none() {
         eprintln!(
@@ -210,5 +183,5 @@ pub async fn run(args: ServeArgs, agent: bool) -> u8 {
     if let Some(b) = app.embedded.lock().await.take() {
         b.stop().await;
     }
-    0
+    Ok(0)
 }

@@ -15,7 +15,6 @@ use kbench_bench::e2e::E2eLive;
 use kbench_bench::produce::{IntervalReport, ProduceObserver};
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use crate::serve::error::ApiError;
 
@@ -103,7 +102,7 @@ pub struct RunEntry {
     /// The request as accepted, secrets removed.
     pub config: Value,
     pub status: Status,
-    stop: CancellationToken,
+    stop: kbench_bench::Stop,
     /// Wakes the run's thread to abort its task (a permit is kept if it is not waiting yet).
     abort: Option<Arc<tokio::sync::Notify>>,
     pub live: Live,
@@ -142,7 +141,7 @@ type Stopping = (watch::Receiver<bool>, Option<Arc<tokio::sync::Notify>>);
 /// A run entered, not yet started: what its task needs.
 pub struct Registered {
     pub id: String,
-    pub stop: CancellationToken,
+    pub stop: kbench_bench::Stop,
     done: watch::Sender<bool>,
 }
 
@@ -195,7 +194,7 @@ impl Registry {
         config: Value,
         live: Live,
     ) -> Result<Registered, ApiError> {
-        let stop = CancellationToken::new();
+        let stop = kbench_bench::Stop::new();
         let (done_tx, done) = watch::channel(false);
         let id = new_run_id();
         let mut runs = self.runs.lock().expect("runs lock");
@@ -385,7 +384,7 @@ impl Registry {
         if r.status == Status::Running {
             r.status = Status::Stopping;
             r.kill_time = Some(SystemTime::now());
-            r.stop.cancel();
+            r.stop.stop("stopped");
         }
         Ok((r.done.clone(), r.abort.clone()))
     }
@@ -416,7 +415,7 @@ impl Registry {
             runs.iter()
                 .filter(|r| r.status.active())
                 .map(|r| {
-                    r.stop.cancel();
+                    r.stop.stop("stopped");
                     r.id.clone()
                 })
                 .collect()
@@ -480,7 +479,7 @@ fn load_finished(dir: &Path) -> Vec<RunEntry> {
             },
             config: doc.get("settings").cloned().unwrap_or(Value::Null),
             status: Status::Finished,
-            stop: CancellationToken::new(),
+            stop: kbench_bench::Stop::new(),
             abort: None,
             live: Live::None,
             final_live: None,

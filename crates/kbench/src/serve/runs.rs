@@ -1,7 +1,7 @@
 //! Starting runs from the HTTP API: the library's e2e run and produce job, each under the registry's
 //! supervision, against the request's cluster, the server's, or the embedded broker the server owns.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::http::StatusCode;
 use kbench_bench::e2e::{E2eLive, E2eSpec, run_e2e};
@@ -191,15 +191,8 @@ pub async fn start_produce(
     spec.window_sink = app.metrics_for("produce", &spec.topic, &id);
     let stop = run.stop.clone();
     app.runs.spawn(run, async move {
-        let job = kbench_bench::produce::run_job(
-            &spec,
-            cluster.clone(),
-            embedded,
-            stop,
-            Arc::new(Mutex::new(None)),
-            live,
-        )
-        .await;
+        let job =
+            kbench_bench::produce::run_job(&spec, cluster.clone(), embedded, stop, live).await;
         if embedded {
             forget_topic(&cluster, &spec.topic).await;
         }

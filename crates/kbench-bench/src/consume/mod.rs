@@ -9,8 +9,10 @@
 //! value's lengths (the tool's count). The run stops at exactly `messages` records, or when no
 //! record arrived for `timeout` (the tool's `--timeout`), or when stopped.
 
+pub mod backlog;
+
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
@@ -20,12 +22,12 @@ use kbench_client::{
 };
 use kbench_wire::{ApiKey, BatchDecoder, api_name};
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::{BenchError, SpecError};
 use crate::measure::{CpuTime, LatencySummary, latency_histogram, peak_rss_kib};
 use crate::result::{Environment, SCHEMA_VERSION, Target, rfc3339};
 use crate::spec::{MAX_WAIT, check_consumer, check_duration, check_range, check_topic};
+use crate::stop::Stop;
 
 /// How the consumer gets its partitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +150,10 @@ impl ConsumeSpec {
             return Err(SpecError::new("reporting_interval", "must be above zero"));
         }
         check_duration("reporting_interval", self.reporting_interval, MAX_WAIT)?;
+        if self.timeline_interval < Duration::from_millis(10) {
+            return Err(SpecError::new("timeline_interval", "must be at least 10ms"));
+        }
+        check_duration("timeline_interval", self.timeline_interval, MAX_WAIT)?;
         match &self.mode {
             ConsumeMode::Group { group_id } => {
                 if group_id.is_empty() || group_id.len() > 255 {
@@ -496,21 +502,20 @@ pub struct ConsumeOutcome {
     pub document: ConsumeResultDocument,
 }
 
-/// Run `spec` against `cluster` from connecting to the result document. `cancel` stops the run at
+/// Run `spec` against `cluster` from connecting to the result document. A `stop` ends the run at
 /// once (what was read counts, `aborted` says why).
 pub async fn run_consume_job<O: ConsumeObserver>(
     spec: &ConsumeSpec,
     cluster: ClusterConfig,
     embedded: bool,
-    cancel: CancellationToken,
-    reason: Arc<Mutex<Option<String>>>,
+    stop: Stop,
     observer: Arc<O>,
 ) -> Result<ConsumeOutcome, BenchError> {
     spec.validate()?;
     let bootstrap = cluster.bootstrap.join(",");
     let pins = cluster.pins.clone();
     let settings = spec.settings_json(&cluster);
-    let cluster = crate::produce::job::connect_bounded(cluster, &cancel).await?;
+    let cluster = crate::produce::job::connect_bounded(cluster, stop.token()).await?;
     let mut needed = vec![ApiKey::Metadata, ApiKey::Fetch, ApiKey::ListOffsets];
     if let ConsumeMode::Group { .. } = spec.mode {
         needed.extend([
@@ -552,7 +557,7 @@ pub async fn run_consume_job<O: ConsumeObserver>(
         .into());
     }
     let cluster = Arc::new(cluster);
-    let run = run_consume(cluster.clone(), layout, spec, cancel, reason, observer).await?;
+    let run = run_consume(cluster.clone(), layout, spec, stop, observer).await?;
     cluster.close(Duration::from_secs(2)).await;
     let negotiated: BTreeMap<String, i16> = cluster.negotiated().named().collect();
     let pinned: BTreeMap<String, i16> = pins.iter().map(|(a, v)| (api_name(a), v)).collect();
@@ -609,10 +614,10 @@ pub async fn run_consume<O: ConsumeObserver>(
     cluster: Arc<Cluster>,
     layout: TopicLayout,
     spec: &ConsumeSpec,
-    cancel: CancellationToken,
-    abort_reason: Arc<Mutex<Option<String>>>,
+    stop: Stop,
     observer: Arc<O>,
 ) -> Result<ConsumeRun, BenchError> {
+    let cancel = stop.token().clone();
     let started_at = SystemTime::now();
     let start = Instant::now();
     let cpu_start = CpuTime::now();
@@ -957,13 +962,7 @@ pub async fn run_consume<O: ConsumeObserver>(
             *errors.entry(format!("leave: {e}")).or_default() += 1;
         }
     }
-    let aborted = cancel.is_cancelled().then(|| {
-        abort_reason
-            .lock()
-            .expect("reason lock")
-            .clone()
-            .unwrap_or_else(|| "stopped".into())
-    });
+    let aborted = stop.reason();
     Ok(ConsumeRun {
         records,
         bytes,
