@@ -139,6 +139,107 @@ pub fn parse_count_span(s: &str) -> Result<Span<usize>, String> {
 /// Exit code of a run that met every other expectation but failed a `--slo` condition.
 pub const EXIT_SLO: u8 = 3;
 
+/// Overwrite `field` when the flag (or body field) was given.
+pub fn set<T>(field: &mut T, given: Option<T>) {
+    if let Some(v) = given {
+        *field = v;
+    }
+}
+
+/// Where a run's figures go besides the terminal (produce, consume, e2e): the result document,
+/// the timeline's windows, the HdrHistogram interval log.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OutputArgs {
+    /// Write the result document (docs/results.md) to this file.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+
+    /// The length of the result's timeline windows (`intervals`, --histogram-log); default 1s.
+    #[arg(long, value_parser = parse_duration)]
+    pub timeline_interval: Option<Duration>,
+
+    /// Write an HdrHistogram interval log (format 1.3: HistogramLogProcessor, HistogramLogAnalyzer
+    /// and HdrHistogram_py read it): one line per timeline window and histogram of the workload
+    /// (µs; docs/results.md names them).
+    #[arg(long, value_name = "FILE")]
+    pub histogram_log: Option<std::path::PathBuf>,
+}
+
+impl OutputArgs {
+    /// The files, checked before any load (see [`check_outputs`]).
+    pub fn check(&self) -> Result<(), String> {
+        check_outputs(&[
+            ("--json", self.json.as_deref()),
+            ("--histogram-log", self.histogram_log.as_deref()),
+        ])
+    }
+
+    /// The interval log, when asked for.
+    pub fn write_histogram_log(
+        &self,
+        start: std::time::SystemTime,
+        windows: &[kbench_bench::timeline::Window],
+    ) -> Result<(), crate::harness::CliError> {
+        if let Some(path) = &self.histogram_log {
+            write_histogram_log(path, start, windows)
+                .map_err(|e| crate::harness::CliError::failed(format!("--histogram-log {e}")))?;
+            eprintln!("kbench: wrote {}", path.display());
+        }
+        Ok(())
+    }
+
+    /// The result document, when asked for.
+    pub fn write_json<T: serde::Serialize>(&self, doc: &T) -> Result<(), crate::harness::CliError> {
+        if let Some(path) = &self.json {
+            write_json(path, doc)
+                .map_err(|e| crate::harness::CliError::failed(format!("--json {e}")))?;
+            eprintln!("kbench: wrote {}", path.display());
+        }
+        Ok(())
+    }
+}
+
+/// `--pin`: API versions held for the whole run.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PinArgs {
+    /// Pin API versions, e.g. produce=7,fetch=12 (Kafka API names, case-insensitive; the APIs the
+    /// workload sends).
+    #[arg(long, value_name = "API=VERSION[,…]")]
+    pub pin: Vec<String>,
+}
+
+impl PinArgs {
+    /// The pins, each an API of `apis`.
+    pub fn pins(&self, apis: &[kbench_wire::ApiKey]) -> Result<kbench_wire::Pins, String> {
+        let mut pins = kbench_wire::Pins::default();
+        for p in &self.pin {
+            pins.extend_from(p).map_err(|e| e.to_string())?;
+        }
+        pins.only(apis).map_err(|e| e.to_string())?;
+        Ok(pins)
+    }
+}
+
+/// `--slo`: the conditions a run must meet.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SloArgs {
+    /// Conditions the run must meet, e.g. 'p99<20ms,records_per_sec>=500000,failed==0' (p99:
+    /// the workload's headline latency; docs/results.md): a table after the run, and exit code 3
+    /// when one fails.
+    #[arg(long, value_name = "CONDITIONS")]
+    pub slo: Option<String>,
+}
+
+impl SloArgs {
+    /// The conditions, checked against `kind`'s document before anything runs.
+    pub fn conditions(
+        &self,
+        kind: &str,
+    ) -> Result<Option<Vec<kbench_bench::slo::Condition>>, String> {
+        parse_slo(self.slo.as_deref(), kind)
+    }
+}
+
 /// `--slo`, checked against the workload before anything runs.
 pub fn parse_slo(
     text: Option<&str>,

@@ -5,8 +5,8 @@
 
 use std::future::Future;
 
-use kbench_bench::Stop;
 use kbench_bench::fault::{AppliedFault, Fault};
+use kbench_bench::{BenchError, Stop};
 
 use crate::args::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
 use crate::embedded::EmbeddedBroker;
@@ -67,6 +67,29 @@ pub type CliResult = Result<u8, CliError>;
 /// The exit code of a command's result.
 pub fn exit_code(result: CliResult) -> u8 {
     result.unwrap_or_else(|e| e.report())
+}
+
+/// A job that could not run, as the command ends: said with the flag a user would change; exit 130
+/// when the user stopped it, else 1.
+pub fn failure(e: &BenchError, bootstrap: &str, interrupted: bool) -> CliError {
+    let code = if interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        EXIT_FAILED
+    };
+    CliError::with_code(code, describe(e, bootstrap))
+}
+
+/// A job's error, said with the flag a user would change.
+pub fn describe(e: &BenchError, bootstrap: &str) -> String {
+    match e {
+        BenchError::Spec(s) => crate::args::spec_error(s),
+        BenchError::Connect { reason, .. } => {
+            format!("--bootstrap-server {bootstrap}: cannot connect: {reason}")
+        }
+        BenchError::Topic { topic, source } => format!("--topic {topic}: {source}"),
+        other => other.to_string(),
+    }
 }
 
 /// A run's surroundings, from its broker's start to its end.

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{
     EXIT_FAILED, EXIT_INTERRUPTED, parse_compression, parse_interval_ms, positive_u64,
-    positive_usize, spec_error, write_json,
+    positive_usize, set, spec_error,
 };
 use crate::harness::{CliError, CliResult, Harness};
 
@@ -93,9 +93,8 @@ pub struct ConsumeArgs {
     #[arg(short = 'X', value_name = "KEY=VALUE")]
     pub property: Vec<String>,
 
-    /// Pin API versions, e.g. fetch=12 (Kafka API names, case-insensitive).
-    #[arg(long, value_name = "API=VERSION[,…]")]
-    pub pin: Vec<String>,
+    #[command(flatten)]
+    pub pins: crate::args::PinArgs,
 
     /// Fill the topic with --messages records before reading (unmeasured; always done with the
     /// embedded broker).
@@ -127,18 +126,8 @@ pub struct ConsumeArgs {
     #[arg(long)]
     pub verify: bool,
 
-    /// Write the result document (docs/results.md) to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-
-    /// The length of the result's timeline windows (`intervals`, --histogram-log); default 1s.
-    #[arg(long, value_parser = crate::args::parse_duration)]
-    pub timeline_interval: Option<std::time::Duration>,
-
-    /// Write an HdrHistogram interval log (format 1.3): one line per timeline window and
-    /// histogram (fetch_latency, end_to_end; µs).
-    #[arg(long, value_name = "FILE")]
-    pub histogram_log: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::args::OutputArgs,
 
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
@@ -146,10 +135,8 @@ pub struct ConsumeArgs {
     #[command(flatten)]
     pub progress: crate::progress::ProgressArgs,
 
-    /// Conditions the run must meet, e.g. 'records_per_sec>=1000000,p99<600ms' (p99: Fetch
-    /// latency): a table after the run, and exit code 3 when one fails.
-    #[arg(long, value_name = "CONDITIONS")]
-    pub slo: Option<String>,
+    #[command(flatten)]
+    pub slo: crate::args::SloArgs,
 }
 
 /// Everything resolved from the command line.
@@ -173,11 +160,7 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
     if let Some(bs) = &args.bootstrap_server {
         client.connection.bootstrap_servers = Some(bs.clone());
     }
-    let mut pins = Pins::default();
-    for p in &args.pin {
-        pins.extend_from(p).map_err(|e| e.to_string())?;
-    }
-    pins.only(ConsumeSpec::APIS).map_err(|e| e.to_string())?;
+    let pins = args.pins.pins(ConsumeSpec::APIS)?;
     let mut spec = ConsumeSpec {
         properties: given,
         ..ConsumeSpec::default()
@@ -189,12 +172,8 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
         spec.start = StartAt::Reset(OffsetReset::Latest);
     }
     spec.verify = args.verify;
-    if let Some(t) = &args.topic {
-        spec.topic = t.clone();
-    }
-    if let Some(m) = args.messages {
-        spec.messages = m;
-    }
+    set(&mut spec.topic, args.topic.clone());
+    set(&mut spec.messages, args.messages);
     if let Some(g) = &args.group {
         spec.mode = ConsumeMode::Group {
             group_id: g.clone(),
@@ -216,22 +195,17 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
                 })?),
             };
     }
-    if let Some(f) = args.fetch_size {
-        spec.consumer.max_partition_fetch_bytes = f;
-    }
-    if let Some(t) = args.timeout {
-        spec.timeout = t;
-    }
-    if let Some(r) = args.reporting_interval {
-        spec.reporting_interval = r;
-    }
-    if let Some(t) = args.timeline_interval {
-        spec.timeline_interval = t;
-    }
+    set(
+        &mut spec.consumer.max_partition_fetch_bytes,
+        args.fetch_size,
+    );
+    set(&mut spec.timeout, args.timeout);
+    set(&mut spec.reporting_interval, args.reporting_interval);
+    set(&mut spec.timeline_interval, args.output.timeline_interval);
     spec.validate().map_err(|e| spec_error(&e))?;
     let date = DateFormat::parse(&args.date_format)
         .map_err(|e| format!("--date-format {:?}: {e}", args.date_format))?;
-    let slo = crate::args::parse_slo(args.slo.as_deref(), "consume")?;
+    let slo = args.slo.conditions("consume")?;
     Ok(Plan {
         connection: client.connection,
         pins,
@@ -275,10 +249,7 @@ impl ConsumeObserver for Lines {
 /// `kbench consume`.
 pub async fn run(args: ConsumeArgs) -> CliResult {
     let mut plan = plan(&args)?;
-    crate::args::check_outputs(&[
-        ("--json", args.json.as_deref()),
-        ("--histogram-log", args.histogram_log.as_deref()),
-    ])?;
+    args.output.check()?;
     let faults = crate::faults::plan(&args.fault, plan.connection.bootstrap_servers.as_deref())?;
     let topic = plan.spec.topic.clone();
     let endpoint = args
@@ -319,7 +290,7 @@ async fn execute(args: &ConsumeArgs, plan: &Plan, harness: &mut Harness) -> CliR
         backlog::fill(&spec, cluster.clone(), harness.embedded_broker())
             .await
             .map_err(|e| {
-                let why = crate::cmd::produce::describe(&e, &bootstrap);
+                let why = crate::harness::describe(&e, &bootstrap);
                 CliError::failed(format!("filling the topic: {why}"))
             })?;
     }
@@ -391,17 +362,14 @@ async fn execute(args: &ConsumeArgs, plan: &Plan, harness: &mut Harness) -> CliR
         )),
         None => None,
     };
-    let outcome = outcome.map_err(|e| crate::cmd::produce::failure(&e, &bootstrap, interrupted))?;
+    let outcome = outcome.map_err(|e| crate::harness::failure(&e, &bootstrap, interrupted))?;
     // The run has figures: the header goes above them (and above a time-out's warning, as
     // kafka-consumer-perf-test prints it), if no detailed line has put it there already.
     lines.header();
     let run = &outcome.run;
     let doc = &outcome.document;
-    if let Some(path) = &args.histogram_log {
-        crate::args::write_histogram_log(path, run.started_at, &run.timeline)
-            .map_err(|e| CliError::failed(format!("--histogram-log {e}")))?;
-        eprintln!("kbench: wrote {}", path.display());
-    }
+    args.output
+        .write_histogram_log(run.started_at, &run.timeline)?;
     print_lines(args, plan, &outcome);
     let mut code = 0;
     // kafka-consumer-perf-test exits 0 after its time-out warning; a time-out with errors behind it
@@ -450,10 +418,7 @@ async fn execute(args: &ConsumeArgs, plan: &Plan, harness: &mut Harness) -> CliR
         code = crate::args::EXIT_SLO;
     }
     harness.report_faults(&mut document);
-    if let Some(path) = &args.json {
-        write_json(path, &document).map_err(|e| CliError::failed(format!("--json {e}")))?;
-        eprintln!("kbench: wrote {}", path.display());
-    }
+    args.output.write_json(&document)?;
     Ok(code)
 }
 

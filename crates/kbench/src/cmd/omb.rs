@@ -67,9 +67,8 @@ pub struct OmbArgs {
     #[arg(long)]
     pub seed: Option<u64>,
 
-    /// CI gate, e.g. 'latency.p99<50ms,end_to_end.p99<100ms,records_failed==0' (exit 3 when one fails).
-    #[arg(long)]
-    pub slo: Option<String>,
+    #[command(flatten)]
+    pub slo: crate::args::SloArgs,
 
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
@@ -134,7 +133,7 @@ fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condit
             spec_error(&e).trim_start_matches("--")
         )
     })?;
-    let slo = crate::args::parse_slo(args.slo.as_deref(), "omb")?;
+    let slo = args.slo.conditions("omb")?;
     Ok((spec, slo))
 }
 

@@ -19,6 +19,7 @@ use kbench_wire::Compression;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::args::set;
 use crate::serve::app::App;
 use crate::serve::error::{ApiError, ApiResult, from_value, json_object, json_response, optional};
 use crate::serve::registry::{Api, run_json};
@@ -47,13 +48,6 @@ pub(crate) struct V1E2e {
     mode: Option<String>,
     seed: Option<u64>,
     gather_latencies: Option<bool>,
-}
-
-/// Overwrite `field` when the body gave it.
-fn set<T>(field: &mut T, given: Option<T>) {
-    if let Some(v) = given {
-        *field = v;
-    }
 }
 
 /// The `acks` and `compression` fields, which both workloads take.

@@ -2,301 +2,28 @@
 //! embedded broker, or a REST Proxy), the library's e2e run, progress lines, the summary and the
 //! result file.
 
-use std::path::PathBuf;
+mod flags;
+
+pub use flags::E2eArgs;
+pub(crate) use flags::spec_from;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Args;
-use kbench_bench::e2e::{
-    CommitMode, E2eLive, E2eMode, E2eRun, E2eSpec, RestApi, RestSpec, Span, run_e2e,
-};
+use kbench_bench::BenchError;
+use kbench_bench::e2e::{E2eLive, E2eRun, E2eSpec, run_e2e};
 use kbench_bench::result::{E2eResultDocument, Target};
-use kbench_bench::{BenchError, spec::parse_positive_span};
-use kbench_client::Acks;
-use kbench_wire::{Compression, Pins};
+use kbench_wire::Pins;
 
-use crate::args::{
-    EXIT_FAILED, EXIT_INTERRUPTED, parse_count_span, parse_duration, parse_interval_span,
-    positive_i32, positive_usize, spec_error, write_json,
-};
+use crate::args::{EXIT_FAILED, EXIT_INTERRUPTED, spec_error};
 use crate::harness::{CliError, CliResult, Harness};
-
-#[derive(Debug, Args, Default)]
-pub struct E2eArgs {
-    #[command(flatten)]
-    pub limits: crate::args::LimitArgs,
-
-    #[command(flatten)]
-    pub distributed: crate::coordinator::DistributedArgs,
-
-    #[command(flatten)]
-    pub metrics: crate::metrics::MetricsArgs,
-
-    #[command(flatten)]
-    pub progress: crate::progress::ProgressArgs,
-
-    #[command(flatten)]
-    pub fault: crate::faults::FaultArgs,
-
-    /// With --agents: the agent that runs the consumer (default: the first); the producers are
-    /// split over the others.
-    #[arg(long, value_name = "URL")]
-    pub consumer_agent: Option<String>,
-
-    #[command(flatten)]
-    pub connection: crate::args::ConnectionArgs,
-
-    /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
-    #[arg(long, visible_alias = "broker-list")]
-    pub bootstrap_server: Option<String>,
-
-    /// Topic; created when missing (default kbench-e2e).
-    #[arg(long)]
-    pub topic: Option<String>,
-
-    /// Partitions when the topic is created (default 1).
-    #[arg(long, allow_negative_numbers = true, value_parser = positive_i32)]
-    pub partitions: Option<i32>,
-
-    /// Parallel producers, each with its own connection (default 1).
-    #[arg(long, allow_negative_numbers = true, value_parser = positive_usize)]
-    pub producers: Option<usize>,
-
-    /// Wait before each producer's next batch, a range inclusive at both ends: 100..100ms (the
-    /// default), 5..50ms, 1s.
-    #[arg(long, value_parser = parse_interval_span)]
-    pub batch_interval: Option<Span<u64>>,
-
-    /// Each record's value size in bytes, a range: 1024 (the default), 100..2000.
-    #[arg(long, value_parser = parse_positive_span)]
-    pub payload_size: Option<Span<usize>>,
-
-    /// Records per produce request, a range: 1 (the default), 4, 1..10.
-    #[arg(long, value_parser = parse_count_span)]
-    pub messages_per_batch: Option<Span<usize>>,
-
-    /// Consumer commits: `sync` (the default: after every poll, awaited) or an interval for
-    /// asynchronous commits (10s).
-    #[arg(long)]
-    pub commit: Option<CommitMode>,
-
-    /// How long a poll (Fetch) may wait for data (fetch.max.wait.ms; default 10ms).
-    #[arg(long, value_parser = parse_duration)]
-    pub consume_wait: Option<Duration>,
-
-    /// Fetch max bytes per poll (default 52428800).
-    #[arg(long, allow_negative_numbers = true, value_parser = positive_i32)]
-    pub consume_max_bytes: Option<i32>,
-
-    /// Load phase length (e.g. 30s); without it, runs until Ctrl-C.
-    #[arg(long, value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-
-    /// After the producers stop, wait at most this long for the consumer to catch up (default 10s).
-    #[arg(long, value_parser = parse_duration)]
-    pub drain: Option<Duration>,
-
-    /// acks: 0, 1 or all (-1; the default).
-    #[arg(long, allow_negative_numbers = true)]
-    pub acks: Option<Acks>,
-
-    /// Compression: none (the default), gzip, snappy, lz4 or zstd.
-    #[arg(long)]
-    pub compression: Option<Compression>,
-
-    /// Consumer group id (default: a fresh kbench-e2e-<id> per run).
-    #[arg(long)]
-    pub group: Option<String>,
-
-    /// Consumer client id (default: a fresh kbench-consumer-<id> per run).
-    #[arg(long)]
-    pub consumer_id: Option<String>,
-
-    /// Run only part of the pipe: consumer-and-producers (the default), producers, consumer.
-    #[arg(long)]
-    pub mode: Option<E2eMode>,
-
-    /// Pin API versions, e.g. produce=9,fetch=12.
-    #[arg(long, value_name = "API=VERSION[,…]")]
-    pub pin: Vec<String>,
-
-    /// Progress line interval, e.g. 5s (the default; 0 for none).
-    #[arg(long, value_parser = parse_duration)]
-    pub reporting_interval: Option<Duration>,
-
-    /// Write the result document (docs/results.md, kind "e2e") to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-
-    /// The length of the result's timeline windows (`intervals`, --histogram-log); default 1s.
-    #[arg(long, value_parser = parse_duration)]
-    pub timeline_interval: Option<Duration>,
-
-    /// Write an HdrHistogram interval log (format 1.3): one line per timeline window and
-    /// histogram (producer_request_duration, publish_delay, whole_trip; µs).
-    #[arg(long, value_name = "FILE")]
-    pub histogram_log: Option<PathBuf>,
-
-    /// Conditions the run must meet, e.g. 'p99<50ms,lost==0' (p99: whole trip): a table after the
-    /// run, and exit code 3 when one fails.
-    #[arg(long, value_name = "CONDITIONS")]
-    pub slo: Option<String>,
-
-    /// Seed for intervals, sizes and counts (default: random; printed and stored in the result).
-    #[arg(long)]
-    pub seed: Option<u64>,
-
-    /// Stamp every record (producer, sequence, CRC-32C of the value, in a `kbench-verify` header)
-    /// and check each as the consumer reads it: lost, duplicated, reordered, corrupted and
-    /// unexpected records against what the broker acknowledged land in the result
-    /// (`verification`); exit code 5 when any was lost, reordered or corrupted.
-    #[arg(long)]
-    pub verify: bool,
-
-    /// How to reach Kafka: `kafka` (the Kafka protocol; the default) or `rest-proxy` (a Kafka REST
-    /// Proxy, --rest-url).
-    #[arg(long, value_parser = ["kafka", "rest-proxy"])]
-    pub via: Option<String>,
-
-    /// REST Proxy base URL (http:// or https://), with --via rest-proxy.
-    #[arg(long)]
-    pub rest_url: Option<String>,
-
-    /// Embedded format through the REST Proxy: avro (the seed's schema; the default), json or binary.
-    #[arg(long)]
-    pub rest_format: Option<kbench_rest::RestFormat>,
-
-    /// REST produce API: v2 (the default), v3 (one request per record) or v3-stream (one chunked
-    /// request per batch).
-    #[arg(long)]
-    pub rest_api: Option<RestApi>,
-
-    /// Value schema id for avro (otherwise --schema-registry registers the seed schema).
-    #[arg(long)]
-    pub value_schema_id: Option<i64>,
-
-    /// Schema Registry URL: register the seed's Avro schema as <topic>-value and use its id.
-    #[arg(long)]
-    pub schema_registry: Option<String>,
-
-    /// Trust this CA certificate (PEM) for an https REST Proxy / Schema Registry.
-    #[arg(long)]
-    pub rest_ca_cert: Option<PathBuf>,
-
-    /// HTTP basic user for the REST Proxy (the password comes from KBENCH_REST_PASSWORD).
-    #[arg(long)]
-    pub rest_user: Option<String>,
-
-    /// HTTP basic password for the REST Proxy; from the environment only, never echoed.
-    #[arg(
-        long = "rest-password-from-env",
-        env = "KBENCH_REST_PASSWORD",
-        hide_env_values = true,
-        hide = true
-    )]
-    pub rest_password: Option<String>,
-}
-
-/// Overwrite `field` when the flag was given.
-fn set<T>(field: &mut T, given: Option<T>) {
-    if let Some(v) = given {
-        *field = v;
-    }
-}
-
-/// Flags → the spec: every flag not given keeps [`E2eSpec::default`]'s value. An error names the flag.
-pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
-    let mut spec = E2eSpec::default();
-    set(&mut spec.topic, args.topic.clone());
-    set(&mut spec.partitions, args.partitions);
-    set(&mut spec.producers, args.producers);
-    set(&mut spec.batch_interval_ms, args.batch_interval);
-    spec.verify = args.verify;
-    set(&mut spec.payload_size, args.payload_size);
-    set(&mut spec.messages_per_batch, args.messages_per_batch);
-    set(&mut spec.commit, args.commit);
-    set(&mut spec.consumer.fetch_max_wait, args.consume_wait);
-    set(
-        &mut spec.consumer.fetch_max_bytes,
-        args.consume_max_bytes.map(|b| b as usize),
-    );
-    set(&mut spec.drain, args.drain);
-    set(&mut spec.producer.acks, args.acks);
-    set(&mut spec.producer.compression, args.compression);
-    set(&mut spec.group_id, args.group.clone());
-    set(&mut spec.consumer_id, args.consumer_id.clone());
-    set(&mut spec.mode, args.mode);
-    set(&mut spec.seed, args.seed);
-    set(&mut spec.timeline_interval, args.timeline_interval);
-    spec.duration = args.duration;
-    spec.rest = rest_from(args)?;
-    spec.limits = args.limits.limits();
-    spec.validate().map_err(|e| spec_error(&e))?;
-    Ok(spec)
-}
-
-/// The REST Proxy driver's settings from the flags; an error names the flag.
-fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
-    if args.via.as_deref() != Some("rest-proxy") {
-        if args.rest_url.is_some() {
-            return Err("--rest-url: only with --via rest-proxy".into());
-        }
-        return Ok(None);
-    }
-    let url = args
-        .rest_url
-        .clone()
-        .ok_or("--via rest-proxy needs --rest-url URL")?;
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!(
-            "--rest-url {:?}: must start with http:// or https://",
-            kbench_rest::redact_url(&url)
-        ));
-    }
-    if args.bootstrap_server.is_some() {
-        return Err(
-            "--bootstrap-server: not used with --via rest-proxy (the proxy reaches Kafka)".into(),
-        );
-    }
-    let basic_auth = match (&args.rest_user, &args.rest_password) {
-        (Some(u), Some(p)) => Some((u.clone(), p.clone())),
-        (Some(u), None) => Some((u.clone(), String::new())),
-        (None, Some(_)) => return Err("KBENCH_REST_PASSWORD is set but --rest-user is not".into()),
-        (None, None) => None,
-    };
-    let ca_cert_pem = match &args.rest_ca_cert {
-        Some(path) => Some(
-            kbench_client::input::read(path, kbench_client::input::SECRET_FILE)
-                .map_err(|e| format!("--rest-ca-cert {}: {e}", path.display()))?,
-        ),
-        None => None,
-    };
-    let mut rest = RestSpec::new(&url);
-    if basic_auth.is_some() {
-        rest.proxy.basic_auth = basic_auth;
-    }
-    rest.proxy.ca_cert_pem = ca_cert_pem;
-    set(&mut rest.format, args.rest_format);
-    set(&mut rest.api, args.rest_api);
-    rest.value_schema_id = args.value_schema_id;
-    rest.schema_registry = args.schema_registry.clone();
-    Ok(Some(rest))
-}
 
 /// `kbench e2e`.
 pub async fn run(args: E2eArgs) -> CliResult {
-    crate::args::check_outputs(&[
-        ("--json", args.json.as_deref()),
-        ("--histogram-log", args.histogram_log.as_deref()),
-    ])?;
-    let mut pins = Pins::default();
-    args.pin
-        .iter()
-        .try_for_each(|p| pins.extend_from(p))
-        .and_then(|()| pins.only(E2eSpec::APIS))
-        .map_err(CliError::usage)?;
+    args.output.check()?;
+    let pins = args.pins.pins(E2eSpec::APIS)?;
     let mut spec = spec_from(&args)?;
-    crate::args::parse_slo(args.slo.as_deref(), "e2e")?;
+    args.slo.conditions("e2e")?;
     let settings = args.connection.settings()?;
     let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
     if !faults.is_empty() && (spec.rest.is_some() || args.distributed.given()) {
@@ -415,23 +142,17 @@ async fn drive(
     if let Some(v) = &run.verification {
         println!("{}", v.line());
     }
-    if let Some(path) = &args.histogram_log {
-        crate::args::write_histogram_log(path, run.started_at, &run.timeline)
-            .map_err(|e| CliError::failed(format!("--histogram-log {e}")))?;
-        eprintln!("kbench: wrote {}", path.display());
-    }
+    args.output
+        .write_histogram_log(run.started_at, &run.timeline)?;
     for reason in &run.saturation.reasons {
         println!(
             "WARNING: load generator saturated: {reason}. These figures are not the broker's."
         );
     }
-    let slo = crate::args::parse_slo(args.slo.as_deref(), "e2e").unwrap_or_default();
+    let slo = args.slo.conditions("e2e").unwrap_or_default();
     let (mut document, slo_met) = crate::args::check_slo(slo.as_deref(), &doc);
     harness.report_faults(&mut document);
-    if let Some(path) = &args.json {
-        write_json(path, &document).map_err(CliError::failed)?;
-        eprintln!("kbench: wrote {}", path.display());
-    }
+    args.output.write_json(&document)?;
     Ok(
         if run.failed > 0
             || run.lost > 0
@@ -516,9 +237,9 @@ async fn distributed(
             "--via rest-proxy: a distributed run speaks the Kafka protocol; not with --agents"
                 .into(),
         )
-    } else if !args.pin.is_empty() {
+    } else if !args.pins.pin.is_empty() {
         Some("--pin: not with --agents yet (agents negotiate versions themselves)".into())
-    } else if args.histogram_log.is_some() {
+    } else if args.output.histogram_log.is_some() {
         Some(
             "--histogram-log: not with --agents yet (each agent's windows are in its own result)"
                 .into(),
@@ -639,11 +360,11 @@ async fn distributed(
             .and_then(serde_json::Value::as_str)
             .unwrap_or("?")
     );
-    let slo = crate::args::parse_slo(args.slo.as_deref(), "e2e").unwrap_or_default();
+    let slo = args.slo.conditions("e2e").unwrap_or_default();
     cli_finish(
         &doc,
         slo.as_deref(),
-        args.json.as_deref(),
+        args.output.json.as_deref(),
         n("records_failed") > 0
             || n("records_lost") > 0
             || n("records_late") > 0

@@ -1,0 +1,257 @@
+//! `kbench e2e`'s flags, and the one conversion of flags into the spec (the spec's `validate()` the
+//! gate); the REST Proxy driver's settings from its flags.
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use kbench_bench::e2e::{CommitMode, E2eMode, E2eSpec, RestApi, RestSpec, Span};
+use kbench_bench::spec::parse_positive_span;
+use kbench_client::Acks;
+use kbench_wire::Compression;
+
+use crate::args::{
+    parse_count_span, parse_duration, parse_interval_span, positive_i32, positive_usize, set,
+    spec_error,
+};
+
+#[derive(Debug, Args, Default)]
+pub struct E2eArgs {
+    #[command(flatten)]
+    pub limits: crate::args::LimitArgs,
+
+    #[command(flatten)]
+    pub distributed: crate::coordinator::DistributedArgs,
+
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
+
+    #[command(flatten)]
+    pub progress: crate::progress::ProgressArgs,
+
+    #[command(flatten)]
+    pub fault: crate::faults::FaultArgs,
+
+    /// With --agents: the agent that runs the consumer (default: the first); the producers are
+    /// split over the others.
+    #[arg(long, value_name = "URL")]
+    pub consumer_agent: Option<String>,
+
+    #[command(flatten)]
+    pub connection: crate::args::ConnectionArgs,
+
+    /// Kafka bootstrap servers, host:port[,host:port…]. Without it, kbench starts an embedded broker.
+    #[arg(long, visible_alias = "broker-list")]
+    pub bootstrap_server: Option<String>,
+
+    /// Topic; created when missing (default kbench-e2e).
+    #[arg(long)]
+    pub topic: Option<String>,
+
+    /// Partitions when the topic is created (default 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_i32)]
+    pub partitions: Option<i32>,
+
+    /// Parallel producers, each with its own connection (default 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_usize)]
+    pub producers: Option<usize>,
+
+    /// Wait before each producer's next batch, a range inclusive at both ends: 100..100ms (the
+    /// default), 5..50ms, 1s.
+    #[arg(long, value_parser = parse_interval_span)]
+    pub batch_interval: Option<Span<u64>>,
+
+    /// Each record's value size in bytes, a range: 1024 (the default), 100..2000.
+    #[arg(long, value_parser = parse_positive_span)]
+    pub payload_size: Option<Span<usize>>,
+
+    /// Records per produce request, a range: 1 (the default), 4, 1..10.
+    #[arg(long, value_parser = parse_count_span)]
+    pub messages_per_batch: Option<Span<usize>>,
+
+    /// Consumer commits: `sync` (the default: after every poll, awaited) or an interval for
+    /// asynchronous commits (10s).
+    #[arg(long)]
+    pub commit: Option<CommitMode>,
+
+    /// How long a poll (Fetch) may wait for data (fetch.max.wait.ms; default 10ms).
+    #[arg(long, value_parser = parse_duration)]
+    pub consume_wait: Option<Duration>,
+
+    /// Fetch max bytes per poll (default 52428800).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_i32)]
+    pub consume_max_bytes: Option<i32>,
+
+    /// Load phase length (e.g. 30s); without it, runs until Ctrl-C.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// After the producers stop, wait at most this long for the consumer to catch up (default 10s).
+    #[arg(long, value_parser = parse_duration)]
+    pub drain: Option<Duration>,
+
+    /// acks: 0, 1 or all (-1; the default).
+    #[arg(long, allow_negative_numbers = true)]
+    pub acks: Option<Acks>,
+
+    /// Compression: none (the default), gzip, snappy, lz4 or zstd.
+    #[arg(long)]
+    pub compression: Option<Compression>,
+
+    /// Consumer group id (default: a fresh kbench-e2e-<id> per run).
+    #[arg(long)]
+    pub group: Option<String>,
+
+    /// Consumer client id (default: a fresh kbench-consumer-<id> per run).
+    #[arg(long)]
+    pub consumer_id: Option<String>,
+
+    /// Run only part of the pipe: consumer-and-producers (the default), producers, consumer.
+    #[arg(long)]
+    pub mode: Option<E2eMode>,
+
+    #[command(flatten)]
+    pub pins: crate::args::PinArgs,
+
+    /// Progress line interval, e.g. 5s (the default; 0 for none).
+    #[arg(long, value_parser = parse_duration)]
+    pub reporting_interval: Option<Duration>,
+
+    #[command(flatten)]
+    pub output: crate::args::OutputArgs,
+
+    #[command(flatten)]
+    pub slo: crate::args::SloArgs,
+
+    /// Seed for intervals, sizes and counts (default: random; printed and stored in the result).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Stamp every record (producer, sequence, CRC-32C of the value, in a `kbench-verify` header)
+    /// and check each as the consumer reads it: lost, duplicated, reordered, corrupted and
+    /// unexpected records against what the broker acknowledged land in the result
+    /// (`verification`); exit code 5 when any was lost, reordered or corrupted.
+    #[arg(long)]
+    pub verify: bool,
+
+    /// How to reach Kafka: `kafka` (the Kafka protocol; the default) or `rest-proxy` (a Kafka REST
+    /// Proxy, --rest-url).
+    #[arg(long, value_parser = ["kafka", "rest-proxy"])]
+    pub via: Option<String>,
+
+    /// REST Proxy base URL (http:// or https://), with --via rest-proxy.
+    #[arg(long)]
+    pub rest_url: Option<String>,
+
+    /// Embedded format through the REST Proxy: avro (the seed's schema; the default), json or binary.
+    #[arg(long)]
+    pub rest_format: Option<kbench_rest::RestFormat>,
+
+    /// REST produce API: v2 (the default), v3 (one request per record) or v3-stream (one chunked
+    /// request per batch).
+    #[arg(long)]
+    pub rest_api: Option<RestApi>,
+
+    /// Value schema id for avro (otherwise --schema-registry registers the seed schema).
+    #[arg(long)]
+    pub value_schema_id: Option<i64>,
+
+    /// Schema Registry URL: register the seed's Avro schema as <topic>-value and use its id.
+    #[arg(long)]
+    pub schema_registry: Option<String>,
+
+    /// Trust this CA certificate (PEM) for an https REST Proxy / Schema Registry.
+    #[arg(long)]
+    pub rest_ca_cert: Option<PathBuf>,
+
+    /// HTTP basic user for the REST Proxy (the password comes from KBENCH_REST_PASSWORD).
+    #[arg(long)]
+    pub rest_user: Option<String>,
+
+    /// HTTP basic password for the REST Proxy; from the environment only, never echoed.
+    #[arg(
+        long = "rest-password-from-env",
+        env = "KBENCH_REST_PASSWORD",
+        hide_env_values = true,
+        hide = true
+    )]
+    pub rest_password: Option<String>,
+}
+
+/// Flags → the spec: every flag not given keeps [`E2eSpec::default`]'s value. An error names the flag.
+pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
+    let mut spec = E2eSpec::default();
+    set(&mut spec.topic, args.topic.clone());
+    set(&mut spec.partitions, args.partitions);
+    set(&mut spec.producers, args.producers);
+    set(&mut spec.batch_interval_ms, args.batch_interval);
+    spec.verify = args.verify;
+    set(&mut spec.payload_size, args.payload_size);
+    set(&mut spec.messages_per_batch, args.messages_per_batch);
+    set(&mut spec.commit, args.commit);
+    set(&mut spec.consumer.fetch_max_wait, args.consume_wait);
+    set(
+        &mut spec.consumer.fetch_max_bytes,
+        args.consume_max_bytes.map(|b| b as usize),
+    );
+    set(&mut spec.drain, args.drain);
+    set(&mut spec.producer.acks, args.acks);
+    set(&mut spec.producer.compression, args.compression);
+    set(&mut spec.group_id, args.group.clone());
+    set(&mut spec.consumer_id, args.consumer_id.clone());
+    set(&mut spec.mode, args.mode);
+    set(&mut spec.seed, args.seed);
+    set(&mut spec.timeline_interval, args.output.timeline_interval);
+    spec.duration = args.duration;
+    spec.rest = rest_from(args)?;
+    spec.limits = args.limits.limits();
+    spec.validate().map_err(|e| spec_error(&e))?;
+    Ok(spec)
+}
+
+/// The REST Proxy driver's settings from the flags; an error names the flag.
+fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
+    if args.via.as_deref() != Some("rest-proxy") {
+        if args.rest_url.is_some() {
+            return Err("--rest-url: only with --via rest-proxy".into());
+        }
+        return Ok(None);
+    }
+    let url = args
+        .rest_url
+        .clone()
+        .ok_or("--via rest-proxy needs --rest-url URL")?;
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!(
+            "--rest-url {:?}: must start with http:// or https://",
+            kbench_rest::redact_url(&url)
+        ));
+    }
+    if args.bootstrap_server.is_some() {
+        return Err(
+            "--bootstrap-server: not used with --via rest-proxy (the proxy reaches Kafka)".into(),
+        );
+    }
+    let basic_auth = match (&args.rest_user, &args.rest_password) {
+        (Some(u), Some(p)) => Some((u.clone(), p.clone())),
+        (Some(u), None) => Some((u.clone(), String::new())),
+        (None, Some(_)) => return Err("KBENCH_REST_PASSWORD is set but --rest-user is not".into()),
+        (None, None) => None,
+    };
+    let ca_cert_pem = match &args.rest_ca_cert {
+        Some(path) => Some(
+            kbench_client::input::read(path, kbench_client::input::SECRET_FILE)
+                .map_err(|e| format!("--rest-ca-cert {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    let mut rest = RestSpec::new(&url);
+    if basic_auth.is_some() {
+        rest.proxy.basic_auth = basic_auth;
+    }
+    rest.proxy.ca_cert_pem = ca_cert_pem;
+    set(&mut rest.format, args.rest_format);
+    set(&mut rest.api, args.rest_api);
+    rest.value_schema_id = args.value_schema_id;
+    rest.schema_registry = args.schema_registry.clone();
+    Ok(Some(rest))
+}
