@@ -16,7 +16,67 @@ use crate::measure::{LatencySummary, decode_histogram, latency_histogram};
 use crate::produce::ProduceSpec;
 
 /// The coordinator–agent protocol version. An agent refuses a coordinator that speaks another.
-pub const AGENT_PROTOCOL: u32 = 1;
+/// 2: a segment's work is one tagged spec (`"work": {"produce": …}`), not two optional ones.
+pub const AGENT_PROTOCOL: u32 = 2;
+
+/// What one agent runs of a distributed run: the very spec the coordinator's front end built,
+/// split; the cluster to reach and its connection properties (secrets included: the agent needs
+/// them to connect; it never shows them back). Typed on both sides of the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Segment {
+    /// The coordinator's [`AGENT_PROTOCOL`].
+    pub protocol: u32,
+    /// The run this segment belongs to (for the agent's logs and result file).
+    pub run: String,
+    pub work: Work,
+    pub bootstrap_servers: Vec<String>,
+    pub properties: Vec<(String, String)>,
+}
+
+/// A segment's workload.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Work {
+    Produce(Box<ProduceSpec>),
+    E2e(Box<E2eSpec>),
+}
+
+impl Work {
+    /// The workload's name, as runs and results say it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Work::Produce(_) => "produce",
+            Work::E2e(_) => "e2e",
+        }
+    }
+}
+
+/// Where a run (an agent's segment among them) is, as `GET` on it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Stopping,
+    Finished,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Stopping => "stopping",
+            RunStatus::Finished => "finished",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    /// Still going (running, or asked to stop and not yet ended).
+    pub fn active(self) -> bool {
+        matches!(self, RunStatus::Running | RunStatus::Stopping)
+    }
+}
 
 /// The most agents one run spreads over.
 pub const MAX_AGENTS: usize = 1_000;

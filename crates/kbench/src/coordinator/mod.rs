@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use kbench_bench::ProduceSpec;
 use kbench_bench::clock::wall_us;
 use kbench_bench::distributed::{
-    AGENT_PROTOCOL, AgentPart, ClockEstimate, ClockSample, MAX_AGENTS, merge_e2e, merge_produce,
-    producer_segments, split_e2e, split_produce,
+    AGENT_PROTOCOL, AgentPart, ClockEstimate, ClockSample, MAX_AGENTS, RunStatus, Segment, Work,
+    merge_e2e, merge_produce, producer_segments, split_e2e, split_produce,
 };
 use kbench_bench::e2e::E2eSpec;
 use serde_json::{Value, json};
@@ -60,15 +60,31 @@ struct Running {
     role: &'static str,
     last_ok: Instant,
     last_live: Value,
-    status: String,
+    /// The agent's word on the segment; `None` once the agent is lost.
+    status: Option<RunStatus>,
     result: Option<Value>,
     error: Option<String>,
 }
 
 impl Running {
     fn done(&self) -> bool {
-        matches!(self.status.as_str(), "finished" | "failed" | "lost")
+        self.status.is_none_or(|s| !s.active())
     }
+
+    /// The segment's status as the merged result names it: the agent's, or `lost`.
+    fn status_name(&self) -> &'static str {
+        self.status.map_or("lost", RunStatus::name)
+    }
+}
+
+/// An agent's answer about one segment (the run's `GET`), as far as the coordinator reads it.
+#[derive(Debug, serde::Deserialize)]
+struct SegmentAnswer {
+    status: RunStatus,
+    #[serde(default)]
+    live: Value,
+    error: Option<String>,
+    result: Option<Value>,
 }
 
 impl Coordinator {
@@ -216,15 +232,16 @@ impl Coordinator {
     async fn start(
         &self,
         i: usize,
-        segment: &Value,
+        segment: &Segment,
         role: &'static str,
     ) -> Result<Running, String> {
+        let body = serde_json::to_value(segment).map_err(|e| e.to_string())?;
         let answer = self
             .call(
                 reqwest::Method::POST,
                 &self.agents[i],
                 "/agent/v1/segments",
-                Some(segment),
+                Some(&body),
             )
             .await?;
         let id = answer
@@ -237,7 +254,7 @@ impl Coordinator {
             role,
             last_ok: Instant::now(),
             last_live: Value::Null,
-            status: "running".into(),
+            status: Some(RunStatus::Running),
             result: None,
             error: None,
         })
@@ -254,23 +271,24 @@ impl Coordinator {
             .call(reqwest::Method::GET, &self.agents[s.agent], &path, None)
             .await
         {
-            Ok(v) => {
-                s.last_ok = Instant::now();
-                s.last_live = v.get("live").cloned().unwrap_or(Value::Null);
-                s.status = v
-                    .get("status")
-                    .and_then(Value::as_str)
-                    .unwrap_or("running")
-                    .to_string();
-                s.error = v.get("error").and_then(Value::as_str).map(str::to_string);
-                if s.status == "finished" {
-                    s.result = v.get("result").cloned().filter(|r| !r.is_null());
+            Ok(v) => match serde_json::from_value::<SegmentAnswer>(v) {
+                Ok(a) => {
+                    s.last_ok = Instant::now();
+                    s.last_live = a.live;
+                    s.status = Some(a.status);
+                    s.error = a.error;
+                    if a.status == RunStatus::Finished {
+                        s.result = a.result.filter(|r| !r.is_null());
+                    }
                 }
-            }
+                Err(e) => {
+                    tracing::warn!(agent = %self.agents[s.agent], "an answer not understood: {e}")
+                }
+            },
             Err(e) => {
                 if s.last_ok.elapsed() >= LOST_AFTER {
                     tracing::warn!(agent = %self.agents[s.agent], "lost: {e}");
-                    s.status = "lost".into();
+                    s.status = None;
                     s.error = Some(format!(
                         "no answer for {} s (last: {e})",
                         LOST_AFTER.as_secs()
@@ -343,7 +361,11 @@ impl Coordinator {
                 lost: if s.result.is_some() {
                     None
                 } else {
-                    Some(s.error.clone().unwrap_or_else(|| s.status.clone()))
+                    Some(
+                        s.error
+                            .clone()
+                            .unwrap_or_else(|| s.status_name().to_string()),
+                    )
                 },
                 last_live: s.last_live.clone(),
             })
@@ -370,14 +392,14 @@ pub struct Target {
     pub run: String,
 }
 
-fn segment(target: &Target, workload: &str, spec: Value) -> Value {
-    json!({
-        "protocol": AGENT_PROTOCOL,
-        "run": target.run,
-        workload: spec,
-        "bootstrap_servers": target.bootstrap,
-        "properties": target.properties,
-    })
+fn segment(target: &Target, work: Work) -> Segment {
+    Segment {
+        protocol: AGENT_PROTOCOL,
+        run: target.run.clone(),
+        work,
+        bootstrap_servers: target.bootstrap.clone(),
+        properties: target.properties.clone(),
+    }
 }
 
 /// A produce run spread over every agent: split, barrier start, followed, merged.
@@ -393,11 +415,7 @@ pub async fn run_produce(
     let mut segments = Vec::new();
     for (i, mut part) in parts.into_iter().enumerate() {
         part.start_at_us = Some(start_at[i]);
-        let body = segment(
-            target,
-            "produce",
-            serde_json::to_value(&part).map_err(|e| e.to_string())?,
-        );
+        let body = segment(target, Work::Produce(Box::new(part)));
         match c.start(i, &body, "produce").await {
             Ok(s) => segments.push(s),
             Err(e) => {
@@ -434,11 +452,7 @@ pub async fn run_e2e(
         producer_agents.iter().map(|i| c.clocks[*i]).collect();
     consumer.producer_segments =
         producer_segments(&producers, &producer_clocks, &c.clocks[consumer_agent]);
-    let body = segment(
-        target,
-        "e2e",
-        serde_json::to_value(&consumer).map_err(|e| e.to_string())?,
-    );
+    let body = segment(target, Work::E2e(Box::new(consumer.clone())));
     // Answered once the consumer has joined its group and is positioned.
     let mut consumer_run = c.start(consumer_agent, &body, "consumer").await?;
     let start_at = c.start_at();
@@ -446,11 +460,7 @@ pub async fn run_e2e(
     for (k, mut part) in producers.into_iter().enumerate() {
         let i = producer_agents[k];
         part.start_at_us = Some(start_at[i]);
-        let body = segment(
-            target,
-            "e2e",
-            serde_json::to_value(&part).map_err(|e| e.to_string())?,
-        );
+        let body = segment(target, Work::E2e(Box::new(part)));
         match c.start(i, &body, "producer").await {
             Ok(s) => running.push(s),
             Err(e) => {

@@ -9,9 +9,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
-use kbench_bench::ProduceSpec;
-use kbench_bench::distributed::AGENT_PROTOCOL;
-use kbench_bench::e2e::E2eSpec;
+use kbench_bench::distributed::{AGENT_PROTOCOL, Segment, Work};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -19,23 +17,6 @@ use crate::serve::app::App;
 use crate::serve::error::{ApiError, ApiResult, from_value, json_object, json_response};
 use crate::serve::registry::{Live, run_json};
 use crate::serve::runs::{start_e2e, start_produce};
-
-/// A segment of a distributed run, as the coordinator sends it.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Segment {
-    /// The coordinator's [`AGENT_PROTOCOL`].
-    pub protocol: u32,
-    /// The run this segment belongs to (for the agent's logs and result file).
-    pub run: String,
-    /// Exactly one of the two specs.
-    pub produce: Option<ProduceSpec>,
-    pub e2e: Option<E2eSpec>,
-    pub bootstrap_servers: Vec<String>,
-    /// Connection and security properties (secrets included: the agent needs them to connect;
-    /// never shown back).
-    pub properties: Vec<(String, String)>,
-}
 
 pub async fn hello(State(app): State<Arc<App>>) -> ApiResult {
     let busy = app.runs.read(|runs| {
@@ -81,21 +62,11 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         props.insert(k.clone(), json!(v));
     }
     let client = Some(crate::serve::v1::client_from(&props)?);
-    let masked: serde_json::Map<String, Value> = segment
-        .properties
-        .iter()
-        .map(|(k, v)| {
-            let v = if kbench_client::is_secret(k) {
-                "***"
-            } else {
-                v.as_str()
-            };
-            (k.clone(), json!(v))
-        })
-        .collect();
+    let masked = kbench_client::redacted(&segment.properties);
     let bootstrap = Some(segment.bootstrap_servers.clone());
-    let (id, workload) = match (segment.produce, segment.e2e) {
-        (Some(mut spec), None) => {
+    let workload = segment.work.name();
+    let id = match segment.work {
+        Work::Produce(mut spec) => {
             spec.limits = app.limits;
             spec.validate()
                 .map_err(|e| ApiError::field(e.field, e.reason))?;
@@ -105,12 +76,9 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
                     segment.bootstrap_servers.clone(), "kbench-agent", Default::default())),
                 "start_at_us": spec.start_at_us, "properties": masked,
             });
-            (
-                start_produce(&app, config, spec, bootstrap, client).await?,
-                "produce",
-            )
+            start_produce(&app, config, *spec, bootstrap, client).await?
         }
-        (None, Some(mut spec)) => {
+        Work::E2e(mut spec) => {
             spec.limits = app.limits;
             spec.validate()
                 .map_err(|e| ApiError::field(e.field, e.reason))?;
@@ -122,25 +90,16 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
             // A consumer is answered once it has joined its group (its producers must not start
             // before); producers at once (they wait for the barrier).
             let wait = spec.mode.has_consumer();
-            (
-                start_e2e(
-                    &app,
-                    crate::serve::registry::Api::V1,
-                    config,
-                    spec,
-                    bootstrap,
-                    client,
-                    wait,
-                )
-                .await?,
-                "e2e",
+            start_e2e(
+                &app,
+                crate::serve::registry::Api::V1,
+                config,
+                *spec,
+                bootstrap,
+                client,
+                wait,
             )
-        }
-        _ => {
-            return Err(ApiError::field(
-                "produce",
-                "a segment carries exactly one spec: produce or e2e",
-            ));
+            .await?
         }
     };
     Ok(json_response(

@@ -450,7 +450,7 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
             .post(format!("{}/agent/v1/segments", good.url))
             .bearer_auth("right")
             .header("content-type", "application/json")
-            .body(r#"{"protocol": 2, "run": "x"}"#)
+            .body(r#"{"protocol": 1, "run": "x"}"#)
             .send()
             .await
             .unwrap()
@@ -458,7 +458,7 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
     assert_eq!(answer.status(), 409);
     let body: Value = runtime().block_on(answer.json()).unwrap();
     assert!(
-        body["error"].as_str().unwrap().contains("agent protocol 1"),
+        body["error"].as_str().unwrap().contains("agent protocol 2"),
         "{body}"
     );
     // A segment passes the spec's own gate, whoever built it: an idempotent producer with acks=1,
@@ -469,18 +469,18 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
     produce.producer.acks = kbench_client::Acks::Leader;
     let mut e2e = kbench_bench::e2e::E2eSpec::default();
     e2e.producer.idempotence = true;
-    for (produce, e2e, field) in [
-        (Some(produce), None, "acks"),
-        (None, Some(e2e), "enable_idempotence"),
+    use kbench_bench::distributed::{AGENT_PROTOCOL, Segment, Work};
+    for (work, field) in [
+        (Work::Produce(Box::new(produce)), "acks"),
+        (Work::E2e(Box::new(e2e)), "enable_idempotence"),
     ] {
-        let segment = serde_json::json!({
-            "protocol": kbench_bench::distributed::AGENT_PROTOCOL,
-            "run": "x",
-            "produce": produce,
-            "e2e": e2e,
-            "bootstrap_servers": [broker.addr.clone()],
-            "properties": [],
-        });
+        let segment = Segment {
+            protocol: AGENT_PROTOCOL,
+            run: "x".into(),
+            work,
+            bootstrap_servers: vec![broker.addr.clone()],
+            properties: Vec::new(),
+        };
         let answer = runtime().block_on(async {
             reqwest::Client::new()
                 .post(format!("{}/agent/v1/segments", good.url))

@@ -28,27 +28,8 @@ pub enum Api {
     V1,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Running,
-    Stopping,
-    Finished,
-    Failed,
-}
-
-impl Status {
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Running => "running",
-            Status::Stopping => "stopping",
-            Status::Finished => "finished",
-            Status::Failed => "failed",
-        }
-    }
-    pub fn active(self) -> bool {
-        matches!(self, Status::Running | Status::Stopping)
-    }
-}
+/// A run's status: the agent protocol's own, so that a coordinator reads it typed.
+pub use kbench_bench::distributed::RunStatus as Status;
 
 /// Live counters of a produce run, fed by the job's progress windows.
 #[derive(Default)]
