@@ -944,6 +944,11 @@ async fn rejoin(
     Ok(())
 }
 
+/// A Fetch's bound, and each partition's in it: the seed's `consumeMaxBytesMs`.
+fn fetch_bytes(spec: &E2eSpec) -> i32 {
+    spec.consumer.fetch_max_bytes.min(i32::MAX as usize) as i32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1025,9 +1030,4 @@ mod tests {
         );
         assert_eq!(gap_hold(Duration::from_secs(1)), Duration::from_secs(2));
     }
-}
-
-/// A Fetch's bound, and each partition's in it: the seed's `consumeMaxBytesMs`.
-fn fetch_bytes(spec: &E2eSpec) -> i32 {
-    spec.consumer.fetch_max_bytes.min(i32::MAX as usize) as i32
 }
