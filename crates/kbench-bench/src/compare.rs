@@ -13,6 +13,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use crate::result::{Kind, Repetition};
+
 /// Which way is better for a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -149,115 +151,154 @@ pub type Cells = BTreeMap<String, BTreeMap<String, (Better, Vec<f64>)>>;
 /// A result document that cannot be compared: what is missing from it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DocumentError {
-    #[error("not a kbench result document (no \"kind\")")]
-    NoKind,
-    #[error("{kind} document without {field:?}")]
-    Missing {
-        kind: &'static str,
-        field: &'static str,
-    },
-    #[error("{kind} cell without a label")]
-    NoLabel { kind: &'static str },
+    #[error("{kind} document: {error}")]
+    Shape { kind: Kind, error: String },
     #[error("kbench compare does not know result kind {0:?} yet")]
-    Unsupported(String),
+    Unsupported(Kind),
 }
 
-/// Read the comparable samples out of a result document (`produce`, `codec` or `sweep`).
-pub fn cells_of(doc: &serde_json::Value) -> Result<(String, Cells), DocumentError> {
-    let kind = doc["kind"]
-        .as_str()
-        .ok_or(DocumentError::NoKind)?
-        .to_string();
+/// What compare reads of a produce document: its settings (the cell) and its repetitions.
+#[derive(Debug, serde::Deserialize)]
+struct ProduceSamples {
+    settings: serde_json::Value,
+    repetitions: Vec<Repetition>,
+}
+
+/// What compare reads of a codec document: each cell's label and per-repetition ns/record.
+#[derive(Debug, serde::Deserialize)]
+struct CodecSamples {
+    cells: Vec<CodecCell>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct CodecCell {
+    label: String,
+    #[serde(default)]
+    skipped: Option<serde_json::Value>,
+    #[serde(default)]
+    ns_per_record_reps: Vec<f64>,
+}
+
+/// What compare reads of a sweep document: each cell's label and its repetitions' figures.
+#[derive(Debug, serde::Deserialize)]
+struct SweepSamples {
+    cells: Vec<SweepCell>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct SweepCell {
+    label: String,
+    #[serde(default)]
+    reps: Vec<SweepRep>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct SweepRep {
+    cpu_us_per_msg: Option<f64>,
+    msgs_per_sec: Option<f64>,
+}
+
+/// Read the comparable samples out of a result document of `kind` (`produce`, `codec` or
+/// `sweep`), as the gate ([`crate::document::check`]) let it through.
+pub fn cells_of(kind: Kind, doc: &serde_json::Value) -> Result<Cells, DocumentError> {
+    fn read<T: serde::de::DeserializeOwned>(
+        kind: Kind,
+        doc: &serde_json::Value,
+    ) -> Result<T, DocumentError> {
+        T::deserialize(doc).map_err(|e| DocumentError::Shape {
+            kind,
+            error: e.to_string(),
+        })
+    }
     let mut cells = Cells::new();
-    match kind.as_str() {
-        "produce" => {
-            let s = &doc["settings"];
-            let key = format!(
-                "produce compression={} acks={} record_size={}{} batch_size={} linger_ms={} throughput={} partitions={}",
-                s["compression"].as_str().unwrap_or("?"),
-                s["acks"].as_str().unwrap_or("?"),
-                s["record_size"],
-                // A monotonic payload is a payload of its own (absent or false: the key is as before).
-                if s["payload_monotonic"] == true {
-                    " payload=monotonic"
-                } else {
-                    ""
-                },
-                s["batch_size"],
-                s["linger_ms"],
-                s["throughput"],
-                s["partitions"],
-            );
-            let reps = doc["repetitions"]
-                .as_array()
-                .ok_or(DocumentError::Missing {
-                    kind: "produce",
-                    field: "repetitions",
-                })?;
-            let series = |field: &str| -> Vec<f64> {
-                reps.iter().filter_map(|r| r[field].as_f64()).collect()
-            };
-            let m = cells.entry(key).or_default();
+    match kind {
+        Kind::Produce => {
+            let doc: ProduceSamples = read(kind, doc)?;
+            let m = cells.entry(produce_cell(&doc.settings)).or_default();
+            let reps = &doc.repetitions;
             m.insert(
                 "records_per_sec".into(),
-                (Better::Higher, series("records_per_sec")),
+                (
+                    Better::Higher,
+                    reps.iter().map(|r| r.records_per_sec).collect(),
+                ),
             );
             m.insert(
                 "client_cpu_us_per_record".into(),
-                (Better::Lower, series("client_cpu_us_per_record")),
+                (
+                    Better::Lower,
+                    reps.iter()
+                        .filter_map(|r| r.client_cpu_us_per_record)
+                        .collect(),
+                ),
             );
             m.insert(
                 "latency_p99_us".into(),
-                (Better::Lower, series("latency_p99_us")),
+                (
+                    Better::Lower,
+                    reps.iter().map(|r| r.latency_p99_us as f64).collect(),
+                ),
             );
         }
-        "codec" => {
-            for c in doc["cells"].as_array().ok_or(DocumentError::Missing {
-                kind: "codec",
-                field: "cells",
-            })? {
-                if !c["skipped"].is_null() {
-                    continue;
-                }
-                let label = c["label"]
-                    .as_str()
-                    .ok_or(DocumentError::NoLabel { kind: "codec" })?;
-                let reps: Vec<f64> = c["ns_per_record_reps"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
-                    .unwrap_or_default();
+        Kind::Codec => {
+            let doc: CodecSamples = read(kind, doc)?;
+            for c in doc
+                .cells
+                .into_iter()
+                .filter(|c| c.skipped.as_ref().is_none_or(|s| s.is_null()))
+            {
                 cells
-                    .entry(format!("codec {label}"))
+                    .entry(format!("codec {}", c.label))
                     .or_default()
-                    .insert("ns_per_record".into(), (Better::Lower, reps));
+                    .insert(
+                        "ns_per_record".into(),
+                        (Better::Lower, c.ns_per_record_reps),
+                    );
             }
         }
-        "sweep" => {
-            for c in doc["cells"].as_array().ok_or(DocumentError::Missing {
-                kind: "sweep",
-                field: "cells",
-            })? {
-                let label = c["label"]
-                    .as_str()
-                    .ok_or(DocumentError::NoLabel { kind: "sweep" })?;
-                let reps = c["reps"].as_array().cloned().unwrap_or_default();
-                let series = |field: &str| -> Vec<f64> {
-                    reps.iter().filter_map(|r| r[field].as_f64()).collect()
-                };
-                let m = cells.entry(format!("sweep {label}")).or_default();
+        Kind::Sweep => {
+            let doc: SweepSamples = read(kind, doc)?;
+            for c in doc.cells {
+                let m = cells.entry(format!("sweep {}", c.label)).or_default();
                 m.insert(
                     "cpu_us_per_msg".into(),
-                    (Better::Lower, series("cpu_us_per_msg")),
+                    (
+                        Better::Lower,
+                        c.reps.iter().filter_map(|r| r.cpu_us_per_msg).collect(),
+                    ),
                 );
                 m.insert(
                     "msgs_per_sec".into(),
-                    (Better::Higher, series("msgs_per_sec")),
+                    (
+                        Better::Higher,
+                        c.reps.iter().filter_map(|r| r.msgs_per_sec).collect(),
+                    ),
                 );
             }
         }
-        other => return Err(DocumentError::Unsupported(other.to_string())),
+        other => return Err(DocumentError::Unsupported(other)),
     }
-    Ok((kind, cells))
+    Ok(cells)
+}
+
+/// A produce document's cell: the settings that make two runs the same benchmark.
+fn produce_cell(s: &serde_json::Value) -> String {
+    format!(
+        "produce compression={} acks={} record_size={}{} batch_size={} linger_ms={} throughput={} partitions={}",
+        s["compression"].as_str().unwrap_or("?"),
+        s["acks"].as_str().unwrap_or("?"),
+        s["record_size"],
+        // A monotonic payload is a payload of its own (absent or false: the key is as before).
+        if s["payload_monotonic"] == true {
+            " payload=monotonic"
+        } else {
+            ""
+        },
+        s["batch_size"],
+        s["linger_ms"],
+        s["throughput"],
+        s["partitions"],
+    )
 }
 
 #[cfg(test)]
@@ -359,8 +400,7 @@ mod tests {
             "label": "fetch max_bytes=1MiB v17",
             "reps": [{"cpu_us_per_msg": 0.1, "msgs_per_sec": 10.0}, {"cpu_us_per_msg": 0.2, "msgs_per_sec": 20.0}],
         }]});
-        let (kind, cells) = cells_of(&doc).unwrap();
-        assert_eq!(kind, "sweep");
+        let cells = cells_of(Kind::Sweep, &doc).unwrap();
         let m = &cells["sweep fetch max_bytes=1MiB v17"];
         assert_eq!(m["cpu_us_per_msg"], (Better::Lower, vec![0.1, 0.2]));
         assert_eq!(m["msgs_per_sec"], (Better::Higher, vec![10.0, 20.0]));

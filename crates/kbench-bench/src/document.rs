@@ -3,17 +3,13 @@
 //! number. A document that fails is refused with one error naming the field, never rendered or
 //! compared with a wrong number in it (a records/s of −1e300 called an "improvement").
 //!
-//! This is the first slice of typed documents: it checks what report and compare read; the
-//! settings, environment and target blocks are the writer's own and are not judged here.
+//! It answers with the document's [`Kind`]; the readers then read the types the document was
+//! written from (or a view of them). The settings, environment and target blocks are the
+//! writer's own and are not judged here.
 
 use serde_json::Value;
 
-use crate::result::SCHEMA_VERSION;
-
-/// Every kind of document kbench writes.
-pub const KINDS: &[&str] = &[
-    "produce", "consume", "e2e", "omb", "codec", "sweep", "compare",
-];
+use crate::result::{Kind, SCHEMA_VERSION};
 
 /// Fields that hold a figure wherever they appear: a non-negative finite number, or null.
 const FIGURES: &[&str] = &[
@@ -47,36 +43,49 @@ pub enum DocumentError {
     NotAnObject,
     #[error("not a kbench result document (no \"kind\")")]
     NoKind,
-    #[error("\"kind\" is {0:?}: not a kind kbench writes (one of {kinds})", kinds = KINDS.join(", "))]
+    #[error("\"kind\" is {0:?}: not a kind kbench writes (one of {kinds})", kinds = kinds())]
     UnknownKind(String),
     #[error("no \"schema_version\"")]
     NoSchemaVersion,
     #[error(
-        "\"schema_version\" is {0}: this kbench reads versions 1 to {SCHEMA_VERSION} (a newer kbench wrote it?)"
+        "\"schema_version\" is {0}: this kbench reads version {SCHEMA_VERSION} (a newer kbench wrote it?)"
     )]
-    SchemaVersion(String),
+    Newer(String),
+    #[error(
+        "\"schema_version\" is {0}: this kbench reads version {SCHEMA_VERSION}, and an older kbench wrote this one (run it again, or read it with the kbench that wrote it)"
+    )]
+    Older(u64),
     #[error("\"{field}\" is {value}: a figure is a non-negative finite number")]
     Figure { field: String, value: String },
 }
 
-/// Check a parsed document; the error names the first field that is wrong.
-pub fn check(doc: &Value) -> Result<(), DocumentError> {
+/// Every kind's name, for the message that refuses an unknown one.
+fn kinds() -> String {
+    Kind::ALL.map(Kind::name).join(", ")
+}
+
+/// Check a parsed document and say which kind it is; the error names the first field that is
+/// wrong. Only this build's schema version passes: a document is read as the types it was
+/// written from, and an older version's fields are not this version's.
+pub fn check(doc: &Value) -> Result<Kind, DocumentError> {
     let obj = doc.as_object().ok_or(DocumentError::NotAnObject)?;
-    let kind = obj
+    let name = obj
         .get("kind")
         .and_then(Value::as_str)
         .ok_or(DocumentError::NoKind)?;
-    if !KINDS.contains(&kind) {
-        return Err(DocumentError::UnknownKind(kind.to_string()));
-    }
+    let kind = Kind::from_name(name).ok_or_else(|| DocumentError::UnknownKind(name.to_string()))?;
     match obj.get("schema_version") {
         None => return Err(DocumentError::NoSchemaVersion),
         Some(v) => match v.as_u64() {
-            Some(n) if (1..=u64::from(SCHEMA_VERSION)).contains(&n) => {}
-            _ => return Err(DocumentError::SchemaVersion(v.to_string())),
+            Some(n) if n == u64::from(SCHEMA_VERSION) => {}
+            Some(n) if (1..u64::from(SCHEMA_VERSION)).contains(&n) => {
+                return Err(DocumentError::Older(n));
+            }
+            _ => return Err(DocumentError::Newer(v.to_string())),
         },
     }
-    walk(doc, "", false)
+    walk(doc, "", false)?;
+    Ok(kind)
 }
 
 fn walk(v: &Value, path: &str, figure: bool) -> Result<(), DocumentError> {
@@ -134,8 +143,8 @@ mod tests {
 
     #[test]
     fn a_well_formed_document_passes_and_settings_are_not_judged() {
-        assert_eq!(check(&produce(json!(1000.5))), Ok(()));
-        assert_eq!(check(&produce(Value::Null)), Ok(()));
+        assert_eq!(check(&produce(json!(1000.5))), Ok(Kind::Produce));
+        assert_eq!(check(&produce(Value::Null)), Ok(Kind::Produce));
     }
 
     #[test]
@@ -160,6 +169,13 @@ mod tests {
         assert!(matches!(e, DocumentError::UnknownKind(_)));
         let e = check(&json!({"schema_version": 999, "kind": "produce"})).unwrap_err();
         assert!(e.to_string().contains("999"), "{e}");
+        let e = check(&json!({"schema_version": 2, "kind": "produce"})).unwrap_err();
+        assert_eq!(e, DocumentError::Older(2));
+        let e = e.to_string();
+        assert!(
+            e.contains("is 2") && e.contains(&format!("version {SCHEMA_VERSION}")),
+            "{e}"
+        );
         assert_eq!(
             check(&json!({"kind": "produce"})),
             Err(DocumentError::NoSchemaVersion)
@@ -173,7 +189,7 @@ mod tests {
 
     #[test]
     fn figures_in_arrays_are_checked_element_by_element() {
-        let doc = json!({"schema_version": 1, "kind": "codec",
+        let doc = json!({"schema_version": SCHEMA_VERSION, "kind": "codec",
                          "cells": [{"label": "x", "ns_per_record_reps": [1.0, -2.0]}]});
         let e = check(&doc).unwrap_err().to_string();
         assert!(e.contains("cells[0].ns_per_record_reps[1]"), "{e}");

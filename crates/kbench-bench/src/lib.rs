@@ -35,5 +35,5 @@ pub mod yaml;
 pub use error::{BenchError, SpecError};
 pub use measure::{CpuTime, LatencySummary};
 pub use produce::{IntervalReport, Keys, Payload, ProduceRun, ProduceSpec, run_produce};
-pub use result::{Environment, ResultDocument, SCHEMA_VERSION, Target};
+pub use result::{Environment, Header, Kind, ResultDocument, SCHEMA_VERSION, Target};
 pub use stop::Stop;

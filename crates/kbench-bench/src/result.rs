@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::measure::LatencySummary;
 use crate::produce::ProduceRun;
@@ -12,8 +12,78 @@ use crate::produce::ProduceRun;
 /// The version of the result schema written by this build.
 pub const SCHEMA_VERSION: u32 = 3;
 
+/// Every kind of document kbench writes: the `kind` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Produce,
+    Consume,
+    E2e,
+    Omb,
+    Codec,
+    Sweep,
+    Compare,
+}
+
+impl Kind {
+    /// Every kind, in the order the docs list them.
+    pub const ALL: [Kind; 7] = [
+        Kind::Produce,
+        Kind::Consume,
+        Kind::E2e,
+        Kind::Omb,
+        Kind::Codec,
+        Kind::Sweep,
+        Kind::Compare,
+    ];
+
+    /// The name written in `kind`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Produce => "produce",
+            Kind::Consume => "consume",
+            Kind::E2e => "e2e",
+            Kind::Omb => "omb",
+            Kind::Codec => "codec",
+            Kind::Sweep => "sweep",
+            Kind::Compare => "compare",
+        }
+    }
+
+    /// The kind named `name`, if kbench writes one.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The fields every document begins with, declared once and flattened into each: the schema it
+/// follows, its kind, and where it was written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Header {
+    pub schema_version: u32,
+    pub kind: Kind,
+    pub environment: Environment,
+}
+
+impl Header {
+    /// The header of a document of `kind` written here, now, by this build.
+    pub fn new(kind: Kind) -> Header {
+        Header {
+            schema_version: SCHEMA_VERSION,
+            kind,
+            environment: Environment::here(),
+        }
+    }
+}
+
 /// Where a run ran.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Environment {
     pub kbench_version: String,
     pub hostname: String,
@@ -46,16 +116,16 @@ pub fn rfc3339(t: SystemTime) -> String {
 }
 
 /// The target a run measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Target {
     pub bootstrap_servers: String,
     /// True when kbench started its own Tansu broker for the run.
     pub embedded_broker: bool,
     /// `security.protocol` (PLAINTEXT, SSL, …); never a credential.
-    pub security_protocol: &'static str,
+    pub security_protocol: String,
     /// `sasl.mechanism` when SASL was used; never the user, password or token.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sasl_mechanism: Option<&'static str>,
+    pub sasl_mechanism: Option<String>,
 }
 
 impl Target {
@@ -64,18 +134,20 @@ impl Target {
         Target {
             bootstrap_servers: cluster.bootstrap.join(","),
             embedded_broker,
-            security_protocol: cluster.security_protocol.name(),
-            sasl_mechanism: cluster.sasl.as_ref().map(|s| s.mechanism.name()),
+            security_protocol: cluster.security_protocol.name().to_string(),
+            sasl_mechanism: cluster
+                .sasl
+                .as_ref()
+                .map(|s| s.mechanism.name().to_string()),
         }
     }
 }
 
 /// A produce run's result document.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ResultDocument {
-    pub schema_version: u32,
-    pub kind: &'static str,
-    pub environment: Environment,
+    #[serde(flatten)]
+    pub header: Header,
     pub target: Target,
     /// Every setting of the run, secrets removed.
     pub settings: serde_json::Value,
@@ -184,9 +256,7 @@ impl ResultDocument {
         seed: u64,
     ) -> ResultDocument {
         ResultDocument {
-            schema_version: SCHEMA_VERSION,
-            kind: "produce",
-            environment: Environment::here(),
+            header: Header::new(Kind::Produce),
             target,
             settings,
             negotiated_versions,
@@ -231,11 +301,10 @@ impl ResultDocument {
 }
 
 /// An e2e run's result document (`kind: "e2e"`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct E2eResultDocument {
-    pub schema_version: u32,
-    pub kind: &'static str,
-    pub environment: Environment,
+    #[serde(flatten)]
+    pub header: Header,
     pub target: Target,
     /// Every setting of the run, secrets removed.
     pub settings: serde_json::Value,
@@ -341,9 +410,7 @@ impl E2eResultDocument {
         seed: u64,
     ) -> E2eResultDocument {
         E2eResultDocument {
-            schema_version: SCHEMA_VERSION,
-            kind: "e2e",
-            environment: Environment::here(),
+            header: Header::new(Kind::E2e),
             target,
             settings,
             negotiated_versions: run.negotiated.named().collect(),
@@ -396,8 +463,8 @@ impl E2eResultDocument {
             fetch_duration: LatencySummary::of(&run.fetch_duration),
             consumer_processing: LatencySummary::of(&run.consumer_processing),
             rest_proxy: run.rest.as_ref().map(|r| RestSummary {
-                format: r.format,
-                api: r.api,
+                format: r.format.to_string(),
+                api: r.api.to_string(),
                 value_schema_id: r.value_schema_id,
                 throttled_429: r.throttled,
                 instances_created: r.instances_created,
@@ -421,7 +488,7 @@ impl E2eResultDocument {
 }
 
 /// Holes in a partition's offsets that a Fetch (or a REST Proxy poll) returned records beyond.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct FetchGaps {
     /// Times the consumer held its position at such a hole and asked again.
     pub held: u64,
@@ -430,10 +497,10 @@ pub struct FetchGaps {
 }
 
 /// What the REST Proxy driver measured on its own.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RestSummary {
-    pub format: &'static str,
-    pub api: &'static str,
+    pub format: String,
+    pub api: String,
     /// The value schema id used (given, or registered with --schema-registry).
     pub value_schema_id: Option<i64>,
     pub throttled_429: u64,

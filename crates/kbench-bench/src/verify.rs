@@ -253,7 +253,8 @@ impl Verifier {
                 "acknowledged records not read"
             } else {
                 "gaps in each producer's sequence"
-            },
+            }
+            .to_string(),
             duplicated: tracked - unique,
             reordered: self.reordered,
             corrupted: self.corrupted,
@@ -276,7 +277,7 @@ impl Verifier {
 }
 
 /// What verification found: one block of the result document (`verification`).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct VerifyReport {
     /// Records read back, stamped or not.
     pub records_read: u64,
@@ -287,7 +288,7 @@ pub struct VerifyReport {
     /// Acknowledged (by sequence number) and never read; without the writer's acknowledgements, the gaps in each
     /// producer's sequence (see `lost_from`).
     pub lost: u64,
-    pub lost_from: &'static str,
+    pub lost_from: String,
     /// Read more than once (the same producer and sequence).
     pub duplicated: u64,
     /// Read after a later record of its producer, in one partition.

@@ -20,7 +20,7 @@ use crate::connection::Connection;
 use crate::error::ClientError;
 
 /// The id and epoch a broker gave a producer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProducerIdentity {
     pub producer_id: i64,
     pub producer_epoch: i16,

@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use crate::error::{BenchError, SpecError};
 use crate::measure::{CpuTime, LatencySummary, latency_histogram, peak_rss_kib};
-use crate::result::{Environment, SCHEMA_VERSION, Target, rfc3339};
+use crate::result::{Header, Kind, Target, rfc3339};
 use crate::spec::{MAX_WAIT, check_consumer, check_duration, check_range, check_topic};
 use crate::stop::Stop;
 
@@ -301,7 +301,7 @@ pub trait ConsumeObserver: Send + Sync + 'static {
 impl ConsumeObserver for () {}
 
 /// One partition's share of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PartitionSpan {
     /// The first offset asked for.
     pub start_offset: i64,
@@ -385,11 +385,10 @@ impl ConsumeRun {
 }
 
 /// A consume run's result document (`kind: "consume"`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ConsumeResultDocument {
-    pub schema_version: u32,
-    pub kind: &'static str,
-    pub environment: Environment,
+    #[serde(flatten)]
+    pub header: Header,
     pub target: Target,
     pub settings: serde_json::Value,
     pub negotiated_versions: BTreeMap<String, i16>,
@@ -449,9 +448,7 @@ impl ConsumeResultDocument {
         let fetch_secs = run.fetch_time().as_secs_f64().max(1e-9);
         let mb = run.bytes as f64 / MB;
         ConsumeResultDocument {
-            schema_version: SCHEMA_VERSION,
-            kind: "consume",
-            environment: Environment::here(),
+            header: Header::new(Kind::Consume),
             target,
             settings,
             negotiated_versions,

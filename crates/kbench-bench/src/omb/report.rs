@@ -12,9 +12,12 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
+use crate::cluster::ClusterReport;
 use crate::measure::LatencySummary;
 use crate::omb::{OmbRun, OmbSpec, Period};
-use crate::result::{Environment, SCHEMA_VERSION, Target, rfc3339};
+use crate::produce::phase::Saturation;
+use crate::result::{Header, Kind, Target, rfc3339};
+use serde::Serialize;
 
 fn q(h: &Histogram<u64>, quantile: f64) -> u64 {
     if h.is_empty() {
@@ -271,13 +274,105 @@ pub fn omb_result(spec: &OmbSpec, run: &OmbRun) -> Value {
 }
 
 /// kbench's result document for an OMB run (kind `omb`; docs/results.md).
-pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file: &str) -> Value {
+#[derive(Debug, Clone, Serialize)]
+pub struct OmbResultDocument {
+    #[serde(flatten)]
+    pub header: Header,
+    pub target: Target,
+    /// The workload file, the workload as read, and the driver's settings (secrets removed).
+    pub settings: Value,
+    pub seed: u64,
+    pub topics: Vec<String>,
+    pub target_records_per_sec: Option<f64>,
+    /// `producerRate: -1`: the rate search's chosen rate, whether it found the limit, its steps.
+    pub max_rate: Option<Value>,
+    pub negotiated_versions: BTreeMap<String, i16>,
+    pub start_time: String,
+    pub end_time: String,
+    /// The producers' mean measured phase.
+    pub duration_s: f64,
+    pub records_sent: u64,
+    pub records_acked: u64,
+    pub records_failed: u64,
+    pub records_unsent: u64,
+    pub records_per_sec: f64,
+    pub latency: LatencySummary,
+    pub service_time: LatencySummary,
+    pub publish_delay: LatencySummary,
+    pub end_to_end: LatencySummary,
+    pub saturation: Saturation,
+    pub errors: BTreeMap<String, u64>,
+    pub cluster: ClusterReport,
+    pub consumer_cluster: ClusterReport,
+    pub protocol_anomalies: BTreeMap<String, u64>,
+    /// The warm-up phase's accounting, apart from the measured phase's.
+    pub warmup: Option<Value>,
+    /// What the consumers read: in all and per consumer.
+    pub consumed: Value,
+    pub backlog: Option<crate::omb::Backlog>,
+    pub periods: Vec<Period>,
+    pub client_errors: Vec<String>,
+    pub aborted: Option<String>,
+}
+
+/// kbench's result document for an OMB run.
+pub fn kbench_result(
+    spec: &OmbSpec,
+    run: &OmbRun,
+    target: Target,
+    workload_file: &str,
+) -> OmbResultDocument {
     let p = &run.producers;
+    let mean_elapsed = p.elapsed.as_secs_f64() / (run.producer_count.max(1) as f64);
+    OmbResultDocument {
+        header: Header::new(Kind::Omb),
+        target,
+        settings: settings(spec, workload_file),
+        seed: spec.seed,
+        topics: run.topics.clone(),
+        target_records_per_sec: run.rate,
+        max_rate: run
+            .search
+            .as_ref()
+            .map(|s| json!({"chosen": s.chosen, "limit_found": s.limit_found, "steps": s.steps})),
+        negotiated_versions: run.negotiated.clone(),
+        start_time: rfc3339(run.started_at),
+        end_time: rfc3339(run.ended_at),
+        duration_s: mean_elapsed,
+        records_sent: p.records_sent,
+        records_acked: p.records_acked,
+        records_failed: p.records_failed,
+        records_unsent: p.records_unsent,
+        records_per_sec: p.records_acked as f64 / mean_elapsed.max(1e-9),
+        latency: LatencySummary::of(&p.latency),
+        service_time: LatencySummary::of(&p.service_time),
+        publish_delay: LatencySummary::of(&p.publish_delay),
+        end_to_end: LatencySummary::of(&run.end_to_end),
+        saturation: p.saturation.clone(),
+        errors: p.errors.clone(),
+        cluster: p.cluster.clone(),
+        consumer_cluster: run.consumer_cluster(),
+        protocol_anomalies: p.protocol_anomalies.clone(),
+        warmup: run.warmup.as_ref().map(|w| {
+            json!({
+                "records_sent": w.records_sent,
+                "records_acked": w.records_acked,
+                "records_failed": w.records_failed,
+                "records_unsent": w.records_unsent,
+            })
+        }),
+        consumed: consumed(run),
+        backlog: run.backlog.clone(),
+        periods: run.periods.clone(),
+        client_errors: run.errors.clone(),
+        aborted: run.aborted.clone(),
+    }
+}
+
+/// The `consumed` block: what the consumers read, in all and per consumer.
+fn consumed(run: &OmbRun) -> Value {
     let consumed_bytes: u64 = run.consumers.iter().map(|c| c.bytes).sum();
-    let secret =
-        |props: &[(String, String)]| -> BTreeMap<String, String> { kbench_client::redacted(props) };
-    // Apart: the whole document in one json! passes the macro's recursion limit.
-    let consumed = json!({
+    json!({
         "records": run.consumed,
         "bytes": consumed_bytes,
         "expected_records": run.expected_consumed,
@@ -291,79 +386,46 @@ pub fn kbench_result(spec: &OmbSpec, run: &OmbRun, target: Target, workload_file
             "fetch_latency": LatencySummary::of(&c.fetch_latency),
             "errors": c.errors,
         })).collect::<Vec<_>>(),
-    });
+    })
+}
+
+/// The `settings` block: the workload file, the workload as read, and the driver's settings.
+fn settings(spec: &OmbSpec, workload_file: &str) -> Value {
+    let secret =
+        |props: &[(String, String)]| -> BTreeMap<String, String> { kbench_client::redacted(props) };
     json!({
-        "schema_version": SCHEMA_VERSION,
-        "kind": "omb",
-        "environment": Environment::here(),
-        "target": target,
-        "settings": {
-            "workload_file": workload_file,
-            "workload": {
-                "name": spec.workload.name,
-                "topics": spec.workload.topics,
-                "partitionsPerTopic": spec.workload.partitions_per_topic,
-                "messageSize": spec.workload.message_size,
-                "payloadFile": spec.workload.payload_file,
-                "useRandomizedPayloads": spec.workload.use_randomized_payloads,
-                "randomBytesRatio": spec.workload.random_bytes_ratio,
-                "randomizedPayloadPoolSize": spec.workload.randomized_payload_pool_size,
-                "subscriptionsPerTopic": spec.workload.subscriptions_per_topic,
-                "producersPerTopic": spec.workload.producers_per_topic,
-                "consumerPerSubscription": spec.workload.consumer_per_subscription,
-                "producerRate": spec.workload.producer_rate,
-                "consumerBacklogSizeGB": spec.workload.consumer_backlog_size_gb,
-                "backlogDrainRatio": spec.workload.backlog_drain_ratio,
-                "keyDistributor": spec.workload.key_distributor.name(),
-                "testDurationMinutes": spec.workload.test_duration_minutes,
-                "warmupDurationMinutes": spec.workload.warmup_duration_minutes,
-            },
-            "driver": spec.driver_name,
-            "replication_factor": spec.replication_factor,
-            "producer_properties": secret(&spec.producer_properties),
-            "consumer_properties": secret(&spec.consumer_properties),
-            "not_applied": spec.not_applied,
-            "keys": spec.keys.describe(),
-            "acks": spec.producer.producer.acks.name(),
-            "compression": spec.producer.producer.compression.name(),
-            "batch_size": spec.producer.producer.batch_size,
-            "linger_ms": spec.producer.producer.linger.as_millis() as u64,
-            "warmup_s": spec.warmup.as_secs_f64(),
-            "test_duration_s": spec.test_duration.as_secs_f64(),
-            "reporting_interval_s": spec.reporting_interval.as_secs_f64(),
+        "workload_file": workload_file,
+        "workload": {
+            "name": spec.workload.name,
+            "topics": spec.workload.topics,
+            "partitionsPerTopic": spec.workload.partitions_per_topic,
+            "messageSize": spec.workload.message_size,
+            "payloadFile": spec.workload.payload_file,
+            "useRandomizedPayloads": spec.workload.use_randomized_payloads,
+            "randomBytesRatio": spec.workload.random_bytes_ratio,
+            "randomizedPayloadPoolSize": spec.workload.randomized_payload_pool_size,
+            "subscriptionsPerTopic": spec.workload.subscriptions_per_topic,
+            "producersPerTopic": spec.workload.producers_per_topic,
+            "consumerPerSubscription": spec.workload.consumer_per_subscription,
+            "producerRate": spec.workload.producer_rate,
+            "consumerBacklogSizeGB": spec.workload.consumer_backlog_size_gb,
+            "backlogDrainRatio": spec.workload.backlog_drain_ratio,
+            "keyDistributor": spec.workload.key_distributor.name(),
+            "testDurationMinutes": spec.workload.test_duration_minutes,
+            "warmupDurationMinutes": spec.workload.warmup_duration_minutes,
         },
-        "seed": spec.seed,
-        "topics": run.topics,
-        "target_records_per_sec": run.rate,
-        "max_rate": run.search.as_ref().map(|s| json!({"chosen": s.chosen, "limit_found": s.limit_found, "steps": s.steps})),
-        "negotiated_versions": run.negotiated,
-        "start_time": rfc3339(run.started_at),
-        "end_time": rfc3339(run.ended_at),
-        "duration_s": p.elapsed.as_secs_f64() / (run.producer_count.max(1) as f64),
-        "records_sent": p.records_sent,
-        "records_acked": p.records_acked,
-        "records_failed": p.records_failed,
-        "records_unsent": p.records_unsent,
-        "records_per_sec": p.records_acked as f64 / (p.elapsed.as_secs_f64() / run.producer_count.max(1) as f64).max(1e-9),
-        "latency": LatencySummary::of(&p.latency),
-        "service_time": LatencySummary::of(&p.service_time),
-        "publish_delay": LatencySummary::of(&p.publish_delay),
-        "end_to_end": LatencySummary::of(&run.end_to_end),
-        "saturation": p.saturation,
-        "errors": p.errors,
-        "cluster": p.cluster,
-        "consumer_cluster": run.consumer_cluster(),
-        "protocol_anomalies": p.protocol_anomalies,
-        "warmup": run.warmup.as_ref().map(|w| json!({
-            "records_sent": w.records_sent,
-            "records_acked": w.records_acked,
-            "records_failed": w.records_failed,
-            "records_unsent": w.records_unsent,
-        })),
-        "consumed": consumed,
-        "backlog": run.backlog,
-        "periods": run.periods,
-        "client_errors": run.errors,
-        "aborted": run.aborted,
+        "driver": spec.driver_name,
+        "replication_factor": spec.replication_factor,
+        "producer_properties": secret(&spec.producer_properties),
+        "consumer_properties": secret(&spec.consumer_properties),
+        "not_applied": spec.not_applied,
+        "keys": spec.keys.describe(),
+        "acks": spec.producer.producer.acks.name(),
+        "compression": spec.producer.producer.compression.name(),
+        "batch_size": spec.producer.producer.batch_size,
+        "linger_ms": spec.producer.producer.linger.as_millis() as u64,
+        "warmup_s": spec.warmup.as_secs_f64(),
+        "test_duration_s": spec.test_duration.as_secs_f64(),
+        "reporting_interval_s": spec.reporting_interval.as_secs_f64(),
     })
 }

@@ -113,7 +113,7 @@ pub struct ProduceRun {
 }
 
 /// An idempotent or transactional producer's part of a run.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProducerReport {
     /// The identity InitProducerId gave each repetition's producer.
     pub identities: Vec<kbench_client::ProducerIdentity>,
@@ -246,7 +246,7 @@ impl ProduceRun {
 }
 
 /// Whether a run's figures are the load generator's limit rather than the target's.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Saturation {
     pub saturated: bool,
     /// The evidence, one sentence each.

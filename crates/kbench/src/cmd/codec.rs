@@ -21,7 +21,7 @@ fn noise_threshold(args: &CodecArgs) -> f64 {
 fn tolerance(args: &CodecArgs) -> f64 {
     args.tolerance.unwrap_or(DEFAULT_TOLERANCE)
 }
-use kbench_bench::result::{Environment, SCHEMA_VERSION};
+use kbench_bench::result::{Header, Kind};
 use kbench_wire::Compression;
 use serde::Serialize;
 
@@ -101,9 +101,8 @@ fn parse_api(s: &str) -> Result<Api, String> {
 /// The result document of a codec run.
 #[derive(Debug, Serialize)]
 struct CodecDocument<'a> {
-    schema_version: u32,
-    kind: &'static str,
-    environment: Environment,
+    #[serde(flatten)]
+    header: Header,
     seed: u64,
     isolated: bool,
     method: Method,
@@ -230,9 +229,7 @@ pub fn run(args: CodecArgs) -> CliResult {
     println!("seed {seed}; {:.1} s", started.elapsed().as_secs_f64());
     if let Some(path) = &args.json {
         let doc = CodecDocument {
-            schema_version: SCHEMA_VERSION,
-            kind: "codec",
-            environment: Environment::here(),
+            header: Header::new(Kind::Codec),
             seed,
             isolated: args.isolate,
             method,

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use kbench_bench::compare::{Cells, Comparison, Samples, Verdict, cells_of, compare};
+use kbench_bench::{Header, Kind};
 
 use crate::harness::{CliError, CliResult};
 
@@ -37,7 +38,7 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
     }
 }
 
-fn load(path: &Path) -> Result<(String, Cells), String> {
+fn load(path: &Path) -> Result<(Kind, Cells), String> {
     let files: Vec<PathBuf> = if path.is_dir() {
         let mut v: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|e| format!("{}: {e}", path.display()))?
@@ -55,17 +56,17 @@ fn load(path: &Path) -> Result<(String, Cells), String> {
             path.display()
         ));
     }
-    let mut kind: Option<String> = None;
+    let mut kind: Option<Kind> = None;
     let mut all = Cells::new();
     for f in files {
         let text = kbench_client::input::read_text(&f, kbench_client::input::RESULT)
             .map_err(|e| format!("{}: {e}", f.display()))?;
         let doc: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", f.display()))?;
-        kbench_bench::document::check(&doc).map_err(|e| format!("{}: {e}", f.display()))?;
-        let (k, cells) = cells_of(&doc).map_err(|e| format!("{}: {e}", f.display()))?;
-        if let Some(prev) = &kind
-            && *prev != k
+        let k = kbench_bench::document::check(&doc).map_err(|e| format!("{}: {e}", f.display()))?;
+        let cells = cells_of(k, &doc).map_err(|e| format!("{}: {e}", f.display()))?;
+        if let Some(prev) = kind
+            && prev != k
         {
             return Err(format!(
                 "{}: a {k} document among {prev} documents",
@@ -84,7 +85,22 @@ fn load(path: &Path) -> Result<(String, Cells), String> {
             }
         }
     }
-    Ok((kind.unwrap_or_default(), all))
+    // `files` is never empty, so a kind was read.
+    Ok((kind.unwrap_or(Kind::Compare), all))
+}
+
+/// The result document of a comparison (`kind: "compare"`).
+#[derive(serde::Serialize)]
+struct CompareDocument<'a> {
+    #[serde(flatten)]
+    header: Header,
+    baseline: String,
+    candidate: String,
+    threshold: f64,
+    seed: u64,
+    rows: &'a [Comparison],
+    only_in_baseline: Vec<&'a String>,
+    only_in_candidate: Vec<&'a String>,
 }
 
 pub fn run(args: CompareArgs) -> CliResult {
@@ -188,18 +204,16 @@ pub fn run(args: CompareArgs) -> CliResult {
             .map_err(|e| CliError::usage(format!("--markdown {}: {e}", path.display())))?;
     }
     if let Some(path) = &args.json {
-        let doc = serde_json::json!({
-            "schema_version": kbench_bench::SCHEMA_VERSION,
-            "kind": "compare",
-            "environment": kbench_bench::Environment::here(),
-            "baseline": args.baseline.display().to_string(),
-            "candidate": args.candidate.display().to_string(),
-            "threshold": args.threshold,
-            "seed": args.seed,
-            "rows": rows,
-            "only_in_baseline": only_a,
-            "only_in_candidate": only_b,
-        });
+        let doc = CompareDocument {
+            header: Header::new(Kind::Compare),
+            baseline: args.baseline.display().to_string(),
+            candidate: args.candidate.display().to_string(),
+            threshold: args.threshold,
+            seed: args.seed,
+            rows: &rows,
+            only_in_baseline: only_a,
+            only_in_candidate: only_b,
+        };
         crate::args::write_json(path, &doc).map_err(|e| CliError::usage(format!("--json {e}")))?;
     }
     Ok(if regressions > 0 { 1 } else { 0 })

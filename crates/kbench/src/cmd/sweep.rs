@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use kbench_bench::result::{Environment, SCHEMA_VERSION};
+use kbench_bench::result::{Header, Kind};
 use kbench_bench::sweep::{
     CellStatus, Guard, SweepResult, SweepSettings, cells, grouped, run_cell, seed_fetch_topic,
     shuffle, verdict,
@@ -114,9 +114,8 @@ fn parse_versions(s: &str) -> Result<VersionList, String> {
 
 #[derive(Debug, Serialize)]
 struct SweepDocument<'a> {
-    schema_version: u32,
-    kind: &'static str,
-    environment: Environment,
+    #[serde(flatten)]
+    header: Header,
     bootstrap_servers: String,
     embedded_broker: bool,
     seed: u64,
@@ -451,9 +450,7 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         .all(|r| matches!(r.status, CellStatus::Completed));
     if let Some(path) = &args.json {
         let doc = SweepDocument {
-            schema_version: SCHEMA_VERSION,
-            kind: "sweep",
-            environment: Environment::here(),
+            header: Header::new(Kind::Sweep),
             bootstrap_servers: bootstrap.to_string(),
             embedded_broker: embedded,
             seed: settings.seed,

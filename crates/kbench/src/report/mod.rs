@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
+use kbench_bench::Kind;
 use serde_json::Value;
 
 use svg::escape;
@@ -33,18 +34,16 @@ pub struct ReportArgs {
     pub title: Option<String>,
 }
 
-/// One loaded document and the name it is shown by.
+/// One loaded document, its kind (as the gate read it) and the name it is shown by.
 struct Doc {
     label: String,
+    kind: Kind,
     value: Value,
 }
 
 impl Doc {
-    fn kind(&self) -> &str {
-        self.value
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
+    fn kind(&self) -> &'static str {
+        self.kind.name()
     }
 }
 
@@ -75,12 +74,13 @@ fn load(paths: &[PathBuf]) -> Result<Vec<Doc>, String> {
             .map_err(|e| format!("{}: {e}", f.display()))?;
         let value: Value =
             serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", f.display()))?;
-        kbench_bench::document::check(&value).map_err(|e| format!("{}: {e}", f.display()))?;
+        let kind =
+            kbench_bench::document::check(&value).map_err(|e| format!("{}: {e}", f.display()))?;
         let label = f
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        docs.push(Doc { label, value });
+        docs.push(Doc { label, kind, value });
     }
     Ok(docs)
 }
@@ -117,10 +117,14 @@ fn page(title: &str, docs: &[Doc]) -> String {
         t = escape(title)
     );
     overview(&mut h, docs);
-    let latency_kinds = ["produce", "consume", "e2e", "omb"];
     let runs: Vec<&Doc> = docs
         .iter()
-        .filter(|d| latency_kinds.contains(&d.kind()))
+        .filter(|d| {
+            matches!(
+                d.kind,
+                Kind::Produce | Kind::Consume | Kind::E2e | Kind::Omb
+            )
+        })
         .collect();
     if !runs.is_empty() {
         distributions(&mut h, &runs);
@@ -130,11 +134,11 @@ fn page(title: &str, docs: &[Doc]) -> String {
         }
     }
     for d in docs {
-        match d.kind() {
-            "sweep" => sweep(&mut h, d),
-            "codec" => codec(&mut h, d),
-            "compare" => compare(&mut h, d),
-            _ => {}
+        match d.kind {
+            Kind::Sweep => sweep(&mut h, d),
+            Kind::Codec => codec(&mut h, d),
+            Kind::Compare => compare(&mut h, d),
+            Kind::Produce | Kind::Consume | Kind::E2e | Kind::Omb => {}
         }
     }
     h.push_str("</body></html>\n");
@@ -445,6 +449,7 @@ mod tests {
         };
         let d = Doc {
             label: "s.json".into(),
+            kind: Kind::Sweep,
             value: serde_json::json!({"kind": "sweep", "cells": [
                 cell(4, 4096, 2.0), cell(17, 4096, 1.0),
                 cell(4, 65536, 0.8), cell(17, 65536, 1.0),

@@ -10,7 +10,7 @@ use crate::common::*;
 /// A codec result document whose cells have the given per-repetition ns/record samples.
 fn codec_doc(cells: &[(&str, Vec<f64>)]) -> serde_json::Value {
     serde_json::json!({
-        "schema_version": 1,
+        "schema_version": kbench_bench::SCHEMA_VERSION,
         "kind": "codec",
         "cells": cells.iter().map(|(label, reps)| serde_json::json!({
             "label": label, "skipped": null, "ns_per_record_reps": reps,
@@ -209,7 +209,7 @@ fn documents_that_are_not_runs_are_refused_by_compare_and_report() {
     let dir = TempDir::new("gate");
     let good = dir.path().join("good.json");
     write(&good, &codec_doc(&[("x", around(1.0, 9, 0.1))]));
-    let cases: [(&str, serde_json::Value, &str); 4] = [
+    let cases: [(&str, serde_json::Value, &str); 5] = [
         (
             "negative.json",
             codec_doc(&[("x", vec![1.0, 1.0, -1e300])]),
@@ -219,6 +219,11 @@ fn documents_that_are_not_runs_are_refused_by_compare_and_report() {
             "nonsense.json",
             serde_json::json!({"schema_version": 3, "kind": "nonsense"}),
             "\"nonsense\"",
+        ),
+        (
+            "older.json",
+            serde_json::json!({"schema_version": 2, "kind": "codec", "cells": []}),
+            "\"schema_version\" is 2: this kbench reads version 3",
         ),
         (
             "future.json",

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use axum::http::StatusCode;
 use hdrhistogram::Histogram;
+use kbench_bench::Kind;
 use kbench_bench::e2e::E2eLive;
 use kbench_bench::produce::{IntervalReport, ProduceObserver};
 use serde_json::{Value, json};
@@ -444,9 +445,9 @@ fn load_finished(dir: &Path) -> Vec<RunEntry> {
         else {
             continue;
         };
-        let kind = match doc.get("kind").and_then(Value::as_str) {
-            Some("e2e") => "e2e",
-            Some("produce") => "produce",
+        // A run's document as the gate reads it; the server runs only produce and e2e.
+        let kind = match kbench_bench::document::check(&doc) {
+            Ok(kind @ (Kind::E2e | Kind::Produce)) => kind.name(),
             _ => continue,
         };
         let (_tx, done) = watch::channel(true);
