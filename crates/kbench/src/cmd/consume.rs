@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use kbench_bench::ProduceSpec;
 use kbench_bench::consume::{
     ConsumeMode, ConsumeObserver, ConsumeSpec, ConsumeWindow, DateFormat, StartAt, backlog,
     header_line, run_consume_job,
 };
-use kbench_client::{ConnectionSettings, ConsumerProperties, OffsetReset};
+use kbench_bench::{ProduceRun, ProduceSpec};
+use kbench_client::{ClusterConfig, ConnectionSettings, ConsumerProperties, OffsetReset};
 use kbench_wire::{Compression, Pins};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{
@@ -227,6 +228,18 @@ struct Lines {
 }
 
 impl Lines {
+    /// The lines of `args`' read, above `progress`; a header only when neither hidden nor quiet.
+    fn new(args: &ConsumeArgs, plan: &Plan, progress: Arc<crate::progress::Progress>) -> Lines {
+        Lines {
+            detailed: args.show_detailed_stats,
+            date: plan.date.clone(),
+            progress,
+            header: (!args.hide_header && !args.progress.quiet)
+                .then(|| header_line(args.show_detailed_stats).to_string()),
+            header_printed: Default::default(),
+        }
+    }
+
     fn header(&self) {
         use std::sync::atomic::Ordering;
         if let Some(h) = &self.header
@@ -275,24 +288,7 @@ async fn execute(args: &ConsumeArgs, plan: &Plan, harness: &mut Harness) -> CliR
         .connection
         .cluster_config(harness.servers.clone(), plan.pins.clone());
     if harness.embedded_broker() || args.produce_first {
-        // --verify: the fill stamps its records (and reads them back), so that the measured read
-        // has something to verify.
-        let spec = producer_spec(args, plan, |s| {
-            s.num_records = plan.spec.messages;
-            s.verify = plan.spec.verify;
-        })?;
-        eprintln!(
-            "kbench: filling topic {} with {} records of {} (unmeasured)",
-            spec.topic,
-            spec.num_records,
-            spec.payload.describe()
-        );
-        backlog::fill(&spec, cluster.clone(), harness.embedded_broker())
-            .await
-            .map_err(|e| {
-                let why = crate::harness::describe(&e, &bootstrap);
-                CliError::failed(format!("filling the topic: {why}"))
-            })?;
+        fill(args, plan, &cluster, harness).await?;
     }
     // The bar starts with the measured run (after any fill), fed by its windows.
     let progress = crate::progress::Progress::new(
@@ -310,37 +306,8 @@ async fn execute(args: &ConsumeArgs, plan: &Plan, harness: &mut Harness) -> CliR
     ));
     // The producer beside the drain stops when the drain is over, as at the end of a duration.
     let finish = CancellationToken::new();
-    let beside = match args.produce_rate.filter(|r| *r > 0.0) {
-        None => None,
-        Some(rate) => {
-            let spec = producer_spec(args, plan, |s| {
-                s.num_records = u64::MAX;
-                s.throughput = Some(rate);
-            })?;
-            let task = backlog::produce_beside(
-                spec,
-                cluster.clone(),
-                harness.stop.clone(),
-                finish.clone(),
-            )
-            .await
-            .map_err(|e| match e {
-                kbench_bench::BenchError::Run(why) => {
-                    CliError::usage(format!("--produce-rate: {why}"))
-                }
-                e => CliError::failed(format!("the producer beside the drain: {e}")),
-            })?;
-            Some((rate, task))
-        }
-    };
-    let lines = Arc::new(Lines {
-        detailed: args.show_detailed_stats,
-        date: plan.date.clone(),
-        progress: progress.clone(),
-        header: (!args.hide_header && !args.progress.quiet)
-            .then(|| header_line(args.show_detailed_stats).to_string()),
-        header_printed: Default::default(),
-    });
+    let beside = produce_beside(args, plan, &cluster, harness, &finish).await?;
+    let lines = Arc::new(Lines::new(args, plan, progress.clone()));
     let job = run_consume_job(
         &spec,
         cluster,
@@ -366,11 +333,75 @@ async fn execute(args: &ConsumeArgs, plan: &Plan, harness: &mut Harness) -> CliR
     // The run has figures: the header goes above them (and above a time-out's warning, as
     // kafka-consumer-perf-test prints it), if no detailed line has put it there already.
     lines.header();
+    conclude(args, plan, harness, &outcome, beside.as_ref())
+}
+
+/// The unmeasured fill, so that the read has records: `--messages` of them (stamped and read
+/// back with `--verify`, so that the measured read has something to verify).
+async fn fill(
+    args: &ConsumeArgs,
+    plan: &Plan,
+    cluster: &ClusterConfig,
+    harness: &Harness,
+) -> Result<(), CliError> {
+    let spec = producer_spec(args, plan, |s| {
+        s.num_records = plan.spec.messages;
+        s.verify = plan.spec.verify;
+    })?;
+    eprintln!(
+        "kbench: filling topic {} with {} records of {} (unmeasured)",
+        spec.topic,
+        spec.num_records,
+        spec.payload.describe()
+    );
+    backlog::fill(&spec, cluster.clone(), harness.embedded_broker())
+        .await
+        .map_err(|e| {
+            let why = crate::harness::describe(&e, &harness.bootstrap());
+            CliError::failed(format!("filling the topic: {why}"))
+        })
+}
+
+/// With `--produce-rate`, the producer beside the drain, started (it runs until `finish` is
+/// cancelled or the run stops): its rate and its task.
+async fn produce_beside(
+    args: &ConsumeArgs,
+    plan: &Plan,
+    cluster: &ClusterConfig,
+    harness: &Harness,
+    finish: &CancellationToken,
+) -> Result<Option<(f64, JoinHandle<ProduceRun>)>, CliError> {
+    let Some(rate) = args.produce_rate.filter(|r| *r > 0.0) else {
+        return Ok(None);
+    };
+    let spec = producer_spec(args, plan, |s| {
+        s.num_records = u64::MAX;
+        s.throughput = Some(rate);
+    })?;
+    let task = backlog::produce_beside(spec, cluster.clone(), harness.stop.clone(), finish.clone())
+        .await
+        .map_err(|e| match e {
+            kbench_bench::BenchError::Run(why) => CliError::usage(format!("--produce-rate: {why}")),
+            e => CliError::failed(format!("the producer beside the drain: {e}")),
+        })?;
+    Ok(Some((rate, task)))
+}
+
+/// What a finished read says: the histogram log, its lines, its verification and the producer
+/// beside its drain; the result file (with any `backlog` block, `--slo` and the faults applied);
+/// the exit code.
+fn conclude(
+    args: &ConsumeArgs,
+    plan: &Plan,
+    harness: &mut Harness,
+    outcome: &kbench_bench::consume::ConsumeOutcome,
+    beside: Option<&(f64, ProduceRun)>,
+) -> CliResult {
     let run = &outcome.run;
     let doc = &outcome.document;
     args.output
         .write_histogram_log(run.started_at, &run.timeline)?;
-    print_lines(args, plan, &outcome);
+    print_lines(args, plan, outcome);
     let mut code = 0;
     // kafka-consumer-perf-test exits 0 after its time-out warning; a time-out with errors behind it
     // (a broker that went away) is a failed run.
@@ -384,30 +415,18 @@ async fn execute(args: &ConsumeArgs, plan: &Plan, harness: &mut Harness) -> CliR
         }
     }
     let mut doc_value = serde_json::to_value(doc).unwrap_or_default();
-    if let Some((rate, p)) = &beside {
-        let report = backlog::BacklogReport::of(run.records, run.elapsed, *rate, p);
-        println!("{}", report.line());
-        for reason in &p.saturation.reasons {
-            println!(
-                "WARNING: load generator saturated: {reason}. These figures are not the broker's."
-            );
-        }
-        if p.records_failed > 0 {
-            for (e, n) in &p.errors {
-                eprintln!("kbench: producer: {n} × {e}");
-            }
+    if let Some((rate, p)) = beside {
+        let (report, failed) = backlog_report(run, *rate, p);
+        if failed {
             code = EXIT_FAILED;
         }
         if let Some(map) = doc_value.as_object_mut() {
-            map.insert(
-                "backlog".into(),
-                serde_json::to_value(&report).unwrap_or_default(),
-            );
+            map.insert("backlog".into(), report);
         }
     }
     if let Some(why) = &run.aborted {
         eprintln!("kbench: the run stopped early: {why}");
-        code = if interrupted {
+        code = if harness.interrupted() {
             EXIT_INTERRUPTED
         } else {
             EXIT_FAILED
@@ -420,6 +439,31 @@ async fn execute(args: &ConsumeArgs, plan: &Plan, harness: &mut Harness) -> CliR
     harness.report_faults(&mut document);
     args.output.write_json(&document)?;
     Ok(code)
+}
+
+/// The producer beside the drain, said: its line, its saturation warnings, its errors when records
+/// failed; its `backlog` block for the result, and whether any of its records failed.
+fn backlog_report(
+    run: &kbench_bench::consume::ConsumeRun,
+    rate: f64,
+    p: &ProduceRun,
+) -> (serde_json::Value, bool) {
+    let report = backlog::BacklogReport::of(run.records, run.elapsed, rate, p);
+    println!("{}", report.line());
+    for reason in &p.saturation.reasons {
+        println!(
+            "WARNING: load generator saturated: {reason}. These figures are not the broker's."
+        );
+    }
+    if p.records_failed > 0 {
+        for (e, n) in &p.errors {
+            eprintln!("kbench: producer: {n} × {e}");
+        }
+    }
+    (
+        serde_json::to_value(&report).unwrap_or_default(),
+        p.records_failed > 0,
+    )
 }
 
 /// kafka-consumer-perf-test's lines after the run, then kbench's own figures.

@@ -2,17 +2,19 @@
 //! cell at a time against one broker (the embedded one unless `--bootstrap-server`), in a seeded
 //! shuffled order, with the guards and verdicts of `kbench_bench::sweep`.
 
-use std::fmt::Write as _;
-use std::path::PathBuf;
+mod tables;
+
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use kbench_bench::broker_metrics::Conversions;
 use kbench_bench::result::{Header, Kind};
 use kbench_bench::sweep::{
     CellStatus, Guard, SweepResult, SweepSettings, cells, grouped, run_cell, seed_fetch_topic,
     shuffle, verdict,
 };
-use kbench_client::{Cluster, ClusterConfig};
+use kbench_client::{Cluster, ClusterConfig, ConnectionSettings};
 use kbench_wire::{ApiKey, Pins, kbench_range};
 use serde::Serialize;
 
@@ -165,53 +167,99 @@ struct IsolatedCell {
     seeded: kbench_bench::sweep::SeededTopic,
 }
 
-async fn run_isolated(
-    settings: &SweepSettings,
-    cell: &kbench_bench::sweep::SweepCell,
-    produce_topic: &str,
-    seeded: &kbench_bench::sweep::SeededTopic,
-    bootstrap: &str,
-    client: &[String],
-) -> SweepResult {
-    let job = IsolatedCell {
-        settings: settings.clone(),
-        cell: *cell,
-        produce_topic: produce_topic.to_string(),
-        seeded: seeded.clone(),
-    };
-    let failed = |reason: String| {
-        SweepResult::new(
-            *cell,
-            CellStatus::Error {
-                reason,
-                guard: None,
-            },
-        )
-    };
-    let (exe, json) = match (std::env::current_exe(), serde_json::to_string(&job)) {
-        (Ok(exe), Ok(json)) => (exe, json),
-        (Err(e), _) => return failed(e.to_string()),
-        (_, Err(e)) => return failed(e.to_string()),
-    };
-    let out = tokio::process::Command::new(exe)
-        .args([
-            "sweep",
-            "--bootstrap-server",
-            bootstrap,
-            "--run-cell",
-            &json,
-        ])
-        .args(client)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(true)
-        .output()
-        .await;
-    match out {
-        Ok(out) if out.status.success() => serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| failed(format!("child process answered badly: {e}"))),
-        Ok(out) => failed(format!("child process failed ({})", out.status)),
-        Err(e) => failed(format!("cannot start a child process: {e}")),
+/// What every cell of one sweep runs against: the settings, the topics, the broker, and where the
+/// cell runs (in this process, or with `--isolate` in a child process of its own).
+struct Runner<'a> {
+    args: &'a SweepArgs,
+    settings: &'a SweepSettings,
+    bootstrap: &'a str,
+    produce_topic: String,
+    seeded: kbench_bench::sweep::SeededTopic,
+}
+
+impl Runner<'_> {
+    /// Every cell in the order given, a progress line after each.
+    async fn run_all(&self, cells: &[kbench_bench::sweep::SweepCell]) -> Vec<SweepResult> {
+        let mut results = Vec::with_capacity(cells.len());
+        let bar =
+            crate::progress::Progress::steps(&self.args.progress, cells.len() as u64, "cells");
+        for (i, cell) in cells.iter().enumerate() {
+            let r = if self.args.isolate {
+                self.run_isolated(cell).await
+            } else {
+                run_cell(self.settings, *cell, &self.produce_topic, &self.seeded).await
+            };
+            let state = cell_state(&r);
+            bar.step(
+                Some(&format!(
+                    "  [{}/{}] {}: {state}",
+                    i + 1,
+                    cells.len(),
+                    r.label
+                )),
+                format!("{}: {state}", r.label),
+            );
+            results.push(r);
+        }
+        bar.finish();
+        results
+    }
+
+    /// The parent side of `--isolate`: one cell run by a child process (`--run-cell`), its result
+    /// read from the child's output; a child that fails makes the cell an error.
+    async fn run_isolated(&self, cell: &kbench_bench::sweep::SweepCell) -> SweepResult {
+        let job = IsolatedCell {
+            settings: self.settings.clone(),
+            cell: *cell,
+            produce_topic: self.produce_topic.clone(),
+            seeded: self.seeded.clone(),
+        };
+        let failed = |reason: String| {
+            SweepResult::new(
+                *cell,
+                CellStatus::Error {
+                    reason,
+                    guard: None,
+                },
+            )
+        };
+        let (exe, json) = match (std::env::current_exe(), serde_json::to_string(&job)) {
+            (Ok(exe), Ok(json)) => (exe, json),
+            (Err(e), _) => return failed(e.to_string()),
+            (_, Err(e)) => return failed(e.to_string()),
+        };
+        let out = tokio::process::Command::new(exe)
+            .args([
+                "sweep",
+                "--bootstrap-server",
+                self.bootstrap,
+                "--run-cell",
+                &json,
+            ])
+            .args(self.args.connection.as_args())
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .output()
+            .await;
+        match out {
+            Ok(out) if out.status.success() => serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| failed(format!("child process answered badly: {e}"))),
+            Ok(out) => failed(format!("child process failed ({})", out.status)),
+            Err(e) => failed(format!("cannot start a child process: {e}")),
+        }
+    }
+}
+
+/// A finished cell in a few words, for its progress line.
+fn cell_state(r: &SweepResult) -> String {
+    match &r.status {
+        CellStatus::Completed => format!(
+            "{:.3} µs/msg, {:.0} msg/s",
+            r.cpu_us_per_msg, r.msgs_per_sec
+        ),
+        CellStatus::Abandoned { reason } => format!("abandoned: {reason}"),
+        CellStatus::Error { reason, .. } => format!("error: {reason}"),
     }
 }
 
@@ -256,7 +304,66 @@ async fn sweep(args: SweepArgs) -> Result<u8, String> {
     result
 }
 
+/// The sweep against `bootstrap`: its settings, every cell in a seeded shuffled order, then the
+/// tables, the Markdown and result files, and the exit code.
 async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, String> {
+    let (settings, conversions_before) = prepare(args, bootstrap).await?;
+    let run_id = std::process::id();
+    let produce_topic = format!("kbench-sweep-produce-{run_id}");
+    let fetch_topic = format!("kbench-sweep-fetch-{run_id}");
+    let mut cells = cells(&settings);
+    shuffle(&mut cells, settings.seed);
+    eprintln!(
+        "kbench sweep: {} cells (Produce v{:?}, Fetch v{:?}), seed {} — vary it with --seed before believing a single-version result",
+        cells.len(),
+        settings.produce_versions,
+        settings.fetch_versions,
+        settings.seed
+    );
+    let started = Instant::now();
+    let seeded = seed_fetch_topic(&settings, &fetch_topic)
+        .await
+        .map_err(|e| e.to_string())?;
+    let runner = Runner {
+        args,
+        settings: &settings,
+        bootstrap,
+        produce_topic,
+        seeded,
+    };
+    let results = runner.run_all(&cells).await;
+    let conversions = conversions_over(args, conversions_before).await?;
+    let sweep = Finished {
+        args,
+        bootstrap,
+        embedded,
+        settings: &settings,
+        results,
+        conversions,
+        started,
+    };
+    let tables = sweep.tables();
+    print!("{tables}");
+    println!(
+        "seed {}; {:.0} s",
+        settings.seed,
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, &tables).map_err(|e| format!("--markdown {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &args.json {
+        sweep.write_json(path)?;
+    }
+    Ok(sweep.exit_code())
+}
+
+/// The sweep's settings, from the flags and the versions the broker supports (asked over one probe
+/// connection), and the broker's conversion counters before any cell (with `--broker-metrics`).
+async fn prepare(
+    args: &SweepArgs,
+    bootstrap: &str,
+) -> Result<(SweepSettings, Option<Conversions>), String> {
     let servers: Vec<String> = bootstrap
         .split(',')
         .map(|s| s.trim().to_string())
@@ -276,7 +383,28 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         let common = ranges.get(api).map(|b| b.intersect(&kbench_range(api)));
         common.map_or_else(Vec::new, |r| (r.min..=r.max).collect())
     };
-    let settings = SweepSettings {
+    let settings = settings_of(args, servers, &client, &default_versions);
+    let conversions_before = match &args.broker_metrics {
+        Some(url) => Some(
+            kbench_bench::broker_metrics::scrape(url)
+                .await
+                .map_err(|e| format!("--broker-metrics {e}"))?,
+        ),
+        None => None,
+    };
+    probe.close(Duration::from_secs(1)).await;
+    Ok((settings, conversions_before))
+}
+
+/// The flags as settings: each count and threshold given, or its default (`--quick` scaling some
+/// down), and the versions to sweep of those `shared` (both the broker and kbench support).
+fn settings_of(
+    args: &SweepArgs,
+    servers: Vec<String>,
+    client: &ConnectionSettings,
+    shared: &dyn Fn(ApiKey) -> Vec<i16>,
+) -> SweepSettings {
+    SweepSettings {
         bootstrap: servers,
         tls: client.tls.clone(),
         sasl: client.sasl.clone(),
@@ -302,78 +430,17 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
             args,
             ApiKey::Produce,
             args.produce_versions.as_ref(),
-            &default_versions,
+            shared,
         ),
-        fetch_versions: versions_for(
-            args,
-            ApiKey::Fetch,
-            args.fetch_versions.as_ref(),
-            &default_versions,
-        ),
+        fetch_versions: versions_for(args, ApiKey::Fetch, args.fetch_versions.as_ref(), shared),
         no_pin: args.no_pin,
-    };
-    let conversions_before = match &args.broker_metrics {
-        Some(url) => Some(
-            kbench_bench::broker_metrics::scrape(url)
-                .await
-                .map_err(|e| format!("--broker-metrics {e}"))?,
-        ),
-        None => None,
-    };
-    probe.close(Duration::from_secs(1)).await;
-    let run_id = std::process::id();
-    let produce_topic = format!("kbench-sweep-produce-{run_id}");
-    let fetch_topic = format!("kbench-sweep-fetch-{run_id}");
-    let mut cells = cells(&settings);
-    shuffle(&mut cells, settings.seed);
-    eprintln!(
-        "kbench sweep: {} cells (Produce v{:?}, Fetch v{:?}), seed {} — vary it with --seed before believing a single-version result",
-        cells.len(),
-        settings.produce_versions,
-        settings.fetch_versions,
-        settings.seed
-    );
-    let started = Instant::now();
-    let seeded = seed_fetch_topic(&settings, &fetch_topic)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut results = Vec::with_capacity(cells.len());
-    let bar = crate::progress::Progress::steps(&args.progress, cells.len() as u64, "cells");
-    for (i, cell) in cells.iter().enumerate() {
-        let r = if args.isolate {
-            run_isolated(
-                &settings,
-                cell,
-                &produce_topic,
-                &seeded,
-                bootstrap,
-                &args.connection.as_args(),
-            )
-            .await
-        } else {
-            run_cell(&settings, *cell, &produce_topic, &seeded).await
-        };
-        let state = match &r.status {
-            CellStatus::Completed => format!(
-                "{:.3} µs/msg, {:.0} msg/s",
-                r.cpu_us_per_msg, r.msgs_per_sec
-            ),
-            CellStatus::Abandoned { reason } => format!("abandoned: {reason}"),
-            CellStatus::Error { reason, .. } => format!("error: {reason}"),
-        };
-        bar.step(
-            Some(&format!(
-                "  [{}/{}] {}: {state}",
-                i + 1,
-                cells.len(),
-                r.label
-            )),
-            format!("{}: {state}", r.label),
-        );
-        results.push(r);
     }
-    bar.finish();
-    let conversions = match (&args.broker_metrics, conversions_before) {
+}
+
+/// The broker's message conversions over the sweep, as the tables and the guards say them ("not
+/// checked" without `--broker-metrics`; "FAILED: …" when there were any).
+async fn conversions_over(args: &SweepArgs, before: Option<Conversions>) -> Result<String, String> {
+    Ok(match (&args.broker_metrics, before) {
         (Some(url), Some(before)) => {
             let after = kbench_bench::broker_metrics::scrape(url)
                 .await
@@ -388,85 +455,72 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
             }
         }
         _ => "not checked".to_string(),
-    };
-    let conversions_ok = !conversions.starts_with("FAILED");
-    let mut tables = tables(
-        &results,
-        settings.noise_threshold,
-        embedded,
-        settings.no_pin,
-        &conversions,
-        args.isolate,
-    );
-    let growth = kbench_bench::sweep::growth(&results);
-    if !growth.is_empty() {
-        let _ = writeln!(
-            tables,
-            "\nPer-record cost growth, batch100 → batch1000 (CPU/msg ratio), against the newest version's"
+    })
+}
+
+/// A finished sweep: every cell's result and the broker's conversions over it, with what its
+/// tables, its result document and its exit code are said against.
+struct Finished<'a> {
+    args: &'a SweepArgs,
+    bootstrap: &'a str,
+    embedded: bool,
+    settings: &'a SweepSettings,
+    results: Vec<SweepResult>,
+    conversions: String,
+    started: Instant,
+}
+
+impl Finished<'_> {
+    /// The tables, as printed and written by `--markdown`: a table per group of cells, then the
+    /// per-record cost growth.
+    fn tables(&self) -> String {
+        let mut out = tables::groups(
+            &self.results,
+            self.settings.noise_threshold,
+            self.embedded,
+            self.settings.no_pin,
+            &self.conversions,
+            self.args.isolate,
         );
-        let _ = writeln!(
-            tables,
-            "| version | acks | batch100 µs/msg | batch1000 µs/msg | growth | vs newest | verdict |"
-        );
-        let _ = writeln!(tables, "|---|---|---|---|---|---|---|");
-        for g in &growth {
-            let _ = writeln!(
-                tables,
-                "| v{} | {} | {:.3} | {:.3} | {:.2}× | {:.2}× | {} |",
-                g.version,
-                g.acks,
-                g.batch100_us,
-                g.batch1000_us,
-                g.growth,
-                g.vs_newest,
-                if g.worse {
-                    "grows > 10 % faster than newest"
-                } else {
-                    "ok"
-                }
-            );
+        tables::growth(&mut out, &self.results);
+        out
+    }
+
+    /// The guards, each true when no cell failed it.
+    fn guards(&self) -> Guards {
+        let results = &self.results;
+        Guards {
+            negotiated_equals_pin: results.iter().all(|r| {
+                !matches!(r.status, CellStatus::Completed) || r.negotiated == Some(r.cell.version())
+            }),
+            records_read_equal_seeded: !failed_guard(results, Guard::RecordsReadEqualSeeded),
+            timestamps_from_clock: !failed_guard(results, Guard::TimestampsFromClock),
+            no_protocol_anomalies: !failed_guard(results, Guard::NoProtocolAnomalies),
+            conversions: self.conversions.clone(),
         }
     }
-    print!("{tables}");
-    println!(
-        "seed {}; {:.0} s",
-        settings.seed,
-        started.elapsed().as_secs_f64()
-    );
-    if let Some(path) = &args.markdown {
-        std::fs::write(path, &tables).map_err(|e| format!("--markdown {}: {e}", path.display()))?;
-    }
-    let groups = grouped(&results);
-    let verdict_of = |r: &SweepResult| {
-        let group = groups
-            .iter()
-            .find(|(g, _)| *g == r.cell.group())
-            .map(|(_, v)| v.as_slice())
-            .unwrap_or(&[]);
-        verdict(r, group, settings.noise_threshold, args.isolate)
-    };
-    let all_completed = results
-        .iter()
-        .all(|r| matches!(r.status, CellStatus::Completed));
-    if let Some(path) = &args.json {
+
+    /// The result document (`--json`), each cell with its verdict, written to `path`.
+    fn write_json(&self, path: &Path) -> Result<(), String> {
+        let groups = grouped(&self.results);
+        let verdict_of = |r: &SweepResult| {
+            let group = groups
+                .iter()
+                .find(|(g, _)| *g == r.cell.group())
+                .map(|(_, v)| v.as_slice())
+                .unwrap_or(&[]);
+            verdict(r, group, self.settings.noise_threshold, self.args.isolate)
+        };
         let doc = SweepDocument {
             header: Header::new(Kind::Sweep),
-            bootstrap_servers: bootstrap.to_string(),
-            embedded_broker: embedded,
-            seed: settings.seed,
-            settings: &settings,
-            guards: Guards {
-                negotiated_equals_pin: results.iter().all(|r| {
-                    !matches!(r.status, CellStatus::Completed)
-                        || r.negotiated == Some(r.cell.version())
-                }),
-                records_read_equal_seeded: !failed_guard(&results, Guard::RecordsReadEqualSeeded),
-                timestamps_from_clock: !failed_guard(&results, Guard::TimestampsFromClock),
-                no_protocol_anomalies: !failed_guard(&results, Guard::NoProtocolAnomalies),
-                conversions: conversions.clone(),
-            },
-            duration_s: started.elapsed().as_secs_f64(),
-            cells: results
+            bootstrap_servers: self.bootstrap.to_string(),
+            embedded_broker: self.embedded,
+            seed: self.settings.seed,
+            settings: self.settings,
+            guards: self.guards(),
+            duration_s: self.started.elapsed().as_secs_f64(),
+            cells: self
+                .results
                 .iter()
                 .map(|r| CellDoc {
                     result: r,
@@ -480,83 +534,22 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
         })
         .map_err(|e| format!("--json {e}"))?;
         eprintln!("kbench: wrote {}", path.display());
+        Ok(())
     }
-    Ok(if all_completed && conversions_ok {
-        0
-    } else {
-        1
-    })
-}
 
-fn tables(
-    results: &[SweepResult],
-    noise: f64,
-    embedded: bool,
-    no_pin: bool,
-    conversions: &str,
-    isolated: bool,
-) -> String {
-    let mut out = String::new();
-    let target = if embedded {
-        "the embedded Tansu broker"
-    } else {
-        "the given cluster"
-    };
-    if no_pin {
-        let _ = writeln!(
-            out,
-            "Tier 2 sanity run — not comparable — against {target}: versions negotiated unaided, no pins"
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "Tier 1 sweep against {target}: every cell pinned, negotiated == pin checked"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "Client CPU per message is this process's getrusage over the measured phase; broker conversions: {conversions}"
-    );
-    for (group, cells) in grouped(results) {
-        let newest = cells
+    /// 0 when every cell completed and the broker converted no messages; else 1.
+    fn exit_code(&self) -> u8 {
+        let all_completed = self
+            .results
             .iter()
-            .filter(|c| matches!(c.status, CellStatus::Completed))
-            .max_by_key(|c| c.cell.version())
-            .copied();
-        let _ = writeln!(out, "\n{group}");
-        let _ = writeln!(
-            out,
-            "| version | µs/msg | vs newest | msg/s | spread | peak RSS | verdict |"
-        );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
-        for c in &cells {
-            let v = verdict(c, &cells, noise, isolated);
-            match &c.status {
-                CellStatus::Completed => {
-                    let vs = newest.map_or("–".into(), |n| {
-                        format!("{:.2}×", c.cpu_us_per_msg / n.cpu_us_per_msg)
-                    });
-                    let _ = writeln!(
-                        out,
-                        "| v{} | {:.3} | {vs} | {:.0} | {:.1} % | {} MiB | {v} |",
-                        c.cell.version(),
-                        c.cpu_us_per_msg,
-                        c.msgs_per_sec,
-                        c.spread * 100.0,
-                        c.peak_rss_kib / 1024
-                    );
-                }
-                CellStatus::Abandoned { reason } | CellStatus::Error { reason, .. } => {
-                    let _ = writeln!(
-                        out,
-                        "| v{} | – | – | – | – | – | {v}: {reason} |",
-                        c.cell.version()
-                    );
-                }
-            }
+            .all(|r| matches!(r.status, CellStatus::Completed));
+        let conversions_ok = !self.conversions.starts_with("FAILED");
+        if all_completed && conversions_ok {
+            0
+        } else {
+            1
         }
     }
-    out
 }
 
 /// The versions to sweep for `api`: none if `--api` leaves it out; the broker's own choice with

@@ -220,51 +220,7 @@ async fn distributed(
     agents: crate::coordinator::AgentList,
 ) -> CliResult {
     use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_e2e};
-    let consumer = match &args.consumer_agent {
-        None => Ok(0),
-        Some(c) => crate::coordinator::parse_agents(c, "--consumer-agent").and_then(|c| {
-            agents
-                .urls
-                .iter()
-                .position(|u| *u == c[0])
-                .ok_or_else(|| format!("--consumer-agent {}: not one of the agents", c[0]))
-        }),
-    };
-    let refused = if let Err(e) = &consumer {
-        Some(e.clone())
-    } else if spec.rest.is_some() {
-        Some(
-            "--via rest-proxy: a distributed run speaks the Kafka protocol; not with --agents"
-                .into(),
-        )
-    } else if !args.pins.pin.is_empty() {
-        Some("--pin: not with --agents yet (agents negotiate versions themselves)".into())
-    } else if args.output.histogram_log.is_some() {
-        Some(
-            "--histogram-log: not with --agents yet (each agent's windows are in its own result)"
-                .into(),
-        )
-    } else if args.metrics.metrics_listen.is_some() {
-        Some("--metrics-listen: with --agents, scrape each agent's /metrics".into())
-    } else if args.mode.is_some() {
-        Some("--mode: a distributed run places the consumer and the producers itself".into())
-    } else if args.verify {
-        Some(
-            "--verify: not with --agents yet (verify each agent's records with produce --verify)"
-                .into(),
-        )
-    } else if agents.urls.len() < 2 {
-        Some(
-            "--agents: an e2e run needs two agents or more: one consumer, producers on the others"
-                .into(),
-        )
-    } else {
-        None
-    };
-    if let Some(e) = refused {
-        return Err(CliError::usage(e));
-    }
-    let consumer = consumer.unwrap_or(0);
+    let consumer = consumer_agent(args, spec, &agents)?;
     let properties = args.connection.pairs()?;
     let (bootstrap, coordinator) = cli_connect(args.bootstrap_server.as_deref(), &agents).await?;
     println!(
@@ -309,6 +265,79 @@ async fn distributed(
     );
     let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
     let doc = merged.map_err(CliError::failed)?;
+    print_merged(&doc);
+    let n = |k: &str| doc.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    let slo = args.slo.conditions("e2e").unwrap_or_default();
+    cli_finish(
+        &doc,
+        slo.as_deref(),
+        args.output.json.as_deref(),
+        n("records_failed") > 0
+            || n("records_lost") > 0
+            || n("records_late") > 0
+            || n("records_unverified") > 0,
+        // Ctrl-C is how an open-ended run ends.
+        interrupted && args.duration.is_some(),
+    )
+}
+
+/// The agent that runs the consumer of a distributed run (`--consumer-agent`, else the first),
+/// once every flag a distributed e2e run cannot take has been refused.
+fn consumer_agent(
+    args: &E2eArgs,
+    spec: &E2eSpec,
+    agents: &crate::coordinator::AgentList,
+) -> Result<usize, CliError> {
+    let consumer = match &args.consumer_agent {
+        None => Ok(0),
+        Some(c) => crate::coordinator::parse_agents(c, "--consumer-agent").and_then(|c| {
+            agents
+                .urls
+                .iter()
+                .position(|u| *u == c[0])
+                .ok_or_else(|| format!("--consumer-agent {}: not one of the agents", c[0]))
+        }),
+    };
+    let refused = if let Err(e) = &consumer {
+        Some(e.clone())
+    } else if spec.rest.is_some() {
+        Some(
+            "--via rest-proxy: a distributed run speaks the Kafka protocol; not with --agents"
+                .into(),
+        )
+    } else if !args.pins.pin.is_empty() {
+        Some("--pin: not with --agents yet (agents negotiate versions themselves)".into())
+    } else if args.output.histogram_log.is_some() {
+        Some(
+            "--histogram-log: not with --agents yet (each agent's windows are in its own result)"
+                .into(),
+        )
+    } else if args.metrics.metrics_listen.is_some() {
+        Some("--metrics-listen: with --agents, scrape each agent's /metrics".into())
+    } else if args.mode.is_some() {
+        Some("--mode: a distributed run places the consumer and the producers itself".into())
+    } else if args.verify {
+        Some(
+            "--verify: not with --agents yet (verify each agent's records with produce --verify)"
+                .into(),
+        )
+    } else if agents.urls.len() < 2 {
+        Some(
+            "--agents: an e2e run needs two agents or more: one consumer, producers on the others"
+                .into(),
+        )
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        return Err(CliError::usage(e));
+    }
+    Ok(consumer.unwrap_or(0))
+}
+
+/// The summary of a distributed run, from the merged document: the counts, the latencies, the
+/// clock.
+fn print_merged(doc: &serde_json::Value) {
     let n = |k: &str| doc.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
     println!();
     println!(
@@ -360,18 +389,6 @@ async fn distributed(
             .and_then(serde_json::Value::as_str)
             .unwrap_or("?")
     );
-    let slo = args.slo.conditions("e2e").unwrap_or_default();
-    cli_finish(
-        &doc,
-        slo.as_deref(),
-        args.output.json.as_deref(),
-        n("records_failed") > 0
-            || n("records_lost") > 0
-            || n("records_late") > 0
-            || n("records_unverified") > 0,
-        // Ctrl-C is how an open-ended run ends.
-        interrupted && args.duration.is_some(),
-    )
 }
 
 /// A run's start error, said with the flag a user would change.
