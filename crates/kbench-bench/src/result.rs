@@ -245,7 +245,8 @@ impl Repetition {
 }
 
 impl ResultDocument {
-    #[allow(clippy::too_many_arguments)]
+    /// The document of a produce run (`run`, with every repetition's figures): what it was
+    /// against, its settings block, the versions used and the seed.
     pub fn produce(
         run: &ProduceRun,
         repetitions: &[ProduceRun],

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kbench_wire::{ApiKey, Negotiated, Pins, api_name};
 
-use crate::connection::Connection;
+use crate::connection::{Connection, ConnectionSettings};
 use crate::error::ClientError;
 
 /// How to reach and talk to the cluster.
@@ -136,12 +136,7 @@ impl Cluster {
         for addr in &config.bootstrap {
             match Connection::connect_counted(
                 addr,
-                &config.client_id,
-                config.connect_timeout,
-                config.request_timeout,
-                config.max_in_flight,
-                config.tls.as_deref(),
-                config.sasl.as_deref(),
+                ConnectionSettings::of(&config),
                 write_stats.clone(),
             )
             .await
@@ -577,12 +572,7 @@ impl Cluster {
         let conn = Arc::new(
             Connection::connect_counted(
                 &addr,
-                &self.config.client_id,
-                self.config.connect_timeout,
-                self.config.request_timeout,
-                self.config.max_in_flight,
-                self.config.tls.as_deref(),
-                self.config.sasl.as_deref(),
+                ConnectionSettings::of(&self.config),
                 self.write_stats.clone(),
             )
             .await?,

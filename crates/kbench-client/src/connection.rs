@@ -129,6 +129,31 @@ pub struct Connection {
     stats: Arc<WriteStats>,
 }
 
+/// What a connection is opened with besides its address: the client id it gives, how long it waits
+/// to connect and for each answer, how many requests it keeps in flight, and its security.
+pub(crate) struct ConnectionSettings<'a> {
+    pub(crate) client_id: &'a str,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+    pub(crate) max_in_flight: usize,
+    pub(crate) tls: Option<&'a crate::Tls>,
+    pub(crate) sasl: Option<&'a crate::Sasl>,
+}
+
+impl<'a> ConnectionSettings<'a> {
+    /// A cluster's connections' settings, as its configuration gives them.
+    pub(crate) fn of(config: &'a crate::ClusterConfig) -> ConnectionSettings<'a> {
+        ConnectionSettings {
+            client_id: &config.client_id,
+            connect_timeout: config.connect_timeout,
+            request_timeout: config.request_timeout,
+            max_in_flight: config.max_in_flight,
+            tls: config.tls.as_deref(),
+            sasl: config.sasl.as_deref(),
+        }
+    }
+}
+
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
@@ -148,31 +173,31 @@ impl Connection {
         tls: Option<&crate::Tls>,
         sasl: Option<&crate::Sasl>,
     ) -> Result<Connection, ClientError> {
-        Self::connect_counted(
-            addr,
+        let settings = ConnectionSettings {
             client_id,
             connect_timeout,
             request_timeout,
             max_in_flight,
             tls,
             sasl,
-            Arc::new(WriteStats::default()),
-        )
-        .await
+        };
+        Self::connect_counted(addr, settings, Arc::new(WriteStats::default())).await
     }
 
     /// As [`connect`](Self::connect), the writer counting into `write_stats` (a cluster's total).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn connect_counted(
         addr: &str,
-        client_id: &str,
-        connect_timeout: Duration,
-        request_timeout: Duration,
-        max_in_flight: usize,
-        tls: Option<&crate::Tls>,
-        sasl: Option<&crate::Sasl>,
+        settings: ConnectionSettings<'_>,
         write_stats: Arc<WriteStats>,
     ) -> Result<Connection, ClientError> {
+        let ConnectionSettings {
+            client_id,
+            connect_timeout,
+            request_timeout,
+            max_in_flight,
+            tls,
+            sasl,
+        } = settings;
         let connect_err = |reason: String| ClientError::Connect {
             addr: addr.to_string(),
             reason,

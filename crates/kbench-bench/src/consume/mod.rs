@@ -10,21 +10,24 @@
 //! record arrived for `timeout` (the tool's `--timeout`), or when stopped.
 
 pub mod backlog;
+mod phase;
+
+pub use phase::run_consume;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
 use kbench_client::{
-    ClientError, Cluster, ClusterConfig, ConsumerProperties, ConsumerSettings, GroupConfig,
-    GroupMember, Membership, OffsetReset, TopicLayout,
+    ClientError, Cluster, ClusterConfig, ConsumerProperties, ConsumerSettings, GroupMember,
+    OffsetReset, TopicLayout,
 };
-use kbench_wire::{ApiKey, BatchDecoder, api_name};
+use kbench_wire::{ApiKey, api_name};
 use serde::Serialize;
 
 use crate::error::{BenchError, SpecError};
-use crate::measure::{CpuTime, LatencySummary, latency_histogram, peak_rss_kib};
+use crate::measure::{CpuTime, LatencySummary};
 use crate::result::{Header, Kind, Target, rfc3339};
 use crate::spec::{MAX_WAIT, check_consumer, check_duration, check_range, check_topic};
 use crate::stop::Stop;
@@ -435,7 +438,7 @@ pub struct ConsumeResultDocument {
 }
 
 impl ConsumeResultDocument {
-    #[allow(clippy::too_many_arguments)]
+    /// The document of `run`: what it was against, its settings block and the versions used.
     pub fn of(
         run: &ConsumeRun,
         spec: &ConsumeSpec,
@@ -606,386 +609,6 @@ async fn start_positions(
     Ok(positions)
 }
 
-/// The measured phase: join (group mode), position, fetch until done.
-pub async fn run_consume<O: ConsumeObserver>(
-    cluster: Arc<Cluster>,
-    layout: TopicLayout,
-    spec: &ConsumeSpec,
-    stop: Stop,
-    observer: Arc<O>,
-) -> Result<ConsumeRun, BenchError> {
-    let cancel = stop.token().clone();
-    let started_at = SystemTime::now();
-    let start = Instant::now();
-    let cpu_start = CpuTime::now();
-    let all: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
-
-    // Join (group mode) and position: the tool's "rebalance" time is the join.
-    let mut member = None;
-    let assigned: Vec<i32> = match &spec.mode {
-        ConsumeMode::Group { group_id } => {
-            let config = GroupConfig {
-                group_id: group_id.clone(),
-                topic: spec.topic.clone(),
-                session_timeout: spec.consumer.session_timeout,
-                rebalance_timeout: spec.consumer.session_timeout.max(Duration::from_secs(30)),
-            };
-            let joined = tokio::select! {
-                m = GroupMember::join(cluster.clone(), config) => m,
-                _ = cancel.cancelled() => return Err(BenchError::Run("stopped while joining the group".into())),
-            };
-            let m = joined.map_err(|e| BenchError::Run(format!("group {group_id:?}: {e}")))?;
-            let assigned = m.assignment().to_vec();
-            member = Some(m);
-            assigned
-        }
-        ConsumeMode::Assign { partitions } if partitions.is_empty() => all.clone(),
-        ConsumeMode::Assign { partitions } => partitions.clone(),
-    };
-    let mut join = if member.is_some() {
-        start.elapsed()
-    } else {
-        Duration::ZERO
-    };
-    let mut positions = start_positions(&cluster, &layout, member.as_ref(), &assigned, spec.start)
-        .await
-        .map_err(|e| BenchError::topic(&spec.topic, e))?;
-    let mut spans: BTreeMap<i32, PartitionSpan> = positions
-        .iter()
-        .map(|(p, o)| {
-            (
-                *p,
-                PartitionSpan {
-                    start_offset: *o,
-                    end_offset: *o,
-                    records: 0,
-                    skipped: 0,
-                },
-            )
-        })
-        .collect();
-
-    observer.joined();
-    let layout = Arc::new(layout);
-    let mut consumer = kbench_client::Consumer::new(cluster.clone(), &layout, engine_options(spec));
-    consumer.assign(&positions);
-    let mut decoder = BatchDecoder::new();
-    let mut fetch_latency = latency_histogram();
-    let mut end_to_end = latency_histogram();
-    let mut verifier = spec.verify.then(crate::verify::Verifier::any_producer);
-    let mut window_e2e = spec.end_to_end.then(latency_histogram);
-    let mut fetch_e2e: Vec<u64> = Vec::new();
-    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-    let (mut records, mut bytes, mut batches) = (0u64, 0u64, 0u64);
-    let (mut fetches, mut empty_fetches, mut commits) = (0u64, 0u64, 0u64);
-    let mut last_record = Instant::now();
-    let mut timed_out = false;
-    let mut window_start = Instant::now();
-    let (mut window_records, mut window_bytes) = (0u64, 0u64);
-    let mut window_join = join;
-    let mut last_heartbeat = Instant::now();
-    let mut last_commit = Instant::now();
-    let mut committed: BTreeMap<i32, i64> = BTreeMap::new();
-    let mut paused = false;
-    let mut timeline =
-        crate::timeline::Timeline::new(started_at, TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS)
-            .with_sink(spec.window_sink.clone());
-    let every = spec.timeline_interval.max(Duration::from_millis(10));
-    let mut next_window = start + every;
-    // How often the loop looks up from the answers (heartbeats, windows, the time-out) when none
-    // comes.
-    let tick = Duration::from_millis(20);
-
-    while records < spec.messages {
-        if cancel.is_cancelled() {
-            break;
-        }
-        let now = Instant::now();
-        if now - last_record > spec.timeout {
-            timed_out = true;
-            break;
-        }
-        if now >= next_window {
-            next_window += every;
-            timeline.take(
-                SystemTime::now(),
-                &[records, bytes],
-                vec![fetch_latency.clone(), end_to_end.clone()],
-            );
-        }
-        if now - window_start >= spec.reporting_interval {
-            observer.interval(&ConsumeWindow {
-                at: SystemTime::now(),
-                elapsed: now - window_start,
-                total_records: records,
-                total_bytes: bytes,
-                records: window_records,
-                bytes: window_bytes,
-                join: window_join,
-                end_to_end: window_e2e.as_mut().map(|h| {
-                    let fresh = Histogram::new_from(h);
-                    std::mem::replace(h, fresh)
-                }),
-            });
-            window_start = now;
-            (window_records, window_bytes) = (0, 0);
-            window_join = Duration::ZERO;
-        }
-        if let Some(m) = member.as_mut() {
-            if now - last_heartbeat >= spec.consumer.heartbeat_interval {
-                last_heartbeat = now;
-                match m.heartbeat().await {
-                    Ok(Membership::Stable) => {}
-                    Ok(Membership::RejoinNeeded) => {
-                        let began = Instant::now();
-                        m.rejoin()
-                            .await
-                            .map_err(|e| BenchError::Run(format!("rejoining the group: {e}")))?;
-                        let assigned = m.assignment().to_vec();
-                        let mut fresh =
-                            start_positions(&cluster, &layout, Some(m), &assigned, spec.start)
-                                .await
-                                .map_err(|e| BenchError::topic(&spec.topic, e))?;
-                        // Partitions kept keep the position reached.
-                        for (p, o) in fresh.iter_mut() {
-                            if let Some(kept) = positions.get(p) {
-                                *o = *kept;
-                            }
-                            spans.entry(*p).or_insert(PartitionSpan {
-                                start_offset: *o,
-                                end_offset: *o,
-                                records: 0,
-                                skipped: 0,
-                            });
-                        }
-                        positions = fresh;
-                        consumer.assign(&positions);
-                        let took = began.elapsed();
-                        join += took;
-                        window_join += took;
-                    }
-                    Err(e) => *errors.entry(format!("heartbeat: {e}")).or_default() += 1,
-                }
-            }
-            if spec.commit
-                && now - last_commit >= spec.consumer.auto_commit_interval
-                && positions != committed
-            {
-                last_commit = now;
-                match m.commit(&layout, &positions).await {
-                    Ok(_) => {
-                        commits += 1;
-                        committed = positions.clone();
-                    }
-                    Err(e) => *errors.entry(format!("commit: {e}")).or_default() += 1,
-                }
-            }
-        }
-        // Paused (a backlog being built): in the group, heartbeating, not fetching, not idle.
-        if observer.paused() != paused {
-            paused = !paused;
-            consumer.pause(paused);
-        }
-        if paused {
-            last_record = Instant::now();
-        }
-        if paused || positions.is_empty() {
-            // Nothing to read (paused, or another member has every partition): wait.
-            let wait = if paused {
-                tick
-            } else {
-                spec.consumer
-                    .heartbeat_interval
-                    .min(Duration::from_millis(500))
-            };
-            tokio::select! {
-                _ = cancel.cancelled() => break,
-                _ = tokio::time::sleep(wait) => continue,
-            }
-        }
-        let fetched = tokio::select! {
-            f = consumer.poll() => f,
-            _ = cancel.cancelled() => break,
-            _ = tokio::time::sleep(tick) => continue,
-        };
-        let Some(fetched) = fetched else { break };
-        fetches += 1;
-        let took = fetched.answered.saturating_duration_since(fetched.sent);
-        let _ = fetch_latency.record((took.as_micros() as u64).max(1));
-        for e in &fetched.errors {
-            *errors.entry(format!("fetch: {e}")).or_default() += 1;
-        }
-        // `auto.offset.reset` moved a partition the broker no longer had the offsets of.
-        for (partition, from, to) in &fetched.resets {
-            *errors
-                .entry(format!(
-                    "fetch: {}-{partition}: offset {from} out of range, reset to {to}",
-                    layout.name
-                ))
-                .or_default() += 1;
-            if let Some(p) = positions.get_mut(partition) {
-                if let Some(s) = spans.get_mut(partition)
-                    && *to > *p
-                {
-                    s.skipped += (*to - *p) as u64;
-                    s.end_offset = *to;
-                }
-                *p = *to;
-            }
-        }
-        let before = records;
-        // End to end: the wall clock when the answer came, less each record's CreateTime.
-        let arrived_ms = spec.end_to_end.then(kbench_wire::batch::now_ms);
-        let bytes_before = bytes;
-        fetch_e2e.clear();
-        for part in &fetched.parts {
-            let (partition, data) = (&part.partition, &part.data);
-            let Some(position) = positions.get(partition).copied() else {
-                continue;
-            };
-            let wanted = spec.messages - records;
-            let mut taken = 0u64;
-            let mut taken_bytes = 0u64;
-            let mut skipped = 0u64;
-            let mut next = position;
-            let mut aborted = kbench_wire::records::AbortedFilter::new(&data.aborted);
-            // A record counts once, at the offset expected next or later: a batch a broker sends
-            // twice, or one that starts before the position, adds nothing. Offsets passed over (a
-            // compacted log, or a broker answering from the wrong place) are counted as skipped.
-            let result = decoder.decode_all(&data.records, |header, record| {
-                if header.is_control() || (header.is_transactional() && aborted.skips(header)) {
-                    // Control batches (and, read committed, the records of an aborted
-                    // transaction, its marker closing it) are passed over, never counted.
-                    if header.is_control() {
-                        aborted.skips(header);
-                    }
-                    if taken < wanted {
-                        next = next.max(record.offset + 1);
-                    }
-                    return;
-                }
-                if record.offset < next || taken >= wanted {
-                    return;
-                }
-                skipped += (record.offset - next) as u64;
-                taken += 1;
-                if let Some(v) = verifier.as_mut() {
-                    v.check(
-                        *partition,
-                        record.offset,
-                        crate::verify::Stamp::of(&record),
-                        record.value.unwrap_or(&[]),
-                    );
-                }
-                if let Some(at) = arrived_ms {
-                    let us = ((at - record.timestamp).max(0) as u64 * 1000).max(1);
-                    let _ = end_to_end.record(us);
-                    if let Some(h) = window_e2e.as_mut() {
-                        let _ = h.record(us);
-                    }
-                    fetch_e2e.push(us);
-                }
-                taken_bytes += record.key.map_or(0, |k| k.len() as u64)
-                    + record.value.map_or(0, |v| v.len() as u64);
-                next = record.offset + 1;
-            });
-            match result {
-                Ok(summary) => {
-                    batches += summary.batches as u64;
-                    // A batch read whole moves the position past its end (compacted offsets).
-                    if taken < wanted
-                        && let Some(end) = batches_end(&data.records, position)
-                    {
-                        next = next.max(end);
-                    }
-                }
-                Err(e) => {
-                    *errors
-                        .entry(format!("decode {}-{partition}: {e}", layout.name))
-                        .or_default() += 1;
-                }
-            }
-            records += taken;
-            bytes += taken_bytes;
-            window_records += taken;
-            window_bytes += taken_bytes;
-            if next > position {
-                positions.insert(*partition, next);
-                if let Some(s) = spans.get_mut(partition) {
-                    s.end_offset = next;
-                    s.records += taken;
-                    s.skipped += skipped;
-                }
-            }
-            // The engine fetches on from the end of these batches; where the records read end
-            // elsewhere (a broker answering from the wrong place), it is told.
-            if next
-                != batches_end(&data.records, part.from)
-                    .unwrap_or(part.from)
-                    .max(part.from)
-                && records < spec.messages
-            {
-                consumer.seek(*partition, next);
-            }
-            if records >= spec.messages {
-                break;
-            }
-        }
-        if records > before {
-            last_record = Instant::now();
-            observer.fetched(records - before, bytes - bytes_before, &fetch_e2e);
-        } else {
-            empty_fetches += 1;
-        }
-    }
-    let cluster_events = consumer.finish();
-    let elapsed = start.elapsed();
-    let cpu = CpuTime::now().since(cpu_start);
-    let ended_at = SystemTime::now();
-    // The last, partial window: the windows add up to the run.
-    timeline.take(
-        ended_at,
-        &[records, bytes],
-        vec![fetch_latency.clone(), end_to_end.clone()],
-    );
-    if let Some(m) = member.as_ref() {
-        if spec.commit && positions != committed {
-            match m.commit(&layout, &positions).await {
-                Ok(_) => commits += 1,
-                Err(e) => *errors.entry(format!("commit: {e}")).or_default() += 1,
-            }
-        }
-        if let Err(e) = m.leave().await {
-            *errors.entry(format!("leave: {e}")).or_default() += 1;
-        }
-    }
-    let aborted = stop.reason();
-    Ok(ConsumeRun {
-        records,
-        bytes,
-        batches,
-        started_at,
-        ended_at,
-        elapsed,
-        join,
-        cpu,
-        peak_rss_kib: peak_rss_kib(),
-        fetch_latency,
-        fetches,
-        empty_fetches,
-        commits,
-        timed_out,
-        aborted,
-        errors,
-        partitions: spans,
-        member_id: member.map(|m| m.member_id().to_string()),
-        end_to_end,
-        timeline: timeline.into_windows(),
-        verification: verifier.map(|v| v.report(None)),
-        cluster: crate::cluster::ClusterReport::of(&cluster_events, start, started_at),
-    })
-}
-
 /// The consumer engine's settings for a consume run.
 fn engine_options(spec: &ConsumeSpec) -> kbench_client::ConsumerOptions {
     kbench_client::ConsumerOptions {
@@ -1124,6 +747,7 @@ fn civil_from_unix_ms(ms: i64) -> (i64, u32, u32, u32, u32, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::latency_histogram;
 
     #[test]
     fn the_default_spec_is_valid_and_reads_from_the_earliest_offset() {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use kbench_client::group::{GroupConfig, GroupMember, Membership, send_commit};
 use kbench_client::{ClientError, Cluster, ClusterConfig, TopicLayout};
 use kbench_wire::batch::{RecordHeader, now_ms};
-use kbench_wire::{BatchDecoder, Negotiated};
+use kbench_wire::{BatchDecoder, Negotiated, RecordView};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::task::JoinSet;
@@ -77,12 +77,32 @@ impl Native {
         Ok(c)
     }
 
+    /// What the producers and the consumer are given of the run.
+    fn shared(&self) -> NativeRun {
+        NativeRun {
+            spec: self.spec.clone(),
+            layout: self.layout.clone(),
+            epoch: self.epoch,
+            run_tag: self.run_tag,
+        }
+    }
+
+    /// The connection settings of a client of the run, as `client_id`.
     fn cluster_config(&self, client_id: String) -> ClusterConfig {
         let mut config = self.cluster.clone();
         config.client_id = client_id;
         config.max_in_flight = self.spec.producer.max_in_flight.max(1);
         config
     }
+}
+
+/// What the producers and the consumer of a native run share: its settings, the topic's layout, the
+/// instant send times are counted from, and the tag that marks the run's records.
+struct NativeRun {
+    spec: E2eSpec,
+    layout: TopicLayout,
+    epoch: Instant,
+    run_tag: u32,
 }
 
 /// How many producers connect at once: enough that thousands start in seconds, few enough that the
@@ -112,14 +132,11 @@ impl Driver for Native {
     ) -> Result<ConsumerTask, BenchError> {
         let cluster = self.connect(self.spec.consumer_id.clone()).await?;
         Ok(tokio::spawn(consume(
-            self.spec.clone(),
+            self.shared(),
             cluster,
-            self.layout.clone(),
             live,
             stop,
             ready,
-            self.epoch,
-            self.run_tag,
         )))
     }
 
@@ -168,14 +185,11 @@ impl Driver for Native {
         for (idx, c) in connected.into_iter().enumerate() {
             let Some(c) = c else { continue };
             producers.spawn(produce(
-                self.spec.clone(),
+                self.shared(),
                 self.spec.producer_base + idx as u32,
                 c,
-                self.layout.clone(),
                 live.clone(),
                 stop.clone(),
-                self.epoch,
-                self.run_tag,
             ));
         }
         Ok(())
@@ -253,17 +267,19 @@ impl kbench_client::Delivery<E2eBatch> for E2eDelivery {
 /// One producer: batches at random intervals until stopped, each to the next partition in turn,
 /// through the producer engine (which follows the partitions' leaders); then its outstanding
 /// batches get [`DURATION_GRACE`](crate::spec::DURATION_GRACE) to resolve.
-#[allow(clippy::too_many_arguments)]
 async fn produce(
-    spec: E2eSpec,
+    run: NativeRun,
     idx: u32,
     cluster: Arc<Cluster>,
-    layout: TopicLayout,
     live: Arc<E2eLive>,
     stop: CancellationToken,
-    epoch: Instant,
-    run_tag: u32,
 ) {
+    let NativeRun {
+        spec,
+        layout,
+        epoch,
+        run_tag,
+    } = run;
     let mut pacer = Pacer::new(&spec, idx, live.clone());
     let values = pacer.payload(spec.payload_size.max);
     let partitions: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
@@ -388,261 +404,322 @@ async fn produce(
 }
 
 /// The consumer: join, learn positions, signal ready, then poll/commit/heartbeat until stopped.
-#[allow(clippy::too_many_arguments)]
 async fn consume(
-    spec: E2eSpec,
+    run: NativeRun,
     cluster: Arc<Cluster>,
-    mut layout: TopicLayout,
     live: Arc<E2eLive>,
     stop: CancellationToken,
     ready: tokio::sync::oneshot::Sender<()>,
-    epoch: Instant,
-    run_tag: u32,
 ) -> Result<ConsumerDone, BenchError> {
-    let config = GroupConfig {
-        group_id: spec.group_id.clone(),
-        topic: spec.topic.clone(),
-        session_timeout: spec.consumer.session_timeout,
-        rebalance_timeout: spec.consumer.session_timeout.max(Duration::from_secs(30)),
-    };
-    let setup = async {
-        let member = GroupMember::join(cluster.clone(), config).await?;
-        let positions = cluster.latest_offsets(&layout, member.assignment()).await?;
-        Ok::<_, ClientError>((member, positions))
-    };
-    let (mut member, mut positions) = setup.await?;
-    let mut engine = kbench_client::Consumer::new(
-        cluster.clone(),
-        &layout,
-        kbench_client::ConsumerOptions {
-            partition_max_bytes: fetch_bytes(&spec),
-            max_bytes: fetch_bytes(&spec),
-            max_wait: spec.consumer.fetch_max_wait,
-            read_committed: false,
-            // A log that lost the offsets read (a broker that restarted empty) is read again from
-            // its start.
-            reset: kbench_client::OffsetReset::Earliest,
-            retry_backoff: kbench_client::config::RETRY_BACKOFF,
-        },
-    );
-    engine.assign(&positions);
+    let mut consumer = NativeConsumer::join(run, cluster, live).await?;
     let _ = ready.send(());
+    consumer.count_by_segment();
+    consumer.consume_until(&stop).await?;
+    consumer.finish().await
+}
 
-    let mut decoder = BatchDecoder::new();
-    let mut seen = Seen::counting_into(live.clone());
-    let mut gaps: BTreeMap<i32, Gaps> = BTreeMap::new();
-    let gap_hold = gap_hold(spec.consumer.fetch_max_wait);
-    let mut committer = Committer::new(spec.commit, &positions);
-    let mut last_heartbeat = Instant::now();
-    let mut async_commits: JoinSet<()> = JoinSet::new();
-    // Consumer only: without a run tag every kbench record counts, timed from its CreateTime (ms);
-    // a distributed run's consumer counts its run's records, timed from their wall-clock send
-    // header, corrected per producer agent.
-    let peers = spec.peers_consumer();
-    let wall_clock = spec.mode == E2eMode::Consumer && !peers;
-    let clock_ahead = |producer: u32| -> i64 {
-        spec.producer_segments
-            .iter()
-            .find(|s| (s.first_producer..s.first_producer + s.producers).contains(&producer))
-            .map_or(0, |s| s.clock_ahead_us)
-    };
-    if peers {
-        *live.segments.lock().expect("segments lock") = crate::e2e::Segments::new(
-            spec.producer_segments
-                .iter()
-                .map(|s| s.first_producer..s.first_producer + s.producers)
-                .collect(),
-        );
-    }
-    while !stop.is_cancelled() {
-        if last_heartbeat.elapsed() >= spec.consumer.heartbeat_interval {
-            last_heartbeat = Instant::now();
-            add(&live.heartbeats, 1);
-            match member.heartbeat().await {
-                Ok(Membership::Stable) => {}
-                Ok(Membership::RejoinNeeded) => {
-                    rejoin(&mut member, &mut engine, &mut positions, &live).await?;
-                }
-                Err(e) => {
-                    live.error(format!("heartbeat: {e}"), 0);
-                    // The coordinator is gone (a broker restarted): find it and join again. A
-                    // broker that stays down fails this too; the next heartbeat tries again.
-                    let moved = matches!(e, ClientError::Kafka { code: 15 | 16, .. });
-                    if (member.coordinator_lost() || moved)
-                        && let Err(e) =
-                            rejoin(&mut member, &mut engine, &mut positions, &live).await
-                    {
-                        live.error(format!("rejoin: {e}"), 0);
-                    }
-                }
-            }
-        }
-        if positions.is_empty() {
-            // Nothing assigned (another member has every partition): wait for a rebalance.
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(spec.consumer.heartbeat_interval) => continue,
-            }
-        }
-        // The next answer of any broker's fetch loop (each broker is fetched from concurrently,
-        // on connections of their own); the heartbeat's turn comes between answers.
-        let until_heartbeat = spec
-            .consumer
-            .heartbeat_interval
-            .saturating_sub(last_heartbeat.elapsed());
-        let fetched = tokio::select! {
-            _ = stop.cancelled() => break,
-            f = engine.poll() => f,
-            _ = tokio::time::sleep(until_heartbeat) => continue,
+/// The native consumer in its group: its membership, engine and positions, and what it keeps from
+/// answer to answer (the records seen, the holes held, the commit rule).
+struct NativeConsumer {
+    run: NativeRun,
+    cluster: Arc<Cluster>,
+    live: Arc<E2eLive>,
+    member: GroupMember,
+    engine: kbench_client::Consumer,
+    /// The next offset to read in each partition assigned.
+    positions: BTreeMap<i32, i64>,
+    decoder: BatchDecoder,
+    seen: Seen,
+    gaps: BTreeMap<i32, Gaps>,
+    /// How long a hole is held before it is passed over ([`gap_hold`]).
+    gap_hold: Duration,
+    committer: Committer,
+    last_heartbeat: Instant,
+    /// Background commits not answered yet.
+    async_commits: JoinSet<()>,
+    /// A distributed run's consumer: it counts its run's records, timed from their wall-clock send
+    /// header, corrected per producer agent.
+    peers: bool,
+    /// Consumer only, without a run tag: every kbench record counts, timed from its CreateTime (ms).
+    wall_clock: bool,
+}
+
+impl NativeConsumer {
+    /// Join the group, learn the assigned partitions' latest offsets (where the run starts) and hand
+    /// them to a consumer engine.
+    async fn join(
+        run: NativeRun,
+        cluster: Arc<Cluster>,
+        live: Arc<E2eLive>,
+    ) -> Result<NativeConsumer, BenchError> {
+        let spec = &run.spec;
+        let config = GroupConfig {
+            group_id: spec.group_id.clone(),
+            topic: spec.topic.clone(),
+            session_timeout: spec.consumer.session_timeout,
+            rebalance_timeout: spec.consumer.session_timeout.max(Duration::from_secs(30)),
         };
-        let Some(fetched) = fetched else { break };
-        add(&live.fetches, 1);
+        let setup = async {
+            let member = GroupMember::join(cluster.clone(), config).await?;
+            let positions = cluster
+                .latest_offsets(&run.layout, member.assignment())
+                .await?;
+            Ok::<_, ClientError>((member, positions))
+        };
+        let (member, positions) = setup.await?;
+        let mut engine = kbench_client::Consumer::new(
+            cluster.clone(),
+            &run.layout,
+            kbench_client::ConsumerOptions {
+                partition_max_bytes: fetch_bytes(spec),
+                max_bytes: fetch_bytes(spec),
+                max_wait: spec.consumer.fetch_max_wait,
+                read_committed: false,
+                // A log that lost the offsets read (a broker that restarted empty) is read again
+                // from its start.
+                reset: kbench_client::OffsetReset::Earliest,
+                retry_backoff: kbench_client::config::RETRY_BACKOFF,
+            },
+        );
+        engine.assign(&positions);
+        let peers = spec.peers_consumer();
+        let wall_clock = spec.mode == E2eMode::Consumer && !peers;
+        let gap_hold = gap_hold(spec.consumer.fetch_max_wait);
+        let committer = Committer::new(spec.commit, &positions);
+        Ok(NativeConsumer {
+            run,
+            cluster,
+            seen: Seen::counting_into(live.clone()),
+            live,
+            member,
+            engine,
+            positions,
+            decoder: BatchDecoder::new(),
+            gaps: BTreeMap::new(),
+            gap_hold,
+            committer,
+            last_heartbeat: Instant::now(),
+            async_commits: JoinSet::new(),
+            peers,
+            wall_clock,
+        })
+    }
+
+    /// A distributed run's consumer: count the records read by the producer agents' segments.
+    fn count_by_segment(&self) {
+        if self.peers {
+            *self.live.segments.lock().expect("segments lock") = crate::e2e::Segments::new(
+                self.run
+                    .spec
+                    .producer_segments
+                    .iter()
+                    .map(|s| s.first_producer..s.first_producer + s.producers)
+                    .collect(),
+            );
+        }
+    }
+
+    /// Heartbeat, poll, count and commit until stopped.
+    async fn consume_until(&mut self, stop: &CancellationToken) -> Result<(), BenchError> {
+        let heartbeat_interval = self.run.spec.consumer.heartbeat_interval;
+        while !stop.is_cancelled() {
+            if self.last_heartbeat.elapsed() >= heartbeat_interval {
+                self.heartbeat().await?;
+            }
+            if self.positions.is_empty() {
+                // Nothing assigned (another member has every partition): wait for a rebalance.
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(heartbeat_interval) => continue,
+                }
+            }
+            // The next answer of any broker's fetch loop (each broker is fetched from
+            // concurrently, on connections of their own); the heartbeat's turn comes between
+            // answers.
+            let until_heartbeat = heartbeat_interval.saturating_sub(self.last_heartbeat.elapsed());
+            let fetched = tokio::select! {
+                _ = stop.cancelled() => break,
+                f = self.engine.poll() => f,
+                _ = tokio::time::sleep(until_heartbeat) => continue,
+            };
+            let Some(fetched) = fetched else { break };
+            add(&self.live.fetches, 1);
+            if !self.answer_is_readable(&fetched).await {
+                continue;
+            }
+            let answer = self.read_answer(&fetched);
+            self.take_in(answer, &fetched);
+            self.commit_if_due().await?;
+        }
+        Ok(())
+    }
+
+    /// One heartbeat: a rebalance asked for is joined; a coordinator lost (a broker restarted) is
+    /// found and joined again.
+    async fn heartbeat(&mut self) -> Result<(), BenchError> {
+        self.last_heartbeat = Instant::now();
+        add(&self.live.heartbeats, 1);
+        match self.member.heartbeat().await {
+            Ok(Membership::Stable) => {}
+            Ok(Membership::RejoinNeeded) => {
+                rejoin(
+                    &mut self.member,
+                    &mut self.engine,
+                    &mut self.positions,
+                    &self.live,
+                )
+                .await?;
+            }
+            Err(e) => {
+                self.live.error(format!("heartbeat: {e}"), 0);
+                // The coordinator is gone (a broker restarted): find it and join again. A broker
+                // that stays down fails this too; the next heartbeat tries again.
+                let moved = matches!(e, ClientError::Kafka { code: 15 | 16, .. });
+                if (self.member.coordinator_lost() || moved)
+                    && let Err(e) = rejoin(
+                        &mut self.member,
+                        &mut self.engine,
+                        &mut self.positions,
+                        &self.live,
+                    )
+                    .await
+                {
+                    self.live.error(format!("rejoin: {e}"), 0);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Count an answer's errors and offset resets. A log that ends below what was read from it was
+    /// lost (a broker that restarted empty, an unclean election): its partitions are read again
+    /// from their start, as auto.offset.reset=earliest would, and the answer is not read (false).
+    async fn answer_is_readable(&mut self, fetched: &kbench_client::Fetched) -> bool {
         for e in &fetched.errors {
-            live.error(format!("fetch: {e}"), 0);
+            self.live.error(format!("fetch: {e}"), 0);
         }
         for (p, from, to) in &fetched.resets {
-            live.error(
+            self.live.error(
                 format!(
                     "fetch: {}-{p}: offset {from} out of range (the broker lost its log): read again from offset {to}",
-                    layout.name
+                    self.run.layout.name
                 ),
                 0,
             );
-            positions.insert(*p, *to);
+            self.positions.insert(*p, *to);
         }
-        // A log that ends below what was read from it was lost (a broker that restarted empty, an
-        // unclean election): read it again from its start, as auto.offset.reset=earliest would.
         let behind: Vec<i32> = fetched
             .parts
             .iter()
             .filter(|part| {
                 part.data.high_watermark >= 0
-                    && positions
+                    && self
+                        .positions
                         .get(&part.partition)
                         .is_some_and(|pos| part.data.high_watermark < *pos)
             })
             .map(|part| part.partition)
             .collect();
-        if !behind.is_empty() {
-            layout = engine.layout();
-            reset_to_start(&cluster, &layout, &behind, &mut positions, &live).await;
-            for p in &behind {
-                engine.seek(*p, positions[p]);
-            }
-            continue;
+        if behind.is_empty() {
+            return true;
         }
-        // Receipt time: when the response was in hand, one reading for the whole response (the
-        // fetch loop's, before the answer waited its turn here).
-        let in_hand = Instant::now();
-        let queued = in_hand.saturating_duration_since(fetched.answered);
-        let received_us = fetched.answered.duration_since(epoch).as_micros() as u64;
-        let received_wall_ms = now_ms() - queued.as_millis() as i64;
-        let received_wall_us = crate::clock::wall_us().saturating_sub(queued.as_micros() as u64);
-        let mut firsts: Vec<u32> = Vec::new();
-        let mut got = 0u64;
-        let mut trips: Vec<u64> = Vec::new();
-        let mut seeks: Vec<(i32, i64)> = Vec::new();
+        self.run.layout = self.engine.layout();
+        reset_to_start(
+            &self.cluster,
+            &self.run.layout,
+            &behind,
+            &mut self.positions,
+            &self.live,
+        )
+        .await;
+        for p in &behind {
+            self.engine.seek(*p, self.positions[p]);
+        }
+        false
+    }
+
+    /// Decode an answer's records, up to the first hole held in each partition, and count them;
+    /// move the positions past what was read.
+    fn read_answer(&mut self, fetched: &kbench_client::Fetched) -> Answer {
+        let mut answer = Answer::received(fetched, self.run.epoch);
+        let counting = Counting {
+            spec: &self.run.spec,
+            run_tag: self.run.run_tag,
+            live: &self.live,
+            peers: self.peers,
+            wall_clock: self.wall_clock,
+        };
         // Held for the response, never across an await.
-        {
-            let mut verify = live.verify.lock().expect("verify lock");
-            for part in &fetched.parts {
-                let (partition, data) = (&part.partition, &part.data);
-                let Some(position) = positions.get(partition).copied() else {
-                    continue;
-                };
-                let gaps = gaps.entry(*partition).or_default();
-                let limit = readable_until(&data.records, position, gaps, gap_hold, &live);
-                let mut next = position;
-                let result = decoder.decode_all(&data.records, |header, record| {
-                    if header.base_offset >= limit {
-                        return; // at or past a hole still held: asked for again next time
-                    }
-                    next = next.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
-                    if record.offset < position || header.is_control() {
-                        return;
-                    }
-                    got += 1;
-                    if let Some(v) = verify.as_mut() {
-                        v.verifier.check(
-                            *partition,
-                            record.offset,
-                            Stamp::of(&record),
-                            record.value.unwrap_or_default(),
-                        );
-                    }
-                    match record_id(record.key) {
-                        Some((tag, producer, seq)) if tag == run_tag || wall_clock => {
-                            add(&live.consumed, 1);
-                            if seen.mark(tag, producer, seq) {
-                                add(&live.duplicates, 1);
-                                return;
-                            }
-                            if peers {
-                                firsts.push(producer);
-                            }
-                            if !spec.gather_latencies {
-                                return;
-                            }
-                            if peers {
-                                if let Some(sent) = record
-                                    .headers()
-                                    .find(|(k, _)| *k == SENT_WALL_HEADER)
-                                    .and_then(|(_, v)| v)
-                                    .and_then(|v| <[u8; 8]>::try_from(v).ok())
-                                {
-                                    let trip = received_wall_us as i64
-                                        - u64::from_be_bytes(sent) as i64
-                                        + clock_ahead(producer);
-                                    trips.push(trip.max(1) as u64);
-                                }
-                            } else if wall_clock {
-                                let trip_ms = received_wall_ms.saturating_sub(record.timestamp);
-                                trips.push((trip_ms.max(0) as u64) * 1000);
-                            } else if let Some(sent) = record
-                                .headers()
-                                .find(|(k, _)| *k == SENT_HEADER)
-                                .and_then(|(_, v)| v)
-                                .and_then(|v| <[u8; 8]>::try_from(v).ok())
-                            {
-                                trips.push(received_us.saturating_sub(u64::from_be_bytes(sent)));
-                            }
-                        }
-                        _ => add(&live.foreign, 1),
-                    }
-                });
-                if let Err(e) = result {
-                    live.error(format!("decode {}-{partition}: {e}", layout.name), 0);
+        let mut verify = self.live.verify.lock().expect("verify lock");
+        for part in &fetched.parts {
+            let (partition, data) = (&part.partition, &part.data);
+            let Some(position) = self.positions.get(partition).copied() else {
+                continue;
+            };
+            let gaps = self.gaps.entry(*partition).or_default();
+            let limit = readable_until(&data.records, position, gaps, self.gap_hold, &self.live);
+            let mut next = position;
+            let result = self.decoder.decode_all(&data.records, |header, record| {
+                if header.base_offset >= limit {
+                    return; // at or past a hole still held: asked for again next time
                 }
-                if next > position {
-                    positions.insert(*partition, next);
+                next = next.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
+                if record.offset < position || header.is_control() {
+                    return;
                 }
-                // The engine fetches on from the end of these batches; a position held at a hole
-                // (or answered from elsewhere) is asked for from where it is.
-                let assumed = kbench_wire::records::batches_end(&data.records, part.from)
-                    .unwrap_or(part.from)
-                    .max(part.from);
-                let at = positions.get(partition).copied().unwrap_or(next);
-                if at != assumed {
-                    seeks.push((*partition, at));
+                answer.got += 1;
+                if let Some(v) = verify.as_mut() {
+                    v.verifier.check(
+                        *partition,
+                        record.offset,
+                        Stamp::of(&record),
+                        record.value.unwrap_or_default(),
+                    );
                 }
+                counting.record(&record, &mut self.seen, &mut answer);
+            });
+            if let Err(e) = result {
+                self.live.error(
+                    format!("decode {}-{partition}: {e}", self.run.layout.name),
+                    0,
+                );
+            }
+            if next > position {
+                self.positions.insert(*partition, next);
+            }
+            // The engine fetches on from the end of these batches; a position held at a hole
+            // (or answered from elsewhere) is asked for from where it is.
+            let assumed = kbench_wire::records::batches_end(&data.records, part.from)
+                .unwrap_or(part.from)
+                .max(part.from);
+            let at = self.positions.get(partition).copied().unwrap_or(next);
+            if at != assumed {
+                answer.seeks.push((*partition, at));
             }
         }
-        for (p, at) in seeks {
-            engine.seek(p, at);
+        answer
+    }
+
+    /// Take in what an answer added: the engine's seeks, the counts by segment, the whole trips and
+    /// (latencies gathered) the fetch's duration and the time the answer took to process.
+    fn take_in(&mut self, answer: Answer, fetched: &kbench_client::Fetched) {
+        for (p, at) in answer.seeks {
+            self.engine.seek(p, at);
         }
-        if !firsts.is_empty() {
+        let live = &self.live;
+        if !answer.firsts.is_empty() {
             let mut segments = live.segments.lock().expect("segments lock");
-            for p in firsts {
+            for p in answer.firsts {
                 segments.count(p);
             }
         }
-        if !trips.is_empty() {
+        if !answer.trips.is_empty() {
             let mut h = live.whole_trip.lock().expect("latency lock");
-            for t in trips {
+            for t in answer.trips {
                 let _ = h.record(t.max(1));
             }
         }
-        if spec.gather_latencies && got > 0 {
+        if self.run.spec.gather_latencies && answer.got > 0 {
             let fetch_us = fetched.answered.duration_since(fetched.sent).as_micros() as u64;
             let _ = live
                 .fetch_duration
@@ -653,71 +730,203 @@ async fn consume(
                 .consumer_processing
                 .lock()
                 .expect("latency lock")
-                .record((in_hand.elapsed().as_micros() as u64).max(1));
+                .record((answer.in_hand.elapsed().as_micros() as u64).max(1));
         }
-        match committer.due(&positions) {
+    }
+
+    /// Commit the positions when the commit rule says so: awaited, or in the background.
+    async fn commit_if_due(&mut self) -> Result<(), BenchError> {
+        let layout = &self.run.layout;
+        match self.committer.due(&self.positions) {
             Some(CommitDue::Awaited) => {
-                match committed(member.commit(&layout, &positions).await).count(&live) {
-                    Committed::Yes => committer.committed(&positions),
+                match committed(self.member.commit(layout, &self.positions).await).count(&self.live)
+                {
+                    Committed::Yes => self.committer.committed(&self.positions),
                     Committed::RejoinNeeded => {
-                        rejoin(&mut member, &mut engine, &mut positions, &live).await?;
+                        rejoin(
+                            &mut self.member,
+                            &mut self.engine,
+                            &mut self.positions,
+                            &self.live,
+                        )
+                        .await?;
                     }
                     Committed::Failed(_) => {}
                 }
             }
             Some(CommitDue::Background) => {
-                let request = member.commit_request(&layout, &positions)?;
-                committer.committed(&positions);
-                let live = live.clone();
-                async_commits.spawn(async move {
+                let request = self.member.commit_request(layout, &self.positions)?;
+                self.committer.committed(&self.positions);
+                let live = self.live.clone();
+                self.async_commits.spawn(async move {
                     committed(send_commit(request).await).count(&live);
                 });
-                while async_commits.try_join_next().is_some() {}
+                while self.async_commits.try_join_next().is_some() {}
             }
             None => {}
         }
+        Ok(())
     }
-    let layout = engine.layout();
-    let events = engine.finish();
-    live.consumer_cluster
-        .lock()
-        .expect("cluster lock")
-        .merge(&events);
-    while async_commits.join_next().await.is_some() {}
-    // A final synchronous commit of what was read, then leave: the group does not wait out a session.
-    if committer.pending(&positions) {
-        committed(member.commit(&layout, &positions).await).count(&live);
+
+    /// Stopped: commit what was read (a final synchronous commit) and leave the group, so that it
+    /// does not wait out a session; then, with records missing, read the holes passed over and
+    /// the rest of each partition again to tell late records from lost ones.
+    async fn finish(mut self) -> Result<ConsumerDone, BenchError> {
+        let live = &self.live;
+        let layout = self.engine.layout();
+        let events = self.engine.finish();
+        live.consumer_cluster
+            .lock()
+            .expect("cluster lock")
+            .merge(&events);
+        while self.async_commits.join_next().await.is_some() {}
+        if self.committer.pending(&self.positions) {
+            committed(self.member.commit(&layout, &self.positions).await).count(live);
+        }
+        if let Err(e) = self.member.leave().await {
+            live.error(format!("leave group: {e}"), 0);
+        }
+        let spec = &self.run.spec;
+        if (spec.mode == E2eMode::ConsumerAndProducers || self.peers) && missing(live) > 0 {
+            tracing::info!(
+                missing = missing(live),
+                "re-reading missing offsets after the drain"
+            );
+            live.set_phase("verifying");
+            let ranges = self
+                .gaps
+                .into_iter()
+                .flat_map(|(p, g)| g.skipped.into_iter().map(move |r| (p, r)))
+                .chain(self.positions.iter().map(|(p, o)| (*p, *o..i64::MAX)))
+                .collect();
+            let deadline = Instant::now() + spec.drain.max(Duration::from_secs(1));
+            let reading = Reread {
+                cluster: &self.cluster,
+                layout: &layout,
+                max_bytes: fetch_bytes(spec),
+                run_tag: self.run.run_tag,
+                deadline,
+            };
+            reading
+                .count_late(ranges, &mut self.decoder, &mut self.seen, live)
+                .await;
+        }
+        Ok(ConsumerDone {
+            member_id: self.member.member_id().to_string(),
+            assignment: self.member.assignment().to_vec(),
+        })
     }
-    if let Err(e) = member.leave().await {
-        live.error(format!("leave group: {e}"), 0);
+}
+
+/// One Fetch answer as the consumer reads it: when it was in hand, by each clock a send time may
+/// be on, and what its records add.
+struct Answer {
+    in_hand: Instant,
+    /// µs since the run's epoch, on this process's monotonic clock.
+    received_us: u64,
+    received_wall_ms: i64,
+    received_wall_us: u64,
+    /// Records read (at or past their partition's position).
+    got: u64,
+    /// The producer of each record counted, for the counts by segment (a distributed run).
+    firsts: Vec<u32>,
+    /// Whole trips, µs.
+    trips: Vec<u64>,
+    /// Partitions whose position is not where the engine fetches on from.
+    seeks: Vec<(i32, i64)>,
+}
+
+impl Answer {
+    /// Receipt time: when the response was in hand, one reading for the whole response (the fetch
+    /// loop's, before the answer waited its turn here).
+    fn received(fetched: &kbench_client::Fetched, epoch: Instant) -> Answer {
+        let in_hand = Instant::now();
+        let queued = in_hand.saturating_duration_since(fetched.answered);
+        Answer {
+            in_hand,
+            received_us: fetched.answered.duration_since(epoch).as_micros() as u64,
+            received_wall_ms: now_ms() - queued.as_millis() as i64,
+            received_wall_us: crate::clock::wall_us().saturating_sub(queued.as_micros() as u64),
+            got: 0,
+            firsts: Vec::new(),
+            trips: Vec::new(),
+            seeks: Vec::new(),
+        }
     }
-    if (spec.mode == E2eMode::ConsumerAndProducers || peers) && missing(&live) > 0 {
-        tracing::info!(
-            missing = missing(&live),
-            "re-reading missing offsets after the drain"
-        );
-        live.set_phase("verifying");
-        let ranges = gaps
-            .into_iter()
-            .flat_map(|(p, g)| g.skipped.into_iter().map(move |r| (p, r)))
-            .chain(positions.iter().map(|(p, o)| (*p, *o..i64::MAX)))
-            .collect();
-        let deadline = Instant::now() + spec.drain.max(Duration::from_secs(1));
-        let reading = Reread {
-            cluster: &cluster,
-            layout: &layout,
-            max_bytes: fetch_bytes(&spec),
-            run_tag,
-            deadline,
-        };
-        reading
-            .count_late(ranges, &mut decoder, &mut seen, &live)
-            .await;
+}
+
+/// Which records the consumer counts, and how it times them.
+struct Counting<'a> {
+    spec: &'a E2eSpec,
+    run_tag: u32,
+    live: &'a E2eLive,
+    /// See [`NativeConsumer::peers`].
+    peers: bool,
+    /// See [`NativeConsumer::wall_clock`].
+    wall_clock: bool,
+}
+
+impl Counting<'_> {
+    /// Count a record read: this run's (consumer only: any kbench record) once, again as a
+    /// duplicate, anything else as foreign; with latencies gathered, its whole trip into `answer`.
+    fn record(&self, record: &RecordView<'_>, seen: &mut Seen, answer: &mut Answer) {
+        let live = self.live;
+        match record_id(record.key) {
+            Some((tag, producer, seq)) if tag == self.run_tag || self.wall_clock => {
+                add(&live.consumed, 1);
+                if seen.mark(tag, producer, seq) {
+                    add(&live.duplicates, 1);
+                    return;
+                }
+                if self.peers {
+                    answer.firsts.push(producer);
+                }
+                if !self.spec.gather_latencies {
+                    return;
+                }
+                if let Some(trip) = self.whole_trip(record, producer, answer) {
+                    answer.trips.push(trip);
+                }
+            }
+            _ => add(&live.foreign, 1),
+        }
     }
-    Ok(ConsumerDone {
-        member_id: member.member_id().to_string(),
-        assignment: member.assignment().to_vec(),
-    })
+
+    /// A record's whole trip, µs, from its send time on the clock it was stamped on (`None` when
+    /// its send-time header is missing).
+    fn whole_trip(&self, record: &RecordView<'_>, producer: u32, answer: &Answer) -> Option<u64> {
+        if self.peers {
+            let sent = sent_header(record, SENT_WALL_HEADER)?;
+            let trip =
+                answer.received_wall_us as i64 - sent as i64 + clock_ahead(self.spec, producer);
+            Some(trip.max(1) as u64)
+        } else if self.wall_clock {
+            let trip_ms = answer.received_wall_ms.saturating_sub(record.timestamp);
+            Some((trip_ms.max(0) as u64) * 1000)
+        } else {
+            let sent = sent_header(record, SENT_HEADER)?;
+            Some(answer.received_us.saturating_sub(sent))
+        }
+    }
+}
+
+/// A send-time header's value (8 bytes, big-endian).
+fn sent_header(record: &RecordView<'_>, key: &[u8]) -> Option<u64> {
+    record
+        .headers()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| v)
+        .and_then(|v| <[u8; 8]>::try_from(v).ok())
+        .map(u64::from_be_bytes)
+}
+
+/// How far `producer`'s agent's clock runs ahead of this one, µs, as estimated for a distributed
+/// run (0 when unknown).
+fn clock_ahead(spec: &E2eSpec, producer: u32) -> i64 {
+    spec.producer_segments
+        .iter()
+        .find(|s| (s.first_producer..s.first_producer + s.producers).contains(&producer))
+        .map_or(0, |s| s.clock_ahead_us)
 }
 
 /// A group commit's answer as the commit rule counts it.

@@ -59,11 +59,18 @@ impl Clock {
 
 /// The REST Proxy driver, with the proxy checked and the schema id known.
 pub(crate) struct Rest {
+    run: Arc<RestRun>,
+}
+
+/// What the producers and the consumer of a REST run share: its settings, the proxy (and the
+/// cluster id its v3 API names), the clock send times are stamped on, and the tag that marks the
+/// run's records.
+struct RestRun {
     spec: E2eSpec,
     rest: RestSpec,
     proxy: RestProxy,
     cluster_id: Option<String>,
-    clock: Arc<Clock>,
+    clock: Clock,
     run_tag: u32,
 }
 
@@ -95,25 +102,27 @@ impl Rest {
         let mut spec = spec.clone();
         // The figures carry the schema id actually used (registered or given).
         spec.rest = Some(rest.clone());
-        let clock = Arc::new(Clock {
+        let clock = Clock {
             epoch: Instant::now(),
             wall_at_epoch: SystemTime::now(),
-        });
+        };
         let run_tag = SmallRng::seed_from_u64(spec.seed ^ clock_seed()).random();
         Ok(Rest {
-            spec,
-            rest,
-            proxy,
-            cluster_id,
-            clock,
-            run_tag,
+            run: Arc::new(RestRun {
+                spec,
+                rest,
+                proxy,
+                cluster_id,
+                clock,
+                run_tag,
+            }),
         })
     }
 }
 
 impl Driver for Rest {
     fn spec(&self) -> &E2eSpec {
-        &self.spec
+        &self.run.spec
     }
 
     async fn start_consumer(
@@ -122,16 +131,7 @@ impl Driver for Rest {
         stop: CancellationToken,
         ready: tokio::sync::oneshot::Sender<()>,
     ) -> Result<ConsumerTask, BenchError> {
-        Ok(tokio::spawn(consume(
-            self.spec.clone(),
-            self.rest.clone(),
-            self.proxy.clone(),
-            live,
-            stop,
-            ready,
-            self.clock.clone(),
-            self.run_tag,
-        )))
+        Ok(tokio::spawn(consume(self.run.clone(), live, stop, ready)))
     }
 
     async fn start_producers(
@@ -141,20 +141,15 @@ impl Driver for Rest {
         run_stop: &CancellationToken,
         producers: &mut JoinSet<()>,
     ) -> Result<(), BenchError> {
-        for idx in 0..self.spec.producers {
+        for idx in 0..self.run.spec.producers {
             if run_stop.is_cancelled() {
                 break;
             }
             producers.spawn(produce(
-                self.spec.clone(),
-                self.rest.clone(),
-                self.proxy.clone(),
-                self.cluster_id.clone(),
+                self.run.clone(),
                 idx as u32,
                 live.clone(),
                 stop.clone(),
-                self.clock.clone(),
-                self.run_tag,
             ));
         }
         Ok(())
@@ -164,15 +159,16 @@ impl Driver for Rest {
         let h = |m: &std::sync::Mutex<hdrhistogram::Histogram<u64>>| {
             m.lock().expect("latency lock").clone()
         };
-        let clock = if self.spec.mode == E2eMode::ConsumerAndProducers {
+        let (spec, rest) = (&self.run.spec, &self.run.rest);
+        let clock = if spec.mode == E2eMode::ConsumerAndProducers {
             REST_CLOCK
         } else {
-            clock_for(self.spec.mode)
+            clock_for(spec.mode)
         };
         let figures = RestFigures {
-            format: self.rest.format.name(),
-            api: self.rest.api.name(),
-            value_schema_id: self.rest.value_schema_id,
+            format: rest.format.name(),
+            api: rest.api.name(),
+            value_schema_id: rest.value_schema_id,
             throttled: get(&live.rest_throttled),
             instances_expired: get(&live.rest_expired),
             instances_created: get(&live.rest_instances),
@@ -240,31 +236,23 @@ fn parse_eid(s: &str) -> Option<(u32, u32, u64)> {
     Some((tag, producer, seq))
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn produce(
-    spec: E2eSpec,
-    rest: RestSpec,
-    proxy: RestProxy,
-    cluster_id: Option<String>,
-    idx: u32,
-    live: Arc<E2eLive>,
-    stop: CancellationToken,
-    clock: Arc<Clock>,
-    run_tag: u32,
-) {
-    let mut pacer = Pacer::new(&spec, idx, live.clone());
+/// One producer: batches at random intervals until stopped, each sent by the chosen API while the
+/// next is made; then its requests still outstanding are settled.
+async fn produce(run: Arc<RestRun>, idx: u32, live: Arc<E2eLive>, stop: CancellationToken) {
+    let (spec, rest) = (&run.spec, &run.rest);
+    let mut pacer = Pacer::new(spec, idx, live.clone());
     let payload = String::from_utf8(pacer.payload(spec.payload_size.max)).unwrap_or_default();
     let mut requests = InFlight::new();
     let mut seq = 0u64;
     while let Some((permit, count)) = pacer.next_batch(&stop).await {
-        let stamp = clock.stamp();
+        let stamp = run.clock.stamp();
         let values: Vec<Value> = (0..count)
             .map(|_| {
                 let size = pacer.size();
                 let v = value_for(
                     rest.format,
                     &payload[..size],
-                    &eid(run_tag, idx, seq),
+                    &eid(run.run_tag, idx, seq),
                     &stamp,
                 );
                 seq += 1;
@@ -273,27 +261,9 @@ async fn produce(
             .collect();
         let records = count as u64;
         add(&live.produced, records);
-        let (proxy, rest, live, topic, cluster_id) = (
-            proxy.clone(),
-            rest.clone(),
-            live.clone(),
-            spec.topic.clone(),
-            cluster_id.clone(),
-        );
-        let gather = spec.gather_latencies;
-        let delivery_timeout = spec.producer.delivery_timeout;
+        let (run, live) = (run.clone(), live.clone());
         requests.spawn(records, async move {
-            let outcomes = send_batch(
-                &proxy,
-                &rest,
-                &live,
-                &topic,
-                cluster_id.as_deref(),
-                values,
-                gather,
-                delivery_timeout,
-            )
-            .await;
+            let outcomes = send_batch(&run, &live, values).await;
             drop(permit);
             let mut failed = BTreeMap::<String, u64>::new();
             let mut ok = 0;
@@ -319,17 +289,11 @@ async fn produce(
 
 /// Send one batch by the chosen API; every record gets an outcome. 429s are counted, backed off and
 /// retried until the delivery timeout; other errors fail the batch's records with their code.
-#[allow(clippy::too_many_arguments)]
-async fn send_batch(
-    proxy: &RestProxy,
-    rest: &RestSpec,
-    live: &E2eLive,
-    topic: &str,
-    cluster_id: Option<&str>,
-    values: Vec<Value>,
-    gather: bool,
-    delivery_timeout: Duration,
-) -> Vec<RecordOutcome> {
+async fn send_batch(run: &RestRun, live: &E2eLive, values: Vec<Value>) -> Vec<RecordOutcome> {
+    let (proxy, rest, topic) = (&run.proxy, &run.rest, run.spec.topic.as_str());
+    let cluster_id = run.cluster_id.as_deref();
+    let gather = run.spec.gather_latencies;
+    let delivery_timeout = run.spec.producer.delivery_timeout;
     let n = values.len();
     let started = Instant::now();
     loop {
@@ -427,12 +391,11 @@ fn record_duration(live: &E2eLive, gather: bool, since: Instant) {
 
 /// Create an instance and subscribe, timed and counted.
 async fn open_instance(
-    proxy: &RestProxy,
-    spec: &E2eSpec,
-    rest: &RestSpec,
+    run: &RestRun,
     live: &E2eLive,
     generation: u32,
 ) -> Result<ConsumerInstance, RestError> {
+    let (proxy, spec, rest) = (&run.proxy, &run.spec, &run.rest);
     let t0 = Instant::now();
     let name = if generation == 0 {
         spec.consumer_id.clone()
@@ -484,16 +447,14 @@ async fn start_offsets(proxy: &RestProxy, topic: &str) -> Result<BTreeMap<i32, i
 /// producers began), then seek every assigned partition explicitly: to where this consumer got to,
 /// or to the run's start. Records the polls return before the seek are not counted: those at or
 /// after the seek are read again, those before it are older than the run or already counted.
-#[allow(clippy::too_many_arguments)]
 async fn position_instance(
-    proxy: &RestProxy,
+    run: &RestRun,
     instance: &ConsumerInstance,
-    spec: &E2eSpec,
-    rest: &RestSpec,
     start: &BTreeMap<i32, i64>,
     progress: &mut Progress,
     stop: &CancellationToken,
 ) -> Result<(), BenchError> {
+    let (proxy, spec, rest) = (&run.proxy, &run.spec, &run.rest);
     let deadline = Instant::now() + JOIN_PATIENCE;
     let timeout_ms = spec.consumer.fetch_max_wait.as_millis() as u64;
     let assigned = loop {
@@ -538,97 +499,54 @@ async fn position_instance(
         .map_err(|e| BenchError::Run(format!("consumer positions: {e}")))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The consumer: its own instance in the group, positioned at the run's start before the producers
+/// begin; then poll and commit until stopped, and re-read what is missing after the drain.
 async fn consume(
-    spec: E2eSpec,
-    rest: RestSpec,
-    proxy: RestProxy,
+    run: Arc<RestRun>,
     live: Arc<E2eLive>,
     stop: CancellationToken,
     ready: tokio::sync::oneshot::Sender<()>,
-    clock: Arc<Clock>,
-    run_tag: u32,
 ) -> Result<ConsumerDone, BenchError> {
     let created = Instant::now();
-    let mut generation = 0;
-    let start = start_offsets(&proxy, &spec.topic)
+    let generation = 0;
+    let start = start_offsets(&run.proxy, &run.spec.topic)
         .await
         .map_err(|e| BenchError::Run(format!("the topic's end offsets before the run: {e}")))?;
-    let mut instance = open_instance(&proxy, &spec, &rest, &live, generation)
+    let instance = open_instance(&run, &live, generation)
         .await
         .map_err(|e| BenchError::Run(format!("consumer instance: {e}")))?;
     let mut progress = Progress::default();
-    if let Err(e) = position_instance(
-        &proxy,
-        &instance,
-        &spec,
-        &rest,
-        &start,
-        &mut progress,
-        &stop,
-    )
-    .await
-    {
-        let _ = proxy.delete_consumer(&instance).await;
+    if let Err(e) = position_instance(&run, &instance, &start, &mut progress, &stop).await {
+        let _ = run.proxy.delete_consumer(&instance).await;
         return Err(e);
     }
     let _ = ready.send(());
-    let mut seen = Seen::counting_into(live.clone());
-    let result = consume_loop(
-        &spec,
-        &rest,
-        &proxy,
-        &live,
-        &stop,
-        &clock,
-        run_tag,
+    let mut consumer = RestConsumer {
+        run: &run,
+        live: &live,
+        stop: &stop,
         created,
-        &start,
-        &mut instance,
-        &mut generation,
-        &mut progress,
-        &mut seen,
-    )
-    .await;
-    // Always delete the instance: at the end, on error, on stop.
-    if let Err(e) = proxy.delete_consumer(&instance).await {
-        live.error(format!("delete consumer instance: {e}"), 0);
-    }
-    if result.is_ok() && spec.mode == E2eMode::ConsumerAndProducers && missing(&live) > 0 {
-        tracing::info!(
-            missing = missing(&live),
-            "re-reading missing offsets through the proxy after the drain"
-        );
-        live.set_phase("verifying");
-        let deadline = Instant::now() + spec.drain.max(Duration::from_secs(1));
-        if let Err(e) = count_late(
-            &proxy, &spec, &rest, &progress, &mut seen, &live, run_tag, deadline,
-        )
-        .await
-        {
-            live.error(format!("re-reading the missing offsets: {e}"), 0);
-        }
-    }
-    result.map(|()| ConsumerDone {
-        member_id: instance.instance_id.clone(),
-        assignment: progress.positions.keys().copied().collect(),
-    })
+        start,
+        instance,
+        generation,
+        progress,
+        seen: Seen::counting_into(live.clone()),
+    };
+    let result = consumer.consume_loop().await;
+    consumer.finish(result).await
 }
 
 /// After the drain, with records still missing: read them again through a consumer instance of
 /// its own (assigned, not subscribed), from each hole the proxy's records jumped over and from where
 /// the consumer stopped to the end, and count this run's records found there into `live.late`.
-#[allow(clippy::too_many_arguments)]
 async fn count_late(
-    proxy: &RestProxy,
-    spec: &E2eSpec,
-    rest: &RestSpec,
+    run: &RestRun,
     progress: &Progress,
     seen: &mut Seen,
     live: &E2eLive,
-    run_tag: u32,
     deadline: Instant,
 ) -> Result<(), RestError> {
+    let (proxy, spec, rest, run_tag) = (&run.proxy, &run.spec, &run.rest, run.run_tag);
     let mut ends = BTreeMap::new();
     for p in progress.positions.keys() {
         ends.insert(*p, proxy.end_offset(&spec.topic, *p).await?);
@@ -699,71 +617,116 @@ fn committed(answer: Result<(), RestError>) -> Committed {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn consume_loop(
-    spec: &E2eSpec,
-    rest: &RestSpec,
-    proxy: &RestProxy,
-    live: &Arc<E2eLive>,
-    stop: &CancellationToken,
-    clock: &Clock,
-    run_tag: u32,
+/// The REST consumer under way: its instance (made again when the proxy forgets it), where it is
+/// in each partition, and the records seen.
+struct RestConsumer<'a> {
+    run: &'a RestRun,
+    live: &'a Arc<E2eLive>,
+    stop: &'a CancellationToken,
+    /// When the consumer started: the time to the first record counts from here.
     created: Instant,
-    start: &BTreeMap<i32, i64>,
-    instance: &mut ConsumerInstance,
-    generation: &mut u32,
-    progress: &mut Progress,
-    seen: &mut Seen,
-) -> Result<(), BenchError> {
-    let mut committer = Committer::new(spec.commit, &progress.positions);
-    let wall_clock = spec.mode == E2eMode::Consumer;
-    let timeout_ms = spec.consumer.fetch_max_wait.as_millis() as u64;
-    let max_bytes = spec.consumer.fetch_max_bytes.max(1) as u64;
-    let mut consecutive_errors = 0;
-    let mut commits: JoinSet<()> = JoinSet::new();
-    while !stop.is_cancelled() {
-        let polled = tokio::select! {
-            _ = stop.cancelled() => break,
-            r = proxy.poll(instance, rest.format, timeout_ms, max_bytes) => r,
-        };
-        add(&live.fetches, 1);
-        let records = match polled {
-            Ok(r) => {
-                consecutive_errors = 0;
-                r
-            }
-            Err(e) if e.is_instance_gone() => {
-                add(&live.rest_expired, 1);
-                live.error(format!("poll: {e}"), 0);
-                *generation += 1;
-                *instance = open_instance(proxy, spec, rest, live, *generation)
-                    .await
-                    .map_err(|e| {
-                        BenchError::Run(format!("recreating the consumer instance: {e}"))
-                    })?;
-                position_instance(proxy, instance, spec, rest, start, progress, stop).await?;
+    /// Each partition's end offset before the run: where a partition not read yet starts.
+    start: BTreeMap<i32, i64>,
+    instance: ConsumerInstance,
+    /// How many times the instance was made again (each one is named apart).
+    generation: u32,
+    progress: Progress,
+    seen: Seen,
+}
+
+impl RestConsumer<'_> {
+    /// Poll, count and commit until stopped; then wait for the background commits and commit what
+    /// is still pending.
+    async fn consume_loop(&mut self) -> Result<(), BenchError> {
+        let (run, live) = (self.run, self.live);
+        let (spec, rest) = (&run.spec, &run.rest);
+        let mut committer = Committer::new(spec.commit, &self.progress.positions);
+        let timeout_ms = spec.consumer.fetch_max_wait.as_millis() as u64;
+        let max_bytes = spec.consumer.fetch_max_bytes.max(1) as u64;
+        let mut consecutive_errors = 0;
+        let mut commits: JoinSet<()> = JoinSet::new();
+        while !self.stop.is_cancelled() {
+            let polled = tokio::select! {
+                _ = self.stop.cancelled() => break,
+                r = run.proxy.poll(&self.instance, rest.format, timeout_ms, max_bytes) => r,
+            };
+            add(&live.fetches, 1);
+            let records = match polled {
+                Ok(r) => {
+                    consecutive_errors = 0;
+                    r
+                }
+                Err(e) if e.is_instance_gone() => {
+                    self.reopen(e).await?;
+                    continue;
+                }
+                Err(e) => {
+                    if e.is_throttle() {
+                        add(&live.rest_throttled, 1);
+                    }
+                    live.error(format!("poll: {e}"), 0);
+                    consecutive_errors += 1;
+                    if consecutive_errors >= 20 {
+                        return Err(BenchError::Run(format!(
+                            "20 polls in a row failed, the last: {e}"
+                        )));
+                    }
+                    tokio::time::sleep(rest.throttle_backoff).await;
+                    continue;
+                }
+            };
+            let in_hand = Instant::now();
+            if records.is_empty() {
+                add(&live.rest_empty_gets, 1);
                 continue;
             }
-            Err(e) => {
-                if e.is_throttle() {
-                    add(&live.rest_throttled, 1);
-                }
-                live.error(format!("poll: {e}"), 0);
-                consecutive_errors += 1;
-                if consecutive_errors >= 20 {
-                    return Err(BenchError::Run(format!(
-                        "20 polls in a row failed, the last: {e}"
-                    )));
-                }
-                tokio::time::sleep(rest.throttle_backoff).await;
-                continue;
-            }
-        };
-        let in_hand = Instant::now();
-        if records.is_empty() {
-            add(&live.rest_empty_gets, 1);
-            continue;
+            self.count(&records, in_hand);
+            self.commit_if_due(&mut committer, &mut commits).await;
         }
+        while commits.join_next().await.is_some() {}
+        if committer.pending(&self.progress.positions) {
+            let offsets: Vec<(i32, i64)> = self
+                .progress
+                .positions
+                .iter()
+                .map(|(p, o)| (*p, *o))
+                .collect();
+            committed(
+                run.proxy
+                    .commit(&self.instance, &spec.topic, &offsets)
+                    .await,
+            )
+            .count(live);
+        }
+        Ok(())
+    }
+
+    /// The proxy forgot the instance (it expired): count that, make a new one and position it
+    /// where this consumer got to.
+    async fn reopen(&mut self, e: RestError) -> Result<(), BenchError> {
+        add(&self.live.rest_expired, 1);
+        self.live.error(format!("poll: {e}"), 0);
+        self.generation += 1;
+        self.instance = open_instance(self.run, self.live, self.generation)
+            .await
+            .map_err(|e| BenchError::Run(format!("recreating the consumer instance: {e}")))?;
+        position_instance(
+            self.run,
+            &self.instance,
+            &self.start,
+            &mut self.progress,
+            self.stop,
+        )
+        .await
+    }
+
+    /// Count one GET's records: the positions (and the holes jumped over), this run's records once
+    /// (duplicates and foreign records apart), their whole trips and the time they took to count.
+    fn count(&mut self, records: &[kbench_rest::RestRecord], in_hand: Instant) {
+        let (run, live) = (self.run, self.live);
+        let spec = &run.spec;
+        // Consumer only: every kbench record counts, whatever its run.
+        let wall_clock = spec.mode == E2eMode::Consumer;
         let _ = live
             .rest_records_per_get
             .lock()
@@ -775,16 +738,20 @@ async fn consume_loop(
             == 0
         {
             live.rest_first_record_us.store(
-                (created.elapsed().as_micros() as u64).max(1),
+                (self.created.elapsed().as_micros() as u64).max(1),
                 std::sync::atomic::Ordering::Relaxed,
             );
         }
         let mut trips = Vec::with_capacity(records.len());
-        for r in &records {
+        for r in records {
             if r.offset >= 0 {
-                let next = progress.positions.entry(r.partition).or_insert(r.offset);
+                let next = self
+                    .progress
+                    .positions
+                    .entry(r.partition)
+                    .or_insert(r.offset);
                 if r.offset > *next {
-                    let holes = progress.holes.entry(r.partition).or_default();
+                    let holes = self.progress.holes.entry(r.partition).or_default();
                     if holes.len() < MAX_HOLES {
                         holes.push(*next..r.offset);
                     }
@@ -792,17 +759,17 @@ async fn consume_loop(
                 }
                 *next = (*next).max(r.offset + 1);
             }
-            let parsed = read_value(rest.format, &r.value)
+            let parsed = read_value(run.rest.format, &r.value)
                 .and_then(|(eid, at)| parse_eid(&eid).map(|id| (id, at)));
             match parsed {
-                Some(((tag, producer, seq), at)) if tag == run_tag || wall_clock => {
+                Some(((tag, producer, seq), at)) if tag == run.run_tag || wall_clock => {
                     add(&live.consumed, 1);
-                    if seen.mark(tag, producer, seq) {
+                    if self.seen.mark(tag, producer, seq) {
                         add(&live.duplicates, 1);
                         continue;
                     }
                     if spec.gather_latencies
-                        && let Some(us) = clock.since(&at)
+                        && let Some(us) = run.clock.since(&at)
                     {
                         trips.push(us);
                     }
@@ -823,11 +790,20 @@ async fn consume_loop(
                 .expect("latency lock")
                 .record((in_hand.elapsed().as_micros() as u64).max(1));
         }
-        let positions = &progress.positions;
+    }
+
+    /// Commit the positions when the commit rule says so: awaited, or in the background (into
+    /// `commits`).
+    async fn commit_if_due(&self, committer: &mut Committer, commits: &mut JoinSet<()>) {
+        let (run, live) = (self.run, self.live);
+        let positions = &self.progress.positions;
         let offsets: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
         match committer.due(positions) {
             Some(CommitDue::Awaited) => {
-                let answer = proxy.commit(instance, &spec.topic, &offsets).await;
+                let answer = run
+                    .proxy
+                    .commit(&self.instance, &run.spec.topic, &offsets)
+                    .await;
                 if let Committed::Yes = committed(answer).count(live) {
                     committer.committed(positions);
                 }
@@ -835,9 +811,9 @@ async fn consume_loop(
             Some(CommitDue::Background) => {
                 committer.committed(positions);
                 let (proxy, instance, topic, live) = (
-                    proxy.clone(),
-                    instance.clone(),
-                    spec.topic.clone(),
+                    run.proxy.clone(),
+                    self.instance.clone(),
+                    run.spec.topic.clone(),
                     live.clone(),
                 );
                 commits.spawn(async move {
@@ -848,12 +824,30 @@ async fn consume_loop(
             None => {}
         }
     }
-    while commits.join_next().await.is_some() {}
-    if committer.pending(&progress.positions) {
-        let offsets: Vec<(i32, i64)> = progress.positions.iter().map(|(p, o)| (*p, *o)).collect();
-        committed(proxy.commit(instance, &spec.topic, &offsets).await).count(live);
+
+    /// Delete the instance (always: at the end, on error, on stop); after a loop that ended well
+    /// with records missing, read them again through the proxy ([`count_late`]).
+    async fn finish(mut self, result: Result<(), BenchError>) -> Result<ConsumerDone, BenchError> {
+        let (run, live) = (self.run, self.live);
+        if let Err(e) = run.proxy.delete_consumer(&self.instance).await {
+            live.error(format!("delete consumer instance: {e}"), 0);
+        }
+        if result.is_ok() && run.spec.mode == E2eMode::ConsumerAndProducers && missing(live) > 0 {
+            tracing::info!(
+                missing = missing(live),
+                "re-reading missing offsets through the proxy after the drain"
+            );
+            live.set_phase("verifying");
+            let deadline = Instant::now() + run.spec.drain.max(Duration::from_secs(1));
+            if let Err(e) = count_late(run, &self.progress, &mut self.seen, live, deadline).await {
+                live.error(format!("re-reading the missing offsets: {e}"), 0);
+            }
+        }
+        result.map(|()| ConsumerDone {
+            member_id: self.instance.instance_id.clone(),
+            assignment: self.progress.positions.keys().copied().collect(),
+        })
     }
-    Ok(())
 }
 
 #[cfg(test)]

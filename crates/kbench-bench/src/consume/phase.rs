@@ -1,0 +1,587 @@
+//! The measured phase of a consume run ([`run_consume`]): join the group or take the assigned
+//! partitions, position them, then fetch, decode and count until `messages` records were read, the
+//! time-out passed or the run was stopped; heartbeats, commits, progress and timeline windows on the
+//! way, a last commit and leaving the group at the end.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use hdrhistogram::Histogram;
+use kbench_client::{Cluster, FetchedPart, GroupConfig, GroupMember, Membership, TopicLayout};
+use kbench_wire::BatchDecoder;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    ConsumeMode, ConsumeObserver, ConsumeRun, ConsumeSpec, ConsumeWindow, PartitionSpan,
+    TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS, batches_end, engine_options, start_positions,
+};
+use crate::error::BenchError;
+use crate::measure::{CpuTime, latency_histogram, peak_rss_kib};
+use crate::stop::Stop;
+use crate::timeline::Timeline;
+
+/// The measured phase: join (group mode), position, fetch until done.
+pub async fn run_consume<O: ConsumeObserver>(
+    cluster: Arc<Cluster>,
+    layout: TopicLayout,
+    spec: &ConsumeSpec,
+    stop: Stop,
+    observer: Arc<O>,
+) -> Result<ConsumeRun, BenchError> {
+    let mut reading = Reading::join(cluster, layout, spec, stop, observer).await?;
+    reading.fetch_until_done().await?;
+    Ok(reading.finish().await)
+}
+
+/// When the run began, by each clock it is measured on.
+struct Began {
+    wall: SystemTime,
+    at: Instant,
+    cpu: CpuTime,
+}
+
+/// The progress window being gathered, told to [`ConsumeObserver::interval`] every
+/// `ConsumeSpec::reporting_interval`.
+struct ProgressWindow {
+    start: Instant,
+    records: u64,
+    bytes: u64,
+    /// Time spent joining the group in this window.
+    join: Duration,
+    /// With `ConsumeSpec::end_to_end`: this window's end-to-end latencies, µs.
+    end_to_end: Option<Histogram<u64>>,
+}
+
+/// A consume run between joining and the end: the consumer, where it is in each partition, and
+/// every figure the [`ConsumeRun`] reports.
+struct Reading<'a, O> {
+    spec: &'a ConsumeSpec,
+    observer: Arc<O>,
+    stop: Stop,
+    cancel: CancellationToken,
+    cluster: Arc<Cluster>,
+    layout: Arc<TopicLayout>,
+    /// Group mode: kbench's membership of the group.
+    member: Option<GroupMember>,
+    consumer: kbench_client::Consumer,
+    decoder: BatchDecoder,
+    began: Began,
+    /// The next offset to read in each partition.
+    positions: BTreeMap<i32, i64>,
+    /// The positions last committed.
+    committed: BTreeMap<i32, i64>,
+    spans: BTreeMap<i32, PartitionSpan>,
+    records: u64,
+    bytes: u64,
+    batches: u64,
+    fetches: u64,
+    empty_fetches: u64,
+    commits: u64,
+    errors: BTreeMap<String, u64>,
+    /// Time spent joining the group, every round.
+    join: Duration,
+    fetch_latency: Histogram<u64>,
+    end_to_end: Histogram<u64>,
+    /// The end-to-end latencies of the answer being read, for [`ConsumeObserver::fetched`].
+    fetch_e2e: Vec<u64>,
+    verifier: Option<crate::verify::Verifier>,
+    last_record: Instant,
+    timed_out: bool,
+    last_heartbeat: Instant,
+    last_commit: Instant,
+    /// The observer asked for a pause (a backlog being built): the consumer does not fetch.
+    paused: bool,
+    window: ProgressWindow,
+    timeline: Timeline,
+    /// The timeline's window length, and when the next window closes.
+    every: Duration,
+    next_window: Instant,
+}
+
+/// Join `spec`'s group (returning the member and its assignment), or take the assigned partitions
+/// (every one of `layout`'s when none is named).
+async fn join_or_assign(
+    cluster: &Arc<Cluster>,
+    layout: &TopicLayout,
+    spec: &ConsumeSpec,
+    cancel: &CancellationToken,
+) -> Result<(Option<GroupMember>, Vec<i32>), BenchError> {
+    match &spec.mode {
+        ConsumeMode::Group { group_id } => {
+            let config = GroupConfig {
+                group_id: group_id.clone(),
+                topic: spec.topic.clone(),
+                session_timeout: spec.consumer.session_timeout,
+                rebalance_timeout: spec.consumer.session_timeout.max(Duration::from_secs(30)),
+            };
+            let joined = tokio::select! {
+                m = GroupMember::join(cluster.clone(), config) => m,
+                _ = cancel.cancelled() => return Err(BenchError::Run("stopped while joining the group".into())),
+            };
+            let m = joined.map_err(|e| BenchError::Run(format!("group {group_id:?}: {e}")))?;
+            let assigned = m.assignment().to_vec();
+            Ok((Some(m), assigned))
+        }
+        ConsumeMode::Assign { partitions } if partitions.is_empty() => Ok((
+            None,
+            layout.partitions.iter().map(|p| p.partition).collect(),
+        )),
+        ConsumeMode::Assign { partitions } => Ok((None, partitions.clone())),
+    }
+}
+
+impl<'a, O: ConsumeObserver> Reading<'a, O> {
+    /// Join (group mode) and position, the tool's "rebalance" time being the join; tell the
+    /// observer, and hand the positions to a consumer engine.
+    async fn join(
+        cluster: Arc<Cluster>,
+        layout: TopicLayout,
+        spec: &'a ConsumeSpec,
+        stop: Stop,
+        observer: Arc<O>,
+    ) -> Result<Self, BenchError> {
+        let cancel = stop.token().clone();
+        let began = Began {
+            wall: SystemTime::now(),
+            at: Instant::now(),
+            cpu: CpuTime::now(),
+        };
+        let (member, assigned) = join_or_assign(&cluster, &layout, spec, &cancel).await?;
+        let join = if member.is_some() {
+            began.at.elapsed()
+        } else {
+            Duration::ZERO
+        };
+        let positions = start_positions(&cluster, &layout, member.as_ref(), &assigned, spec.start)
+            .await
+            .map_err(|e| BenchError::topic(&spec.topic, e))?;
+        let spans = positions
+            .iter()
+            .map(|(p, o)| (*p, fresh_span(*o)))
+            .collect();
+
+        observer.joined();
+        let layout = Arc::new(layout);
+        let mut consumer =
+            kbench_client::Consumer::new(cluster.clone(), &layout, engine_options(spec));
+        consumer.assign(&positions);
+        let timeline = Timeline::new(began.wall, TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS)
+            .with_sink(spec.window_sink.clone());
+        let every = spec.timeline_interval.max(Duration::from_millis(10));
+        Ok(Reading {
+            spec,
+            observer,
+            stop,
+            cancel,
+            cluster,
+            layout,
+            member,
+            consumer,
+            decoder: BatchDecoder::new(),
+            positions,
+            committed: BTreeMap::new(),
+            spans,
+            records: 0,
+            bytes: 0,
+            batches: 0,
+            fetches: 0,
+            empty_fetches: 0,
+            commits: 0,
+            errors: BTreeMap::new(),
+            join,
+            fetch_latency: latency_histogram(),
+            end_to_end: latency_histogram(),
+            fetch_e2e: Vec::new(),
+            verifier: spec.verify.then(crate::verify::Verifier::any_producer),
+            last_record: Instant::now(),
+            timed_out: false,
+            last_heartbeat: Instant::now(),
+            last_commit: Instant::now(),
+            paused: false,
+            window: ProgressWindow {
+                start: Instant::now(),
+                records: 0,
+                bytes: 0,
+                join,
+                end_to_end: spec.end_to_end.then(latency_histogram),
+            },
+            timeline,
+            every,
+            next_window: began.at + every,
+            began,
+        })
+    }
+
+    /// Fetch until `messages` records were read, none came for `timeout`, or the run is stopped.
+    async fn fetch_until_done(&mut self) -> Result<(), BenchError> {
+        // How often the loop looks up from the answers (heartbeats, windows, the time-out) when none
+        // comes.
+        let tick = Duration::from_millis(20);
+        while self.records < self.spec.messages {
+            if self.cancel.is_cancelled() {
+                break;
+            }
+            let now = Instant::now();
+            if now - self.last_record > self.spec.timeout {
+                self.timed_out = true;
+                break;
+            }
+            self.close_windows(now);
+            self.keep_membership(now).await?;
+            // Paused (a backlog being built): in the group, heartbeating, not fetching, not idle.
+            if self.observer.paused() != self.paused {
+                self.paused = !self.paused;
+                self.consumer.pause(self.paused);
+            }
+            if self.paused {
+                self.last_record = Instant::now();
+            }
+            if self.paused || self.positions.is_empty() {
+                // Nothing to read (paused, or another member has every partition): wait.
+                let wait = if self.paused {
+                    tick
+                } else {
+                    self.spec
+                        .consumer
+                        .heartbeat_interval
+                        .min(Duration::from_millis(500))
+                };
+                tokio::select! {
+                    _ = self.cancel.cancelled() => break,
+                    _ = tokio::time::sleep(wait) => continue,
+                }
+            }
+            let fetched = tokio::select! {
+                f = self.consumer.poll() => f,
+                _ = self.cancel.cancelled() => break,
+                _ = tokio::time::sleep(tick) => continue,
+            };
+            let Some(fetched) = fetched else { break };
+            self.on_fetched(&fetched);
+        }
+        Ok(())
+    }
+
+    /// Close the timeline window and the progress window when their time has come.
+    fn close_windows(&mut self, now: Instant) {
+        if now >= self.next_window {
+            self.next_window += self.every;
+            self.timeline.take(
+                SystemTime::now(),
+                &[self.records, self.bytes],
+                vec![self.fetch_latency.clone(), self.end_to_end.clone()],
+            );
+        }
+        let window = &mut self.window;
+        if now - window.start >= self.spec.reporting_interval {
+            self.observer.interval(&ConsumeWindow {
+                at: SystemTime::now(),
+                elapsed: now - window.start,
+                total_records: self.records,
+                total_bytes: self.bytes,
+                records: window.records,
+                bytes: window.bytes,
+                join: window.join,
+                end_to_end: window.end_to_end.as_mut().map(|h| {
+                    let fresh = Histogram::new_from(h);
+                    std::mem::replace(h, fresh)
+                }),
+            });
+            window.start = now;
+            (window.records, window.bytes) = (0, 0);
+            window.join = Duration::ZERO;
+        }
+    }
+
+    /// Group mode: heartbeat (rejoining when asked) and commit, each when its interval has passed.
+    async fn keep_membership(&mut self, now: Instant) -> Result<(), BenchError> {
+        if self.member.is_none() {
+            return Ok(());
+        }
+        if now - self.last_heartbeat >= self.spec.consumer.heartbeat_interval {
+            self.last_heartbeat = now;
+            self.heartbeat().await?;
+        }
+        if self.spec.commit
+            && now - self.last_commit >= self.spec.consumer.auto_commit_interval
+            && self.positions != self.committed
+        {
+            self.last_commit = now;
+            self.commit().await;
+        }
+        Ok(())
+    }
+
+    /// One heartbeat; a rebalance asked for is joined at once, an error counted.
+    async fn heartbeat(&mut self) -> Result<(), BenchError> {
+        let Some(m) = self.member.as_mut() else {
+            return Ok(());
+        };
+        match m.heartbeat().await {
+            Ok(Membership::Stable) => {}
+            Ok(Membership::RejoinNeeded) => self.rejoin().await?,
+            Err(e) => *self.errors.entry(format!("heartbeat: {e}")).or_default() += 1,
+        }
+        Ok(())
+    }
+
+    /// Join the group again and position the new assignment; partitions kept keep the position
+    /// reached. The time it takes is join time.
+    async fn rejoin(&mut self) -> Result<(), BenchError> {
+        let Some(m) = self.member.as_mut() else {
+            return Ok(());
+        };
+        let began = Instant::now();
+        m.rejoin()
+            .await
+            .map_err(|e| BenchError::Run(format!("rejoining the group: {e}")))?;
+        let assigned = m.assignment().to_vec();
+        let mut fresh = start_positions(
+            &self.cluster,
+            &self.layout,
+            Some(m),
+            &assigned,
+            self.spec.start,
+        )
+        .await
+        .map_err(|e| BenchError::topic(&self.spec.topic, e))?;
+        for (p, o) in fresh.iter_mut() {
+            if let Some(kept) = self.positions.get(p) {
+                *o = *kept;
+            }
+            self.spans.entry(*p).or_insert(fresh_span(*o));
+        }
+        self.positions = fresh;
+        self.consumer.assign(&self.positions);
+        let took = began.elapsed();
+        self.join += took;
+        self.window.join += took;
+        Ok(())
+    }
+
+    /// Commit the positions reached (group mode); an error is counted.
+    async fn commit(&mut self) {
+        let Some(m) = self.member.as_ref() else {
+            return;
+        };
+        match m.commit(&self.layout, &self.positions).await {
+            Ok(_) => {
+                self.commits += 1;
+                self.committed = self.positions.clone();
+            }
+            Err(e) => *self.errors.entry(format!("commit: {e}")).or_default() += 1,
+        }
+    }
+
+    /// Count one Fetch answer: its latency, its errors and offset resets, then its records, up to
+    /// `messages`; tell the observer what it added.
+    fn on_fetched(&mut self, fetched: &kbench_client::Fetched) {
+        self.fetches += 1;
+        let took = fetched.answered.saturating_duration_since(fetched.sent);
+        let _ = self.fetch_latency.record((took.as_micros() as u64).max(1));
+        for e in &fetched.errors {
+            *self.errors.entry(format!("fetch: {e}")).or_default() += 1;
+        }
+        // `auto.offset.reset` moved a partition the broker no longer had the offsets of.
+        for (partition, from, to) in &fetched.resets {
+            *self
+                .errors
+                .entry(format!(
+                    "fetch: {}-{partition}: offset {from} out of range, reset to {to}",
+                    self.layout.name
+                ))
+                .or_default() += 1;
+            if let Some(p) = self.positions.get_mut(partition) {
+                if let Some(s) = self.spans.get_mut(partition)
+                    && *to > *p
+                {
+                    s.skipped += (*to - *p) as u64;
+                    s.end_offset = *to;
+                }
+                *p = *to;
+            }
+        }
+        let before = self.records;
+        // End to end: the wall clock when the answer came, less each record's CreateTime.
+        let arrived_ms = self.spec.end_to_end.then(kbench_wire::batch::now_ms);
+        let bytes_before = self.bytes;
+        self.fetch_e2e.clear();
+        for part in &fetched.parts {
+            self.read_part(part, arrived_ms);
+            if self.records >= self.spec.messages {
+                break;
+            }
+        }
+        if self.records > before {
+            self.last_record = Instant::now();
+            self.observer.fetched(
+                self.records - before,
+                self.bytes - bytes_before,
+                &self.fetch_e2e,
+            );
+        } else {
+            self.empty_fetches += 1;
+        }
+    }
+
+    /// Decode and count one partition's share of an answer (with `arrived_ms`, each record's
+    /// end-to-end latency), move its position, and tell the engine where to fetch on from when
+    /// that is not where the answer's batches end.
+    fn read_part(&mut self, part: &FetchedPart, arrived_ms: Option<i64>) {
+        let (partition, data) = (&part.partition, &part.data);
+        let Some(position) = self.positions.get(partition).copied() else {
+            return;
+        };
+        let wanted = self.spec.messages - self.records;
+        let mut taken = 0u64;
+        let mut taken_bytes = 0u64;
+        let mut skipped = 0u64;
+        let mut next = position;
+        let mut aborted = kbench_wire::records::AbortedFilter::new(&data.aborted);
+        // A record counts once, at the offset expected next or later: a batch a broker sends
+        // twice, or one that starts before the position, adds nothing. Offsets passed over (a
+        // compacted log, or a broker answering from the wrong place) are counted as skipped.
+        let result = self.decoder.decode_all(&data.records, |header, record| {
+            if header.is_control() || (header.is_transactional() && aborted.skips(header)) {
+                // Control batches (and, read committed, the records of an aborted
+                // transaction, its marker closing it) are passed over, never counted.
+                if header.is_control() {
+                    aborted.skips(header);
+                }
+                if taken < wanted {
+                    next = next.max(record.offset + 1);
+                }
+                return;
+            }
+            if record.offset < next || taken >= wanted {
+                return;
+            }
+            skipped += (record.offset - next) as u64;
+            taken += 1;
+            if let Some(v) = self.verifier.as_mut() {
+                v.check(
+                    *partition,
+                    record.offset,
+                    crate::verify::Stamp::of(&record),
+                    record.value.unwrap_or(&[]),
+                );
+            }
+            if let Some(at) = arrived_ms {
+                let us = ((at - record.timestamp).max(0) as u64 * 1000).max(1);
+                let _ = self.end_to_end.record(us);
+                if let Some(h) = self.window.end_to_end.as_mut() {
+                    let _ = h.record(us);
+                }
+                self.fetch_e2e.push(us);
+            }
+            taken_bytes += record.key.map_or(0, |k| k.len() as u64)
+                + record.value.map_or(0, |v| v.len() as u64);
+            next = record.offset + 1;
+        });
+        match result {
+            Ok(summary) => {
+                self.batches += summary.batches as u64;
+                // A batch read whole moves the position past its end (compacted offsets).
+                if taken < wanted
+                    && let Some(end) = batches_end(&data.records, position)
+                {
+                    next = next.max(end);
+                }
+            }
+            Err(e) => {
+                *self
+                    .errors
+                    .entry(format!("decode {}-{partition}: {e}", self.layout.name))
+                    .or_default() += 1;
+            }
+        }
+        self.records += taken;
+        self.bytes += taken_bytes;
+        self.window.records += taken;
+        self.window.bytes += taken_bytes;
+        if next > position {
+            self.positions.insert(*partition, next);
+            if let Some(s) = self.spans.get_mut(partition) {
+                s.end_offset = next;
+                s.records += taken;
+                s.skipped += skipped;
+            }
+        }
+        // The engine fetches on from the end of these batches; where the records read end
+        // elsewhere (a broker answering from the wrong place), it is told.
+        if next
+            != batches_end(&data.records, part.from)
+                .unwrap_or(part.from)
+                .max(part.from)
+            && self.records < self.spec.messages
+        {
+            self.consumer.seek(*partition, next);
+        }
+    }
+
+    /// End the run: stop the engine, close the last timeline window, commit what was read and
+    /// leave the group (group mode), and gather the figures.
+    async fn finish(mut self) -> ConsumeRun {
+        let cluster_events = self.consumer.finish();
+        let elapsed = self.began.at.elapsed();
+        let cpu = CpuTime::now().since(self.began.cpu);
+        let ended_at = SystemTime::now();
+        // The last, partial window: the windows add up to the run.
+        self.timeline.take(
+            ended_at,
+            &[self.records, self.bytes],
+            vec![self.fetch_latency.clone(), self.end_to_end.clone()],
+        );
+        if let Some(m) = self.member.as_ref() {
+            if self.spec.commit && self.positions != self.committed {
+                match m.commit(&self.layout, &self.positions).await {
+                    Ok(_) => self.commits += 1,
+                    Err(e) => *self.errors.entry(format!("commit: {e}")).or_default() += 1,
+                }
+            }
+            if let Err(e) = m.leave().await {
+                *self.errors.entry(format!("leave: {e}")).or_default() += 1;
+            }
+        }
+        let aborted = self.stop.reason();
+        ConsumeRun {
+            records: self.records,
+            bytes: self.bytes,
+            batches: self.batches,
+            started_at: self.began.wall,
+            ended_at,
+            elapsed,
+            join: self.join,
+            cpu,
+            peak_rss_kib: peak_rss_kib(),
+            fetch_latency: self.fetch_latency,
+            fetches: self.fetches,
+            empty_fetches: self.empty_fetches,
+            commits: self.commits,
+            timed_out: self.timed_out,
+            aborted,
+            errors: self.errors,
+            partitions: self.spans,
+            member_id: self.member.map(|m| m.member_id().to_string()),
+            end_to_end: self.end_to_end,
+            timeline: self.timeline.into_windows(),
+            verification: self.verifier.map(|v| v.report(None)),
+            cluster: crate::cluster::ClusterReport::of(
+                &cluster_events,
+                self.began.at,
+                self.began.wall,
+            ),
+        }
+    }
+}
+
+/// A partition's span before anything was read from `offset`.
+fn fresh_span(offset: i64) -> PartitionSpan {
+    PartitionSpan {
+        start_offset: offset,
+        end_offset: offset,
+        records: 0,
+        skipped: 0,
+    }
+}
