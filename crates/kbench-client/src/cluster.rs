@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kbench_wire::{ApiKey, Negotiated, Pins, api_name};
 
-use crate::connection::{Connection, ConnectionSettings};
+use crate::connection::{ConnectOptions, Connection};
 use crate::error::ClientError;
 
 /// How to reach and talk to the cluster.
@@ -136,7 +136,7 @@ impl Cluster {
         for addr in &config.bootstrap {
             match Connection::connect_counted(
                 addr,
-                ConnectionSettings::of(&config),
+                ConnectOptions::of(&config),
                 write_stats.clone(),
             )
             .await
@@ -572,7 +572,7 @@ impl Cluster {
         let conn = Arc::new(
             Connection::connect_counted(
                 &addr,
-                ConnectionSettings::of(&self.config),
+                ConnectOptions::of(&self.config),
                 self.write_stats.clone(),
             )
             .await?,

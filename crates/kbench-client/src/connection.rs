@@ -131,7 +131,7 @@ pub struct Connection {
 
 /// What a connection is opened with besides its address: the client id it gives, how long it waits
 /// to connect and for each answer, how many requests it keeps in flight, and its security.
-pub(crate) struct ConnectionSettings<'a> {
+pub(crate) struct ConnectOptions<'a> {
     pub(crate) client_id: &'a str,
     pub(crate) connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
@@ -140,10 +140,10 @@ pub(crate) struct ConnectionSettings<'a> {
     pub(crate) sasl: Option<&'a crate::Sasl>,
 }
 
-impl<'a> ConnectionSettings<'a> {
+impl<'a> ConnectOptions<'a> {
     /// A cluster's connections' settings, as its configuration gives them.
-    pub(crate) fn of(config: &'a crate::ClusterConfig) -> ConnectionSettings<'a> {
-        ConnectionSettings {
+    pub(crate) fn of(config: &'a crate::ClusterConfig) -> ConnectOptions<'a> {
+        ConnectOptions {
             client_id: &config.client_id,
             connect_timeout: config.connect_timeout,
             request_timeout: config.request_timeout,
@@ -173,7 +173,7 @@ impl Connection {
         tls: Option<&crate::Tls>,
         sasl: Option<&crate::Sasl>,
     ) -> Result<Connection, ClientError> {
-        let settings = ConnectionSettings {
+        let settings = ConnectOptions {
             client_id,
             connect_timeout,
             request_timeout,
@@ -187,10 +187,10 @@ impl Connection {
     /// As [`connect`](Self::connect), the writer counting into `write_stats` (a cluster's total).
     pub(crate) async fn connect_counted(
         addr: &str,
-        settings: ConnectionSettings<'_>,
+        settings: ConnectOptions<'_>,
         write_stats: Arc<WriteStats>,
     ) -> Result<Connection, ClientError> {
-        let ConnectionSettings {
+        let ConnectOptions {
             client_id,
             connect_timeout,
             request_timeout,
