@@ -12,6 +12,7 @@ mod embedded;
 mod faults;
 mod harness;
 mod metrics;
+mod perf_test;
 mod progress;
 pub mod report;
 pub mod serve;

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use kbench_bench::consume::{
-    ConsumeMode, ConsumeObserver, ConsumeSpec, ConsumeWindow, DateFormat, StartAt, backlog,
-    header_line, run_consume_job,
+    ConsumeMode, ConsumeObserver, ConsumeSpec, ConsumeWindow, StartAt, backlog, run_consume_job,
 };
 use kbench_bench::{ProduceRun, ProduceSpec};
 use kbench_client::{ClusterConfig, ConnectionSettings, ConsumerProperties, OffsetReset};
@@ -23,6 +22,7 @@ use crate::args::{
     positive_usize, set, spec_error,
 };
 use crate::harness::{CliError, CliResult, Harness};
+use crate::perf_test::{DateFormat, consumer_final, consumer_header, consumer_window};
 
 #[derive(Debug, Args, Default)]
 pub struct ConsumeArgs {
@@ -235,7 +235,7 @@ impl Lines {
             date: plan.date.clone(),
             progress,
             header: (!args.hide_header && !args.progress.quiet)
-                .then(|| header_line(args.show_detailed_stats).to_string()),
+                .then(|| consumer_header(args.show_detailed_stats).to_string()),
             header_printed: Default::default(),
         }
     }
@@ -254,7 +254,7 @@ impl ConsumeObserver for Lines {
     fn interval(&self, w: &ConsumeWindow) {
         if self.detailed {
             self.header();
-            self.progress.line(&w.detailed_line(&self.date));
+            self.progress.line(&consumer_window(w, &self.date));
         }
     }
 }
@@ -476,7 +476,7 @@ fn print_lines(args: &ConsumeArgs, plan: &Plan, outcome: &kbench_bench::consume:
         );
     }
     if !args.show_detailed_stats {
-        println!("{}", run.final_line(&plan.date));
+        println!("{}", consumer_final(run, &plan.date));
     }
     let cpu = doc.client_cpu_us_per_record.map_or_else(
         || "n/a".into(),
