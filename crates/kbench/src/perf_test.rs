@@ -1,8 +1,11 @@
 //! kafka-producer-perf-test's and kafka-consumer-perf-test's lines, from kbench's figures: the
 //! front end's words for what the library measured (the library returns figures, never lines).
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use hdrhistogram::Histogram;
+use kbench_bench::ProduceRun;
 use kbench_bench::consume::{ConsumeRun, ConsumeWindow};
 
 /// MiB, the consumer tool's "MB".
@@ -67,6 +70,276 @@ pub fn consumer_final(run: &ConsumeRun, date: &DateFormat) -> String {
         mb / fetch_s,
         run.records as f64 / fetch_s,
     )
+}
+
+/// `--print-metrics`: the table Kafka's tools print at the end (`ToolsUtils.printMetrics`) — a
+/// blank line, a `Metric Name   Value` header, then one `group:name:{tags} : value` line per
+/// metric in name order, names padded to the longest, values with three decimals.
+pub fn metrics_table(metrics: &BTreeMap<String, f64>) -> String {
+    if metrics.is_empty() {
+        return String::new();
+    }
+    let width = metrics.keys().map(|k| k.chars().count()).max().unwrap_or(0);
+    let mut out = format!("\n{:<width$}   {}", "Metric Name", "Value");
+    for (name, value) in metrics {
+        out.push_str(&format!("\n{name:<width$} : {value:.3}"));
+    }
+    out
+}
+
+/// The group of the figures kbench reports that Kafka's client has no metric for (or has one
+/// with another meaning): a line in it is kbench's own.
+const KBENCH_PRODUCER: &str = "kbench-producer-metrics";
+const KBENCH_CONSUMER: &str = "kbench-consumer-metrics";
+
+/// Adds `group:name:{client-id=…}` to `metrics`.
+fn put(metrics: &mut BTreeMap<String, f64>, group: &str, name: &str, client_id: &str, v: f64) {
+    metrics.insert(format!("{group}:{name}:{{client-id={client_id}}}"), v);
+}
+
+/// A histogram's mean and max in ms (µs recorded), 0 when it is empty.
+fn mean_max_ms(h: &Histogram<u64>) -> (f64, f64) {
+    if h.is_empty() {
+        (0.0, 0.0)
+    } else {
+        (h.mean() / 1000.0, h.max() as f64 / 1000.0)
+    }
+}
+
+/// kafka-producer-perf-test `--print-metrics`, from a run's figures. Under Java's producer names
+/// (`producer-metrics`) only what means the same over the run: records sent and failed (totals,
+/// and rates over the measured phase rather than Java's 30 s window) and records per Produce
+/// request. The rest is kbench's own, in `kbench-producer-metrics`.
+pub fn producer_metrics(run: &ProduceRun, client_id: &str) -> BTreeMap<String, f64> {
+    let secs = run.elapsed.as_secs_f64().max(1e-9);
+    let mut m = BTreeMap::new();
+    let java = "producer-metrics";
+    put(
+        &mut m,
+        java,
+        "record-send-total",
+        client_id,
+        run.records_sent as f64,
+    );
+    put(
+        &mut m,
+        java,
+        "record-send-rate",
+        client_id,
+        run.records_sent as f64 / secs,
+    );
+    put(
+        &mut m,
+        java,
+        "record-error-total",
+        client_id,
+        run.records_failed as f64,
+    );
+    put(
+        &mut m,
+        java,
+        "record-error-rate",
+        client_id,
+        run.records_failed as f64 / secs,
+    );
+    if run.requests > 0 {
+        let per_request = run.records_sent as f64 / run.requests as f64;
+        put(
+            &mut m,
+            java,
+            "records-per-request-avg",
+            client_id,
+            per_request,
+        );
+    }
+    let own = KBENCH_PRODUCER;
+    let (latency_avg, latency_max) = mean_max_ms(&run.latency);
+    put(&mut m, own, "record-latency-avg-ms", client_id, latency_avg);
+    put(&mut m, own, "record-latency-max-ms", client_id, latency_max);
+    let (service_avg, service_max) = mean_max_ms(&run.service_time);
+    put(
+        &mut m,
+        own,
+        "record-service-time-avg-ms",
+        client_id,
+        service_avg,
+    );
+    put(
+        &mut m,
+        own,
+        "record-service-time-max-ms",
+        client_id,
+        service_max,
+    );
+    let (delay_avg, _) = mean_max_ms(&run.publish_delay);
+    put(&mut m, own, "publish-delay-avg-ms", client_id, delay_avg);
+    put(
+        &mut m,
+        own,
+        "records-unsent-total",
+        client_id,
+        run.records_unsent as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "value-bytes-acked-total",
+        client_id,
+        run.bytes_acked as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "produce-request-total",
+        client_id,
+        run.requests as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "record-batch-total",
+        client_id,
+        run.batches as f64,
+    );
+    let retries: u64 = run.cluster.retries.values().sum();
+    put(
+        &mut m,
+        own,
+        "attempt-retry-total",
+        client_id,
+        retries as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "batch-rerouted-total",
+        client_id,
+        run.cluster.batches_rerouted as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "metadata-refresh-total",
+        client_id,
+        run.cluster.metadata_refreshes as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "leader-change-total",
+        client_id,
+        run.cluster.leader_changes.len() as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "socket-write-total",
+        client_id,
+        run.socket_writes as f64,
+    );
+    if let Some(cpu) = run.cpu_us_per_record() {
+        put(&mut m, own, "client-cpu-us-per-record", client_id, cpu);
+    }
+    m
+}
+
+/// kafka-consumer-perf-test `--print-metrics`, from a run's figures. Under Java's names
+/// (`consumer-fetch-manager-metrics`, `consumer-coordinator-metrics`) only what means the same:
+/// records consumed, Fetch requests and their latency (request sent to answer), records per
+/// Fetch, commits. Bytes here are key and value bytes, not Java's fetched bytes: kbench's own.
+pub fn consumer_metrics(run: &ConsumeRun, client_id: &str) -> BTreeMap<String, f64> {
+    let secs = run.elapsed.as_secs_f64().max(1e-9);
+    let mut m = BTreeMap::new();
+    let fetch = "consumer-fetch-manager-metrics";
+    put(
+        &mut m,
+        fetch,
+        "records-consumed-total",
+        client_id,
+        run.records as f64,
+    );
+    put(
+        &mut m,
+        fetch,
+        "records-consumed-rate",
+        client_id,
+        run.records as f64 / secs,
+    );
+    put(&mut m, fetch, "fetch-total", client_id, run.fetches as f64);
+    put(
+        &mut m,
+        fetch,
+        "fetch-rate",
+        client_id,
+        run.fetches as f64 / secs,
+    );
+    let (fetch_avg, fetch_max) = mean_max_ms(&run.fetch_latency);
+    put(&mut m, fetch, "fetch-latency-avg", client_id, fetch_avg);
+    put(&mut m, fetch, "fetch-latency-max", client_id, fetch_max);
+    if run.fetches > 0 {
+        let per_fetch = run.records as f64 / run.fetches as f64;
+        put(
+            &mut m,
+            fetch,
+            "records-per-request-avg",
+            client_id,
+            per_fetch,
+        );
+    }
+    put(
+        &mut m,
+        "consumer-coordinator-metrics",
+        "commit-total",
+        client_id,
+        run.commits as f64,
+    );
+    let own = KBENCH_CONSUMER;
+    put(
+        &mut m,
+        own,
+        "record-bytes-consumed-total",
+        client_id,
+        run.bytes as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "record-batch-total",
+        client_id,
+        run.batches as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "empty-fetch-total",
+        client_id,
+        run.empty_fetches as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "rebalance-time-ms",
+        client_id,
+        run.join.as_millis() as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "metadata-refresh-total",
+        client_id,
+        run.cluster.metadata_refreshes as f64,
+    );
+    put(
+        &mut m,
+        own,
+        "leader-change-total",
+        client_id,
+        run.cluster.leader_changes.len() as f64,
+    );
+    if let Some(cpu) = run.cpu_us_per_record() {
+        put(&mut m, own, "client-cpu-us-per-record", client_id, cpu);
+    }
+    m
 }
 
 /// The subset of Java's `SimpleDateFormat` the tool's `--date-format` is used with: `yyyy`, `MM`,
@@ -233,5 +506,31 @@ mod tests {
         assert_eq!(cols[9], "666666.6667");
         assert_eq!(DateFormat::parse("HH'h'mm").unwrap().format(t), "22h13");
         assert!(DateFormat::parse("yyyy-MM-dd E").is_err());
+    }
+
+    #[test]
+    fn the_metrics_table_is_java_s_layout() {
+        let mut m = BTreeMap::new();
+        m.insert(
+            "producer-metrics:record-send-rate:{client-id=c}".to_string(),
+            1.5,
+        );
+        m.insert("a:b:{}".to_string(), 2.0);
+        let table = metrics_table(&m);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[0], "");
+        assert_eq!(
+            lines[1],
+            "Metric Name                                        Value"
+        );
+        assert_eq!(
+            lines[2],
+            "a:b:{}                                           : 2.000"
+        );
+        assert_eq!(
+            lines[3],
+            "producer-metrics:record-send-rate:{client-id=c} : 1.500"
+        );
+        assert_eq!(metrics_table(&BTreeMap::new()), "");
     }
 }

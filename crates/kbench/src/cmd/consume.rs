@@ -78,6 +78,13 @@ pub struct ConsumeArgs {
     #[arg(long)]
     pub hide_header: bool,
 
+    /// At the end, print the run's figures as Kafka's tool prints its consumer's metrics
+    /// (`Metric Name   Value`): under Java's names (consumer-fetch-manager-metrics,
+    /// consumer-coordinator-metrics) where the figure means the same, in kbench-consumer-metrics
+    /// where it is kbench's own.
+    #[arg(long)]
+    pub print_metrics: bool,
+
     /// Time format of the lines (Java SimpleDateFormat's yyyy MM dd HH mm ss SSS; UTC).
     #[arg(long, default_value = "yyyy-MM-dd HH:mm:ss:SSS")]
     pub date_format: String,
@@ -477,6 +484,10 @@ fn print_lines(args: &ConsumeArgs, plan: &Plan, outcome: &kbench_bench::consume:
     }
     if !args.show_detailed_stats {
         println!("{}", consumer_final(run, &plan.date));
+    }
+    if args.print_metrics {
+        let metrics = crate::perf_test::consumer_metrics(run, &plan.connection.client_id);
+        println!("{}", crate::perf_test::metrics_table(&metrics));
     }
     let cpu = doc.client_cpu_us_per_record.map_or_else(
         || "n/a".into(),

@@ -453,3 +453,109 @@ fn kafka_4x_flag_names_run_as_the_3x_ones() {
     assert_eq!(settings[0].1, "four");
     assert_eq!(settings[0].2, 3);
 }
+
+/// Kafka 4.x's `--print-metrics`: after the final line, ToolsUtils.printMetrics's table (a blank
+/// line, `Metric Name   Value`, sorted `group:name:{client-id=…} : value` lines), Java's names only
+/// where the figure means the same, kbench's own in a group of their own.
+#[test]
+fn print_metrics_prints_the_tools_table_with_kbench_s_own_apart() {
+    let broker = TestBroker::start();
+    let topic = "print-metrics";
+    let table = |stdout: &str| -> Vec<(String, String)> {
+        let lines: Vec<&str> = stdout.lines().collect();
+        let header = lines
+            .iter()
+            .position(|l| l.starts_with("Metric Name"))
+            .unwrap_or_else(|| panic!("no metrics header:\n{stdout}"));
+        assert_eq!(lines[header - 1], "", "a blank line first:\n{stdout}");
+        let width = lines[header].find("   Value").expect("the Value column");
+        let rows: Vec<(String, String)> = lines[header + 1..]
+            .iter()
+            .take_while(|l| l.len() > width && l[width..].starts_with(" : "))
+            .map(|l| {
+                (
+                    l[..width].trim_end().to_string(),
+                    l[width + 3..].to_string(),
+                )
+            })
+            .collect();
+        let names: Vec<&String> = rows.iter().map(|(n, _)| n).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "name order");
+        rows
+    };
+    let value = |rows: &[(String, String)], name: &str| -> String {
+        rows.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no {name} in {rows:?}"))
+    };
+    let out = Cmd::on("produce", &broker)
+        .topic(topic)
+        .args(&[
+            "--num-records",
+            "2000",
+            "--throughput",
+            "-1",
+            "--record-size",
+            "100",
+        ])
+        .args(&["--producer-props", "client.id=pm", "--print-metrics"])
+        .ok(LIMIT);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.lines().any(|l| l.starts_with("2000 records sent, ")),
+        "{stdout}"
+    );
+    let rows = table(&stdout);
+    assert_eq!(
+        value(&rows, "producer-metrics:record-send-total:{client-id=pm}"),
+        "2000.000"
+    );
+    assert_eq!(
+        value(&rows, "producer-metrics:record-error-total:{client-id=pm}"),
+        "0.000"
+    );
+    assert!(rows.iter().all(|(n, v)| {
+        (n.starts_with("producer-metrics:") || n.starts_with("kbench-producer-metrics:"))
+            && n.ends_with(":{client-id=pm}")
+            && v.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0)
+            && v.split('.').nth(1).is_some_and(|d| d.len() == 3)
+    }));
+    assert!(
+        rows.iter()
+            .any(|(n, _)| n.starts_with("kbench-producer-metrics:"))
+    );
+
+    let out = Cmd::on("consume", &broker)
+        .topic(topic)
+        .args(&[
+            "--messages",
+            "2000",
+            "--print-metrics",
+            "-X",
+            "client.id=pc",
+        ])
+        .ok(LIMIT);
+    let stdout = text(&out.stdout);
+    let rows = table(&stdout);
+    assert_eq!(
+        value(
+            &rows,
+            "consumer-fetch-manager-metrics:records-consumed-total:{client-id=pc}"
+        ),
+        "2000.000"
+    );
+    let fetches: f64 = value(
+        &rows,
+        "consumer-fetch-manager-metrics:fetch-total:{client-id=pc}",
+    )
+    .parse()
+    .unwrap();
+    assert!(fetches >= 1.0, "{rows:?}");
+    assert!(
+        rows.iter()
+            .any(|(n, _)| n.starts_with("kbench-consumer-metrics:"))
+    );
+}

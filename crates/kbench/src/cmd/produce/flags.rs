@@ -69,6 +69,12 @@ pub struct ProduceArgs {
     #[arg(long, conflicts_with_all = ["payload_file", "record_size"])]
     pub payload_monotonic: bool,
 
+    /// At the end, print the run's figures as Kafka's tool prints its producer's metrics
+    /// (`Metric Name   Value`): under Java's names (producer-metrics) where the figure means the
+    /// same, in kbench-producer-metrics where it is kbench's own.
+    #[arg(long)]
+    pub print_metrics: bool,
+
     /// Delimiter between payloads in --payload-file (default: a newline).
     #[arg(long)]
     pub payload_delimiter: Option<String>,

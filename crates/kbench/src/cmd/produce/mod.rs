@@ -143,6 +143,10 @@ async fn execute(
     let interrupted = harness.interrupted();
     let outcome = outcome.map_err(|e| failure(&e, &harness.bootstrap(), interrupted))?;
     let run = &outcome.run;
+    if args.print_metrics {
+        let metrics = crate::perf_test::producer_metrics(run, &plan.connection.client_id);
+        println!("{}", crate::perf_test::metrics_table(&metrics));
+    }
     let mut code = 0;
     if run.records_failed > 0 {
         println!("{} records failed:", run.records_failed);
