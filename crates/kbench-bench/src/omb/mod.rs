@@ -536,336 +536,39 @@ pub async fn run_omb(
     let cancel = stop.token().clone();
     spec.validate()?;
     let w = &spec.workload;
-    let admin = crate::produce::job::connect_bounded(cluster.clone(), &cancel).await?;
-    let mut needed = ProduceSpec::APIS.to_vec();
-    if spec.consumers() > 0 {
-        needed.extend_from_slice(ConsumeSpec::APIS);
-    }
-    // CreateTopics only for a topic that does not exist yet (ensure_topic names the API then): a
-    // broker without it (librdkafka's mock cluster) runs a workload whose topics were made for it.
-    needed.retain(|a| *a != kbench_wire::ApiKey::CreateTopics);
-    admin.check_versions(&needed)?;
-    let mut layouts: Vec<TopicLayout> = Vec::new();
-    for t in 0..w.topics {
-        let name = spec.topic(t);
-        let layout = admin
-            .ensure_topic(
-                &name,
-                w.partitions_per_topic as i32,
-                spec.replication_factor,
-            )
-            .await
-            .map_err(|e| BenchError::topic(&name, e))?;
-        layouts.push(layout);
-    }
-    let negotiated: BTreeMap<String, i16> = admin.negotiated().named().collect();
-    admin.close(Duration::from_secs(2)).await;
+    let (layouts, negotiated) = prepare_topics(spec, &cluster, &cancel).await?;
     let started_at = SystemTime::now();
-
-    // producerRate 0: the highest rate one producer set sustains on the first topic.
-    let mut search = None;
-    let rate = if w.producer_rate > 0.0 {
-        Some(w.producer_rate)
-    } else {
-        on_note("producerRate 0: searching for the highest sustainable rate first");
-        // On a topic of its own, so that the consumers never read the search's records.
-        let probe = ProduceSpec {
-            reporting_interval: spec.search_step * 2,
-            interval_histograms: false,
-            // The search is not the run: its records are not the run's metrics.
-            window_sink: Default::default(),
-            ..spec.producer_spec(&format!("{}-search", spec.topic_prefix), None, 0)
-        };
-        let found = crate::produce::search::find_max_rate(
-            &probe,
-            cluster.clone(),
-            false,
-            &crate::produce::search::SearchSettings {
-                step_duration: spec.search_step,
-                ..Default::default()
-            },
-            stop.clone(),
-            |_, step| {
-                on_note(&format!(
-                    "  step {:.0} records/s: {}",
-                    step.target_records_per_sec,
-                    if step.kept_up { "kept up" } else { "missed" }
-                ))
-            },
-        )
-        .await?;
-        let chosen = found.chosen;
-        search = Some(found);
-        match chosen {
-            Some(r) => {
-                on_note(&format!("producerRate 0: running at {r:.0} records/s"));
-                Some(r)
-            }
-            None => {
-                return Err(BenchError::Run(
-                    "producerRate 0: no rate kept up, not even the first step's 10000 records/s"
-                        .into(),
-                ));
-            }
-        }
-    };
+    let (rate, search) = choose_rate(spec, &cluster, &stop, &on_note).await?;
 
     let shared = Arc::new(Shared::new(w.subscriptions_per_topic, spec.producers()));
-
-    // Consumers first, each in its group, reading from the start of the fresh topics.
-    // The consumers stop at the end of the drain (or with the run), saying the run's reason.
-    let consumers_stop = Stop::new();
-    let stop_consumers = || consumers_stop.stop(stop.reason().unwrap_or_else(|| "stopped".into()));
-    let mut consumer_tasks = tokio::task::JoinSet::new();
-    for (t, layout) in layouts.iter().enumerate() {
-        for s in 0..w.subscriptions_per_topic {
-            let group = format!("{}-sub-{t:04}-{s:03}", spec.topic_prefix);
-            for c in 0..w.consumer_per_subscription {
-                let mut connection = spec.consumer.connection.clone();
-                connection.client_id = format!("kbench-omb-consumer-{t}-{s}-{c}");
-                let config =
-                    connection.cluster_config(cluster.bootstrap.clone(), cluster.pins.clone());
-                let mut cspec = ConsumeSpec {
-                    topic: layout.name.clone(),
-                    messages: u64::MAX,
-                    properties: spec.consumer_properties.clone(),
-                    window_sink: spec.window_sink.clone(),
-                    ..ConsumeSpec::default()
-                };
-                cspec.take_properties(&spec.consumer);
-                cspec.mode = ConsumeMode::Group {
-                    group_id: group.clone(),
-                };
-                cspec.start = StartAt::Reset(kbench_client::OffsetReset::Earliest);
-                cspec.timeout = crate::spec::MAX_WAIT;
-                cspec.reporting_interval = crate::spec::MAX_WAIT;
-                cspec.end_to_end = true;
-                let layout = layout.clone();
-                let hook = Arc::new(ConsumerHook(shared.clone()));
-                let stop = consumers_stop.clone();
-                consumer_tasks.spawn(async move {
-                    let cluster =
-                        crate::produce::job::connect_bounded(config, stop.token()).await?;
-                    // Its own metadata: the leaders' addresses, on its own connections.
-                    let (_, layout) = cluster
-                        .metadata(&layout.name)
-                        .await
-                        .map_err(|e| BenchError::topic(&layout.name, e))?;
-                    let cluster = Arc::new(cluster);
-                    let run =
-                        crate::consume::run_consume(cluster.clone(), layout, &cspec, stop, hook)
-                            .await;
-                    cluster.close(Duration::from_secs(2)).await;
-                    run
-                });
-            }
-        }
-    }
-    // Every consumer has its partitions before the first record (bounded by the join's own
-    // patience: the session timeout, twice, and a margin).
-    let joined_by =
-        Instant::now() + spec.consumer.consumer.session_timeout * 2 + Duration::from_secs(30);
     let mut errors: Vec<String> = Vec::new();
-    let mut consumers = Vec::new();
-    while shared.tally.lock().expect("tally lock").joined < spec.consumers() {
-        if Instant::now() > joined_by || cancel.is_cancelled() || consumer_tasks.is_empty() {
-            break;
-        }
-        match tokio::time::timeout(Duration::from_millis(100), consumer_tasks.join_next()).await {
-            Ok(Some(Ok(Err(e)))) => {
-                stop_consumers();
-                while consumer_tasks.join_next().await.is_some() {}
-                return Err(e);
-            }
-            Ok(Some(Ok(Ok(run)))) => consumers.push(run),
-            Ok(Some(Err(e))) => errors.push(format!("consumer task: {e}")),
-            Ok(None) | Err(_) => {}
-        }
-    }
-    let joined = shared.tally.lock().expect("tally lock").joined;
-    if joined < spec.consumers() {
-        stop_consumers();
-        while consumer_tasks.join_next().await.is_some() {}
-        return Err(BenchError::Run(format!(
-            "only {joined} of {} consumers joined their groups in time",
-            spec.consumers()
-        )));
-    }
+    let mut consumers = Consumers::spawn(spec, &cluster, &layouts, &shared, &stop);
+    consumers.wait_joined(spec, &cancel, &mut errors).await?;
 
     // Producers: warm-up, a barrier, the measured phase.
-    let per_producer = rate.map(|r| r / f64::from(spec.producers()));
-    let barrier = Arc::new(tokio::sync::Barrier::new(spec.producers() as usize + 1));
     let backlog_bytes = (w.consumer_backlog_size_gb * (1u64 << 30) as f64) as u64;
-    let drained = Arc::new(std::sync::atomic::AtomicBool::new(backlog_bytes == 0));
-    let mut producer_tasks = tokio::task::JoinSet::new();
-    for (t, layout) in layouts.iter().enumerate() {
-        for p in 0..w.producers_per_topic {
-            let index = t as u32 * w.producers_per_topic + p;
-            let pspec = spec.producer_spec(&layout.name, per_producer, index);
-            let mut config = pspec.connection(cluster.clone());
-            config.client_id = format!("kbench-omb-producer-{t}-{p}");
-            let layout = layout.clone();
-            let shared = shared.clone();
-            let barrier = barrier.clone();
-            let stop = stop.clone();
-            let cancel = stop.token().clone();
-            let (warmup, test) = (spec.warmup, spec.test_duration);
-            let drained = drained.clone();
-            producer_tasks.spawn(async move {
-                let connected = async {
-                    let cluster = crate::produce::job::connect_bounded(config, &cancel).await?;
-                    // Its own metadata: the leaders' addresses, on its own connections.
-                    let (_, layout) = cluster
-                        .metadata(&layout.name)
-                        .await
-                        .map_err(|e| BenchError::topic(&layout.name, e))?;
-                    Ok::<_, BenchError>((Arc::new(cluster), layout))
-                };
-                let (cluster, layout) = match connected.await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        barrier.wait().await;
-                        return Err(e);
-                    }
-                };
-                let phase = |duration: Duration| {
-                    let spec = ProduceSpec {
-                        duration: Some(duration),
-                        ..pspec.clone()
-                    };
-                    let shared = shared.clone();
-                    let (cluster, layout, stop) = (cluster.clone(), layout.clone(), stop.clone());
-                    async move {
-                        crate::produce::run_produce(cluster, layout, &spec, stop, move |w| {
-                            shared.producer_window(w)
-                        })
-                        .await
-                    }
-                };
-                let warm = if warmup.is_zero() {
-                    None
-                } else {
-                    Some(phase(warmup).await)
-                };
-                barrier.wait().await;
-                let mut measured = vec![phase(test).await];
-                // Backlog mode: producing goes on, in short phases, until the backlog drained.
-                while !drained.load(std::sync::atomic::Ordering::Acquire) && !cancel.is_cancelled()
-                {
-                    measured.push(phase(BACKLOG_EXTENSION).await);
-                }
-                cluster.close(Duration::from_secs(2)).await;
-                let measured = ProduceRun::pooled(&measured).expect("one phase at least");
-                Ok::<_, BenchError>((warm, measured))
-            });
-        }
-    }
+    let common = ProducerCommon {
+        shared: shared.clone(),
+        barrier: Arc::new(tokio::sync::Barrier::new(spec.producers() as usize + 1)),
+        drained: Arc::new(std::sync::atomic::AtomicBool::new(backlog_bytes == 0)),
+        stop: stop.clone(),
+    };
+    let mut producer_tasks = spawn_producers(spec, &cluster, &layouts, rate, &common);
 
-    // Periods: every reporting interval, and one at the end of each phase.
-    let epoch_guess = Instant::now() + spec.warmup;
-    let mut periods = Vec::new();
-    let mut tick = tokio::time::interval_at(
-        tokio::time::Instant::now() + spec.reporting_interval,
-        spec.reporting_interval,
-    );
-    {
-        let waiting = barrier.wait();
-        tokio::pin!(waiting);
-        loop {
-            tokio::select! {
-                _ = &mut waiting => break,
-                _ = tick.tick() => on_period(&shared.period(epoch_guess)),
-            }
-        }
-    }
-    // The measured phase begins: warm-up figures are left behind.
-    let epoch = Instant::now();
-    // The warm-up's last period is cut (and shown, if there was a warm-up).
-    let last_warmup = shared.period(epoch);
-    if !spec.warmup.is_zero() {
-        on_period(&last_warmup);
-    }
-    shared.tally.lock().expect("tally lock").measuring = true;
-    tick.reset();
-    // Backlog mode (OMB's): consumers stop while the backlog builds to consumerBacklogSizeGB, then
-    // resume; draining is done when the backlog is down to (1 − backlogDrainRatio) of its size
-    // (at least 1000 records).
-    let record_bytes = spec.payload.longest().max(1) as u64;
-    let mut backlog = (backlog_bytes > 0).then(|| {
-        shared
-            .paused
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        on_note(&format!(
-            "Stopping all consumers to build a backlog of {:.3} GB",
-            w.consumer_backlog_size_gb
-        ));
-        let capacity = backlog_bytes / record_bytes;
-        let empty = ((1.0 - w.backlog_drain_ratio).max(0.0) * capacity as f64) as u64;
-        Backlog {
-            requested_bytes: backlog_bytes,
-            drained_at_records: empty.max(1000),
-            built_s: None,
-            drained_s: None,
-            drain_records: 0,
-            consumed_at_build: 0,
-        }
-    });
-    let mut check = tokio::time::interval(Duration::from_millis(100));
-    let mut warm_runs = Vec::new();
-    let mut measured_runs = Vec::new();
-    loop {
-        tokio::select! {
-            _ = check.tick(), if backlog.as_ref().is_some_and(|b| b.drained_s.is_none()) => {
-                let b = backlog.as_mut().expect("backlog mode");
-                let (acked, consumed) = {
-                    let t = shared.tally.lock().expect("tally lock");
-                    (t.acked, t.consumed)
-                };
-                let behind = (acked * u64::from(w.subscriptions_per_topic)).saturating_sub(consumed);
-                let elapsed = epoch.elapsed().as_secs_f64();
-                match b.built_s {
-                    None if behind * record_bytes >= b.requested_bytes => {
-                        b.built_s = Some(elapsed);
-                        b.consumed_at_build = consumed;
-                        shared.paused.store(false, std::sync::atomic::Ordering::Relaxed);
-                        on_note(&format!("--- Completed backlog build in {elapsed:.1} s ---"));
-                        on_note("--- Start draining backlog ---");
-                    }
-                    Some(built) if behind <= b.drained_at_records => {
-                        b.drained_s = Some(elapsed - built);
-                        b.drain_records = consumed - b.consumed_at_build;
-                        drained.store(true, std::sync::atomic::Ordering::Release);
-                        on_note(&format!("--- Completed backlog draining in {:.1} s ---", elapsed - built));
-                    }
-                    _ if epoch.elapsed() > spec.test_duration + spec.backlog_timeout => {
-                        errors.push(format!(
-                            "the backlog was not {} within {:?} after the test duration",
-                            if b.built_s.is_none() { "built" } else { "drained" },
-                            spec.backlog_timeout
-                        ));
-                        b.drained_s = Some(f64::NAN);
-                        shared.paused.store(false, std::sync::atomic::Ordering::Relaxed);
-                        drained.store(true, std::sync::atomic::Ordering::Release);
-                    }
-                    _ => {}
-                }
-            }
-            done = producer_tasks.join_next() => match done {
-                None => break,
-                Some(Ok(Ok((warm, measured)))) => {
-                    warm_runs.extend(warm);
-                    measured_runs.push(measured);
-                }
-                Some(Ok(Err(e))) => errors.push(format!("producer: {e}")),
-                Some(Err(e)) => errors.push(format!("producer task: {e}")),
-            },
-            _ = tick.tick() => {
-                let p = shared.period(epoch);
-                on_period(&p);
-                periods.push(p);
-            }
-        }
-    }
+    let mut run = Phases {
+        spec,
+        shared: shared.clone(),
+        on_period: &on_period,
+        on_note: &on_note,
+        drained: common.drained.clone(),
+        periods: Vec::new(),
+        errors,
+    };
+    let (epoch, mut tick) = run.warm_up(&common.barrier).await;
+    let mut backlog = run.start_backlog(backlog_bytes);
+    let (warm_runs, measured_runs) = run
+        .follow(&mut producer_tasks, epoch, &mut tick, &mut backlog)
+        .await;
     // Consumers catch up (bounded), then stop: every record acknowledged, warm-up included, once
     // per subscription.
     let acked: u64 = warm_runs
@@ -874,26 +577,13 @@ pub async fn run_omb(
         .map(|r| r.records_acked)
         .sum();
     let expected_consumed = acked * u64::from(w.subscriptions_per_topic);
-    let drain_until = Instant::now() + spec.drain;
-    while spec.consumers() > 0 && Instant::now() < drain_until && !cancel.is_cancelled() {
-        if shared.tally.lock().expect("tally lock").consumed >= expected_consumed {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let last = shared.period(epoch);
-    if last.publish_rate > 0.0 || last.consume_rate > 0.0 {
-        on_period(&last);
-        periods.push(last);
-    }
-    stop_consumers();
-    while let Some(done) = consumer_tasks.join_next().await {
-        match done {
-            Ok(Ok(run)) => consumers.push(run),
-            Ok(Err(e)) => errors.push(format!("consumer: {e}")),
-            Err(e) => errors.push(format!("consumer task: {e}")),
-        }
-    }
+    run.drain(epoch, expected_consumed, &cancel).await;
+    let Phases {
+        periods,
+        mut errors,
+        ..
+    } = run;
+    let consumers = consumers.finish(&mut errors).await;
     let Some(producers) = ProduceRun::pooled(&measured_runs) else {
         return Err(BenchError::Run(format!(
             "no producer ran: {}",
@@ -921,6 +611,545 @@ pub async fn run_omb(
         errors,
         backlog,
     })
+}
+
+/// Connect, check that the cluster has the APIs the workload needs, and ensure its topics: their
+/// layouts and the negotiated API versions.
+async fn prepare_topics(
+    spec: &OmbSpec,
+    cluster: &ClusterConfig,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<(Vec<TopicLayout>, BTreeMap<String, i16>), BenchError> {
+    let w = &spec.workload;
+    let admin = crate::produce::job::connect_bounded(cluster.clone(), cancel).await?;
+    let mut needed = ProduceSpec::APIS.to_vec();
+    if spec.consumers() > 0 {
+        needed.extend_from_slice(ConsumeSpec::APIS);
+    }
+    // CreateTopics only for a topic that does not exist yet (ensure_topic names the API then): a
+    // broker without it (librdkafka's mock cluster) runs a workload whose topics were made for it.
+    needed.retain(|a| *a != kbench_wire::ApiKey::CreateTopics);
+    admin.check_versions(&needed)?;
+    let mut layouts: Vec<TopicLayout> = Vec::new();
+    for t in 0..w.topics {
+        let name = spec.topic(t);
+        let layout = admin
+            .ensure_topic(
+                &name,
+                w.partitions_per_topic as i32,
+                spec.replication_factor,
+            )
+            .await
+            .map_err(|e| BenchError::topic(&name, e))?;
+        layouts.push(layout);
+    }
+    let negotiated: BTreeMap<String, i16> = admin.negotiated().named().collect();
+    admin.close(Duration::from_secs(2)).await;
+    Ok((layouts, negotiated))
+}
+
+/// The run's rate over every producer: the workload's producerRate, or (producerRate 0) the
+/// highest rate one producer set sustains on a topic of its own, with the search's steps.
+async fn choose_rate(
+    spec: &OmbSpec,
+    cluster: &ClusterConfig,
+    stop: &Stop,
+    on_note: &impl Fn(&str),
+) -> Result<(Option<f64>, Option<crate::produce::search::MaxRate>), BenchError> {
+    if spec.workload.producer_rate > 0.0 {
+        return Ok((Some(spec.workload.producer_rate), None));
+    }
+    on_note("producerRate 0: searching for the highest sustainable rate first");
+    // On a topic of its own, so that the consumers never read the search's records.
+    let probe = ProduceSpec {
+        reporting_interval: spec.search_step * 2,
+        interval_histograms: false,
+        // The search is not the run: its records are not the run's metrics.
+        window_sink: Default::default(),
+        ..spec.producer_spec(&format!("{}-search", spec.topic_prefix), None, 0)
+    };
+    let found = crate::produce::search::find_max_rate(
+        &probe,
+        cluster.clone(),
+        false,
+        &crate::produce::search::SearchSettings {
+            step_duration: spec.search_step,
+            ..Default::default()
+        },
+        stop.clone(),
+        |_, step| {
+            on_note(&format!(
+                "  step {:.0} records/s: {}",
+                step.target_records_per_sec,
+                if step.kept_up { "kept up" } else { "missed" }
+            ))
+        },
+    )
+    .await?;
+    match found.chosen {
+        Some(r) => {
+            on_note(&format!("producerRate 0: running at {r:.0} records/s"));
+            Ok((Some(r), Some(found)))
+        }
+        None => Err(BenchError::Run(
+            "producerRate 0: no rate kept up, not even the first step's 10000 records/s".into(),
+        )),
+    }
+}
+
+/// The workload's consumers, each in its group, reading from the start of the fresh topics: their
+/// tasks, the runs of those that ended, and the stop that ends them at the end of the drain (or
+/// with the run), saying the run's reason.
+struct Consumers {
+    tasks: tokio::task::JoinSet<Result<ConsumeRun, BenchError>>,
+    runs: Vec<ConsumeRun>,
+    /// The tally, where the consumers count themselves in as they join.
+    shared: Arc<Shared>,
+    stop: Stop,
+    /// The run's stop, whose reason the consumers' says.
+    run_stop: Stop,
+}
+
+impl Consumers {
+    /// Every consumer of every subscription of every topic, started.
+    fn spawn(
+        spec: &OmbSpec,
+        cluster: &ClusterConfig,
+        layouts: &[TopicLayout],
+        shared: &Arc<Shared>,
+        run_stop: &Stop,
+    ) -> Consumers {
+        let w = &spec.workload;
+        let consumers_stop = Stop::new();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (t, layout) in layouts.iter().enumerate() {
+            for s in 0..w.subscriptions_per_topic {
+                let group = format!("{}-sub-{t:04}-{s:03}", spec.topic_prefix);
+                for c in 0..w.consumer_per_subscription {
+                    let mut connection = spec.consumer.connection.clone();
+                    connection.client_id = format!("kbench-omb-consumer-{t}-{s}-{c}");
+                    let config =
+                        connection.cluster_config(cluster.bootstrap.clone(), cluster.pins.clone());
+                    let mut cspec = ConsumeSpec {
+                        topic: layout.name.clone(),
+                        messages: u64::MAX,
+                        properties: spec.consumer_properties.clone(),
+                        window_sink: spec.window_sink.clone(),
+                        ..ConsumeSpec::default()
+                    };
+                    cspec.take_properties(&spec.consumer);
+                    cspec.mode = ConsumeMode::Group {
+                        group_id: group.clone(),
+                    };
+                    cspec.start = StartAt::Reset(kbench_client::OffsetReset::Earliest);
+                    cspec.timeout = crate::spec::MAX_WAIT;
+                    cspec.reporting_interval = crate::spec::MAX_WAIT;
+                    cspec.end_to_end = true;
+                    let hook = Arc::new(ConsumerHook(shared.clone()));
+                    tasks.spawn(consume(
+                        config,
+                        layout.clone(),
+                        cspec,
+                        consumers_stop.clone(),
+                        hook,
+                    ));
+                }
+            }
+        }
+        Consumers {
+            tasks,
+            runs: Vec::new(),
+            shared: shared.clone(),
+            stop: consumers_stop,
+            run_stop: run_stop.clone(),
+        }
+    }
+
+    /// Wait until every consumer has its partitions, before the first record (bounded by the
+    /// join's own patience: the session timeout, twice, and a margin). A consumer that failed to
+    /// start, or too few joined in time, end the run (every consumer stopped first).
+    async fn wait_joined(
+        &mut self,
+        spec: &OmbSpec,
+        cancel: &tokio_util::sync::CancellationToken,
+        errors: &mut Vec<String>,
+    ) -> Result<(), BenchError> {
+        let joined_by =
+            Instant::now() + spec.consumer.consumer.session_timeout * 2 + Duration::from_secs(30);
+        while self.shared.tally.lock().expect("tally lock").joined < spec.consumers() {
+            if Instant::now() > joined_by || cancel.is_cancelled() || self.tasks.is_empty() {
+                break;
+            }
+            match tokio::time::timeout(Duration::from_millis(100), self.tasks.join_next()).await {
+                Ok(Some(Ok(Err(e)))) => {
+                    self.stop();
+                    while self.tasks.join_next().await.is_some() {}
+                    return Err(e);
+                }
+                Ok(Some(Ok(Ok(run)))) => self.runs.push(run),
+                Ok(Some(Err(e))) => errors.push(format!("consumer task: {e}")),
+                Ok(None) | Err(_) => {}
+            }
+        }
+        let joined = self.shared.tally.lock().expect("tally lock").joined;
+        if joined < spec.consumers() {
+            self.stop();
+            while self.tasks.join_next().await.is_some() {}
+            return Err(BenchError::Run(format!(
+                "only {joined} of {} consumers joined their groups in time",
+                spec.consumers()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Tell every consumer to stop, with the run's reason.
+    fn stop(&self) {
+        self.stop
+            .stop(self.run_stop.reason().unwrap_or_else(|| "stopped".into()));
+    }
+
+    /// Stop every consumer and collect their runs; a consumer that failed is said in `errors`.
+    async fn finish(mut self, errors: &mut Vec<String>) -> Vec<ConsumeRun> {
+        self.stop();
+        while let Some(done) = self.tasks.join_next().await {
+            match done {
+                Ok(Ok(run)) => self.runs.push(run),
+                Ok(Err(e)) => errors.push(format!("consumer: {e}")),
+                Err(e) => errors.push(format!("consumer task: {e}")),
+            }
+        }
+        self.runs
+    }
+}
+
+/// One consumer: connected (bounded), its own metadata (the leaders' addresses, on its own
+/// connections), and its run until `stop`.
+async fn consume(
+    config: ClusterConfig,
+    layout: TopicLayout,
+    cspec: ConsumeSpec,
+    stop: Stop,
+    hook: Arc<ConsumerHook>,
+) -> Result<ConsumeRun, BenchError> {
+    let cluster = crate::produce::job::connect_bounded(config, stop.token()).await?;
+    // Its own metadata: the leaders' addresses, on its own connections.
+    let (_, layout) = cluster
+        .metadata(&layout.name)
+        .await
+        .map_err(|e| BenchError::topic(&layout.name, e))?;
+    let cluster = Arc::new(cluster);
+    let run = crate::consume::run_consume(cluster.clone(), layout, &cspec, stop, hook).await;
+    cluster.close(Duration::from_secs(2)).await;
+    run
+}
+
+/// What every producer task shares: the tally, the barrier between warm-up and the measured
+/// phase, the flag that ends backlog mode's extra phases, and the run's stop.
+#[derive(Clone)]
+struct ProducerCommon {
+    shared: Arc<Shared>,
+    barrier: Arc<tokio::sync::Barrier>,
+    drained: Arc<std::sync::atomic::AtomicBool>,
+    stop: Stop,
+}
+
+/// A producer's warm-up (if any) and its measured phase, pooled.
+type ProducerResult = Result<(Option<ProduceRun>, ProduceRun), BenchError>;
+
+/// Every producer of every topic, started, each with its share of `rate`.
+fn spawn_producers(
+    spec: &OmbSpec,
+    cluster: &ClusterConfig,
+    layouts: &[TopicLayout],
+    rate: Option<f64>,
+    common: &ProducerCommon,
+) -> tokio::task::JoinSet<ProducerResult> {
+    let w = &spec.workload;
+    let per_producer = rate.map(|r| r / f64::from(spec.producers()));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (t, layout) in layouts.iter().enumerate() {
+        for p in 0..w.producers_per_topic {
+            let index = t as u32 * w.producers_per_topic + p;
+            let pspec = spec.producer_spec(&layout.name, per_producer, index);
+            let mut config = pspec.connection(cluster.clone());
+            config.client_id = format!("kbench-omb-producer-{t}-{p}");
+            tasks.spawn(
+                Producer {
+                    spec: pspec,
+                    layout: layout.clone(),
+                    warmup: spec.warmup,
+                    test: spec.test_duration,
+                    common: common.clone(),
+                }
+                .run(config),
+            );
+        }
+    }
+    tasks
+}
+
+/// One producer of the workload: its spec (its share of the rate), its topic, and its phases'
+/// lengths, with what it shares with the others ([`ProducerCommon`]).
+struct Producer {
+    spec: ProduceSpec,
+    layout: TopicLayout,
+    warmup: Duration,
+    test: Duration,
+    common: ProducerCommon,
+}
+
+impl Producer {
+    /// Connect with `config` (bounded), warm up, wait at the barrier, then the measured phase (in
+    /// backlog mode, with short phases after it until the backlog drained). A producer that cannot
+    /// connect still meets the barrier.
+    async fn run(self, config: ClusterConfig) -> ProducerResult {
+        let ProducerCommon {
+            shared,
+            barrier,
+            drained,
+            stop,
+        } = &self.common;
+        let cancel = stop.token().clone();
+        let connected = async {
+            let cluster = crate::produce::job::connect_bounded(config, &cancel).await?;
+            // Its own metadata: the leaders' addresses, on its own connections.
+            let (_, layout) = cluster
+                .metadata(&self.layout.name)
+                .await
+                .map_err(|e| BenchError::topic(&self.layout.name, e))?;
+            Ok::<_, BenchError>((Arc::new(cluster), layout))
+        };
+        let (cluster, layout) = match connected.await {
+            Ok(c) => c,
+            Err(e) => {
+                barrier.wait().await;
+                return Err(e);
+            }
+        };
+        let phase = |duration: Duration| {
+            let spec = ProduceSpec {
+                duration: Some(duration),
+                ..self.spec.clone()
+            };
+            let shared = shared.clone();
+            let (cluster, layout, stop) = (cluster.clone(), layout.clone(), stop.clone());
+            async move {
+                crate::produce::run_produce(cluster, layout, &spec, stop, move |w| {
+                    shared.producer_window(w)
+                })
+                .await
+            }
+        };
+        let warm = if self.warmup.is_zero() {
+            None
+        } else {
+            Some(phase(self.warmup).await)
+        };
+        barrier.wait().await;
+        let mut measured = vec![phase(self.test).await];
+        // Backlog mode: producing goes on, in short phases, until the backlog drained.
+        while !drained.load(std::sync::atomic::Ordering::Acquire) && !cancel.is_cancelled() {
+            measured.push(phase(BACKLOG_EXTENSION).await);
+        }
+        cluster.close(Duration::from_secs(2)).await;
+        let measured = ProduceRun::pooled(&measured).expect("one phase at least");
+        Ok::<_, BenchError>((warm, measured))
+    }
+}
+
+/// The run from the producers' start as the coordinator follows it: periods cut and heard, the
+/// backlog built and drained, producers' and consumers' failures said.
+struct Phases<'a> {
+    spec: &'a OmbSpec,
+    shared: Arc<Shared>,
+    on_period: &'a (dyn Fn(&Period) + Send + Sync),
+    on_note: &'a (dyn Fn(&str) + Send + Sync),
+    /// Backlog mode: set once the backlog drained (or was given up), ending the producers'
+    /// extra phases.
+    drained: Arc<std::sync::atomic::AtomicBool>,
+    /// Measured periods.
+    periods: Vec<Period>,
+    errors: Vec<String>,
+}
+
+impl Phases<'_> {
+    /// Warm-up periods until every producer is at the barrier; then the measured phase begins:
+    /// the warm-up's last period cut, its figures left behind. Its epoch, and the period tick.
+    async fn warm_up(
+        &mut self,
+        barrier: &tokio::sync::Barrier,
+    ) -> (Instant, tokio::time::Interval) {
+        // Periods: every reporting interval, and one at the end of each phase.
+        let epoch_guess = Instant::now() + self.spec.warmup;
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + self.spec.reporting_interval,
+            self.spec.reporting_interval,
+        );
+        {
+            let waiting = barrier.wait();
+            tokio::pin!(waiting);
+            loop {
+                tokio::select! {
+                    _ = &mut waiting => break,
+                    _ = tick.tick() => (self.on_period)(&self.shared.period(epoch_guess)),
+                }
+            }
+        }
+        // The measured phase begins: warm-up figures are left behind.
+        let epoch = Instant::now();
+        // The warm-up's last period is cut (and shown, if there was a warm-up).
+        let last_warmup = self.shared.period(epoch);
+        if !self.spec.warmup.is_zero() {
+            (self.on_period)(&last_warmup);
+        }
+        self.shared.tally.lock().expect("tally lock").measuring = true;
+        tick.reset();
+        (epoch, tick)
+    }
+
+    /// Backlog mode (OMB's): consumers stop while the backlog builds to consumerBacklogSizeGB,
+    /// then resume; draining is done when the backlog is down to (1 − backlogDrainRatio) of its
+    /// size (at least 1000 records).
+    fn start_backlog(&self, backlog_bytes: u64) -> Option<Backlog> {
+        let w = &self.spec.workload;
+        (backlog_bytes > 0).then(|| {
+            self.shared
+                .paused
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            (self.on_note)(&format!(
+                "Stopping all consumers to build a backlog of {:.3} GB",
+                w.consumer_backlog_size_gb
+            ));
+            let capacity = backlog_bytes / self.record_bytes();
+            let empty = ((1.0 - w.backlog_drain_ratio).max(0.0) * capacity as f64) as u64;
+            Backlog {
+                requested_bytes: backlog_bytes,
+                drained_at_records: empty.max(1000),
+                built_s: None,
+                drained_s: None,
+                drain_records: 0,
+                consumed_at_build: 0,
+            }
+        })
+    }
+
+    /// The longest record's bytes: how many records a backlog of bytes holds.
+    fn record_bytes(&self) -> u64 {
+        self.spec.payload.longest().max(1) as u64
+    }
+
+    /// The measured phase from `epoch` until every producer ended: a period every tick of
+    /// `tick`, the backlog checked every 100 ms until drained, each producer's warm-up and
+    /// measured runs collected.
+    async fn follow(
+        &mut self,
+        producers: &mut tokio::task::JoinSet<ProducerResult>,
+        epoch: Instant,
+        tick: &mut tokio::time::Interval,
+        backlog: &mut Option<Backlog>,
+    ) -> (Vec<ProduceRun>, Vec<ProduceRun>) {
+        let mut check = tokio::time::interval(Duration::from_millis(100));
+        let mut warm_runs = Vec::new();
+        let mut measured_runs = Vec::new();
+        loop {
+            tokio::select! {
+                _ = check.tick(), if backlog.as_ref().is_some_and(|b| b.drained_s.is_none()) => {
+                    self.check_backlog(backlog.as_mut().expect("backlog mode"), epoch);
+                }
+                done = producers.join_next() => match done {
+                    None => break,
+                    Some(Ok(Ok((warm, measured)))) => {
+                        warm_runs.extend(warm);
+                        measured_runs.push(measured);
+                    }
+                    Some(Ok(Err(e))) => self.errors.push(format!("producer: {e}")),
+                    Some(Err(e)) => self.errors.push(format!("producer task: {e}")),
+                },
+                _ = tick.tick() => {
+                    let p = self.shared.period(epoch);
+                    (self.on_period)(&p);
+                    self.periods.push(p);
+                }
+            }
+        }
+        (warm_runs, measured_runs)
+    }
+
+    /// Backlog mode, every 100 ms: the backlog built (consumers resume), drained (the producers'
+    /// extra phases end), or given up past the test duration and the backlog timeout.
+    fn check_backlog(&mut self, b: &mut Backlog, epoch: Instant) {
+        let (acked, consumed) = {
+            let t = self.shared.tally.lock().expect("tally lock");
+            (t.acked, t.consumed)
+        };
+        let behind = (acked * u64::from(self.spec.workload.subscriptions_per_topic))
+            .saturating_sub(consumed);
+        let elapsed = epoch.elapsed().as_secs_f64();
+        match b.built_s {
+            None if behind * self.record_bytes() >= b.requested_bytes => {
+                b.built_s = Some(elapsed);
+                b.consumed_at_build = consumed;
+                self.shared
+                    .paused
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                (self.on_note)(&format!(
+                    "--- Completed backlog build in {elapsed:.1} s ---"
+                ));
+                (self.on_note)("--- Start draining backlog ---");
+            }
+            Some(built) if behind <= b.drained_at_records => {
+                b.drained_s = Some(elapsed - built);
+                b.drain_records = consumed - b.consumed_at_build;
+                self.drained
+                    .store(true, std::sync::atomic::Ordering::Release);
+                (self.on_note)(&format!(
+                    "--- Completed backlog draining in {:.1} s ---",
+                    elapsed - built
+                ));
+            }
+            _ if epoch.elapsed() > self.spec.test_duration + self.spec.backlog_timeout => {
+                self.errors.push(format!(
+                    "the backlog was not {} within {:?} after the test duration",
+                    if b.built_s.is_none() {
+                        "built"
+                    } else {
+                        "drained"
+                    },
+                    self.spec.backlog_timeout
+                ));
+                b.drained_s = Some(f64::NAN);
+                self.shared
+                    .paused
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                self.drained
+                    .store(true, std::sync::atomic::Ordering::Release);
+            }
+            _ => {}
+        }
+    }
+
+    /// The producers ended: consumers catch up until they read `expected` records (bounded by
+    /// the drain), then the last period is cut (kept if it saw any traffic).
+    async fn drain(
+        &mut self,
+        epoch: Instant,
+        expected: u64,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) {
+        let drain_until = Instant::now() + self.spec.drain;
+        while self.spec.consumers() > 0 && Instant::now() < drain_until && !cancel.is_cancelled() {
+            if self.shared.tally.lock().expect("tally lock").consumed >= expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let last = self.shared.period(epoch);
+        if last.publish_rate > 0.0 || last.consume_rate > 0.0 {
+            (self.on_period)(&last);
+            self.periods.push(last);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kbench_client::{Cluster, ClusterConfig};
+use kbench_client::{Cluster, ClusterConfig, TopicLayout};
 use kbench_wire::{ApiKey, api_name};
 use tokio_util::sync::CancellationToken;
 
@@ -83,6 +83,57 @@ pub async fn run_job<O: ProduceObserver>(
     let pins = cluster.pins.clone();
     let mut settings = spec.settings_json(&cluster);
     let cluster = connect_bounded(spec.connection(cluster), &cancel).await?;
+    check_apis(spec, &cluster)?;
+    let topic = ensure_topic(spec, &cluster, observer.as_ref(), &mut settings).await?;
+    let cluster = Arc::new(cluster);
+    // A distributed segment: connected and ready, every agent starts at the one instant.
+    if let Some(at) = spec.start_at_us
+        && !crate::clock::sleep_until_wall(at, &cancel).await
+    {
+        cluster.close(Duration::from_secs(1)).await;
+        return Err(BenchError::Run("stopped before the barrier start".into()));
+    }
+    let verify_from = verify_start(spec, &cluster, &topic).await?;
+    let runs = repetitions(spec, &cluster, &topic, &stop, &observer).await;
+    let run =
+        ProduceRun::pooled(&runs).ok_or_else(|| BenchError::Run("no repetition ran".into()))?;
+    let verification = match (&verify_from, &run.written) {
+        (Some(from), Some(written)) => {
+            observer.verifying();
+            Some(read_back(spec, &cluster, &topic, from, written).await)
+        }
+        _ => None,
+    };
+    // Let the broker read everything written (acks=0 requests have no other confirmation).
+    cluster.close(Duration::from_secs(5)).await;
+    let negotiated: BTreeMap<String, i16> = cluster.negotiated().named().collect();
+    let pinned: BTreeMap<String, i16> = pins.iter().map(|(a, v)| (api_name(a), v)).collect();
+    let document = ResultDocument::produce(
+        &run,
+        &runs,
+        Target {
+            bootstrap_servers: bootstrap,
+            ..Target::of(cluster.config(), embedded)
+        },
+        settings,
+        negotiated,
+        pinned,
+        spec.seed,
+    );
+    let document = ResultDocument {
+        verification,
+        ..document
+    };
+    Ok(ProduceOutcome {
+        runs,
+        run,
+        document,
+    })
+}
+
+/// Name, before any load, a broker without an API the run needs: Metadata and Produce, the
+/// transaction APIs or InitProducerId, and the Produce version the compression needs (KIP-110).
+fn check_apis(spec: &ProduceSpec, cluster: &Cluster) -> Result<(), BenchError> {
     cluster.check_versions(&[ApiKey::Metadata, ApiKey::Produce])?;
     if spec.producer.transactional_id.is_some() {
         // transactional.id: a broker without the transaction APIs is named before any load.
@@ -113,6 +164,17 @@ pub async fn run_job<O: ProduceObserver>(
         )
         .into());
     }
+    Ok(())
+}
+
+/// The run's topic, created if it does not exist; `--partition` must be one of its partitions. An
+/// existing topic keeps its partitions: the warning says so, and `settings` record the real count.
+async fn ensure_topic<O: ProduceObserver>(
+    spec: &ProduceSpec,
+    cluster: &Cluster,
+    observer: &O,
+    settings: &mut serde_json::Value,
+) -> Result<TopicLayout, BenchError> {
     let topic = cluster
         .ensure_topic(&spec.topic, spec.partitions, spec.replication_factor)
         .await
@@ -148,31 +210,38 @@ pub async fn run_job<O: ProduceObserver>(
         }
     }
     tracing::debug!(topic = %spec.topic, partitions, "produce job ready");
-    let cluster = Arc::new(cluster);
-    // A distributed segment: connected and ready, every agent starts at the one instant.
-    if let Some(at) = spec.start_at_us
-        && !crate::clock::sleep_until_wall(at, &cancel).await
-    {
-        cluster.close(Duration::from_secs(1)).await;
-        return Err(BenchError::Run("stopped before the barrier start".into()));
+    Ok(topic)
+}
+
+/// With `--verify`: where the run's records begin, per partition (read back from there).
+async fn verify_start(
+    spec: &ProduceSpec,
+    cluster: &Cluster,
+    topic: &TopicLayout,
+) -> Result<Option<BTreeMap<i32, i64>>, BenchError> {
+    if !spec.verify {
+        return Ok(None);
     }
-    // With `--verify`: where the run's records begin, per partition (read back from there).
-    let verify_from = if spec.verify {
-        let partitions: Vec<i32> = match spec.partition {
-            Some(p) => vec![p],
-            None => topic.partitions.iter().map(|p| p.partition).collect(),
-        };
-        Some(
-            cluster
-                .latest_offsets(&topic, &partitions)
-                .await
-                .map_err(|e| {
-                    BenchError::Run(format!("--verify: reading the start offsets: {e}"))
-                })?,
-        )
-    } else {
-        None
+    let partitions: Vec<i32> = match spec.partition {
+        Some(p) => vec![p],
+        None => topic.partitions.iter().map(|p| p.partition).collect(),
     };
+    let from = cluster
+        .latest_offsets(topic, &partitions)
+        .await
+        .map_err(|e| BenchError::Run(format!("--verify: reading the start offsets: {e}")))?;
+    Ok(Some(from))
+}
+
+/// The measured phase `spec.repetitions` times, each told to `observer`; a repetition that was
+/// stopped is the last.
+async fn repetitions<O: ProduceObserver>(
+    spec: &ProduceSpec,
+    cluster: &Arc<Cluster>,
+    topic: &TopicLayout,
+    stop: &Stop,
+    observer: &Arc<O>,
+) -> Vec<ProduceRun> {
     let mut runs = Vec::with_capacity(spec.repetitions);
     for i in 0..spec.repetitions {
         observer.repetition(i, spec.repetitions);
@@ -192,46 +261,24 @@ pub async fn run_job<O: ProduceObserver>(
             break;
         }
     }
-    let run =
-        ProduceRun::pooled(&runs).ok_or_else(|| BenchError::Run("no repetition ran".into()))?;
-    let verification = match (&verify_from, &run.written) {
-        (Some(from), Some(written)) => {
-            observer.verifying();
-            // The layout afresh: a broker restarted meanwhile has the topic under a new id.
-            let layout = match cluster.metadata(&spec.topic).await {
-                Ok((_, layout)) => layout,
-                Err(e) => {
-                    tracing::warn!("--verify: metadata for {}: {e}", spec.topic);
-                    topic.clone()
-                }
-            };
-            Some(crate::verify::read_back(&cluster, &layout, from, written).await)
+    runs
+}
+
+/// `--verify`: the topic read back from `from`, against what the broker acknowledged.
+async fn read_back(
+    spec: &ProduceSpec,
+    cluster: &Arc<Cluster>,
+    topic: &TopicLayout,
+    from: &BTreeMap<i32, i64>,
+    written: &crate::verify::Written,
+) -> crate::verify::VerifyReport {
+    // The layout afresh: a broker restarted meanwhile has the topic under a new id.
+    let layout = match cluster.metadata(&spec.topic).await {
+        Ok((_, layout)) => layout,
+        Err(e) => {
+            tracing::warn!("--verify: metadata for {}: {e}", spec.topic);
+            topic.clone()
         }
-        _ => None,
     };
-    // Let the broker read everything written (acks=0 requests have no other confirmation).
-    cluster.close(Duration::from_secs(5)).await;
-    let negotiated: BTreeMap<String, i16> = cluster.negotiated().named().collect();
-    let pinned: BTreeMap<String, i16> = pins.iter().map(|(a, v)| (api_name(a), v)).collect();
-    let document = ResultDocument::produce(
-        &run,
-        &runs,
-        Target {
-            bootstrap_servers: bootstrap,
-            ..Target::of(cluster.config(), embedded)
-        },
-        settings,
-        negotiated,
-        pinned,
-        spec.seed,
-    );
-    let document = ResultDocument {
-        verification,
-        ..document
-    };
-    Ok(ProduceOutcome {
-        runs,
-        run,
-        document,
-    })
+    crate::verify::read_back(cluster, &layout, from, written).await
 }

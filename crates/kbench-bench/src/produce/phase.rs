@@ -369,6 +369,30 @@ struct Tally {
 }
 
 impl Tally {
+    /// A fresh tally for a run of `spec` from `start` (with `--verify`, of `verify_producer`).
+    fn new(spec: &ProduceSpec, start: Instant, verify_producer: Option<u64>) -> Tally {
+        Tally {
+            sent: 0,
+            acked: 0,
+            failed: 0,
+            batches: 0,
+            bytes_acked: 0,
+            latency: latency_histogram(),
+            service_time: latency_histogram(),
+            publish_delay: latency_histogram(),
+            last_publish_delay_us: 0,
+            errors: BTreeMap::new(),
+            window: IntervalReport {
+                latency: spec.interval_histograms.then(latency_histogram),
+                publish_delay: spec.interval_histograms.then(latency_histogram),
+                ..IntervalReport::default()
+            },
+            window_start: start,
+            written: verify_producer.map(crate::verify::Written::for_producer),
+            duplicate_batches: 0,
+        }
+    }
+
     fn take_window(&mut self, now: Instant) -> IntervalReport {
         let fresh = IntervalReport {
             latency: self.window.latency.as_ref().map(Histogram::new_from),
@@ -758,260 +782,411 @@ pub async fn run_produce_until(
     };
     let mut rng = SmallRng::seed_from_u64(spec.seed);
     let values = spec.payload.values(&mut rng);
-
-    // With `--verify`, this run's producer id and each partition's next sequence number.
+    // With `--verify`, this run's producer id.
     let verify_producer = spec.verify.then(crate::verify::new_producer_id);
-    let mut sequences = vec![0u64; partitions.len()];
-    let writes_before = cluster.write_counts();
-    let anomalies_before = cluster.protocol_anomalies();
-    let started_at = SystemTime::now();
-    let start = Instant::now();
-    let cpu_start = CpuTime::now();
-    let tally = Arc::new(Mutex::new(Tally {
-        sent: 0,
-        acked: 0,
-        failed: 0,
-        batches: 0,
-        bytes_acked: 0,
-        latency: latency_histogram(),
-        service_time: latency_histogram(),
-        publish_delay: latency_histogram(),
-        last_publish_delay_us: 0,
-        errors: BTreeMap::new(),
-        window: IntervalReport {
-            latency: spec.interval_histograms.then(latency_histogram),
-            publish_delay: spec.interval_histograms.then(latency_histogram),
-            ..IntervalReport::default()
-        },
-        window_start: start,
-        written: verify_producer.map(crate::verify::Written::for_producer),
-        duplicate_batches: 0,
-    }));
-
-    let on_interval = Arc::new(on_interval);
-    let reporter = {
-        let tally = tally.clone();
-        let on_interval = on_interval.clone();
-        let every = spec.reporting_interval.max(Duration::from_millis(10));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            loop {
-                tick.tick().await;
-                let report = tally
-                    .lock()
-                    .expect("tally lock")
-                    .take_window(Instant::now());
-                on_interval(&report);
-            }
-        })
-    };
-
-    // The timeline: a snapshot of the cumulative figures every interval (off the hot path).
-    let timeline = Arc::new(Mutex::new(
-        crate::timeline::Timeline::new(started_at, TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS)
-            .with_sink(spec.window_sink.clone()),
-    ));
-    let timeliner = {
-        let tally = tally.clone();
-        let timeline = timeline.clone();
-        let every = spec.timeline_interval.max(Duration::from_millis(10));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            loop {
-                tick.tick().await;
-                let (counts, histograms) = tally.lock().expect("tally lock").timeline_snapshot();
-                timeline.lock().expect("timeline lock").take(
-                    SystemTime::now(),
-                    &counts,
-                    histograms,
-                );
-            }
-        })
-    };
-
-    let mut keys = KeyChooser::new(spec.keys, &partitions, topic.partitions.len());
-    let uniform = match spec.payload {
-        Payload::Uniform { min, max } => Some((min, max)),
-        _ => None,
-    };
-    let monotonic = spec.payload == Payload::Monotonic;
-    let mut digits = itoa::Buffer::new();
-    let mut producer: Engine = kbench_client::Producer::new(
-        cluster.clone(),
+    let phase = Phase::start(spec, cluster, verify_producer, on_interval);
+    let records = Records::new(spec, rng, values, &partitions, topic.partitions.len());
+    let engine: Engine = kbench_client::Producer::new(
+        phase.cluster.clone(),
         &topic,
         partitions.clone(),
-        spec.engine_options(cluster.config().request_timeout),
+        spec.engine_options(phase.cluster.config().request_timeout),
         Arc::new(Accounting {
-            tally: tally.clone(),
-            start,
+            tally: phase.tally.clone(),
+            start: phase.start,
         }),
     );
-    let deadline = spec.duration.map(|d| start + d);
-    let until = Until {
-        cancel: &cancel,
+    let deadline = spec.duration.map(|d| phase.start + d);
+    let mut run = RecordLoop {
+        spec,
+        tally: phase.tally.clone(),
+        clock: Clock {
+            start: phase.start,
+            now: phase.start,
+            now_us: 0,
+        },
         deadline,
+        cancel: &cancel,
+        finish: &finish,
+        throttled: spec.throughput.is_some() || spec.shape.is_some(),
+        schedule: spec.shape.as_ref().map(|s| s.schedule()),
+        records,
+        feed: Feed {
+            sequences: vec![0u64; partitions.len()],
+            engine,
+            until: Until {
+                cancel: &cancel,
+                deadline,
+            },
+            partitions,
+            verify_producer,
+            waited: Duration::ZERO,
+        },
+        txn: None,
+        stop_error: None,
+        i: 0,
     };
-    // Idempotent produce: this run's producer id, asked for before the first record (a broker
-    // that will not give one ends the run before it starts, saying why).
-    let mut stop_error = None;
-    // Transactional produce: the transaction coordinator gives the producer id, and the first
-    // transaction begins.
-    let mut txn = None;
-    if let Some(t) = &spec.transaction() {
-        match TxnState::begin_first(&producer, &tally, t).await {
-            Ok(state) => {
-                producer.set_identity(Some(state.txns.identity()), true);
-                txn = Some(state);
-            }
-            Err(e) => stop_error = Some(e),
-        }
-    } else if spec.producer.idempotent() {
-        match cluster.init_producer_id().await {
-            Ok(identity) => producer.set_identity(Some(identity), false),
-            Err(e) => stop_error = Some(format!("InitProducerId: {e}")),
+    run.begin(&phase.cluster).await;
+    run.run().await;
+    let ending = run.end(&phase.cluster, &stop).await;
+    phase.finish(ending).await
+}
+
+/// A measured phase's frame: the counters and clocks read at its start, the tally, and the tasks
+/// that report its progress windows and cut its timeline while the record loop runs.
+struct Phase<'a, F> {
+    spec: &'a ProduceSpec,
+    cluster: Arc<Cluster>,
+    writes_before: (u64, u64),
+    anomalies_before: BTreeMap<String, u64>,
+    started_at: SystemTime,
+    start: Instant,
+    cpu_start: CpuTime,
+    tally: Arc<Mutex<Tally>>,
+    on_interval: Arc<F>,
+    reporter: tokio::task::JoinHandle<()>,
+    timeline: Arc<Mutex<crate::timeline::Timeline>>,
+    timeliner: tokio::task::JoinHandle<()>,
+}
+
+impl<'a, F: Fn(&IntervalReport) + Send + Sync + 'static> Phase<'a, F> {
+    /// The phase begins: counters and clocks read, the progress and timeline tasks started.
+    fn start(
+        spec: &'a ProduceSpec,
+        cluster: Arc<Cluster>,
+        verify_producer: Option<u64>,
+        on_interval: F,
+    ) -> Self {
+        let writes_before = cluster.write_counts();
+        let anomalies_before = cluster.protocol_anomalies();
+        let started_at = SystemTime::now();
+        let start = Instant::now();
+        let cpu_start = CpuTime::now();
+        let tally = Arc::new(Mutex::new(Tally::new(spec, start, verify_producer)));
+
+        let on_interval = Arc::new(on_interval);
+        let reporter = {
+            let tally = tally.clone();
+            let on_interval = on_interval.clone();
+            let every = spec.reporting_interval.max(Duration::from_millis(10));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    tick.tick().await;
+                    let report = tally
+                        .lock()
+                        .expect("tally lock")
+                        .take_window(Instant::now());
+                    on_interval(&report);
+                }
+            })
+        };
+
+        // The timeline: a snapshot of the cumulative figures every interval (off the hot path).
+        let timeline = Arc::new(Mutex::new(
+            crate::timeline::Timeline::new(started_at, TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS)
+                .with_sink(spec.window_sink.clone()),
+        ));
+        let timeliner = {
+            let tally = tally.clone();
+            let timeline = timeline.clone();
+            let every = spec.timeline_interval.max(Duration::from_millis(10));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    tick.tick().await;
+                    let (counts, histograms) =
+                        tally.lock().expect("tally lock").timeline_snapshot();
+                    timeline.lock().expect("timeline lock").take(
+                        SystemTime::now(),
+                        &counts,
+                        histograms,
+                    );
+                }
+            })
+        };
+        Phase {
+            spec,
+            cluster,
+            writes_before,
+            anomalies_before,
+            started_at,
+            start,
+            cpu_start,
+            tally,
+            on_interval,
+            reporter,
+            timeline,
+            timeliner,
         }
     }
 
-    let mut i = 0u64;
-    let throttled = spec.throughput.is_some() || spec.shape.is_some();
-    let mut schedule = spec.shape.as_ref().map(|s| s.schedule());
-    let mut now = start;
-    let mut now_us = 0u64;
-    // Time the record loop waited for the engine to take a batch (the cluster's time, not the
-    // generator's: see `Saturation::judge`).
-    let mut waited = Duration::ZERO;
-    'records: while stop_error.is_none() && i < spec.num_records {
-        // The clock, read for every record when throttled, and every CLOCK_EVERY records (and at
-        // each new batch) when not: a reading is a record's append time, its CreateTime, and
-        // (unthrottled) its intended send time. Unthrottled appends take a fraction of a µs each, so
-        // a record's time is at most CLOCK_EVERY appends (a few µs) early; reading the clock for
-        // every record cost a fifth of the CPU at 1 MB batches (docs/PERFORMANCE.md).
-        if throttled || i.is_multiple_of(CLOCK_EVERY) || producer.is_empty(0) {
-            now = Instant::now();
-            now_us = (now - start).as_micros() as u64;
-            // Throttled, the schedule decides what is due before the end (below); a record due
-            // before it is still appended just after it, within the timer's resolution.
-            let past = if throttled {
-                deadline.is_some_and(|d| now >= d + TIMER_SLACK)
-            } else {
-                deadline.is_some_and(|d| now >= d)
-            };
-            if past || (i.is_multiple_of(1024) && (cancel.is_cancelled() || finish.is_cancelled()))
-            {
-                break;
-            }
-            if i.is_multiple_of(1024)
-                && let Some(since) = producer.gone_since()
-            {
-                stop_error = Some(gone(since, start, spec.producer.delivery_timeout));
-                break;
-            }
-            if let Some(state) = txn.as_mut()
-                && now >= state.due
-            {
-                match state.roll(&mut producer, &tally, &until).await {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(e) => {
-                        stop_error = Some(e);
-                        break;
-                    }
-                }
-                now = Instant::now();
-                now_us = (now - start).as_micros() as u64;
-            }
+    /// The phase ends: the progress and timeline tasks stopped (with interval histograms, the
+    /// last, partial window reported), and the run's figures from the tally and `ending`.
+    async fn finish(self, ending: Ending) -> ProduceRun {
+        let spec = self.spec;
+        self.reporter.abort();
+        self.timeliner.abort();
+        let _ = self.timeliner.await;
+        // With interval histograms, the windows cover the whole run: the last, partial one is
+        // reported too (kafka-producer-perf-test's lines, without them, end at the last full
+        // window).
+        if spec.interval_histograms {
+            let _ = self.reporter.await;
+            let last = self
+                .tally
+                .lock()
+                .expect("tally lock")
+                .take_window(Instant::now());
+            (self.on_interval)(&last);
         }
-        // Throttled, the record's intended time from the run's start (a shape's ends the run when
-        // the shape ends); unthrottled, its append time.
-        let scheduled = match (&mut schedule, spec.throughput) {
-            (Some(s), _) => match s.time_of(i) {
-                Some(at) => Some(at),
-                None => break,
+
+        let elapsed = self.start.elapsed();
+        let writes_after = self.cluster.write_counts();
+        let cpu = CpuTime::now().since(self.cpu_start);
+        let mut t = self.tally.lock().expect("tally lock");
+        // The last, partial window: the windows add up to the run.
+        let timeline = {
+            let (counts, histograms) = t.timeline_snapshot();
+            let mut timeline = std::mem::replace(
+                &mut *self.timeline.lock().expect("timeline lock"),
+                crate::timeline::Timeline::new(self.started_at, &[], &[]),
+            );
+            timeline.take(SystemTime::now(), &counts, histograms);
+            timeline.into_windows()
+        };
+        let unsent = if ending.throttled {
+            account_unsent(spec, ending.next, ending.loop_end, &mut t.latency)
+        } else {
+            0
+        };
+        let saturation = Saturation::judge(
+            ending.throttled,
+            t.last_publish_delay_us,
+            ending.waited,
+            cpu,
+            elapsed,
+        );
+        debug_assert_eq!(
+            t.outstanding(),
+            0,
+            "the engine's finish resolves every batch"
+        );
+        let anomalies = subtract(self.cluster.protocol_anomalies(), &self.anomalies_before);
+        ProduceRun {
+            records_sent: t.sent,
+            records_acked: t.acked,
+            records_failed: t.failed,
+            records_unsent: unsent,
+            bytes_acked: t.bytes_acked,
+            started_at: self.started_at,
+            ended_at: SystemTime::now(),
+            elapsed,
+            cpu,
+            peak_rss_kib: peak_rss_kib(),
+            latency: t.latency.clone(),
+            service_time: t.service_time.clone(),
+            publish_delay: t.publish_delay.clone(),
+            saturation,
+            errors: t.errors.clone(),
+            aborted: ending.aborted,
+            requests: ending.requests,
+            batches: t.batches,
+            frames_written: writes_after.0 - self.writes_before.0,
+            socket_writes: writes_after.1 - self.writes_before.1,
+            timeline,
+            written: t.written.take(),
+            cluster: crate::cluster::ClusterReport::of(
+                &ending.cluster_events,
+                self.start,
+                self.started_at,
+            ),
+            protocol_anomalies: anomalies,
+            producer: ending.identity.map(|identity| ProducerReport {
+                identities: ending
+                    .txn
+                    .as_ref()
+                    .map_or_else(|| vec![identity], |s| s.identities.clone()),
+                duplicate_batches: t.duplicate_batches,
+                transactional_id: spec.producer.transactional_id.clone(),
+                transactions_committed: ending.txn.as_ref().map_or(0, |s| s.committed),
+                transactions_aborted: ending.txn.as_ref().map_or(0, |s| s.aborted),
+                records_in_aborted_transactions: ending
+                    .txn
+                    .as_ref()
+                    .map_or(0, |s| s.records_aborted),
+            }),
+        }
+    }
+}
+
+/// What the record loop leaves for the run's figures.
+struct Ending {
+    /// Why the run stopped early, if it did.
+    aborted: Option<String>,
+    /// Records due before this (from the run's start) were the run's to send.
+    loop_end: Duration,
+    /// The first record not appended.
+    next: u64,
+    throttled: bool,
+    /// Time the record loop waited for the engine to take a batch.
+    waited: Duration,
+    requests: u64,
+    identity: Option<kbench_client::ProducerIdentity>,
+    cluster_events: kbench_client::ClusterEvents,
+    txn: Option<TxnState>,
+}
+
+/// The record loop's clock: the run's start, and the latest reading.
+struct Clock {
+    start: Instant,
+    now: Instant,
+    /// `now` in µs since `start`.
+    now_us: u64,
+}
+
+impl Clock {
+    /// Read the clock.
+    fn read(&mut self) {
+        self.now = Instant::now();
+        self.now_us = (self.now - self.start).as_micros() as u64;
+    }
+}
+
+/// What each record is made of, drawn in order from the run's seed: its key (and so its open
+/// batch) and its value.
+struct Records {
+    rng: SmallRng,
+    values: Vec<bytes::Bytes>,
+    keys: KeyChooser,
+    /// `Payload::Uniform`: each value is a prefix of the one pooled value, of a length drawn
+    /// from this range.
+    uniform: Option<(usize, usize)>,
+    /// `Payload::Monotonic`: each value is the record's number, in decimal.
+    monotonic: bool,
+    digits: itoa::Buffer,
+}
+
+/// One record to append: its key, the open batch it goes into, and its value.
+struct Record<'a> {
+    key: Option<&'a [u8]>,
+    slot: usize,
+    value: &'a [u8],
+}
+
+impl Records {
+    /// The records of `spec` over `partitions` (of a topic of `topic_partitions`).
+    fn new(
+        spec: &ProduceSpec,
+        rng: SmallRng,
+        values: Vec<bytes::Bytes>,
+        partitions: &[i32],
+        topic_partitions: usize,
+    ) -> Records {
+        Records {
+            rng,
+            values,
+            keys: KeyChooser::new(spec.keys, partitions, topic_partitions),
+            uniform: match spec.payload {
+                Payload::Uniform { min, max } => Some((min, max)),
+                _ => None,
             },
-            (None, Some(rate)) => Some(Duration::from_secs_f64(i as f64 / rate)),
-            (None, None) => None,
-        };
-        let intended = scheduled.map_or(now, |offset| start + offset);
-        // The run's duration ends the schedule: a record due at or after it is not due.
-        if scheduled.is_some() && deadline.is_some_and(|d| intended >= d) {
-            break;
+            monotonic: spec.payload == Payload::Monotonic,
+            digits: itoa::Buffer::new(),
         }
-        // Throttled: wait for the record's intended time, closing lingering batches on the way.
-        while now < intended {
-            let wake = producer.next_linger().map_or(intended, |d| d.min(intended));
-            tokio::select! {
-                _ = cancel.cancelled() => break 'records,
-                _ = finish.cancelled() => break 'records,
-                _ = tokio::time::sleep_until(wake.into()) => {}
-            }
-            now = Instant::now();
-            now_us = (now - start).as_micros() as u64;
-            if let Some(since) = producer.gone_since() {
-                stop_error = Some(gone(since, start, spec.producer.delivery_timeout));
-                break 'records;
-            }
-            let closing = Instant::now();
-            let lingered = producer.close_lingered(now, &until).await;
-            waited += closing.elapsed();
-            if lingered.is_none() {
-                break 'records;
-            }
-        }
-        let key = keys.choose(&mut rng);
-        let slot = key.map_or(0, |k| keys.batch_of[k]);
-        let value: &[u8] = match uniform {
-            Some((min, max)) => &values[0][..rng.random_range(min..=max)],
-            None if values.len() == 1 => &values[0],
-            None if monotonic => digits.format(i).as_bytes(),
-            None => &values[rng.random_range(0..values.len())],
+    }
+
+    /// Record `i`: its key drawn, then its value.
+    fn next(&mut self, i: u64) -> Record<'_> {
+        let key = self.keys.choose(&mut self.rng);
+        let slot = key.map_or(0, |k| self.keys.batch_of[k]);
+        let value: &[u8] = match self.uniform {
+            Some((min, max)) => &self.values[0][..self.rng.random_range(min..=max)],
+            None if self.values.len() == 1 => &self.values[0],
+            None if self.monotonic => self.digits.format(i).as_bytes(),
+            None => &self.values[self.rng.random_range(0..self.values.len())],
         };
-        // Batches past their linger.ms close, and so does this record's batch when it is full
-        // (the check is inline: no future is made per record unless a batch is due).
+        Record {
+            key: key.map(|k| &self.keys.keys[k][..]),
+            slot,
+            value,
+        }
+    }
+}
+
+/// Where the records go: the producer engine's open batches, each stamped (with `--verify`) with
+/// the partition's next sequence number, and the time the loop waited for the engine to take a
+/// batch (the cluster's time, not the generator's: see `Saturation::judge`).
+struct Feed<'a> {
+    engine: Engine,
+    until: Until<'a>,
+    partitions: Vec<i32>,
+    /// With `--verify`, this run's producer id and each partition's next sequence number.
+    verify_producer: Option<u64>,
+    sequences: Vec<u64>,
+    waited: Duration,
+}
+
+impl Feed<'_> {
+    /// Whether a batch is to close before the next record: one past its linger.ms, or the
+    /// record's own, too full for `len` more bytes.
+    fn room_due(&mut self, now: Instant, slot: usize, len: usize) -> bool {
+        self.engine.next_linger().is_some_and(|due| now >= due) || self.engine.is_full(slot, len)
+    }
+
+    /// Close the batches past their linger.ms, then `slot`'s if `len` more bytes do not fit:
+    /// whether one closed; `None` when the run ended first.
+    async fn make_room(&mut self, now: Instant, slot: usize, len: usize) -> Option<bool> {
         let mut closed = false;
-        if producer.next_linger().is_some_and(|due| now >= due) {
-            let closing = Instant::now();
-            let lingered = producer.close_lingered(now, &until).await;
-            waited += closing.elapsed();
-            match lingered {
-                Some(c) => closed = c,
-                None => break 'records,
-            }
+        if self.engine.next_linger().is_some_and(|due| now >= due) {
+            closed = self.close_lingered(now).await?;
         }
-        if producer.is_full(slot, value.len()) {
+        if self.engine.is_full(slot, len) {
             let closing = Instant::now();
-            let room = producer.close(slot, &until).await;
-            waited += closing.elapsed();
+            let room = self.engine.close(slot, &self.until).await;
+            self.waited += closing.elapsed();
             if !room {
-                break 'records;
+                return None;
             }
             closed = true;
         }
-        if closed {
-            // The new batch's base time is read afresh.
-            now = Instant::now();
-            now_us = (now - start).as_micros() as u64;
-        }
-        let open = producer.open(slot, now, None);
+        Some(closed)
+    }
+
+    /// Close the batches past their linger.ms at `now`, timed: whether one closed; `None` when
+    /// the run ended first.
+    async fn close_lingered(&mut self, now: Instant) -> Option<bool> {
+        let closing = Instant::now();
+        let lingered = self.engine.close_lingered(now, &self.until).await;
+        self.waited += closing.elapsed();
+        lingered
+    }
+
+    /// Append `record` to its open batch (a new one opens at the clock's reading) with its
+    /// CreateTime, its `--verify` stamp, and its intended send time (µs since the run's start).
+    fn append(&mut self, record: &Record<'_>, clock: &Clock, intended_us: u64) {
+        let open = self.engine.open(record.slot, clock.now, None);
         if open.builder.is_empty() {
             let pos = open.pos();
-            open.meta.opened_us = now_us;
-            open.meta.partition = partitions[pos];
-            open.meta.first_seq = sequences[pos];
+            open.meta.opened_us = clock.now_us;
+            open.meta.partition = self.partitions[pos];
+            open.meta.first_seq = self.sequences[pos];
         }
-        let timestamp = open.base_ms + (now_us.saturating_sub(open.meta.opened_us) / 1000) as i64;
-        match verify_producer {
-            None => {
-                open.builder
-                    .append(timestamp, key.map(|k| &keys.keys[k][..]), Some(value), &[])
-            }
+        let timestamp =
+            open.base_ms + (clock.now_us.saturating_sub(open.meta.opened_us) / 1000) as i64;
+        match self.verify_producer {
+            None => open
+                .builder
+                .append(timestamp, record.key, Some(record.value), &[]),
             Some(producer_id) => {
                 let pos = open.pos();
-                let stamp = crate::verify::Stamp::encode(producer_id, sequences[pos], value);
-                sequences[pos] += 1;
+                let stamp =
+                    crate::verify::Stamp::encode(producer_id, self.sequences[pos], record.value);
+                self.sequences[pos] += 1;
                 open.builder.append(
                     timestamp,
-                    key.map(|k| &keys.keys[k][..]),
-                    Some(value),
+                    record.key,
+                    Some(record.value),
                     &[RecordHeader {
                         key: crate::verify::VERIFY_HEADER,
                         value: Some(&stamp),
@@ -1019,120 +1194,241 @@ pub async fn run_produce_until(
                 );
             }
         }
-        open.meta
-            .intended_us
-            .push(scheduled.map_or(now_us, |offset| offset.as_micros() as u64));
-        open.meta.value_bytes += value.len() as u64;
-        i += 1;
+        open.meta.intended_us.push(intended_us);
+        open.meta.value_bytes += record.value.len() as u64;
     }
-    // Records due before this were the run's to send (the duration ends the schedule).
-    let loop_end = start.elapsed().min(spec.duration.unwrap_or(Duration::MAX));
-    // With a duration, what is still outstanding gets a bounded grace, whatever the broker's state
-    // (a dead broker would otherwise hold the run until the delivery timeout).
-    let grace_end = deadline.map(|d| d.max(Instant::now()) + DURATION_GRACE);
-    let flushed = producer
-        .flush(&Until {
-            cancel: &cancel,
-            deadline: grace_end,
-        })
-        .await;
-    let grace_expired = !flushed && !cancel.is_cancelled();
-    // The last transaction: committed when every batch of it was answered, else aborted.
-    if let Some(state) = txn.as_mut()
-        && stop_error.is_none()
-    {
-        let complete = flushed && !cancel.is_cancelled();
-        if let Err(e) = state.end(&cluster, &tally, complete).await {
-            stop_error = Some(e);
+}
+
+/// The record loop: each record made, timed (throttled, held until its intended time) and
+/// appended, until the last, the run's end, a stop, `finish`, or a failure.
+struct RecordLoop<'a> {
+    spec: &'a ProduceSpec,
+    tally: Arc<Mutex<Tally>>,
+    clock: Clock,
+    deadline: Option<Instant>,
+    cancel: &'a CancellationToken,
+    finish: &'a CancellationToken,
+    /// A rate or a shape sets each record's intended send time.
+    throttled: bool,
+    schedule: Option<crate::shape::Schedule<'a>>,
+    records: Records,
+    feed: Feed<'a>,
+    /// Transactional produce: the open transaction and the ended ones.
+    txn: Option<TxnState>,
+    /// Why the run must stop (the cluster gone, a producer id refused, a transaction failed).
+    stop_error: Option<String>,
+    /// The next record's number.
+    i: u64,
+}
+
+impl RecordLoop<'_> {
+    /// The producer's identity before the first record: idempotent, this run's producer id (a
+    /// broker that will not give one ends the run before it starts, saying why); transactional,
+    /// the transaction coordinator's, and the first transaction begun.
+    async fn begin(&mut self, cluster: &Cluster) {
+        if let Some(t) = &self.spec.transaction() {
+            match TxnState::begin_first(&self.feed.engine, &self.tally, t).await {
+                Ok(state) => {
+                    self.feed
+                        .engine
+                        .set_identity(Some(state.txns.identity()), true);
+                    self.txn = Some(state);
+                }
+                Err(e) => self.stop_error = Some(e),
+            }
+        } else if self.spec.producer.idempotent() {
+            match cluster.init_producer_id().await {
+                Ok(identity) => self.feed.engine.set_identity(Some(identity), false),
+                Err(e) => self.stop_error = Some(format!("InitProducerId: {e}")),
+            }
         }
     }
-    let aborted = stop_error.clone().or_else(|| stop.reason());
-    let reason = match (&aborted, grace_expired) {
-        (Some(why), _) => why.clone(),
-        (None, true) => format!(
-            "still unanswered {} s after the run's duration ended",
-            DURATION_GRACE.as_secs()
-        ),
-        (None, false) => "stopped".into(),
-    };
-    let requests = producer.requests_sent();
-    let identity = producer.identity();
-    let cluster_events = producer.finish(&format!("in flight when the run stopped: {reason}"));
-    reporter.abort();
-    timeliner.abort();
-    let _ = timeliner.await;
-    // With interval histograms, the windows cover the whole run: the last, partial one is reported
-    // too (kafka-producer-perf-test's lines, without them, end at the last full window).
-    if spec.interval_histograms {
-        let _ = reporter.await;
-        let last = tally
-            .lock()
-            .expect("tally lock")
-            .take_window(Instant::now());
-        on_interval(&last);
+
+    /// Every record, in turn, until the loop ends.
+    async fn run(&mut self) {
+        while self.stop_error.is_none() && self.i < self.spec.num_records {
+            // The clock, read for every record when throttled, and every CLOCK_EVERY records (and
+            // at each new batch) when not: a reading is a record's append time, its CreateTime,
+            // and (unthrottled) its intended send time. Unthrottled appends take a fraction of a
+            // µs each, so a record's time is at most CLOCK_EVERY appends (a few µs) early; reading
+            // the clock for every record cost a fifth of the CPU at 1 MB batches
+            // (docs/PERFORMANCE.md).
+            if (self.throttled
+                || self.i.is_multiple_of(CLOCK_EVERY)
+                || self.feed.engine.is_empty(0))
+                && !self.on_clock().await
+            {
+                break;
+            }
+            // Throttled, the record's intended time from the run's start (a shape's ends the run
+            // when the shape ends); unthrottled, its append time.
+            let scheduled = match (&mut self.schedule, self.spec.throughput) {
+                (Some(s), _) => match s.time_of(self.i) {
+                    Some(at) => Some(at),
+                    None => break,
+                },
+                (None, Some(rate)) => Some(Duration::from_secs_f64(self.i as f64 / rate)),
+                (None, None) => None,
+            };
+            let intended = scheduled.map_or(self.clock.now, |offset| self.clock.start + offset);
+            // The run's duration ends the schedule: a record due at or after it is not due.
+            if scheduled.is_some() && self.deadline.is_some_and(|d| intended >= d) {
+                break;
+            }
+            // Throttled: wait for the record's intended time, closing lingering batches on the way.
+            if self.clock.now < intended && !self.wait_until(intended).await {
+                break;
+            }
+            let record = self.records.next(self.i);
+            // Batches past their linger.ms close, and so does this record's batch when it is full
+            // (the check is inline: no future is made per record unless a batch is due).
+            let (slot, len) = (record.slot, record.value.len());
+            if self.feed.room_due(self.clock.now, slot, len) {
+                match self.feed.make_room(self.clock.now, slot, len).await {
+                    // The new batch's base time is read afresh.
+                    Some(true) => self.clock.read(),
+                    Some(false) => {}
+                    None => break,
+                }
+            }
+            let intended_us = scheduled.map_or(self.clock.now_us, |o| o.as_micros() as u64);
+            self.feed.append(&record, &self.clock, intended_us);
+            self.i += 1;
+        }
     }
 
-    let elapsed = start.elapsed();
-    let writes_after = cluster.write_counts();
-    let cpu = CpuTime::now().since(cpu_start);
-    let mut t = tally.lock().expect("tally lock");
-    // The last, partial window: the windows add up to the run.
-    let timeline = {
-        let (counts, histograms) = t.timeline_snapshot();
-        let mut timeline = std::mem::replace(
-            &mut *timeline.lock().expect("timeline lock"),
-            crate::timeline::Timeline::new(started_at, &[], &[]),
-        );
-        timeline.take(SystemTime::now(), &counts, histograms);
-        timeline.into_windows()
-    };
-    let unsent = if throttled {
-        account_unsent(spec, i, loop_end, &mut t.latency)
-    } else {
-        0
-    };
-    let saturation = Saturation::judge(throttled, t.last_publish_delay_us, waited, cpu, elapsed);
-    debug_assert_eq!(
-        t.outstanding(),
-        0,
-        "the engine's finish resolves every batch"
-    );
-    let anomalies = subtract(cluster.protocol_anomalies(), &anomalies_before);
-    ProduceRun {
-        records_sent: t.sent,
-        records_acked: t.acked,
-        records_failed: t.failed,
-        records_unsent: unsent,
-        bytes_acked: t.bytes_acked,
-        started_at,
-        ended_at: SystemTime::now(),
-        elapsed,
-        cpu,
-        peak_rss_kib: peak_rss_kib(),
-        latency: t.latency.clone(),
-        service_time: t.service_time.clone(),
-        publish_delay: t.publish_delay.clone(),
-        saturation,
-        errors: t.errors.clone(),
-        aborted,
-        requests,
-        batches: t.batches,
-        frames_written: writes_after.0 - writes_before.0,
-        socket_writes: writes_after.1 - writes_before.1,
-        timeline,
-        written: t.written.take(),
-        cluster: crate::cluster::ClusterReport::of(&cluster_events, start, started_at),
-        protocol_anomalies: anomalies,
-        producer: identity.map(|identity| ProducerReport {
-            identities: txn
-                .as_ref()
-                .map_or_else(|| vec![identity], |s| s.identities.clone()),
-            duplicate_batches: t.duplicate_batches,
-            transactional_id: spec.producer.transactional_id.clone(),
-            transactions_committed: txn.as_ref().map_or(0, |s| s.committed),
-            transactions_aborted: txn.as_ref().map_or(0, |s| s.aborted),
-            records_in_aborted_transactions: txn.as_ref().map_or(0, |s| s.records_aborted),
-        }),
+    /// A clock reading, and what is checked on it: the run's end, a stop, the cluster gone, a
+    /// transaction due to end. `false` when the loop ends.
+    async fn on_clock(&mut self) -> bool {
+        self.clock.read();
+        let now = self.clock.now;
+        // Throttled, the schedule decides what is due before the end (below); a record due
+        // before it is still appended just after it, within the timer's resolution.
+        let past = if self.throttled {
+            self.deadline.is_some_and(|d| now >= d + TIMER_SLACK)
+        } else {
+            self.deadline.is_some_and(|d| now >= d)
+        };
+        if past
+            || (self.i.is_multiple_of(1024)
+                && (self.cancel.is_cancelled() || self.finish.is_cancelled()))
+        {
+            return false;
+        }
+        if self.i.is_multiple_of(1024)
+            && let Some(since) = self.feed.engine.gone_since()
+        {
+            self.stop_error = Some(self.gone(since));
+            return false;
+        }
+        if let Some(state) = self.txn.as_mut()
+            && now >= state.due
+        {
+            match state
+                .roll(&mut self.feed.engine, &self.tally, &self.feed.until)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => return false,
+                Err(e) => {
+                    self.stop_error = Some(e);
+                    return false;
+                }
+            }
+            self.clock.read();
+        }
+        true
+    }
+
+    /// Throttled: wait for `intended`, closing lingering batches on the way. `false` when the
+    /// loop ends first.
+    async fn wait_until(&mut self, intended: Instant) -> bool {
+        while self.clock.now < intended {
+            let wake = self
+                .feed
+                .engine
+                .next_linger()
+                .map_or(intended, |d| d.min(intended));
+            tokio::select! {
+                _ = self.cancel.cancelled() => return false,
+                _ = self.finish.cancelled() => return false,
+                _ = tokio::time::sleep_until(wake.into()) => {}
+            }
+            self.clock.read();
+            if let Some(since) = self.feed.engine.gone_since() {
+                self.stop_error = Some(self.gone(since));
+                return false;
+            }
+            if self.feed.close_lingered(self.clock.now).await.is_none() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Why the run ended when the cluster stopped answering `since`.
+    fn gone(&self, since: Instant) -> String {
+        gone(since, self.clock.start, self.spec.producer.delivery_timeout)
+    }
+
+    /// The loop's end: what is outstanding flushed (with a duration, within a bounded grace), the
+    /// last transaction committed or aborted, and the engine finished.
+    async fn end(mut self, cluster: &Cluster, stop: &Stop) -> Ending {
+        // Records due before this were the run's to send (the duration ends the schedule).
+        let loop_end = self
+            .clock
+            .start
+            .elapsed()
+            .min(self.spec.duration.unwrap_or(Duration::MAX));
+        // With a duration, what is still outstanding gets a bounded grace, whatever the broker's
+        // state (a dead broker would otherwise hold the run until the delivery timeout).
+        let grace_end = self
+            .deadline
+            .map(|d| d.max(Instant::now()) + DURATION_GRACE);
+        let flushed = self
+            .feed
+            .engine
+            .flush(&Until {
+                cancel: self.cancel,
+                deadline: grace_end,
+            })
+            .await;
+        let grace_expired = !flushed && !self.cancel.is_cancelled();
+        // The last transaction: committed when every batch of it was answered, else aborted.
+        if let Some(state) = self.txn.as_mut()
+            && self.stop_error.is_none()
+        {
+            let complete = flushed && !self.cancel.is_cancelled();
+            if let Err(e) = state.end(cluster, &self.tally, complete).await {
+                self.stop_error = Some(e);
+            }
+        }
+        let aborted = self.stop_error.clone().or_else(|| stop.reason());
+        let reason = match (&aborted, grace_expired) {
+            (Some(why), _) => why.clone(),
+            (None, true) => format!(
+                "still unanswered {} s after the run's duration ended",
+                DURATION_GRACE.as_secs()
+            ),
+            (None, false) => "stopped".into(),
+        };
+        let requests = self.feed.engine.requests_sent();
+        let identity = self.feed.engine.identity();
+        let cluster_events = self
+            .feed
+            .engine
+            .finish(&format!("in flight when the run stopped: {reason}"));
+        Ending {
+            aborted,
+            loop_end,
+            next: self.i,
+            throttled: self.throttled,
+            waited: self.feed.waited,
+            requests,
+            identity,
+            cluster_events,
+            txn: self.txn,
+        }
     }
 }
 
