@@ -5,11 +5,54 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use hdrhistogram::Histogram;
-use kbench_bench::ProduceRun;
 use kbench_bench::consume::{ConsumeRun, ConsumeWindow};
+use kbench_bench::{IntervalReport, ProduceRun};
 
-/// MiB, the consumer tool's "MB".
+/// MiB, the tools' "MB".
 const MB: f64 = 1024.0 * 1024.0;
+
+/// kafka-producer-perf-test's progress line, exactly, for one window.
+pub fn producer_window(w: &IntervalReport) -> String {
+    let secs = w.elapsed.as_secs_f64().max(1e-9);
+    let avg_ms = if w.records == 0 {
+        0.0
+    } else {
+        w.latency_sum_us as f64 / w.records as f64 / 1000.0
+    };
+    format!(
+        "{} records sent, {:.1} records/sec ({:.2} MB/sec), {:.1} ms avg latency, {:.1} ms max latency.",
+        w.records,
+        w.records as f64 / secs,
+        w.bytes as f64 / secs / MB,
+        avg_ms,
+        w.latency_max_us as f64 / 1000.0
+    )
+}
+
+/// kafka-producer-perf-test's final line, exactly (latency percentiles in whole ms, as Java's
+/// integer division gives them).
+pub fn producer_final(run: &ProduceRun) -> String {
+    let h = &run.latency;
+    let q = |q: f64| {
+        if h.is_empty() {
+            0
+        } else {
+            h.value_at_quantile(q) / 1000
+        }
+    };
+    format!(
+        "{} records sent, {:.6} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
+        run.records_acked,
+        run.records_per_sec(),
+        run.mb_per_sec(),
+        if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
+        h.max() as f64 / 1000.0,
+        q(0.50),
+        q(0.95),
+        q(0.99),
+        q(0.999),
+    )
+}
 
 /// The header line kafka-consumer-perf-test prints first.
 pub fn consumer_header(detailed: bool) -> &'static str {

@@ -36,26 +36,6 @@ pub struct IntervalReport {
     pub publish_delay: Option<Histogram<u64>>,
 }
 
-impl IntervalReport {
-    /// Exactly kafka-producer-perf-test's progress line.
-    pub fn line(&self) -> String {
-        let secs = self.elapsed.as_secs_f64().max(1e-9);
-        let avg_ms = if self.records == 0 {
-            0.0
-        } else {
-            self.latency_sum_us as f64 / self.records as f64 / 1000.0
-        };
-        format!(
-            "{} records sent, {:.1} records/sec ({:.2} MB/sec), {:.1} ms avg latency, {:.1} ms max latency.",
-            self.records,
-            self.records as f64 / secs,
-            self.bytes as f64 / secs / (1024.0 * 1024.0),
-            avg_ms,
-            self.latency_max_us as f64 / 1000.0
-        )
-    }
-}
-
 /// What a produce run did: counts, timing, CPU and latency.
 #[derive(Debug, Clone)]
 pub struct ProduceRun {
@@ -217,31 +197,6 @@ impl ProduceRun {
             }
         }
         Some(all)
-    }
-
-    /// Exactly kafka-producer-perf-test's final line.
-    pub fn final_line(&self) -> String {
-        let h = &self.latency;
-        let ms = |us: u64| us / 1000;
-        let q = |q: f64| {
-            if h.is_empty() {
-                0
-            } else {
-                ms(h.value_at_quantile(q))
-            }
-        };
-        format!(
-            "{} records sent, {:.6} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
-            self.records_acked,
-            self.records_per_sec(),
-            self.mb_per_sec(),
-            if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
-            h.max() as f64 / 1000.0,
-            q(0.50),
-            q(0.95),
-            q(0.99),
-            q(0.999),
-        )
     }
 }
 

@@ -92,7 +92,7 @@ struct Lines(Arc<crate::progress::Progress>);
 
 impl ProduceObserver for Lines {
     fn interval(&self, w: &IntervalReport) {
-        self.0.line(&w.line());
+        self.0.line(&crate::perf_test::producer_window(w));
         if w.failed > 0 {
             self.0.line(&format!("{} records failed.", w.failed));
         }
@@ -103,7 +103,7 @@ impl ProduceObserver for Lines {
         }
     }
     fn finished(&self, run: &ProduceRun) {
-        self.0.always(&run.final_line());
+        self.0.always(&crate::perf_test::producer_final(run));
     }
     fn verifying(&self) {
         eprintln!("kbench: reading the topic back to verify every record");
@@ -262,7 +262,7 @@ async fn search(args: &ProduceArgs, plan: &Plan, harness: &mut Harness) -> CliRe
             settings.step_duration.as_secs_f64()
         );
     }
-    println!("{}", best.run.final_line());
+    println!("{}", crate::perf_test::producer_final(&best.run));
     let (mut document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &best.document);
     if let Some(map) = document.as_object_mut() {
         map.insert(
