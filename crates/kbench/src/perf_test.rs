@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use hdrhistogram::Histogram;
+use kbench_bench::cluster::ClusterReport;
 use kbench_bench::consume::{ConsumeRun, ConsumeWindow};
 use kbench_bench::{IntervalReport, ProduceRun};
 
@@ -135,9 +136,31 @@ pub fn metrics_table(metrics: &BTreeMap<String, f64>) -> String {
 const KBENCH_PRODUCER: &str = "kbench-producer-metrics";
 const KBENCH_CONSUMER: &str = "kbench-consumer-metrics";
 
-/// Adds `group:name:{client-id=…}` to `metrics`.
-fn put(metrics: &mut BTreeMap<String, f64>, group: &str, name: &str, client_id: &str, v: f64) {
-    metrics.insert(format!("{group}:{name}:{{client-id={client_id}}}"), v);
+/// A metrics table being filled: each figure under `group:name:{client-id=…}`.
+struct Metrics<'a> {
+    client_id: &'a str,
+    rows: BTreeMap<String, f64>,
+}
+
+impl Metrics<'_> {
+    fn put(&mut self, group: &str, name: &str, value: f64) {
+        let key = format!("{group}:{name}:{{client-id={}}}", self.client_id);
+        self.rows.insert(key, value);
+    }
+
+    /// What the cluster did, as the run saw it: kbench's own figures.
+    fn cluster(&mut self, group: &str, cluster: &ClusterReport) {
+        self.put(
+            group,
+            "metadata-refresh-total",
+            cluster.metadata_refreshes as f64,
+        );
+        self.put(
+            group,
+            "leader-change-total",
+            cluster.leader_changes.len() as f64,
+        );
+    }
 }
 
 /// A histogram's mean and max in ms (µs recorded), 0 when it is empty.
@@ -155,135 +178,48 @@ fn mean_max_ms(h: &Histogram<u64>) -> (f64, f64) {
 /// request. The rest is kbench's own, in `kbench-producer-metrics`.
 pub fn producer_metrics(run: &ProduceRun, client_id: &str) -> BTreeMap<String, f64> {
     let secs = run.elapsed.as_secs_f64().max(1e-9);
-    let mut m = BTreeMap::new();
+    let mut m = Metrics {
+        client_id,
+        rows: BTreeMap::new(),
+    };
     let java = "producer-metrics";
-    put(
-        &mut m,
-        java,
-        "record-send-total",
-        client_id,
-        run.records_sent as f64,
-    );
-    put(
-        &mut m,
-        java,
-        "record-send-rate",
-        client_id,
-        run.records_sent as f64 / secs,
-    );
-    put(
-        &mut m,
-        java,
-        "record-error-total",
-        client_id,
-        run.records_failed as f64,
-    );
-    put(
-        &mut m,
-        java,
-        "record-error-rate",
-        client_id,
-        run.records_failed as f64 / secs,
-    );
+    m.put(java, "record-send-total", run.records_sent as f64);
+    m.put(java, "record-send-rate", run.records_sent as f64 / secs);
+    m.put(java, "record-error-total", run.records_failed as f64);
+    m.put(java, "record-error-rate", run.records_failed as f64 / secs);
     if run.requests > 0 {
         let per_request = run.records_sent as f64 / run.requests as f64;
-        put(
-            &mut m,
-            java,
-            "records-per-request-avg",
-            client_id,
-            per_request,
-        );
+        m.put(java, "records-per-request-avg", per_request);
     }
     let own = KBENCH_PRODUCER;
     let (latency_avg, latency_max) = mean_max_ms(&run.latency);
-    put(&mut m, own, "record-latency-avg-ms", client_id, latency_avg);
-    put(&mut m, own, "record-latency-max-ms", client_id, latency_max);
+    m.put(own, "record-latency-avg-ms", latency_avg);
+    m.put(own, "record-latency-max-ms", latency_max);
     let (service_avg, service_max) = mean_max_ms(&run.service_time);
-    put(
-        &mut m,
+    m.put(own, "record-service-time-avg-ms", service_avg);
+    m.put(own, "record-service-time-max-ms", service_max);
+    m.put(
         own,
-        "record-service-time-avg-ms",
-        client_id,
-        service_avg,
+        "publish-delay-avg-ms",
+        mean_max_ms(&run.publish_delay).0,
     );
-    put(
-        &mut m,
-        own,
-        "record-service-time-max-ms",
-        client_id,
-        service_max,
-    );
-    let (delay_avg, _) = mean_max_ms(&run.publish_delay);
-    put(&mut m, own, "publish-delay-avg-ms", client_id, delay_avg);
-    put(
-        &mut m,
-        own,
-        "records-unsent-total",
-        client_id,
-        run.records_unsent as f64,
-    );
-    put(
-        &mut m,
-        own,
-        "value-bytes-acked-total",
-        client_id,
-        run.bytes_acked as f64,
-    );
-    put(
-        &mut m,
-        own,
-        "produce-request-total",
-        client_id,
-        run.requests as f64,
-    );
-    put(
-        &mut m,
-        own,
-        "record-batch-total",
-        client_id,
-        run.batches as f64,
-    );
+    m.put(own, "records-unsent-total", run.records_unsent as f64);
+    m.put(own, "value-bytes-acked-total", run.bytes_acked as f64);
+    m.put(own, "produce-request-total", run.requests as f64);
+    m.put(own, "record-batch-total", run.batches as f64);
     let retries: u64 = run.cluster.retries.values().sum();
-    put(
-        &mut m,
-        own,
-        "attempt-retry-total",
-        client_id,
-        retries as f64,
-    );
-    put(
-        &mut m,
+    m.put(own, "attempt-retry-total", retries as f64);
+    m.put(
         own,
         "batch-rerouted-total",
-        client_id,
         run.cluster.batches_rerouted as f64,
     );
-    put(
-        &mut m,
-        own,
-        "metadata-refresh-total",
-        client_id,
-        run.cluster.metadata_refreshes as f64,
-    );
-    put(
-        &mut m,
-        own,
-        "leader-change-total",
-        client_id,
-        run.cluster.leader_changes.len() as f64,
-    );
-    put(
-        &mut m,
-        own,
-        "socket-write-total",
-        client_id,
-        run.socket_writes as f64,
-    );
+    m.cluster(own, &run.cluster);
+    m.put(own, "socket-write-total", run.socket_writes as f64);
     if let Some(cpu) = run.cpu_us_per_record() {
-        put(&mut m, own, "client-cpu-us-per-record", client_id, cpu);
+        m.put(own, "client-cpu-us-per-record", cpu);
     }
-    m
+    m.rows
 }
 
 /// kafka-consumer-perf-test `--print-metrics`, from a run's figures. Under Java's names
@@ -292,97 +228,37 @@ pub fn producer_metrics(run: &ProduceRun, client_id: &str) -> BTreeMap<String, f
 /// Fetch, commits. Bytes here are key and value bytes, not Java's fetched bytes: kbench's own.
 pub fn consumer_metrics(run: &ConsumeRun, client_id: &str) -> BTreeMap<String, f64> {
     let secs = run.elapsed.as_secs_f64().max(1e-9);
-    let mut m = BTreeMap::new();
+    let mut m = Metrics {
+        client_id,
+        rows: BTreeMap::new(),
+    };
     let fetch = "consumer-fetch-manager-metrics";
-    put(
-        &mut m,
-        fetch,
-        "records-consumed-total",
-        client_id,
-        run.records as f64,
-    );
-    put(
-        &mut m,
-        fetch,
-        "records-consumed-rate",
-        client_id,
-        run.records as f64 / secs,
-    );
-    put(&mut m, fetch, "fetch-total", client_id, run.fetches as f64);
-    put(
-        &mut m,
-        fetch,
-        "fetch-rate",
-        client_id,
-        run.fetches as f64 / secs,
-    );
+    m.put(fetch, "records-consumed-total", run.records as f64);
+    m.put(fetch, "records-consumed-rate", run.records as f64 / secs);
+    m.put(fetch, "fetch-total", run.fetches as f64);
+    m.put(fetch, "fetch-rate", run.fetches as f64 / secs);
     let (fetch_avg, fetch_max) = mean_max_ms(&run.fetch_latency);
-    put(&mut m, fetch, "fetch-latency-avg", client_id, fetch_avg);
-    put(&mut m, fetch, "fetch-latency-max", client_id, fetch_max);
+    m.put(fetch, "fetch-latency-avg", fetch_avg);
+    m.put(fetch, "fetch-latency-max", fetch_max);
     if run.fetches > 0 {
         let per_fetch = run.records as f64 / run.fetches as f64;
-        put(
-            &mut m,
-            fetch,
-            "records-per-request-avg",
-            client_id,
-            per_fetch,
-        );
+        m.put(fetch, "records-per-request-avg", per_fetch);
     }
-    put(
-        &mut m,
+    m.put(
         "consumer-coordinator-metrics",
         "commit-total",
-        client_id,
         run.commits as f64,
     );
     let own = KBENCH_CONSUMER;
-    put(
-        &mut m,
-        own,
-        "record-bytes-consumed-total",
-        client_id,
-        run.bytes as f64,
-    );
-    put(
-        &mut m,
-        own,
-        "record-batch-total",
-        client_id,
-        run.batches as f64,
-    );
-    put(
-        &mut m,
-        own,
-        "empty-fetch-total",
-        client_id,
-        run.empty_fetches as f64,
-    );
-    put(
-        &mut m,
-        own,
-        "rebalance-time-ms",
-        client_id,
-        run.join.as_millis() as f64,
-    );
-    put(
-        &mut m,
-        own,
-        "metadata-refresh-total",
-        client_id,
-        run.cluster.metadata_refreshes as f64,
-    );
-    put(
-        &mut m,
-        own,
-        "leader-change-total",
-        client_id,
-        run.cluster.leader_changes.len() as f64,
-    );
+    m.put(own, "record-bytes-consumed-total", run.bytes as f64);
+    m.put(own, "record-batch-total", run.batches as f64);
+    m.put(own, "empty-fetch-total", run.empty_fetches as f64);
+    m.put(own, "rebalance-time-ms", run.join.as_millis() as f64);
+    m.cluster(own, &run.cluster);
     if let Some(cpu) = run.cpu_us_per_record() {
-        put(&mut m, own, "client-cpu-us-per-record", client_id, cpu);
+        m.put(own, "client-cpu-us-per-record", cpu);
     }
-    m
+    m.rows
 }
 
 /// The subset of Java's `SimpleDateFormat` the tool's `--date-format` is used with: `yyyy`, `MM`,
@@ -564,11 +440,11 @@ mod tests {
         assert_eq!(lines[0], "");
         assert_eq!(
             lines[1],
-            "Metric Name                                        Value"
+            "Metric Name                                       Value"
         );
         assert_eq!(
             lines[2],
-            "a:b:{}                                           : 2.000"
+            "a:b:{}                                          : 2.000"
         );
         assert_eq!(
             lines[3],
