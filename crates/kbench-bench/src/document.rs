@@ -3,9 +3,9 @@
 //! number. A document that fails is refused with one error naming the field, never rendered or
 //! compared with a wrong number in it (a records/s of −1e300 called an "improvement").
 //!
-//! It answers with the document's [`Kind`]; the readers then read the types the document was
-//! written from (or a view of them). The settings, environment and target blocks are the
-//! writer's own and are not judged here.
+//! It answers with the document's [`Kind`]: compare then reads typed views of each kind's samples,
+//! report and the server's run index dispatch on it. The settings, environment and target blocks
+//! are the writer's own and are not judged here.
 
 use serde_json::Value;
 

@@ -392,7 +392,7 @@ pub struct E2eResultDocument {
     pub errors: BTreeMap<String, u64>,
     pub aborted: Option<String>,
     /// A distributed run's consumer: what it read of each producer agent's records.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub segments: Vec<crate::e2e::SegmentFigures>,
     /// With `--verify`: every record the consumer read, checked against what was acknowledged.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -173,9 +173,10 @@ fn mean_max_ms(h: &Histogram<u64>) -> (f64, f64) {
 }
 
 /// kafka-producer-perf-test `--print-metrics`, from a run's figures. Under Java's producer names
-/// (`producer-metrics`) only what means the same over the run: records sent and failed (totals,
-/// and rates over the measured phase rather than Java's 30 s window) and records per Produce
-/// request. The rest is kbench's own, in `kbench-producer-metrics`.
+/// (`producer-metrics`) only what means the same over the run: records that failed (the total,
+/// and the rate over the measured phase rather than Java's 30 s window). Java's `record-send-*`
+/// and `records-per-request-avg` count a record again at each retry, kbench's records count once,
+/// so those and the rest are kbench's own, in `kbench-producer-metrics`.
 pub fn producer_metrics(run: &ProduceRun, client_id: &str) -> BTreeMap<String, f64> {
     let secs = run.elapsed.as_secs_f64().max(1e-9);
     let mut m = Metrics {
@@ -183,15 +184,16 @@ pub fn producer_metrics(run: &ProduceRun, client_id: &str) -> BTreeMap<String, f
         rows: BTreeMap::new(),
     };
     let java = "producer-metrics";
-    m.put(java, "record-send-total", run.records_sent as f64);
-    m.put(java, "record-send-rate", run.records_sent as f64 / secs);
     m.put(java, "record-error-total", run.records_failed as f64);
     m.put(java, "record-error-rate", run.records_failed as f64 / secs);
+    let own = KBENCH_PRODUCER;
+    m.put(own, "records-sent-total", run.records_sent as f64);
+    m.put(own, "records-sent-rate", run.records_sent as f64 / secs);
+    m.put(own, "records-acked-total", run.records_acked as f64);
     if run.requests > 0 {
         let per_request = run.records_sent as f64 / run.requests as f64;
-        m.put(java, "records-per-request-avg", per_request);
+        m.put(own, "records-per-produce-request-avg", per_request);
     }
-    let own = KBENCH_PRODUCER;
     let (latency_avg, latency_max) = mean_max_ms(&run.latency);
     m.put(own, "record-latency-avg-ms", latency_avg);
     m.put(own, "record-latency-max-ms", latency_max);
@@ -223,9 +225,10 @@ pub fn producer_metrics(run: &ProduceRun, client_id: &str) -> BTreeMap<String, f
 }
 
 /// kafka-consumer-perf-test `--print-metrics`, from a run's figures. Under Java's names
-/// (`consumer-fetch-manager-metrics`, `consumer-coordinator-metrics`) only what means the same:
-/// records consumed, Fetch requests and their latency (request sent to answer), records per
-/// Fetch, commits. Bytes here are key and value bytes, not Java's fetched bytes: kbench's own.
+/// (`consumer-fetch-manager-metrics`) only what means the same: records consumed, Fetch requests
+/// and their latency (request sent to answer), records per Fetch — rates and averages over the
+/// run rather than Java's 30 s windows. Bytes here are key and value bytes, not Java's fetched
+/// bytes, and commits count those that succeeded (Java's every answer): kbench's own.
 pub fn consumer_metrics(run: &ConsumeRun, client_id: &str) -> BTreeMap<String, f64> {
     let secs = run.elapsed.as_secs_f64().max(1e-9);
     let mut m = Metrics {
@@ -244,12 +247,8 @@ pub fn consumer_metrics(run: &ConsumeRun, client_id: &str) -> BTreeMap<String, f
         let per_fetch = run.records as f64 / run.fetches as f64;
         m.put(fetch, "records-per-request-avg", per_fetch);
     }
-    m.put(
-        "consumer-coordinator-metrics",
-        "commit-total",
-        run.commits as f64,
-    );
     let own = KBENCH_CONSUMER;
+    m.put(own, "commits-succeeded-total", run.commits as f64);
     m.put(own, "record-bytes-consumed-total", run.bytes as f64);
     m.put(own, "record-batch-total", run.batches as f64);
     m.put(own, "empty-fetch-total", run.empty_fetches as f64);

@@ -340,7 +340,7 @@ async fn execute(args: &ConsumeArgs, plan: &Plan, harness: &mut Harness) -> CliR
     // The run has figures: the header goes above them (and above a time-out's warning, as
     // kafka-consumer-perf-test prints it), if no detailed line has put it there already.
     lines.header();
-    conclude(args, plan, harness, &outcome, beside.as_ref())
+    conclude(args, plan, harness, interrupted, &outcome, beside.as_ref())
 }
 
 /// The unmeasured fill, so that the read has records: `--messages` of them (stamped and read
@@ -396,11 +396,12 @@ async fn produce_beside(
 
 /// What a finished read says: the histogram log, its lines, its verification and the producer
 /// beside its drain; the result file (with any `backlog` block, `--slo` and the faults applied);
-/// the exit code.
+/// the exit code (`interrupted` as it was when the read ended).
 fn conclude(
     args: &ConsumeArgs,
     plan: &Plan,
     harness: &mut Harness,
+    interrupted: bool,
     outcome: &kbench_bench::consume::ConsumeOutcome,
     beside: Option<&(f64, ProduceRun)>,
 ) -> CliResult {
@@ -433,7 +434,7 @@ fn conclude(
     }
     if let Some(why) = &run.aborted {
         eprintln!("kbench: the run stopped early: {why}");
-        code = if harness.interrupted() {
+        code = if interrupted {
             EXIT_INTERRUPTED
         } else {
             EXIT_FAILED

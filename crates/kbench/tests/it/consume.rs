@@ -510,7 +510,10 @@ fn print_metrics_prints_the_tools_table_with_kbench_s_own_apart() {
     );
     let rows = table(&stdout);
     assert_eq!(
-        value(&rows, "producer-metrics:record-send-total:{client-id=pm}"),
+        value(
+            &rows,
+            "kbench-producer-metrics:records-sent-total:{client-id=pm}"
+        ),
         "2000.000"
     );
     assert_eq!(

@@ -156,7 +156,8 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
             .map(|(i, shift)| Agent::start(&dir, &format!("a{i}"), *shift, None))
             .collect();
         let json = dir.path().join("merged.json");
-        let topic = "dist-produce";
+        // Named after the broker, so that a failed read-back says which one it was.
+        let topic = &format!("dist-produce-{kind:?}").to_lowercase();
         let out = Cmd::on("produce", &broker)
             .topic(topic)
             .args(&["--agents", &urls(&agents), "--num-records", "30001"])

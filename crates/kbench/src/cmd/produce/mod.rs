@@ -263,6 +263,10 @@ async fn search(args: &ProduceArgs, plan: &Plan, harness: &mut Harness) -> CliRe
         );
     }
     println!("{}", crate::perf_test::producer_final(&best.run));
+    if args.print_metrics {
+        let metrics = crate::perf_test::producer_metrics(&best.run, &plan.connection.client_id);
+        println!("{}", crate::perf_test::metrics_table(&metrics));
+    }
     let (mut document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &best.document);
     if let Some(map) = document.as_object_mut() {
         map.insert(
@@ -330,6 +334,8 @@ async fn distributed(
         Some("--histogram-log: not with --agents yet (each agent's windows are in its own result)")
     } else if args.metrics.metrics_listen.is_some() {
         Some("--metrics-listen: with --agents, scrape each agent's /metrics")
+    } else if args.print_metrics {
+        Some("--print-metrics: not with --agents yet (each agent's figures are in its own result)")
     } else {
         None
     };

@@ -445,10 +445,15 @@ fn load_finished(dir: &Path) -> Vec<RunEntry> {
         else {
             continue;
         };
-        // A run's document as the gate reads it; the server runs only produce and e2e.
+        // A run's document as the gate reads it; the server runs only produce and e2e. One the
+        // gate refuses (another schema version, a broken figure) is left out, and the log says so.
         let kind = match kbench_bench::document::check(&doc) {
             Ok(kind @ (Kind::E2e | Kind::Produce)) => kind.name(),
-            _ => continue,
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "a stored run left out: {e}");
+                continue;
+            }
         };
         let (_tx, done) = watch::channel(true);
         out.push(RunEntry {

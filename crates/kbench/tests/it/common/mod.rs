@@ -292,7 +292,35 @@ pub fn n(v: &serde_json::Value, field: &str) -> u64 {
 }
 
 pub fn result_json(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("result file")).expect("result JSON")
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("result file"))
+            .expect("result JSON");
+    reads_as_its_type(&doc);
+    doc
+}
+
+/// A produce, consume or e2e document kbench wrote reads back as the type it was written from
+/// (a merged distributed document is assembled from the agents' and is not one of them).
+fn reads_as_its_type(doc: &serde_json::Value) {
+    if doc.get("distributed").is_some() {
+        return;
+    }
+    let read = match doc["kind"].as_str() {
+        Some("produce") => {
+            serde_json::from_value::<kbench_bench::ResultDocument>(doc.clone()).map(drop)
+        }
+        Some("consume") => {
+            serde_json::from_value::<kbench_bench::consume::ConsumeResultDocument>(doc.clone())
+                .map(drop)
+        }
+        Some("e2e") => {
+            serde_json::from_value::<kbench_bench::result::E2eResultDocument>(doc.clone()).map(drop)
+        }
+        _ => Ok(()),
+    };
+    if let Err(e) = read {
+        panic!("a {} document does not read as its type: {e}", doc["kind"]);
+    }
 }
 
 /// A temporary folder of one test, removed when dropped: also when the test fails.
