@@ -158,6 +158,25 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
         let json = dir.path().join("merged.json");
         // Named after the broker, so that a failed read-back says which one it was.
         let topic = &format!("dist-produce-{kind:?}").to_lowercase();
+        // The upstream Tansu binary (0.6.0, in-memory storage) acknowledges the first batch of an
+        // empty partition and then loses it when several connections append to that partition at
+        // once: earliest becomes the second batch's base offset (kbench's consumer and
+        // librdkafka agree; about one run in six here). A record in every partition first, from
+        // one client, keeps that broker bug out of what this test measures.
+        let warm = if kind == BrokerKind::Standalone {
+            Cmd::on("produce", &broker)
+                .topic(topic)
+                .args(&["--num-records", "1", "--partitions", "3"])
+                .ok(LIMIT);
+            let each = (0..3).map(|p| (p, Vec::new(), b"warm".to_vec()));
+            assert_eq!(
+                librdkafka::produce(&broker.addr, topic, "none", each),
+                (3, 0)
+            );
+            4
+        } else {
+            0
+        };
         let out = Cmd::on("produce", &broker)
             .topic(topic)
             .args(&["--agents", &urls(&agents), "--num-records", "30001"])
@@ -204,11 +223,11 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
             &broker.addr,
             topic,
             3,
-            30_001,
+            30_001 + warm,
             Duration::from_millis(500),
             Duration::from_secs(60),
         );
-        assert_eq!(read.len(), 30_001, "{kind:?}");
+        assert_eq!(read.len(), 30_001 + warm, "{kind:?}");
     }
 }
 
