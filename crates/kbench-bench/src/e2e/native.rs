@@ -445,6 +445,26 @@ struct NativeConsumer {
 }
 
 impl NativeConsumer {
+    /// Rejoin after the coordinator asked for it; keep positions of partitions still ours, start
+    /// new ones at latest; the engine reads the new assignment from there.
+    async fn rejoin(&mut self) -> Result<(), ClientError> {
+        add(&self.live.rejoins, 1);
+        self.member.rejoin().await?;
+        let assigned = self.member.assignment().to_vec();
+        self.positions.retain(|p, _| assigned.contains(p));
+        let new: Vec<i32> = assigned
+            .into_iter()
+            .filter(|p| !self.positions.contains_key(p))
+            .collect();
+        if !new.is_empty() {
+            let layout = self.engine.layout();
+            let latest = self.engine.cluster().latest_offsets(&layout, &new).await?;
+            self.positions.extend(latest);
+        }
+        self.engine.assign(&self.positions);
+        Ok(())
+    }
+
     /// Join the group, learn the assigned partitions' latest offsets (where the run starts) and hand
     /// them to a consumer engine.
     async fn join(
@@ -562,13 +582,7 @@ impl NativeConsumer {
         match self.member.heartbeat().await {
             Ok(Membership::Stable) => {}
             Ok(Membership::RejoinNeeded) => {
-                rejoin(
-                    &mut self.member,
-                    &mut self.engine,
-                    &mut self.positions,
-                    &self.live,
-                )
-                .await?;
+                self.rejoin().await?;
             }
             Err(e) => {
                 self.live.error(format!("heartbeat: {e}"), 0);
@@ -576,13 +590,7 @@ impl NativeConsumer {
                 // that stays down fails this too; the next heartbeat tries again.
                 let moved = matches!(e, ClientError::Kafka { code: 15 | 16, .. });
                 if (self.member.coordinator_lost() || moved)
-                    && let Err(e) = rejoin(
-                        &mut self.member,
-                        &mut self.engine,
-                        &mut self.positions,
-                        &self.live,
-                    )
-                    .await
+                    && let Err(e) = self.rejoin().await
                 {
                     self.live.error(format!("rejoin: {e}"), 0);
                 }
@@ -743,13 +751,7 @@ impl NativeConsumer {
                 {
                     Committed::Yes => self.committer.committed(&self.positions),
                     Committed::RejoinNeeded => {
-                        rejoin(
-                            &mut self.member,
-                            &mut self.engine,
-                            &mut self.positions,
-                            &self.live,
-                        )
-                        .await?;
+                        self.rejoin().await?;
                     }
                     Committed::Failed(_) => {}
                 }
@@ -1127,30 +1129,6 @@ async fn reset_to_start(
             *pos = *start;
         }
     }
-}
-
-/// Rejoin after the coordinator asked for it; keep positions of partitions still ours, start new
-/// ones at latest; the engine reads the new assignment from there.
-async fn rejoin(
-    member: &mut GroupMember,
-    engine: &mut kbench_client::Consumer,
-    positions: &mut BTreeMap<i32, i64>,
-    live: &E2eLive,
-) -> Result<(), ClientError> {
-    add(&live.rejoins, 1);
-    member.rejoin().await?;
-    let assigned = member.assignment().to_vec();
-    positions.retain(|p, _| assigned.contains(p));
-    let new: Vec<i32> = assigned
-        .into_iter()
-        .filter(|p| !positions.contains_key(p))
-        .collect();
-    if !new.is_empty() {
-        let layout = engine.layout();
-        positions.extend(engine.cluster().latest_offsets(&layout, &new).await?);
-    }
-    engine.assign(positions);
-    Ok(())
 }
 
 /// A Fetch's bound, and each partition's in it: the seed's `consumeMaxBytesMs`.
