@@ -188,6 +188,23 @@ pub struct Method {
     pub block_records: usize,
 }
 
+/// The result document of a codec run (`kind: "codec"`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CodecDocument {
+    #[serde(flatten)]
+    pub header: crate::result::Header,
+    pub seed: u64,
+    pub isolated: bool,
+    pub method: Method,
+    pub matrix: Matrix,
+    pub scaling: bool,
+    pub noise_threshold: f64,
+    pub tolerance: f64,
+    pub allocations_counted: bool,
+    pub duration_s: f64,
+    pub cells: Vec<CellResult>,
+}
+
 /// One cell's figures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellResult {
@@ -198,9 +215,12 @@ pub struct CellResult {
     pub ops_per_block: usize,
     /// ns per record of every repetition, in the order run.
     pub ns_per_record_reps: Vec<f64>,
+    #[serde(deserialize_with = "crate::document::null_as_nan")]
     pub ns_per_record: f64,
+    #[serde(deserialize_with = "crate::document::null_as_nan")]
     pub ns_per_op: f64,
     /// Interquartile range / median of the repetitions.
+    #[serde(deserialize_with = "crate::document::null_as_nan")]
     pub spread: f64,
     /// Allocations per record over the timed blocks; `None` when not counted.
     pub allocs_per_record: Option<f64>,
@@ -518,7 +538,7 @@ pub fn run_cell(spec: CellSpec, method: Method) -> Result<CellResult, CodecError
 }
 
 /// Which cells to run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Matrix {
     pub record_counts: Vec<usize>,
     pub shapes: Vec<Shape>,

@@ -11,12 +11,14 @@ use std::collections::BTreeMap;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::result::{Kind, Repetition};
+use crate::document::null_as_nan;
+
+use crate::result::{Header, Kind, Repetition};
 
 /// Which way is better for a metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Better {
     Higher,
@@ -24,7 +26,7 @@ pub enum Better {
 }
 
 /// The verdict for one cell and metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Regression,
@@ -54,20 +56,40 @@ pub struct Samples {
     pub b: Vec<f64>,
 }
 
-/// The comparison of one cell and metric.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// The comparison of one cell and metric. A figure with no value (no samples, a zero baseline) is
+/// NaN here and null in JSON.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Comparison {
     pub cell: String,
     pub metric: String,
     pub better: Better,
+    #[serde(deserialize_with = "null_as_nan")]
     pub a_median: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub b_median: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub ratio: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub ci_low: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub ci_high: f64,
     pub a_repetitions: usize,
     pub b_repetitions: usize,
     pub verdict: Verdict,
+}
+
+/// The result document of a comparison (`kind: "compare"`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CompareDocument {
+    #[serde(flatten)]
+    pub header: Header,
+    pub baseline: String,
+    pub candidate: String,
+    pub threshold: f64,
+    pub seed: u64,
+    pub rows: Vec<Comparison>,
+    pub only_in_baseline: Vec<String>,
+    pub only_in_candidate: Vec<String>,
 }
 
 /// Fewest repetitions per side for a verdict.

@@ -10,10 +10,13 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::e2e::{E2eMode, E2eSpec, ProducerSegment};
+use crate::e2e::{E2eMode, E2eSpec, ProducerSegment, SegmentFigures};
 use crate::error::SpecError;
 use crate::measure::{LatencySummary, decode_histogram, latency_histogram};
 use crate::produce::ProduceSpec;
+use crate::produce::phase::Saturation;
+use crate::result::{E2eResultDocument, Header, Kind, Repetition, ResultDocument};
+use crate::timeline::{Figure, Interval};
 
 /// The coordinator–agent protocol version. An agent refuses a coordinator that speaks another.
 /// 2: a segment's work is one tagged spec (`"work": {"produce": …}`), not two optional ones.
@@ -262,9 +265,10 @@ pub fn producer_segments(
         .collect()
 }
 
-/// One agent's part in a run, as the coordinator gathered it.
+/// One agent's part in a run, as the coordinator gathered it: `D` is the document its workload
+/// writes ([`ResultDocument`] for produce, [`E2eResultDocument`] for e2e).
 #[derive(Debug, Clone)]
-pub struct AgentPart {
+pub struct AgentPart<D> {
     /// The agent's address, as given.
     pub agent: String,
     /// `producer`, `consumer` (e2e) or `produce`.
@@ -272,129 +276,271 @@ pub struct AgentPart {
     pub clock_before: Option<ClockEstimate>,
     pub clock_after: Option<ClockEstimate>,
     /// Its result document; `None` when the agent was lost.
-    pub result: Option<Value>,
+    pub result: Option<D>,
     /// Why there is no result (the agent stopped answering, its run failed).
     pub lost: Option<String>,
-    /// Its last live figures, as polled.
+    /// Its last live figures, as polled (the agent's own live block, shown as it came).
     pub last_live: Value,
 }
 
-fn num(doc: &Value, field: &str) -> u64 {
-    doc.get(field).and_then(Value::as_u64).unwrap_or(0)
+/// The `distributed` block of a merged document: each agent's part and clock, whether the run is
+/// degraded (an agent lost), the worst clock bound.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Distributed {
+    pub agents: Vec<AgentEntry>,
+    pub degraded: bool,
+    pub lost_agents: Vec<String>,
+    pub clock_bound_us: Option<u64>,
 }
 
-fn float(doc: &Value, field: &str) -> f64 {
-    doc.get(field).and_then(Value::as_f64).unwrap_or(0.0)
+/// One agent of a distributed run, in the merged document.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentEntry {
+    pub agent: String,
+    pub role: String,
+    pub status: AgentOutcome,
+    pub error: Option<String>,
+    pub hostname: Option<String>,
+    pub clock: AgentClock,
+    pub last_live: Value,
+    #[serde(flatten)]
+    pub figures: AgentFigures,
 }
 
-/// The histogram of `field` in each document, merged exactly; an error names the agent whose
-/// histogram could not be read.
-fn merged(parts: &[&AgentPart], field: &str) -> Result<Histogram<u64>, String> {
+/// Whether an agent's result came back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentOutcome {
+    #[default]
+    Finished,
+    Lost,
+}
+
+/// An agent's clock against the coordinator's, before and after the run, µs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentClock {
+    pub offset_us: Option<i64>,
+    pub rtt_us: Option<u64>,
+    pub bound_us: Option<u64>,
+    pub offset_after_us: Option<i64>,
+    pub drift_us: Option<i64>,
+}
+
+/// An agent's own figures, by its role; absent where its role has none or its result was lost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentFigures {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_sent: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_produced: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_acked: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_failed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_per_sec: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Brief>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer_request_duration: Option<Brief>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_consumed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_trip: Option<Brief>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<SegmentFigures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A latency summary's headline figures, for the per-agent breakdown, µs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Brief {
+    pub count: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl Brief {
+    fn of(s: &LatencySummary) -> Brief {
+        Brief {
+            count: s.count,
+            p50: s.p50,
+            p99: s.p99,
+            max: s.max,
+        }
+    }
+}
+
+/// The agents whose result came back, each with its document.
+fn finished<D>(parts: &[AgentPart<D>]) -> Vec<(&str, &D)> {
+    parts
+        .iter()
+        .filter_map(|p| Some((p.agent.as_str(), p.result.as_ref()?)))
+        .collect()
+}
+
+/// The histograms `of` each document, merged exactly; an error names the agent whose histogram
+/// could not be read.
+fn merged<D>(
+    done: &[(&str, &D)],
+    name: &str,
+    of: impl Fn(&D) -> &LatencySummary,
+) -> Result<Histogram<u64>, String> {
     let mut all = latency_histogram();
-    for p in parts {
-        let Some(doc) = &p.result else { continue };
-        let text = doc
-            .get(field)
-            .and_then(|s| s.get("histogram"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("agent {}: the result has no {field} histogram", p.agent))?;
-        let h = decode_histogram(text)
-            .ok_or_else(|| format!("agent {}: its {field} histogram does not decode", p.agent))?;
+    for (agent, doc) in done {
+        let h = decode_histogram(&of(doc).histogram)
+            .ok_or_else(|| format!("agent {agent}: its {name} histogram does not decode"))?;
         all.add(&h)
-            .map_err(|e| format!("agent {}: {field}: {e}", p.agent))?;
+            .map_err(|e| format!("agent {agent}: {name}: {e}"))?;
     }
     Ok(all)
 }
 
-fn summary(h: &Histogram<u64>) -> Value {
-    serde_json::to_value(LatencySummary::of(h)).unwrap_or(Value::Null)
+/// The sum of a whole-number figure over the documents.
+fn sum<D>(done: &[(&str, &D)], of: impl Fn(&D) -> u64) -> u64 {
+    done.iter().map(|(_, d)| of(d)).sum()
 }
 
-/// Error counts of every document, summed per message.
-fn merged_errors(parts: &[&AgentPart]) -> BTreeMap<String, u64> {
-    let mut errors = BTreeMap::new();
-    for p in parts {
-        if let Some(map) = p
-            .result
-            .as_ref()
-            .and_then(|d| d.get("errors"))
-            .and_then(Value::as_object)
-        {
-            for (k, v) in map {
-                *errors.entry(k.clone()).or_insert(0) += v.as_u64().unwrap_or(0);
+/// The sum of a figure over the documents.
+fn fsum<D>(done: &[(&str, &D)], of: impl Fn(&D) -> f64) -> f64 {
+    done.iter().map(|(_, d)| of(d)).sum()
+}
+
+/// Counts by name, summed name by name.
+fn sum_maps<'a>(maps: impl Iterator<Item = &'a BTreeMap<String, u64>>) -> BTreeMap<String, u64> {
+    let mut all = BTreeMap::new();
+    for m in maps {
+        for (k, v) in m {
+            *all.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+    all
+}
+
+/// The figures every workload's document has, read alike for the merge.
+trait Figures {
+    fn start_time(&self) -> &str;
+    fn end_time(&self) -> &str;
+    fn duration_s(&self) -> f64;
+    fn cpu_s(&self) -> (f64, f64);
+    fn peak_rss_kib(&self) -> u64;
+    fn saturation(&self) -> &Saturation;
+    fn errors(&self) -> &BTreeMap<String, u64>;
+    fn aborted(&self) -> Option<&str>;
+    fn protocol_anomalies(&self) -> &BTreeMap<String, u64>;
+    fn intervals(&self) -> &[Interval];
+}
+
+macro_rules! figures {
+    ($t:ty) => {
+        impl Figures for $t {
+            fn start_time(&self) -> &str {
+                &self.start_time
+            }
+            fn end_time(&self) -> &str {
+                &self.end_time
+            }
+            fn duration_s(&self) -> f64 {
+                self.duration_s
+            }
+            fn cpu_s(&self) -> (f64, f64) {
+                (self.client_cpu_user_s, self.client_cpu_sys_s)
+            }
+            fn peak_rss_kib(&self) -> u64 {
+                self.peak_rss_kib
+            }
+            fn saturation(&self) -> &Saturation {
+                &self.saturation
+            }
+            fn errors(&self) -> &BTreeMap<String, u64> {
+                &self.errors
+            }
+            fn aborted(&self) -> Option<&str> {
+                self.aborted.as_deref()
+            }
+            fn protocol_anomalies(&self) -> &BTreeMap<String, u64> {
+                &self.protocol_anomalies
+            }
+            fn intervals(&self) -> &[Interval] {
+                &self.intervals
             }
         }
-    }
-    errors
-}
-
-fn sum(parts: &[&AgentPart], field: &str) -> u64 {
-    parts
-        .iter()
-        .filter_map(|p| p.result.as_ref())
-        .map(|d| num(d, field))
-        .sum()
-}
-
-fn fsum(parts: &[&AgentPart], field: &str) -> f64 {
-    parts
-        .iter()
-        .filter_map(|p| p.result.as_ref())
-        .map(|d| float(d, field))
-        .sum()
-}
-
-/// The longest measured phase among the documents, s.
-fn longest(parts: &[&AgentPart], field: &str) -> f64 {
-    parts
-        .iter()
-        .filter_map(|p| p.result.as_ref())
-        .map(|d| float(d, field))
-        .fold(0.0, f64::max)
-}
-
-/// The earliest `start_time` and the latest `end_time` (RFC 3339 strings compare in time order).
-fn span(parts: &[&AgentPart]) -> (Value, Value) {
-    let times = |field: &str| -> Vec<String> {
-        parts
-            .iter()
-            .filter_map(|p| p.result.as_ref())
-            .filter_map(|d| d.get(field).and_then(Value::as_str).map(str::to_string))
-            .collect()
     };
-    (
-        json!(times("start_time").into_iter().min()),
-        json!(times("end_time").into_iter().max()),
-    )
+}
+figures!(ResultDocument);
+figures!(E2eResultDocument);
+
+/// What every workload's merge shares: the span in time, CPU, memory, saturation, errors, the
+/// first abort, protocol anomalies and the window-by-window timeline.
+struct Common {
+    start_time: String,
+    end_time: String,
+    duration_s: f64,
+    cpu_user_s: f64,
+    cpu_sys_s: f64,
+    peak_rss_kib: u64,
+    saturation: Saturation,
+    errors: BTreeMap<String, u64>,
+    aborted: Option<String>,
+    protocol_anomalies: BTreeMap<String, u64>,
+    intervals: Vec<Interval>,
 }
 
-/// Saturation of the whole: saturated when any agent was, each reason naming its agent.
-fn saturation(parts: &[&AgentPart]) -> Value {
-    let mut reasons = Vec::new();
-    for p in parts {
-        if let Some(r) = p
-            .result
-            .as_ref()
-            .and_then(|d| d.pointer("/saturation/reasons"))
-            .and_then(Value::as_array)
-        {
+impl Common {
+    /// `duration_from`: the documents whose longest measured phase is the run's (the producers').
+    fn of<D: Figures>(all: &[(&str, &D)], duration_from: &[(&str, &D)]) -> Common {
+        // RFC 3339 strings of one format compare in time order.
+        let start = duration_from.iter().map(|(_, d)| d.start_time()).min();
+        let end = duration_from.iter().map(|(_, d)| d.end_time()).max();
+        let mut reasons = Vec::new();
+        for (agent, d) in all {
             reasons.extend(
-                r.iter()
-                    .filter_map(Value::as_str)
-                    .map(|s| format!("agent {}: {s}", p.agent)),
+                d.saturation()
+                    .reasons
+                    .iter()
+                    .map(|r| format!("agent {agent}: {r}")),
             );
         }
+        Common {
+            start_time: start.unwrap_or_default().to_string(),
+            end_time: end.unwrap_or_default().to_string(),
+            duration_s: duration_from
+                .iter()
+                .map(|(_, d)| d.duration_s())
+                .fold(0.0, f64::max),
+            cpu_user_s: fsum(all, |d| d.cpu_s().0),
+            cpu_sys_s: fsum(all, |d| d.cpu_s().1),
+            peak_rss_kib: all.iter().map(|(_, d)| d.peak_rss_kib()).max().unwrap_or(0),
+            saturation: Saturation {
+                saturated: !reasons.is_empty(),
+                reasons,
+                ..Saturation::default()
+            },
+            errors: sum_maps(all.iter().map(|(_, d)| d.errors())),
+            aborted: all
+                .iter()
+                .find_map(|(agent, d)| Some(format!("agent {agent}: {}", d.aborted()?))),
+            protocol_anomalies: sum_maps(all.iter().map(|(_, d)| d.protocol_anomalies())),
+            intervals: merged_intervals(all.iter().map(|(_, d)| d.intervals()).collect()),
+        }
     }
-    json!({ "saturated": !reasons.is_empty(), "reasons": reasons })
 }
 
 /// The `distributed` block: each agent's part and clock, whether the run is degraded, the worst
-/// clock bound.
-fn distributed_block(parts: &[AgentPart], per_agent: impl Fn(&AgentPart) -> Value) -> Value {
-    let lost: Vec<&str> = parts
+/// clock bound; `figures` gives each agent's own figures.
+fn distributed_block<D>(
+    parts: &[AgentPart<D>],
+    hostname: impl Fn(&D) -> &str,
+    figures: impl Fn(&AgentPart<D>) -> AgentFigures,
+) -> Distributed {
+    let lost: Vec<String> = parts
         .iter()
         .filter(|p| p.result.is_none())
-        .map(|p| p.agent.as_str())
+        .map(|p| p.agent.clone())
         .collect();
     let bound = parts
         .iter()
@@ -402,104 +548,63 @@ fn distributed_block(parts: &[AgentPart], per_agent: impl Fn(&AgentPart) -> Valu
         .flatten()
         .map(|c| c.bound_us)
         .max();
-    json!({
-        "agents": parts.iter().map(|p| {
-            let drift = match (p.clock_before, p.clock_after) {
-                (Some(b), Some(a)) => Some(a.offset_us - b.offset_us),
-                _ => None,
-            };
-            let mut v = json!({
-                "agent": p.agent,
-                "role": p.role,
-                "status": if p.result.is_some() { "finished" } else { "lost" },
-                "error": p.lost,
-                "hostname": p.result.as_ref().and_then(|d| d.pointer("/environment/hostname")).cloned(),
-                "clock": {
-                    "offset_us": p.clock_before.map(|c| c.offset_us),
-                    "rtt_us": p.clock_before.map(|c| c.rtt_us),
-                    "bound_us": p.clock_before.map(|c| c.bound_us),
-                    "offset_after_us": p.clock_after.map(|c| c.offset_us),
-                    "drift_us": drift,
+    let agents = parts
+        .iter()
+        .map(|p| AgentEntry {
+            agent: p.agent.clone(),
+            role: p.role.to_string(),
+            status: if p.result.is_some() {
+                AgentOutcome::Finished
+            } else {
+                AgentOutcome::Lost
+            },
+            error: p.lost.clone(),
+            hostname: p.result.as_ref().map(|d| hostname(d).to_string()),
+            clock: AgentClock {
+                offset_us: p.clock_before.map(|c| c.offset_us),
+                rtt_us: p.clock_before.map(|c| c.rtt_us),
+                bound_us: p.clock_before.map(|c| c.bound_us),
+                offset_after_us: p.clock_after.map(|c| c.offset_us),
+                drift_us: match (p.clock_before, p.clock_after) {
+                    (Some(b), Some(a)) => Some(a.offset_us - b.offset_us),
+                    _ => None,
                 },
-                "last_live": p.last_live,
-            });
-            if let (Some(map), Value::Object(extra)) = (v.as_object_mut(), per_agent(p)) {
-                map.extend(extra);
-            }
-            v
-        }).collect::<Vec<_>>(),
-        "degraded": !lost.is_empty(),
-        "lost_agents": lost,
-        "clock_bound_us": bound,
-    })
-}
-
-/// Per-agent figures of a latency summary, for the breakdown.
-fn brief(doc: Option<&Value>, field: &str) -> Value {
-    let q = |p: &str| {
-        doc.and_then(|d| d.get(field))
-            .and_then(|s| s.get(p))
-            .cloned()
-    };
-    json!({ "count": q("count"), "p50": q("p50"), "p99": q("p99"), "max": q("max") })
-}
-
-/// The agents' `cluster` blocks, added together (each agent's producers saw the cluster apart).
-fn merged_cluster(done: &[&AgentPart]) -> Value {
-    merged_cluster_at(done, "cluster")
-}
-
-/// The agents' cluster blocks under `field`, added together.
-fn merged_cluster_at(done: &[&AgentPart], field: &str) -> Value {
-    let mut all = crate::cluster::ClusterReport::default();
-    for d in done.iter().filter_map(|p| p.result.as_ref()) {
-        if let Some(Ok(c)) = d
-            .get(field)
-            .map(|c| serde_json::from_value::<crate::cluster::ClusterReport>(c.clone()))
-        {
-            all.merge(&c);
-        }
+            },
+            last_live: p.last_live.clone(),
+            figures: figures(p),
+        })
+        .collect();
+    Distributed {
+        agents,
+        degraded: !lost.is_empty(),
+        lost_agents: lost,
+        clock_bound_us: bound,
     }
-    serde_json::to_value(all).unwrap_or(Value::Null)
-}
-
-/// The agents' objects of counts under `field`, summed key by key.
-fn merged_map(done: &[&AgentPart], field: &str) -> Value {
-    let mut all = serde_json::Map::new();
-    for d in done.iter().filter_map(|p| p.result.as_ref()) {
-        if let Some(m) = d.get(field).and_then(Value::as_object) {
-            for (k, v) in m {
-                let n = all.get(k).and_then(Value::as_u64).unwrap_or(0) + v.as_u64().unwrap_or(0);
-                all.insert(k.clone(), json!(n));
-            }
-        }
-    }
-    Value::Object(all)
 }
 
 /// Produce results of every agent → one result document: counts summed, histograms merged exactly,
 /// rates over the longest measured phase (the agents started together), CPU summed. Agents lost
 /// mid-run are named in `distributed` with their last live counts; the totals are the others'.
-pub fn merge_produce(parts: &[AgentPart]) -> Result<Value, String> {
-    let done: Vec<&AgentPart> = parts.iter().filter(|p| p.result.is_some()).collect();
-    let Some(template) = done.first().and_then(|p| p.result.clone()) else {
+pub fn merge_produce(parts: &[AgentPart<ResultDocument>]) -> Result<ResultDocument, String> {
+    let done = finished(parts);
+    let Some((_, first)) = done.first() else {
         return Err(no_result(parts));
     };
-    let mut doc = template;
-    let latency = merged(&done, "latency")?;
-    let service = merged(&done, "service_time")?;
-    let delay = merged(&done, "publish_delay")?;
-    let acked = sum(&done, "records_acked");
-    let sent = sum(&done, "records_sent");
-    let failed = sum(&done, "records_failed");
-    let bytes = sum(&done, "bytes_acked");
-    let duration = longest(&done, "duration_s");
-    let cpu_user = fsum(&done, "client_cpu_user_s");
-    let cpu_sys = fsum(&done, "client_cpu_sys_s");
-    let (start, end) = span(&done);
-    let rate = acked as f64 / duration.max(1e-9);
-    let mb = bytes as f64 / duration.max(1e-9) / (1024.0 * 1024.0);
-    let cpu_per_record = (sent > 0).then(|| (cpu_user + cpu_sys) * 1e6 / sent as f64);
+    let latency = merged(&done, "latency", |d| &d.latency)?;
+    let service = merged(&done, "service_time", |d| &d.service_time)?;
+    let delay = merged(&done, "publish_delay", |d| &d.publish_delay)?;
+    let common = Common::of(&done, &done);
+    let acked = sum(&done, |d| d.records_acked);
+    let sent = sum(&done, |d| d.records_sent);
+    let failed = sum(&done, |d| d.records_failed);
+    let bytes = sum(&done, |d| d.bytes_acked);
+    let secs = common.duration_s.max(1e-9);
+    let cpu = common.cpu_user_s + common.cpu_sys_s;
+    let cpu_per_record = (sent > 0).then(|| cpu * 1e6 / sent as f64);
+    let mut cluster = crate::cluster::ClusterReport::default();
+    for (_, d) in &done {
+        cluster.merge(&d.cluster);
+    }
     let q = |h: &Histogram<u64>, q: f64| {
         if h.is_empty() {
             0
@@ -507,101 +612,101 @@ pub fn merge_produce(parts: &[AgentPart]) -> Result<Value, String> {
             h.value_at_quantile(q)
         }
     };
-    let fields = json!({
-        "environment": crate::result::Environment::here(),
-        "start_time": start,
-        "end_time": end,
-        "duration_s": duration,
-        "records_sent": sent,
-        "records_acked": acked,
-        "records_failed": failed,
-        "records_unsent": sum(&done, "records_unsent"),
-        "bytes_acked": bytes,
-        "records_per_sec": rate,
-        "mb_per_sec": mb,
-        "client_cpu_us_per_record": cpu_per_record,
-        "client_cpu_user_s": cpu_user,
-        "client_cpu_sys_s": cpu_sys,
-        "peak_rss_kib": done.iter().filter_map(|p| p.result.as_ref()).map(|d| num(d, "peak_rss_kib")).max(),
-        "latency": summary(&latency),
-        "service_time": summary(&service),
-        "publish_delay": summary(&delay),
-        "saturation": saturation(&done),
-        "errors": merged_errors(&done),
-        "aborted": done.iter().find_map(|p| p.result.as_ref()?.get("aborted")?.as_str().map(|a| format!("agent {}: {a}", p.agent))),
-        "produce_requests": sum(&done, "produce_requests"),
-        "record_batches": sum(&done, "record_batches"),
-        "cluster": merged_cluster(&done),
-        "protocol_anomalies": merged_map(&done, "protocol_anomalies"),
-        "frames_written": sum(&done, "frames_written"),
-        "socket_writes": sum(&done, "socket_writes"),
-        "intervals": merged_intervals(&done),
-        "repetitions": [{
-            "duration_s": duration,
-            "records_acked": acked,
-            "records_failed": failed,
-            "records_per_sec": rate,
-            "mb_per_sec": mb,
-            "client_cpu_us_per_record": cpu_per_record,
-            "latency_p50_us": q(&latency, 0.5),
-            "latency_p99_us": q(&latency, 0.99),
-        }],
-        "distributed": distributed_block(parts, |p| {
-            let d = p.result.as_ref();
-            json!({
-                "records_sent": d.map(|d| num(d, "records_sent")),
-                "records_acked": d.map(|d| num(d, "records_acked")),
-                "records_failed": d.map(|d| num(d, "records_failed")),
-                "records_per_sec": d.map(|d| float(d, "records_per_sec")),
-                "latency": brief(d, "latency"),
-                "seed": d.and_then(|d| d.get("seed")).cloned(),
-            })
-        }),
-    });
-    overlay(&mut doc, fields);
-    Ok(doc)
+    let repetition = Repetition {
+        duration_s: common.duration_s,
+        records_acked: acked,
+        records_failed: failed,
+        records_per_sec: acked as f64 / secs,
+        mb_per_sec: bytes as f64 / secs / (1024.0 * 1024.0),
+        client_cpu_us_per_record: cpu_per_record,
+        latency_p50_us: q(&latency, 0.5),
+        latency_p99_us: q(&latency, 0.99),
+    };
+    Ok(ResultDocument {
+        header: Header::new(Kind::Produce),
+        start_time: common.start_time,
+        end_time: common.end_time,
+        duration_s: common.duration_s,
+        records_sent: sent,
+        records_acked: acked,
+        records_failed: failed,
+        records_unsent: sum(&done, |d| d.records_unsent),
+        bytes_acked: bytes,
+        records_per_sec: repetition.records_per_sec,
+        mb_per_sec: repetition.mb_per_sec,
+        client_cpu_us_per_record: cpu_per_record,
+        client_cpu_user_s: common.cpu_user_s,
+        client_cpu_sys_s: common.cpu_sys_s,
+        peak_rss_kib: common.peak_rss_kib,
+        latency: LatencySummary::of(&latency),
+        service_time: LatencySummary::of(&service),
+        publish_delay: LatencySummary::of(&delay),
+        saturation: common.saturation,
+        errors: common.errors,
+        aborted: common.aborted,
+        produce_requests: sum(&done, |d| d.produce_requests),
+        record_batches: sum(&done, |d| d.record_batches),
+        frames_written: sum(&done, |d| d.frames_written),
+        socket_writes: sum(&done, |d| d.socket_writes),
+        repetitions: vec![repetition],
+        intervals: common.intervals,
+        cluster,
+        protocol_anomalies: common.protocol_anomalies,
+        distributed: Some(distributed_block(
+            parts,
+            |d| &d.header.environment.hostname,
+            |p| {
+                let d = p.result.as_ref();
+                AgentFigures {
+                    records_sent: d.map(|d| d.records_sent),
+                    records_acked: d.map(|d| d.records_acked),
+                    records_failed: d.map(|d| d.records_failed),
+                    records_per_sec: d.map(|d| d.records_per_sec),
+                    latency: d.map(|d| Brief::of(&d.latency)),
+                    seed: d.map(|d| d.seed),
+                    ..AgentFigures::default()
+                }
+            },
+        )),
+        ..(*first).clone()
+    })
 }
 
 /// The agents' `intervals`, window by window (the agents start together and tick at the same
-/// interval): whole-number counters summed, rates recomputed; the per-window percentiles are each
-/// agent's own (in its document) and not repeated here, where they could only be approximated.
-fn merged_intervals(parts: &[&AgentPart]) -> Value {
-    let lists: Vec<&Vec<Value>> = parts
-        .iter()
-        .filter_map(|p| p.result.as_ref()?.get("intervals")?.as_array())
-        .collect();
+/// interval): counters summed, rates recomputed; the per-window percentiles are each agent's own
+/// (in its document) and not repeated here, where they could only be approximated.
+fn merged_intervals(lists: Vec<&[Interval]>) -> Vec<Interval> {
     let len = lists.iter().map(|l| l.len()).max().unwrap_or(0);
-    let mut out = Vec::with_capacity(len);
-    for i in 0..len {
-        let windows: Vec<&Value> = lists.iter().filter_map(|l| l.get(i)).collect();
-        let mut merged = serde_json::Map::new();
-        let first = windows[0];
-        merged.insert("t_s".into(), first["t_s"].clone());
-        let duration = windows
-            .iter()
-            .filter_map(|w| w["duration_s"].as_f64())
-            .fold(0.0, f64::max);
-        merged.insert("duration_s".into(), json!(duration));
-        for (k, v) in first.as_object().into_iter().flatten() {
-            if v.is_u64() && k != "t_s" {
-                let total: u64 = windows.iter().filter_map(|w| w[k].as_u64()).sum();
-                merged.insert(k.clone(), json!(total));
-                let secs = duration.max(1e-9);
-                if k == "bytes" {
-                    merged.insert("mb_per_sec".into(), json!(total as f64 / secs / 1048576.0));
-                } else if first.get(format!("{k}_per_sec")).is_some() {
-                    merged.insert(format!("{k}_per_sec"), json!(total as f64 / secs));
+    (0..len)
+        .map(|i| {
+            let windows: Vec<&Interval> = lists.iter().filter_map(|l| l.get(i)).collect();
+            let first = windows[0];
+            let duration = windows.iter().map(|w| w.duration_s).fold(0.0, f64::max);
+            let secs = duration.max(1e-9);
+            let mut figures = BTreeMap::new();
+            for (name, figure) in &first.figures {
+                let Figure::Count(_) = figure else { continue };
+                let total: u64 = windows.iter().filter_map(|w| w.count(name)).sum();
+                figures.insert(name.clone(), Figure::Count(total));
+                if name == "bytes" || name == "bytes_consumed" {
+                    let mb = total as f64 / secs / (1024.0 * 1024.0);
+                    figures.insert("mb_per_sec".into(), Figure::Rate(mb));
+                } else if first.figures.contains_key(&format!("{name}_per_sec")) {
+                    figures.insert(format!("{name}_per_sec"), Figure::Rate(total as f64 / secs));
                 }
             }
-        }
-        merged.insert("agents".into(), json!(windows.len()));
-        out.push(Value::Object(merged));
-    }
-    Value::Array(out)
+            Interval {
+                t_s: first.t_s,
+                duration_s: duration,
+                agents: Some(windows.len()),
+                figures,
+            }
+        })
+        .collect()
 }
 
 /// Why there is nothing to merge: every agent's reason.
-fn no_result(parts: &[AgentPart]) -> String {
+fn no_result<D>(parts: &[AgentPart<D>]) -> String {
     let why: Vec<String> = parts
         .iter()
         .map(|p| format!("{}: {}", p.agent, p.lost.as_deref().unwrap_or("no result")))
@@ -609,117 +714,115 @@ fn no_result(parts: &[AgentPart]) -> String {
     format!("no agent returned a result ({})", why.join("; "))
 }
 
-/// Write every field of `fields` over `doc`.
-fn overlay(doc: &mut Value, fields: Value) {
-    if let (Some(map), Value::Object(fields)) = (doc.as_object_mut(), fields) {
-        map.extend(fields);
-    }
-}
-
 /// An e2e run's parts → one result document: the producer side (counts, request durations, publish
 /// delay) from the producer agents, merged exactly; the consumer side (reads, duplicates, whole
 /// trip, already corrected for each producer agent's clock) from the consumer's agent; lost and
 /// unexpected records counted per producer agent by the consumer against what that agent
-/// acknowledged.
-pub fn merge_e2e(consumer: &AgentPart, producers: &[AgentPart]) -> Result<Value, String> {
-    let done: Vec<&AgentPart> = producers.iter().filter(|p| p.result.is_some()).collect();
-    // Without the consumer's result, the producers' figures still stand (degraded): the consumer
-    // side is unknown, said as null, never as zero.
-    let consumer_lost = consumer.result.is_none();
-    let mut doc = match (&consumer.result, done.first()) {
-        (Some(d), _) => d.clone(),
-        (None, Some(p)) => {
-            let mut d = p.result.clone().unwrap_or(Value::Null);
-            for f in [
-                "records_consumed",
-                "records_lost",
-                "records_unverified",
-                "records_late",
-                "records_duplicated",
-                "records_unexpected",
-                "records_foreign",
-                "records_untracked",
-                "whole_trip",
-                "fetch_duration",
-                "consumer_processing",
-                "member_id",
-                "drained",
-            ] {
-                d[f] = Value::Null;
-            }
-            d
-        }
-        (None, None) => {
-            let mut all = vec![consumer.clone()];
-            all.extend(producers.iter().cloned());
-            return Err(no_result(&all));
-        }
-    };
-    let request = merged(&done, "producer_request_duration")?;
-    let delay = merged(&done, "publish_delay")?;
-    let acked = sum(&done, "records_acked");
-    let duration = longest(&done, "duration_s");
-    let (start, end) = span(&done);
+/// acknowledged. Without the consumer's result the producers' figures still stand (degraded), and
+/// the consumer's side is absent: unknown, never zero.
+pub fn merge_e2e(
+    consumer: &AgentPart<E2eResultDocument>,
+    producers: &[AgentPart<E2eResultDocument>],
+) -> Result<E2eResultDocument, String> {
     let mut all = vec![consumer.clone()];
     all.extend(producers.iter().cloned());
-    let every: Vec<&AgentPart> = all.iter().collect();
-    let segments = doc.get("segments").cloned().unwrap_or(Value::Null);
-    let fields = json!({
-        "environment": crate::result::Environment::here(),
-        "start_time": start,
-        "end_time": end,
-        "duration_s": duration,
-        "records_produced": sum(&done, "records_produced"),
-        "records_acked": acked,
-        "records_failed": sum(&done, "records_failed"),
-        "records_per_sec": acked as f64 / duration.max(1e-9),
-        "produce_requests": sum(&done, "produce_requests"),
-        "schedule_slips": sum(&done, "schedule_slips"),
-        "cluster_slips": sum(&done, "cluster_slips"),
-        "cluster": merged_cluster(&done),
-        "consumer_cluster": merged_cluster_at(&every, "consumer_cluster"),
-        "protocol_anomalies": merged_map(&every, "protocol_anomalies"),
-        "client_cpu_user_s": fsum(&every, "client_cpu_user_s"),
-        "client_cpu_sys_s": fsum(&every, "client_cpu_sys_s"),
-        "peak_rss_kib": every.iter().filter_map(|p| p.result.as_ref()).map(|d| num(d, "peak_rss_kib")).max(),
-        "intervals": merged_intervals(&every),
-        "producer_request_duration": summary(&request),
-        "publish_delay": summary(&delay),
-        "saturation": saturation(&every),
-        "errors": merged_errors(&every),
-        "aborted": every.iter().find_map(|p| p.result.as_ref()?.get("aborted")?.as_str().map(|a| format!("agent {}: {a}", p.agent))),
-        "distributed": distributed_block(&all, |p| {
-            let d = p.result.as_ref();
-            if p.role == "consumer" && consumer_lost {
-                json!({ "note": "the consumer's agent was lost: nothing is known of what was read" })
-            } else if p.role == "consumer" {
-                json!({
-                    "records_consumed": d.map(|d| num(d, "records_consumed")),
-                    "whole_trip": brief(d, "whole_trip"),
-                    "segments": segments,
-                })
-            } else {
-                json!({
-                    "records_produced": d.map(|d| num(d, "records_produced")),
-                    "records_acked": d.map(|d| num(d, "records_acked")),
-                    "records_failed": d.map(|d| num(d, "records_failed")),
-                    "producer_request_duration": brief(d, "producer_request_duration"),
-                })
-            }
-        }),
-    });
-    overlay(&mut doc, fields);
-    let mut settings = doc.get("settings").cloned().unwrap_or(Value::Null);
+    let done = finished(producers);
+    let every = finished(&all);
+    let template = match (&consumer.result, done.first()) {
+        (Some(d), _) => d.clone(),
+        (None, Some((_, p))) => E2eResultDocument {
+            consumer: None,
+            ..(*p).clone()
+        },
+        (None, None) => return Err(no_result(&all)),
+    };
+    let request = merged(&done, "producer_request_duration", |d| {
+        &d.producer_request_duration
+    })?;
+    let delay = merged(&done, "publish_delay", |d| &d.publish_delay)?;
+    let common = Common::of(&every, &done);
+    let acked = sum(&done, |d| d.records_acked);
+    let (mut cluster, mut consumer_cluster) = Default::default();
+    for (_, d) in &done {
+        crate::cluster::ClusterReport::merge(&mut cluster, &d.cluster);
+    }
+    for (_, d) in &every {
+        crate::cluster::ClusterReport::merge(&mut consumer_cluster, &d.consumer_cluster);
+    }
+    let mut settings = template.settings.clone();
     if let Some(map) = settings.as_object_mut() {
         map.insert("mode".into(), json!("CONSUMER_AND_PRODUCERS"));
         let producers: u64 = done
             .iter()
-            .filter_map(|p| p.result.as_ref()?.pointer("/settings/producers")?.as_u64())
+            .filter_map(|(_, d)| d.settings.get("producers")?.as_u64())
             .sum();
         map.insert("producers".into(), json!(producers));
     }
-    overlay(&mut doc, json!({ "settings": settings }));
-    Ok(doc)
+    let segments = template.segments.clone();
+    let consumer_lost = consumer.result.is_none();
+    Ok(E2eResultDocument {
+        header: Header::new(Kind::E2e),
+        settings,
+        start_time: common.start_time,
+        end_time: common.end_time,
+        duration_s: common.duration_s,
+        records_produced: sum(&done, |d| d.records_produced),
+        records_acked: acked,
+        records_failed: sum(&done, |d| d.records_failed),
+        records_per_sec: acked as f64 / common.duration_s.max(1e-9),
+        produce_requests: sum(&done, |d| d.produce_requests),
+        schedule_slips: sum(&done, |d| d.schedule_slips),
+        cluster_slips: sum(&done, |d| d.cluster_slips),
+        cluster,
+        consumer_cluster,
+        protocol_anomalies: common.protocol_anomalies,
+        client_cpu_user_s: common.cpu_user_s,
+        client_cpu_sys_s: common.cpu_sys_s,
+        peak_rss_kib: common.peak_rss_kib,
+        intervals: common.intervals,
+        producer_request_duration: LatencySummary::of(&request),
+        publish_delay: LatencySummary::of(&delay),
+        saturation: common.saturation,
+        errors: common.errors,
+        aborted: common.aborted,
+        distributed: Some(distributed_block(
+            &all,
+            |d| &d.header.environment.hostname,
+            |p| e2e_figures(p, consumer_lost, &segments),
+        )),
+        ..template
+    })
+}
+
+/// An e2e agent's own figures: the consumer's reads, or a producer agent's counts.
+fn e2e_figures(
+    p: &AgentPart<E2eResultDocument>,
+    consumer_lost: bool,
+    segments: &[SegmentFigures],
+) -> AgentFigures {
+    let d = p.result.as_ref();
+    if p.role == "consumer" && consumer_lost {
+        AgentFigures {
+            note: Some("the consumer's agent was lost: nothing is known of what was read".into()),
+            ..AgentFigures::default()
+        }
+    } else if p.role == "consumer" {
+        let side = d.and_then(|d| d.consumer.as_ref());
+        AgentFigures {
+            records_consumed: side.map(|c| c.records_consumed),
+            whole_trip: side.map(|c| Brief::of(&c.whole_trip)),
+            segments: segments.to_vec(),
+            ..AgentFigures::default()
+        }
+    } else {
+        AgentFigures {
+            records_produced: d.map(|d| d.records_produced),
+            records_acked: d.map(|d| d.records_acked),
+            records_failed: d.map(|d| d.records_failed),
+            producer_request_duration: d.map(|d| Brief::of(&d.producer_request_duration)),
+            ..AgentFigures::default()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -811,40 +914,54 @@ mod tests {
         assert_eq!(split_e2e(&spec, 0, 7).unwrap_err().field, "agents");
     }
 
-    fn part(agent: &str, values: &[u64], acked: u64) -> AgentPart {
+    fn part(agent: &str, values: &[u64], acked: u64) -> AgentPart<ResultDocument> {
         let mut h = latency_histogram();
         for v in values {
             h.record(*v).unwrap();
         }
-        let s = serde_json::to_value(LatencySummary::of(&h)).unwrap();
+        let s = LatencySummary::of(&h);
         AgentPart {
             agent: agent.into(),
             role: "produce",
             clock_before: None,
             clock_after: None,
-            result: Some(json!({
-                "kind": "produce", "records_sent": acked, "records_acked": acked,
-                "records_failed": 0, "bytes_acked": acked * 100, "duration_s": 1.0,
-                "latency": s, "service_time": s, "publish_delay": s, "errors": {"x": 1},
-            })),
+            result: Some(ResultDocument {
+                records_sent: acked,
+                records_acked: acked,
+                bytes_acked: acked * 100,
+                duration_s: 1.0,
+                latency: s.clone(),
+                service_time: s.clone(),
+                publish_delay: s,
+                errors: [("x".to_string(), 1)].into(),
+                ..ResultDocument::default()
+            }),
             lost: None,
             last_live: Value::Null,
         }
     }
 
-    fn e2e_part(agent: &str, role: &'static str, fields: Value) -> AgentPart {
-        let s = serde_json::to_value(LatencySummary::of(&latency_histogram())).unwrap();
-        let mut doc = json!({
-            "kind": "e2e", "producer_request_duration": s, "publish_delay": s, "whole_trip": s,
-            "settings": {"producers": 2},
-        });
-        overlay(&mut doc, fields);
+    fn e2e_part(
+        agent: &str,
+        role: &'static str,
+        acked: u64,
+        consumer: Option<crate::result::E2eConsumerSide>,
+    ) -> AgentPart<E2eResultDocument> {
+        let s = LatencySummary::of(&latency_histogram());
         AgentPart {
             agent: agent.into(),
             role,
             clock_before: None,
             clock_after: None,
-            result: Some(doc),
+            result: Some(E2eResultDocument {
+                header: Header::new(Kind::E2e),
+                records_acked: acked,
+                producer_request_duration: s.clone(),
+                publish_delay: s,
+                settings: json!({"producers": 2}),
+                consumer,
+                ..E2eResultDocument::default()
+            }),
             lost: None,
             last_live: Value::Null,
         }
@@ -852,21 +969,44 @@ mod tests {
 
     #[test]
     fn an_e2e_run_without_its_consumer_keeps_the_producers_figures() {
-        let mut consumer = e2e_part("c", "consumer", json!({}));
+        let mut consumer = e2e_part("c", "consumer", 0, None);
         consumer.result = None;
         consumer.lost = Some("no answer for 5 s".into());
-        let p1 = e2e_part(
-            "p1",
-            "producer",
-            json!({"records_acked": 10, "records_consumed": 0}),
-        );
-        let p2 = e2e_part("p2", "producer", json!({"records_acked": 5}));
-        let doc = merge_e2e(&consumer, &[p1, p2]).unwrap();
+        let side = crate::result::E2eConsumerSide::default();
+        let p1 = e2e_part("p1", "producer", 10, Some(side));
+        let p2 = e2e_part("p2", "producer", 5, None);
+        let merged = merge_e2e(&consumer, &[p1, p2]).unwrap();
+        assert!(merged.consumer.is_none(), "unknown, not zero");
+        let doc = serde_json::to_value(&merged).unwrap();
         assert_eq!(doc["records_acked"], 15);
-        assert_eq!(doc["records_consumed"], Value::Null, "unknown, not zero");
-        assert_eq!(doc["whole_trip"], Value::Null);
+        assert_eq!(doc.get("records_consumed"), None, "unknown, not zero");
+        assert_eq!(doc.get("whole_trip"), None);
         assert_eq!(doc["settings"]["producers"], 4);
         assert_eq!(doc["distributed"]["lost_agents"], json!(["c"]));
+        let back: E2eResultDocument = serde_json::from_value(doc).unwrap();
+        assert!(
+            back.consumer.is_none(),
+            "a degraded document reads as its type"
+        );
+        assert!(back.distributed.unwrap().agents[0].figures.note.is_some());
+    }
+
+    #[test]
+    fn an_e2e_run_with_its_consumer_takes_the_consumer_s_reads() {
+        let side = crate::result::E2eConsumerSide {
+            records_consumed: 15,
+            whole_trip: LatencySummary::of(&latency_histogram()),
+            ..Default::default()
+        };
+        let consumer = e2e_part("c", "consumer", 0, Some(side));
+        let p1 = e2e_part("p1", "producer", 10, None);
+        let merged = merge_e2e(&consumer, &[p1]).unwrap();
+        assert_eq!(merged.consumer.as_ref().unwrap().records_consumed, 15);
+        assert_eq!(merged.records_acked, 10);
+        let d = merged.distributed.unwrap();
+        assert_eq!(d.agents[0].figures.records_consumed, Some(15));
+        assert_eq!(d.agents[1].figures.records_acked, Some(10));
+        assert!(!d.degraded);
     }
 
     #[test]
@@ -876,7 +1016,8 @@ mod tests {
         let mut c = part("c", &[], 0);
         c.result = None;
         c.lost = Some("no answer".into());
-        let doc = merge_produce(&[a, b, c]).unwrap();
+        let merged = merge_produce(&[a, b, c]).unwrap();
+        let doc = serde_json::to_value(&merged).unwrap();
         assert_eq!(doc["records_acked"], 5);
         assert_eq!(doc["latency"]["count"], 5);
         let mut union = latency_histogram();
@@ -888,13 +1029,44 @@ mod tests {
         assert_eq!(doc["errors"]["x"], 2);
         assert_eq!(doc["distributed"]["degraded"], true);
         assert_eq!(doc["distributed"]["lost_agents"], json!(["c"]));
+        assert_eq!(doc["distributed"]["agents"][2]["status"], "lost");
+        let back: ResultDocument = serde_json::from_value(doc).unwrap();
+        assert_eq!(
+            back.distributed, merged.distributed,
+            "reads back as its type"
+        );
         let mut none = part("e", &[], 0);
         none.result = None;
         none.lost = Some("segment failed: cannot connect".into());
         let e = merge_produce(&[none]).unwrap_err();
         assert!(e.contains("e: segment failed: cannot connect"), "{e}");
         let mut broken = part("d", &[1], 1);
-        broken.result.as_mut().unwrap()["latency"]["histogram"] = json!("not base64!");
+        broken.result.as_mut().unwrap().latency.histogram = "not base64!".into();
         assert!(merge_produce(&[broken]).unwrap_err().contains("agent d"));
+    }
+
+    #[test]
+    fn intervals_merge_window_by_window() {
+        let window = |records: u64| {
+            let mut figures = BTreeMap::new();
+            figures.insert("records".to_string(), Figure::Count(records));
+            figures.insert("records_per_sec".to_string(), Figure::Rate(records as f64));
+            figures.insert("bytes".to_string(), Figure::Count(records * 1_048_576));
+            Interval {
+                t_s: 0.0,
+                duration_s: 1.0,
+                agents: None,
+                figures,
+            }
+        };
+        let a = vec![window(3), window(4)];
+        let b = vec![window(5)];
+        let m = merged_intervals(vec![&a, &b]);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].count("records"), Some(8));
+        assert_eq!(m[0].rate("records_per_sec"), Some(8.0));
+        assert_eq!(m[0].rate("mb_per_sec"), Some(8.0));
+        assert_eq!(m[0].agents, Some(2));
+        assert_eq!(m[1].count("records"), Some(4));
     }
 }

@@ -57,6 +57,10 @@ pub enum DocumentError {
     Older(u64),
     #[error("\"{field}\" is {value}: a figure is a non-negative finite number")]
     Figure { field: String, value: String },
+    #[error("\"kind\" is {found}: a {expected} document was expected")]
+    OtherKind { found: Kind, expected: Kind },
+    #[error("does not read as a {kind} document: {reason}")]
+    Shape { kind: Kind, reason: String },
 }
 
 /// Every kind's name, for the message that refuses an unknown one.
@@ -86,6 +90,27 @@ pub fn check(doc: &Value) -> Result<Kind, DocumentError> {
     }
     walk(doc, "", false)?;
     Ok(kind)
+}
+
+/// JSON writes a NaN figure as null; a document's type reads it back as NaN (`deserialize_with`).
+pub fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(<Option<f64> as serde::Deserialize>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// Read `doc` as the type its kind is written from, through the gate: a document of another kind,
+/// schema version or shape is refused, naming what is wrong.
+pub fn read_as<D: serde::de::DeserializeOwned>(
+    doc: &Value,
+    expected: Kind,
+) -> Result<D, DocumentError> {
+    let found = check(doc)?;
+    if found != expected {
+        return Err(DocumentError::OtherKind { found, expected });
+    }
+    D::deserialize(doc).map_err(|e| DocumentError::Shape {
+        kind: expected,
+        reason: e.to_string(),
+    })
 }
 
 fn walk(v: &Value, path: &str, figure: bool) -> Result<(), DocumentError> {

@@ -208,10 +208,10 @@ pub fn parse_schedule(texts: &[String]) -> Result<Vec<Fault>, SpecError> {
 
 /// A fault as it happened: when it began and ended (seconds from the run's start), and what went
 /// wrong applying it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct AppliedFault {
     pub fault: String,
-    pub kind: &'static str,
+    pub kind: String,
     /// Seconds from the start of the run.
     pub began_s: Option<f64>,
     pub ended_s: Option<f64>,

@@ -74,7 +74,7 @@ pub fn latency_histogram() -> Histogram<u64> {
 }
 
 /// The latency figures a result reports, in µs.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct LatencySummary {
     pub count: u64,
     pub min: u64,

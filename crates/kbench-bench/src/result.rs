@@ -13,9 +13,13 @@ use crate::produce::ProduceRun;
 pub const SCHEMA_VERSION: u32 = 3;
 
 /// Every kind of document kbench writes: the `kind` field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
+    /// (The default only for building a document field by field; each constructor sets its own.)
+    #[default]
     Produce,
     Consume,
     E2e,
@@ -64,7 +68,7 @@ impl std::fmt::Display for Kind {
 
 /// The fields every document begins with, declared once and flattened into each: the schema it
 /// follows, its kind, and where it was written.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Header {
     pub schema_version: u32,
     pub kind: Kind,
@@ -83,7 +87,7 @@ impl Header {
 }
 
 /// Where a run ran.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Environment {
     pub kbench_version: String,
     pub hostname: String,
@@ -116,7 +120,7 @@ pub fn rfc3339(t: SystemTime) -> String {
 }
 
 /// The target a run measured.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Target {
     pub bootstrap_servers: String,
     /// True when kbench started its own Tansu broker for the run.
@@ -144,7 +148,7 @@ impl Target {
 }
 
 /// A produce run's result document.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct ResultDocument {
     #[serde(flatten)]
     pub header: Header,
@@ -194,8 +198,8 @@ pub struct ResultDocument {
     pub repetitions: Vec<Repetition>,
     /// The measured phase window by window (`settings.timeline_interval_ms`, 1 s by default):
     /// records, failed, bytes and their rates, and each window's latency, service time and
-    /// publish delay percentiles ([`crate::timeline::intervals_json`]).
-    pub intervals: serde_json::Value,
+    /// publish delay percentiles ([`crate::timeline::intervals`]).
+    pub intervals: Vec<crate::timeline::Interval>,
     /// With `--verify`: the topic read back after the run and checked record by record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::verify::VerifyReport>,
@@ -207,6 +211,9 @@ pub struct ResultDocument {
     pub cluster: crate::cluster::ClusterReport,
     /// Responses with bytes left after their body, by kind (read as Java's client reads them).
     pub protocol_anomalies: BTreeMap<String, u64>,
+    /// A distributed run: each agent's part, whether the run is degraded, the clock bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<crate::distributed::Distributed>,
 }
 
 /// One repetition's figures: the samples `kbench compare` works on.
@@ -288,7 +295,7 @@ impl ResultDocument {
             frames_written: run.frames_written,
             socket_writes: run.socket_writes,
             repetitions: repetitions.iter().map(Repetition::of).collect(),
-            intervals: crate::timeline::intervals_json(
+            intervals: crate::timeline::intervals(
                 run.started_at,
                 crate::produce::phase::TIMELINE_COUNTERS,
                 &run.timeline,
@@ -297,12 +304,13 @@ impl ResultDocument {
             producer: run.producer.clone(),
             cluster: run.cluster.clone(),
             protocol_anomalies: run.protocol_anomalies.clone(),
+            distributed: None,
         }
     }
 }
 
 /// An e2e run's result document (`kind: "e2e"`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct E2eResultDocument {
     #[serde(flatten)]
     pub header: Header,
@@ -318,34 +326,17 @@ pub struct E2eResultDocument {
     /// The load phase, producers running.
     pub duration_s: f64,
     pub drain_s: f64,
-    /// Whether the consumer had every acknowledged record by the end of the drain.
-    pub drained: bool,
     /// The clock whole trip was measured on, and how skew was handled.
     pub clock: String,
     pub group_id: String,
-    pub member_id: Option<String>,
     pub assigned_partitions: Vec<i32>,
     pub records_produced: u64,
     pub records_acked: u64,
     pub records_failed: u64,
-    pub records_consumed: u64,
-    /// Acknowledged and not on the broker (not found when the missing offsets were read again).
-    pub records_lost: u64,
-    /// Acknowledged, not consumed, and the re-read that would have told lost from late could not
-    /// finish (`unverified_reason`): never counted lost.
-    #[serde(default)]
-    pub records_unverified: u64,
-    #[serde(default)]
-    pub unverified_reason: Option<String>,
-    /// Acknowledged and on the broker, but not consumed by the end of the drain.
-    pub records_late: u64,
-    pub records_duplicated: u64,
-    pub records_unexpected: u64,
-    pub records_foreign: u64,
-    /// Consumed from more producer streams than the duplicate tracker keeps (a consumer-only run
-    /// reading foreign keys): counted, not checked for duplicates.
-    #[serde(default)]
-    pub records_untracked: u64,
+    /// What the consumer read and found; absent (never zero) when a distributed run lost the
+    /// consumer's agent and nothing is known of what was read.
+    #[serde(flatten)]
+    pub consumer: Option<E2eConsumerSide>,
     pub produce_requests: u64,
     pub fetches: u64,
     pub commits: u64,
@@ -380,12 +371,6 @@ pub struct E2eResultDocument {
     pub protocol_anomalies: BTreeMap<String, u64>,
     /// Whether kbench, not the target, set the pace (and the evidence).
     pub saturation: crate::produce::phase::Saturation,
-    /// Per record: send time carried in the record → consumer receipt, µs.
-    pub whole_trip: LatencySummary,
-    /// Per Fetch that returned records: sent → response in hand, µs.
-    pub fetch_duration: LatencySummary,
-    /// Per poll that returned records: response in hand → records decoded and counted, µs.
-    pub consumer_processing: LatencySummary,
     /// The REST Proxy driver's own figures; absent for the native driver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rest_proxy: Option<RestSummary>,
@@ -400,7 +385,42 @@ pub struct E2eResultDocument {
     /// The load and drain window by window (`settings.timeline_interval_ms`): records acked,
     /// failed, consumed and their rates; each window's request duration, publish delay and whole
     /// trip percentiles.
-    pub intervals: serde_json::Value,
+    pub intervals: Vec<crate::timeline::Interval>,
+    /// A distributed run: each agent's part, whether the run is degraded, the clock bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<crate::distributed::Distributed>,
+}
+
+/// The consumer's side of an e2e result: what it read, what it found, how long the trip took.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct E2eConsumerSide {
+    /// Whether the consumer had every acknowledged record by the end of the drain.
+    pub drained: bool,
+    pub member_id: Option<String>,
+    pub records_consumed: u64,
+    /// Acknowledged and not on the broker (not found when the missing offsets were read again).
+    pub records_lost: u64,
+    /// Acknowledged, not consumed, and the re-read that would have told lost from late could not
+    /// finish (`unverified_reason`): never counted lost.
+    #[serde(default)]
+    pub records_unverified: u64,
+    #[serde(default)]
+    pub unverified_reason: Option<String>,
+    /// Acknowledged and on the broker, but not consumed by the end of the drain.
+    pub records_late: u64,
+    pub records_duplicated: u64,
+    pub records_unexpected: u64,
+    pub records_foreign: u64,
+    /// Consumed from more producer streams than the duplicate tracker keeps (a consumer-only run
+    /// reading foreign keys): counted, not checked for duplicates.
+    #[serde(default)]
+    pub records_untracked: u64,
+    /// Per record: send time carried in the record → consumer receipt, µs.
+    pub whole_trip: LatencySummary,
+    /// Per Fetch that returned records: sent → response in hand, µs.
+    pub fetch_duration: LatencySummary,
+    /// Per poll that returned records: response in hand → records decoded and counted, µs.
+    pub consumer_processing: LatencySummary,
 }
 
 impl E2eResultDocument {
@@ -421,23 +441,28 @@ impl E2eResultDocument {
             startup_s: run.startup.as_secs_f64(),
             duration_s: run.elapsed.as_secs_f64(),
             drain_s: run.drain_elapsed.as_secs_f64(),
-            drained: run.drained,
             clock: run.clock.to_string(),
             group_id: run.group_id.clone(),
-            member_id: run.member_id.clone(),
             assigned_partitions: run.assignment.clone(),
             records_produced: run.produced,
             records_acked: run.acked,
             records_failed: run.failed,
-            records_consumed: run.consumed,
-            records_lost: run.lost,
-            records_unverified: run.unverified,
-            unverified_reason: run.unverified_reason.clone(),
-            records_late: run.late,
-            records_duplicated: run.duplicates,
-            records_unexpected: run.unexpected,
-            records_foreign: run.foreign,
-            records_untracked: run.untracked,
+            consumer: Some(E2eConsumerSide {
+                drained: run.drained,
+                member_id: run.member_id.clone(),
+                records_consumed: run.consumed,
+                records_lost: run.lost,
+                records_unverified: run.unverified,
+                unverified_reason: run.unverified_reason.clone(),
+                records_late: run.late,
+                records_duplicated: run.duplicates,
+                records_unexpected: run.unexpected,
+                records_foreign: run.foreign,
+                records_untracked: run.untracked,
+                whole_trip: LatencySummary::of(&run.whole_trip),
+                fetch_duration: LatencySummary::of(&run.fetch_duration),
+                consumer_processing: LatencySummary::of(&run.consumer_processing),
+            }),
             produce_requests: run.produce_requests,
             fetches: run.fetches,
             commits: run.commits,
@@ -460,9 +485,6 @@ impl E2eResultDocument {
             consumer_cluster: run.consumer_cluster.clone(),
             protocol_anomalies: run.protocol_anomalies.clone(),
             saturation: run.saturation.clone(),
-            whole_trip: LatencySummary::of(&run.whole_trip),
-            fetch_duration: LatencySummary::of(&run.fetch_duration),
-            consumer_processing: LatencySummary::of(&run.consumer_processing),
             rest_proxy: run.rest.as_ref().map(|r| RestSummary {
                 format: r.format.to_string(),
                 api: r.api.to_string(),
@@ -479,17 +501,18 @@ impl E2eResultDocument {
             aborted: run.aborted.clone(),
             segments: run.segments.clone(),
             verification: run.verification.clone(),
-            intervals: crate::timeline::intervals_json(
+            intervals: crate::timeline::intervals(
                 run.started_at,
                 crate::e2e::live::TIMELINE_COUNTERS,
                 &run.timeline,
             ),
+            distributed: None,
         }
     }
 }
 
 /// Holes in a partition's offsets that a Fetch (or a REST Proxy poll) returned records beyond.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default)]
 pub struct FetchGaps {
     /// Times the consumer held its position at such a hole and asked again.
     pub held: u64,

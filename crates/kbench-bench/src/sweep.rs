@@ -260,9 +260,12 @@ pub struct SweepResult {
     /// The version the connection actually used for the cell's API.
     pub negotiated: Option<i16>,
     pub reps: Vec<SweepRep>,
+    #[serde(deserialize_with = "crate::document::null_as_nan")]
     pub cpu_us_per_msg: f64,
+    #[serde(deserialize_with = "crate::document::null_as_nan")]
     pub msgs_per_sec: f64,
     /// IQR / median of the CPU per message over the repetitions.
+    #[serde(deserialize_with = "crate::document::null_as_nan")]
     pub spread: f64,
     /// Peak RSS of this process when the cell ended (a process-wide high-water mark).
     pub peak_rss_kib: u64,
@@ -297,6 +300,43 @@ impl SweepResult {
 }
 
 /// What the seeded Fetch topic holds, for the records-read guard.
+/// A sweep's result document (`kind: "sweep"`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepDocument {
+    #[serde(flatten)]
+    pub header: crate::result::Header,
+    pub bootstrap_servers: String,
+    pub embedded_broker: bool,
+    pub seed: u64,
+    pub settings: SweepSettings,
+    pub guards: Guards,
+    pub duration_s: f64,
+    pub cells: Vec<SweepCellDoc>,
+}
+
+/// The sweep's guards: what held over every cell.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Guards {
+    /// Every completed cell used exactly its pinned version (a mismatch makes the cell an error).
+    pub negotiated_equals_pin: bool,
+    /// Every Fetch repetition read exactly the seeded records, with the same checksum.
+    pub records_read_equal_seeded: bool,
+    /// Record timestamps come from the clock (checked on every record read back).
+    pub timestamps_from_clock: bool,
+    /// Every response of every cell was exactly its fields (none with bytes after its body).
+    pub no_protocol_anomalies: bool,
+    /// Broker-side message conversions over the sweep, from `--broker-metrics`; "not checked" without it.
+    pub conversions: String,
+}
+
+/// One cell of a sweep's document: its figures and its verdict, as said.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepCellDoc {
+    #[serde(flatten)]
+    pub result: SweepResult,
+    pub verdict: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SeededTopic {
     pub topic: String,

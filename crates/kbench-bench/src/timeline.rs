@@ -9,7 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 /// The interval unless told otherwise.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
@@ -162,27 +164,88 @@ fn micros(t: SystemTime) -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
+/// One window of a result document's `intervals`: when it began (s after the run's start) and how
+/// long it lasted, then its figures by name — counters, rates and histograms' percentiles — whose
+/// names depend on the workload (`records`, `bytes`, `latency`, …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub t_s: f64,
+    pub duration_s: f64,
+    /// A distributed run's merged window: how many agents' windows it adds up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<usize>,
+    #[serde(flatten)]
+    pub figures: BTreeMap<String, Figure>,
+}
+
+/// One figure of a window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Figure {
+    /// A counter's change over the window.
+    Count(u64),
+    /// A rate over the window (`records_per_sec`, `mb_per_sec`).
+    Rate(f64),
+    /// A histogram's records in the window, µs.
+    Latency(WindowLatency),
+}
+
+/// A histogram's figures in one window, µs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WindowLatency {
+    pub count: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl Interval {
+    /// The counter `name` in this window, if it has one.
+    pub fn count(&self, name: &str) -> Option<u64> {
+        match self.figures.get(name)? {
+            Figure::Count(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The rate `name` (a counter's figure read as a rate too, as JSON cannot tell them apart).
+    pub fn rate(&self, name: &str) -> Option<f64> {
+        match self.figures.get(name)? {
+            Figure::Rate(r) => Some(*r),
+            Figure::Count(n) => Some(*n as f64),
+            Figure::Latency(_) => None,
+        }
+    }
+
+    /// The histogram `name`'s figures in this window.
+    pub fn latency(&self, name: &str) -> Option<&WindowLatency> {
+        match self.figures.get(name)? {
+            Figure::Latency(l) => Some(l),
+            _ => None,
+        }
+    }
+}
+
 /// The windows as the result document's `intervals`: each window's offset from `start` and length
 /// (s), its counters by name (`bytes` also as MB/s; the first counter also per second), and each
 /// histogram's count, p50, p90, p99 and max (µs).
-pub fn intervals_json(start: SystemTime, counters: &[&str], windows: &[Window]) -> Value {
+pub fn intervals(start: SystemTime, counters: &[&str], windows: &[Window]) -> Vec<Interval> {
     let start_us = micros(start);
-    let list: Vec<Value> = windows
+    windows
         .iter()
         .map(|w| {
             let secs = w.duration.as_secs_f64().max(1e-9);
-            let mut v = json!({
-                "t_s": (w.start_us.saturating_sub(start_us)) as f64 / 1e6,
-                "duration_s": w.duration.as_secs_f64(),
-            });
+            let mut figures = BTreeMap::new();
             for (name, n) in counters.iter().zip(&w.counts) {
-                v[*name] = json!(n);
+                figures.insert(name.to_string(), Figure::Count(*n));
                 if *name == "bytes" || *name == "bytes_consumed" {
-                    v["mb_per_sec"] = json!(*n as f64 / secs / (1024.0 * 1024.0));
+                    let mb = *n as f64 / secs / (1024.0 * 1024.0);
+                    figures.insert("mb_per_sec".into(), Figure::Rate(mb));
                 }
             }
             if let (Some(first), Some(n)) = (counters.first(), w.counts.first()) {
-                v[format!("{first}_per_sec")] = json!(*n as f64 / secs);
+                figures.insert(format!("{first}_per_sec"), Figure::Rate(*n as f64 / secs));
             }
             for (tag, _) in &w.histograms {
                 let h = w.histogram(tag);
@@ -191,16 +254,23 @@ pub fn intervals_json(start: SystemTime, counters: &[&str], windows: &[Window]) 
                         .filter(|h| !h.is_empty())
                         .map_or(0, |h| h.value_at_quantile(q))
                 };
-                v[*tag] = json!({
-                    "count": h.as_ref().map_or(0, Histogram::len),
-                    "p50": q(0.5), "p90": q(0.9), "p99": q(0.99),
-                    "max": h.as_ref().map_or(0, Histogram::max),
-                });
+                let latency = WindowLatency {
+                    count: h.as_ref().map_or(0, Histogram::len),
+                    p50: q(0.5),
+                    p90: q(0.9),
+                    p99: q(0.99),
+                    max: h.as_ref().map_or(0, Histogram::max),
+                };
+                figures.insert(tag.to_string(), Figure::Latency(latency));
             }
-            v
+            Interval {
+                t_s: (w.start_us.saturating_sub(start_us)) as f64 / 1e6,
+                duration_s: w.duration.as_secs_f64(),
+                agents: None,
+                figures,
+            }
         })
-        .collect();
-    Value::Array(list)
+        .collect()
 }
 
 /// Write `windows` as an HdrHistogram interval log (format 1.3, as HistogramLogProcessor and
@@ -272,9 +342,14 @@ mod tests {
         assert_eq!(windows.len(), 3);
         assert_eq!(windows.iter().map(|w| w.counts[0]).sum::<u64>(), 6);
         assert_eq!(windows[1].histogram("latency").unwrap().len(), 0);
-        let json = intervals_json(start, &["records"], &windows);
-        assert_eq!(json[2]["t_s"], 2.0);
+        let list = intervals(start, &["records"], &windows);
+        assert_eq!(list[2].t_s, 2.0);
+        assert_eq!(list[2].latency("latency").unwrap().count, 4);
+        let json = serde_json::to_value(&list).unwrap();
         assert_eq!(json[2]["latency"]["count"], 4);
+        assert_eq!(json[2]["records"], 4);
+        let back: Vec<Interval> = serde_json::from_value(json).unwrap();
+        assert_eq!(back, list, "intervals read back as they were written");
         let mut log = Vec::new();
         write_interval_log(&mut log, start, &windows).unwrap();
         let text = String::from_utf8(log.clone()).unwrap();

@@ -200,7 +200,7 @@ pub async fn drive(
         let due = start + fault.at;
         let mut entry = AppliedFault {
             fault: fault.spec.clone(),
-            kind: fault.action.kind(),
+            kind: fault.action.kind().to_string(),
             began_s: None,
             ended_s: None,
             began_at: None,

@@ -85,7 +85,7 @@ pub fn main() -> ExitCode {
             Command::Consume(args) => harness::exit_code(cmd::consume::run(*args).await),
             Command::Omb(args) => harness::exit_code(cmd::omb::run(*args).await),
             Command::Quickstart(args) => harness::exit_code(cmd::produce::quickstart(args).await),
-            Command::Broker(args) => cmd::broker::run(args).await,
+            Command::Broker(args) => harness::exit_code(cmd::broker::run(args).await),
             Command::Codec(args) => harness::exit_code(cmd::codec::run(*args)),
             Command::Compare(args) => harness::exit_code(cmd::compare::run(args)),
             Command::Report(args) => harness::exit_code(report::run(args)),

@@ -7,6 +7,8 @@ use std::time::SystemTime;
 use hdrhistogram::Histogram;
 use kbench_bench::cluster::ClusterReport;
 use kbench_bench::consume::{ConsumeRun, ConsumeWindow};
+use kbench_bench::measure::LatencySummary;
+use kbench_bench::result::ResultDocument;
 use kbench_bench::{IntervalReport, ProduceRun};
 
 /// MiB, the tools' "MB".
@@ -33,25 +35,33 @@ pub fn producer_window(w: &IntervalReport) -> String {
 /// kafka-producer-perf-test's final line, exactly (latency percentiles in whole ms, as Java's
 /// integer division gives them).
 pub fn producer_final(run: &ProduceRun) -> String {
-    let h = &run.latency;
-    let q = |q: f64| {
-        if h.is_empty() {
-            0
-        } else {
-            h.value_at_quantile(q) / 1000
-        }
-    };
-    format!(
-        "{} records sent, {:.6} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
+    producer_final_of(
         run.records_acked,
         run.records_per_sec(),
         run.mb_per_sec(),
-        if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
-        h.max() as f64 / 1000.0,
-        q(0.50),
-        q(0.95),
-        q(0.99),
-        q(0.999),
+        &LatencySummary::of(&run.latency),
+    )
+}
+
+/// The final line of a result document (a distributed run's merge).
+pub fn producer_final_doc(doc: &ResultDocument) -> String {
+    producer_final_of(
+        doc.records_acked,
+        doc.records_per_sec,
+        doc.mb_per_sec,
+        &doc.latency,
+    )
+}
+
+fn producer_final_of(acked: u64, rate: f64, mb: f64, l: &LatencySummary) -> String {
+    format!(
+        "{acked} records sent, {rate:.6} records/sec ({mb:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
+        l.mean / 1000.0,
+        l.max as f64 / 1000.0,
+        l.p50 / 1000,
+        l.p95 / 1000,
+        l.p99 / 1000,
+        l.p99_9 / 1000,
     )
 }
 

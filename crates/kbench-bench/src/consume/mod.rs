@@ -360,7 +360,7 @@ pub struct ConsumeResultDocument {
     pub offsets_skipped: u64,
     /// The run window by window (`settings.timeline_interval_ms`): records and bytes consumed and
     /// their rates, each window's fetch latency (and end-to-end) percentiles.
-    pub intervals: serde_json::Value,
+    pub intervals: Vec<crate::timeline::Interval>,
     pub partitions: BTreeMap<i32, PartitionSpan>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub member_id: Option<String>,
@@ -417,11 +417,7 @@ impl ConsumeResultDocument {
             complete: run.records >= spec.messages,
             timed_out: run.timed_out,
             offsets_skipped: run.partitions.values().map(|p| p.skipped).sum(),
-            intervals: crate::timeline::intervals_json(
-                run.started_at,
-                TIMELINE_COUNTERS,
-                &run.timeline,
-            ),
+            intervals: crate::timeline::intervals(run.started_at, TIMELINE_COUNTERS, &run.timeline),
             partitions: run.partitions.clone(),
             member_id: run.member_id.clone(),
             errors: run.errors.clone(),

@@ -284,7 +284,7 @@ fn payload_of(
 
 /// One reporting period's figures, OMB's units: rates per second, publish and end-to-end latency
 /// in ms, publish delay in µs.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Period {
     /// Seconds since the measured phase began (negative: warm-up).
     pub at_s: f64,
@@ -299,11 +299,11 @@ pub struct Period {
     pub consume_rate: f64,
     pub consume_mb_per_sec: f64,
     pub backlog: i64,
-    #[serde(skip)]
+    #[serde(skip, default = "crate::measure::latency_histogram")]
     pub publish_latency: Histogram<u64>,
-    #[serde(skip)]
+    #[serde(skip, default = "crate::measure::latency_histogram")]
     pub publish_delay: Histogram<u64>,
-    #[serde(skip)]
+    #[serde(skip, default = "crate::measure::latency_histogram")]
     pub end_to_end: Histogram<u64>,
 }
 
@@ -506,7 +506,7 @@ impl OmbRun {
 }
 
 /// How long a backlog took to build and to drain, measured from the measured phase's start.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Backlog {
     pub requested_bytes: u64,
     /// Draining is done at this many records behind (OMB's rule).

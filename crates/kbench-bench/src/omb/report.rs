@@ -274,7 +274,7 @@ pub fn omb_result(spec: &OmbSpec, run: &OmbRun) -> Value {
 }
 
 /// kbench's result document for an OMB run (kind `omb`; docs/results.md).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct OmbResultDocument {
     #[serde(flatten)]
     pub header: Header,

@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 
 use clap::Args;
 
+use crate::harness::{CliError, CliResult};
+
 #[derive(Debug, Args)]
 pub struct BrokerArgs {
     /// Address to listen on (and advertise).
@@ -41,7 +43,7 @@ fn parse_user(s: &str) -> Result<(String, String), String> {
 }
 
 #[cfg(feature = "embedded-broker")]
-pub async fn run(args: BrokerArgs) -> u8 {
+pub async fn run(args: BrokerArgs) -> CliResult {
     let sasl = crate::tansu_sasl::SaslUsers {
         users: args.sasl_users,
         tokens: args.sasl_tokens,
@@ -52,8 +54,7 @@ pub async fn run(args: BrokerArgs) -> u8 {
     // "listening on …" followed by the embedded broker's own failure. (Released at once for the
     // broker to bind; a port taken in between still fails there.)
     if let Err(e) = std::net::TcpListener::bind(args.listen) {
-        eprintln!("kbench broker: error: --listen {}: {e}", args.listen);
-        return crate::args::EXIT_USAGE;
+        return Err(CliError::usage(format!("--listen {}: {e}", args.listen)));
     }
     if !args.quiet {
         let users: Vec<&str> = sasl.users.iter().map(|(u, _)| u.as_str()).collect();
@@ -76,26 +77,19 @@ pub async fn run(args: BrokerArgs) -> u8 {
     // container runtime, Kubernetes and systemd send SIGTERM once, then kill.
     let serving = crate::tansu::serve(args.listen, args.advertise.as_deref(), 0, &sasl);
     tokio::select! {
-        served = serving => match served {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("kbench broker: error: {e}");
-                1
-            }
-        },
+        served = serving => served.map(|()| 0).map_err(|e| CliError::failed(format!("broker: {e}"))),
         why = crate::signals::stop_requested() => {
             if !args.quiet {
                 eprintln!("kbench broker: {why}: stopped");
             }
-            0
+            Ok(0)
         }
     }
 }
 
 #[cfg(not(feature = "embedded-broker"))]
-pub async fn run(_args: BrokerArgs) -> u8 {
-    eprintln!(
-        "kbench broker: error: this build has no embedded broker (built without the `embedded-broker` feature); pass --bootstrap-server"
-    );
-    2
+pub async fn run(_args: BrokerArgs) -> CliResult {
+    Err(CliError::usage(
+        "this build has no embedded broker (built without the `embedded-broker` feature); pass --bootstrap-server",
+    ))
 }

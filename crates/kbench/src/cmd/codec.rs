@@ -23,7 +23,6 @@ fn tolerance(args: &CodecArgs) -> f64 {
 }
 use kbench_bench::result::{Header, Kind};
 use kbench_wire::Compression;
-use serde::Serialize;
 
 use crate::harness::{CliError, CliResult};
 
@@ -96,23 +95,6 @@ fn parse_api(s: &str) -> Result<Api, String> {
         "fetch" => Ok(Api::Fetch),
         other => Err(format!("unknown API {other:?} (expected produce or fetch)")),
     }
-}
-
-/// The result document of a codec run.
-#[derive(Debug, Serialize)]
-struct CodecDocument<'a> {
-    #[serde(flatten)]
-    header: Header,
-    seed: u64,
-    isolated: bool,
-    method: Method,
-    matrix: &'a Matrix,
-    scaling: bool,
-    noise_threshold: f64,
-    tolerance: f64,
-    allocations_counted: bool,
-    duration_s: f64,
-    cells: &'a [CellResult],
 }
 
 pub fn run(args: CodecArgs) -> CliResult {
@@ -228,18 +210,18 @@ pub fn run(args: CodecArgs) -> CliResult {
     }
     println!("seed {seed}; {:.1} s", started.elapsed().as_secs_f64());
     if let Some(path) = &args.json {
-        let doc = CodecDocument {
+        let doc = kbench_bench::codec::CodecDocument {
             header: Header::new(Kind::Codec),
             seed,
             isolated: args.isolate,
             method,
-            matrix: &matrix,
+            matrix: matrix.clone(),
             scaling: args.scaling,
             noise_threshold: noise_threshold(&args),
             tolerance: tolerance(&args),
             allocations_counted: counted,
             duration_s: started.elapsed().as_secs_f64(),
-            cells: &results,
+            cells: results,
         };
         crate::args::write_json(path, &doc).map_err(|e| CliError::failed(format!("--json {e}")))?;
         eprintln!("kbench: wrote {}", path.display());

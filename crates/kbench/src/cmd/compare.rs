@@ -89,20 +89,6 @@ fn load(path: &Path) -> Result<(Kind, Cells), String> {
     Ok((kind.unwrap_or(Kind::Compare), all))
 }
 
-/// The result document of a comparison (`kind: "compare"`).
-#[derive(serde::Serialize)]
-struct CompareDocument<'a> {
-    #[serde(flatten)]
-    header: Header,
-    baseline: String,
-    candidate: String,
-    threshold: f64,
-    seed: u64,
-    rows: &'a [Comparison],
-    only_in_baseline: Vec<&'a String>,
-    only_in_candidate: Vec<&'a String>,
-}
-
 pub fn run(args: CompareArgs) -> CliResult {
     let (a, b) = (load(&args.baseline)?, load(&args.candidate)?);
     if a.0 != b.0 {
@@ -204,15 +190,15 @@ pub fn run(args: CompareArgs) -> CliResult {
             .map_err(|e| CliError::usage(format!("--markdown {}: {e}", path.display())))?;
     }
     if let Some(path) = &args.json {
-        let doc = CompareDocument {
+        let doc = kbench_bench::compare::CompareDocument {
             header: Header::new(Kind::Compare),
             baseline: args.baseline.display().to_string(),
             candidate: args.candidate.display().to_string(),
             threshold: args.threshold,
             seed: args.seed,
-            rows: &rows,
-            only_in_baseline: only_a,
-            only_in_candidate: only_b,
+            rows,
+            only_in_baseline: only_a.into_iter().cloned().collect(),
+            only_in_candidate: only_b.into_iter().cloned().collect(),
         };
         crate::args::write_json(path, &doc).map_err(|e| CliError::usage(format!("--json {e}")))?;
     }

@@ -3,6 +3,7 @@
 //! the exit code).
 
 use super::*;
+use kbench_bench::distributed::{AgentOutcome, Distributed};
 
 /// `--agents`, `--agents-dns` and `--agent-token`, for every workload that can be split.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -95,69 +96,65 @@ pub async fn cli_connect(
 /// The CLI's end of a distributed run: the agents' lines, the `--slo` table, the result file; the
 /// exit code — 4 when degraded, 130 when interrupted, 1 with failed (or lost) records, 3 when an
 /// `--slo` condition failed.
-pub fn cli_finish(
-    doc: &Value,
+pub fn cli_finish<D: serde::Serialize>(
+    doc: &D,
+    distributed: Option<&Distributed>,
     slo: Option<&[kbench_bench::slo::Condition]>,
     json: Option<&std::path::Path>,
     failed: bool,
     interrupted: bool,
 ) -> CliResult {
-    print_agents(doc);
+    print_agents(distributed);
     let (document, slo_met) = crate::args::check_slo(slo, doc);
     if let Some(path) = json {
         crate::args::write_json(path, &document)
             .map_err(|e| CliError::failed(format!("--json {e}")))?;
         eprintln!("kbench: wrote {}", path.display());
     }
-    Ok(
-        if doc.pointer("/distributed/degraded") == Some(&Value::Bool(true)) {
-            crate::args::EXIT_DEGRADED
-        } else if interrupted {
-            crate::args::EXIT_INTERRUPTED
-        } else if failed {
-            crate::args::EXIT_FAILED
-        } else if !slo_met {
-            crate::args::EXIT_SLO
-        } else {
-            0
-        },
-    )
+    Ok(if distributed.is_some_and(|d| d.degraded) {
+        crate::args::EXIT_DEGRADED
+    } else if interrupted {
+        crate::args::EXIT_INTERRUPTED
+    } else if failed {
+        crate::args::EXIT_FAILED
+    } else if !slo_met {
+        crate::args::EXIT_SLO
+    } else {
+        0
+    })
 }
 
 /// The agents' part of a result, one line each, and the clock statement.
-pub fn print_agents(doc: &Value) {
-    let Some(agents) = doc.pointer("/distributed/agents").and_then(Value::as_array) else {
-        return;
-    };
+pub fn print_agents(distributed: Option<&Distributed>) {
+    let Some(d) = distributed else { return };
+    let or_unknown = |v: Option<String>| v.unwrap_or_else(|| "?".to_string());
     println!();
     println!("Agents:");
-    for a in agents {
-        let s = |p: &str| a.pointer(p).cloned().unwrap_or(Value::Null);
-        let count = ["/records_acked", "/records_consumed"]
-            .iter()
-            .find_map(|p| a.pointer(p).and_then(Value::as_u64));
+    for a in &d.agents {
+        let count = a.figures.records_acked.or(a.figures.records_consumed);
+        let status = match a.status {
+            AgentOutcome::Finished => "finished",
+            AgentOutcome::Lost => "lost",
+        };
         println!(
-            "  {} ({}, {}): {} records; clock offset {} µs ± {} µs (rtt {} µs, drift {} µs){}",
-            s("/agent").as_str().unwrap_or("?"),
-            s("/role").as_str().unwrap_or("?"),
-            s("/status").as_str().unwrap_or("?"),
-            count.map_or_else(|| "?".to_string(), |c| c.to_string()),
-            s("/clock/offset_us"),
-            s("/clock/bound_us"),
-            s("/clock/rtt_us"),
-            s("/clock/drift_us"),
-            a.get("error")
-                .and_then(Value::as_str)
+            "  {} ({}, {status}): {} records; clock offset {} µs ± {} µs (rtt {} µs, drift {} µs){}",
+            a.agent,
+            a.role,
+            or_unknown(count.map(|c| c.to_string())),
+            or_unknown(a.clock.offset_us.map(|c| c.to_string())),
+            or_unknown(a.clock.bound_us.map(|c| c.to_string())),
+            or_unknown(a.clock.rtt_us.map(|c| c.to_string())),
+            or_unknown(a.clock.drift_us.map(|c| c.to_string())),
+            a.error
+                .as_deref()
                 .map(|e| format!(": {e}"))
                 .unwrap_or_default(),
         );
     }
-    if doc.pointer("/distributed/degraded") == Some(&Value::Bool(true)) {
+    if d.degraded {
         println!(
             "DEGRADED: agent(s) {} lost mid-run; the figures are the other agents' (the lost agents' last live counts are in distributed.agents)",
-            doc.pointer("/distributed/lost_agents")
-                .cloned()
-                .unwrap_or(Value::Null)
+            d.lost_agents.join(", ")
         );
     }
 }

@@ -13,7 +13,9 @@ use kbench_bench::distributed::{
     AGENT_PROTOCOL, AgentPart, ClockEstimate, ClockSample, MAX_AGENTS, RunStatus, Segment, Work,
     merge_e2e, merge_produce, producer_segments, split_e2e, split_produce,
 };
+use kbench_bench::document;
 use kbench_bench::e2e::E2eSpec;
+use kbench_bench::result::{E2eResultDocument, Kind, ResultDocument};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -348,26 +350,39 @@ impl Coordinator {
         }
     }
 
-    /// The part each segment played, for the merge.
-    fn parts(&self, segments: &[Running], after: &[Option<ClockEstimate>]) -> Vec<AgentPart> {
+    /// The part each segment played, for the merge: its result read as the document `kind`
+    /// writes (an agent whose result does not read as one is lost, and says why).
+    fn parts<D: serde::de::DeserializeOwned>(
+        &self,
+        segments: &[Running],
+        after: &[Option<ClockEstimate>],
+        kind: Kind,
+    ) -> Vec<AgentPart<D>> {
         segments
             .iter()
-            .map(|s| AgentPart {
-                agent: self.agents[s.agent].clone(),
-                role: s.role,
-                clock_before: self.clocks.get(s.agent).copied(),
-                clock_after: after.get(s.agent).copied().flatten(),
-                result: s.result.clone(),
-                lost: if s.result.is_some() {
-                    None
-                } else {
-                    Some(
-                        s.error
-                            .clone()
-                            .unwrap_or_else(|| s.status_name().to_string()),
-                    )
-                },
-                last_live: s.last_live.clone(),
+            .map(|s| {
+                let read = s.result.as_ref().map(|v| document::read_as::<D>(v, kind));
+                let (result, lost) = match read {
+                    Some(Ok(d)) => (Some(d), None),
+                    Some(Err(e)) => (None, Some(format!("its result {e}"))),
+                    None => (
+                        None,
+                        Some(
+                            s.error
+                                .clone()
+                                .unwrap_or_else(|| s.status_name().to_string()),
+                        ),
+                    ),
+                };
+                AgentPart {
+                    agent: self.agents[s.agent].clone(),
+                    role: s.role,
+                    clock_before: self.clocks.get(s.agent).copied(),
+                    clock_after: after.get(s.agent).copied().flatten(),
+                    result,
+                    lost,
+                    last_live: s.last_live.clone(),
+                }
             })
             .collect()
     }
@@ -409,7 +424,7 @@ pub async fn run_produce(
     target: &Target,
     cancel: &CancellationToken,
     progress: &Progress<'_>,
-) -> Result<Value, String> {
+) -> Result<ResultDocument, String> {
     let parts = split_produce(spec, c.agents.len()).map_err(|e| crate::args::spec_error(&e))?;
     let start_at = c.start_at();
     let mut segments = Vec::new();
@@ -427,7 +442,7 @@ pub async fn run_produce(
     c.follow(&mut segments, spec.reporting_interval, cancel, progress)
         .await;
     let after = c.clocks_after().await;
-    merge_produce(&c.parts(&segments, &after))
+    merge_produce(&c.parts(&segments, &after, Kind::Produce))
 }
 
 /// An e2e run: the consumer on `consumer_agent` (joined before any producer starts), the producers
@@ -441,7 +456,7 @@ pub async fn run_e2e(
     every: Duration,
     cancel: &CancellationToken,
     progress: &Progress<'_>,
-) -> Result<Value, String> {
+) -> Result<E2eResultDocument, String> {
     let producer_agents: Vec<usize> = (0..c.agents.len())
         .filter(|i| *i != consumer_agent)
         .collect();
@@ -494,14 +509,10 @@ pub async fn run_e2e(
         }
     }
     // Tell the consumer what each producer agent acknowledged; it drains, then finishes.
-    let acked: Vec<Option<u64>> = running
+    let acked: Vec<Option<u64>> = c
+        .parts::<E2eResultDocument>(&running, &[], Kind::E2e)
         .iter()
-        .map(|s| {
-            s.result
-                .as_ref()
-                .and_then(|r| r.get("records_acked"))
-                .and_then(Value::as_u64)
-        })
+        .map(|p| Some(p.result.as_ref()?.records_acked))
         .collect();
     if !consumer_run.done() {
         let path = format!("/agent/v1/segments/{}/drain", consumer_run.id);
@@ -526,9 +537,9 @@ pub async fn run_e2e(
     }
     let after = c.clocks_after().await;
     let consumer_part = c
-        .parts(std::slice::from_ref(&consumer_run), &after)
+        .parts(std::slice::from_ref(&consumer_run), &after, Kind::E2e)
         .remove(0);
-    merge_e2e(&consumer_part, &c.parts(&running, &after))
+    merge_e2e(&consumer_part, &c.parts(&running, &after, Kind::E2e))
 }
 
 #[cfg(test)]

@@ -5,9 +5,11 @@
 //! tables with a heat map against the newest version; codec bars; compare's ratios with their
 //! confidence intervals.
 
+mod runs;
 mod sections;
 mod svg;
 
+use runs::{Cell, Run};
 use sections::{accounting, codec, compare, sweep};
 
 use std::fmt::Write as _;
@@ -15,6 +17,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 use kbench_bench::Kind;
+use kbench_bench::codec::CodecDocument;
+use kbench_bench::compare::CompareDocument;
+use kbench_bench::measure::LatencySummary;
+use kbench_bench::sweep::SweepDocument;
+use kbench_bench::timeline::{Interval, WindowLatency};
 use serde_json::Value;
 
 use svg::escape;
@@ -34,17 +41,43 @@ pub struct ReportArgs {
     pub title: Option<String>,
 }
 
-/// One loaded document, its kind (as the gate read it) and the name it is shown by.
+/// One loaded document, read as its kind's type through the gate, and the name it is shown by.
 struct Doc {
     label: String,
-    kind: Kind,
-    value: Value,
+    body: Body,
+    /// The faults applied during a run (`--fault`), as its front end appended them.
+    faults: Vec<kbench_bench::fault::AppliedFault>,
+}
+
+/// A document as its type.
+enum Body {
+    Run(Run),
+    Sweep(Box<SweepDocument>),
+    Codec(Box<CodecDocument>),
+    Compare(Box<CompareDocument>),
 }
 
 impl Doc {
     fn kind(&self) -> &'static str {
-        self.kind.name()
+        match &self.body {
+            Body::Run(r) => r.kind().name(),
+            Body::Sweep(_) => Kind::Sweep.name(),
+            Body::Codec(_) => Kind::Codec.name(),
+            Body::Compare(_) => Kind::Compare.name(),
+        }
     }
+}
+
+/// `value`, whose kind the gate read, as its type.
+fn read(kind: Kind, value: &Value) -> Result<Body, String> {
+    use kbench_bench::document::read_as;
+    let e = |e: kbench_bench::document::DocumentError| e.to_string();
+    Ok(match kind {
+        Kind::Sweep => Body::Sweep(read_as(value, kind).map_err(e)?),
+        Kind::Codec => Body::Codec(read_as(value, kind).map_err(e)?),
+        Kind::Compare => Body::Compare(read_as(value, kind).map_err(e)?),
+        Kind::Produce | Kind::Consume | Kind::E2e | Kind::Omb => Body::Run(Run::read(kind, value)?),
+    })
 }
 
 fn load(paths: &[PathBuf]) -> Result<Vec<Doc>, String> {
@@ -80,7 +113,12 @@ fn load(paths: &[PathBuf]) -> Result<Vec<Doc>, String> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        docs.push(Doc { label, kind, value });
+        let body = read(kind, &value).map_err(|e| format!("{}: {e}", f.display()))?;
+        docs.push(Doc {
+            label,
+            body,
+            faults: Run::faults(&value),
+        });
     }
     Ok(docs)
 }
@@ -117,94 +155,90 @@ fn page(title: &str, docs: &[Doc]) -> String {
         t = escape(title)
     );
     overview(&mut h, docs);
-    let runs: Vec<&Doc> = docs
+    let runs: Vec<(&str, &Run, &Doc)> = docs
         .iter()
-        .filter(|d| {
-            matches!(
-                d.kind,
-                Kind::Produce | Kind::Consume | Kind::E2e | Kind::Omb
-            )
+        .filter_map(|d| match &d.body {
+            Body::Run(r) => Some((d.label.as_str(), r, d)),
+            _ => None,
         })
         .collect();
     if !runs.is_empty() {
         distributions(&mut h, &runs);
         timelines(&mut h, &runs);
-        for d in &runs {
-            accounting(&mut h, d);
+        for (label, run, _) in &runs {
+            accounting(&mut h, label, run);
         }
     }
     for d in docs {
-        match d.kind {
-            Kind::Sweep => sweep(&mut h, d),
-            Kind::Codec => codec(&mut h, d),
-            Kind::Compare => compare(&mut h, d),
-            Kind::Produce | Kind::Consume | Kind::E2e | Kind::Omb => {}
+        match &d.body {
+            Body::Sweep(s) => sweep(&mut h, &d.label, &s.cells),
+            Body::Codec(c) => codec(&mut h, &d.label, c),
+            Body::Compare(c) => compare(&mut h, &d.label, c),
+            Body::Run(_) => {}
         }
     }
     h.push_str("</body></html>\n");
     h
 }
 
-fn num(v: &Value) -> String {
-    match v {
-        Value::Number(n) => {
-            let f = n.as_f64().unwrap_or(0.0);
-            if n.is_f64() {
-                if f.abs() >= 100.0 {
-                    format!("{f:.0}")
-                } else {
-                    format!("{f:.3}")
-                }
-            } else {
-                n.to_string()
-            }
-        }
-        Value::Null => "–".into(),
-        Value::String(s) => escape(s),
-        other => escape(&other.to_string()),
-    }
-}
-
 fn overview(h: &mut String, docs: &[Doc]) {
     h.push_str("<h2>Results</h2><table><tr><th class=\"l\">result</th><th class=\"l\">kind</th><th class=\"l\">start</th><th>duration s</th><th>records/s</th><th>MB/s</th><th>target</th></tr>");
+    let unknown = || Cell::Unknown.text();
     for d in docs {
-        let v = &d.value;
+        let (start, duration, rate, mb, target) = match &d.body {
+            Body::Run(r) => (
+                escape(r.start_time()),
+                Cell::Rate(r.duration_s()).text(),
+                Cell::Rate(r.records_per_sec()).text(),
+                Cell::rate(r.mb_per_sec()).text(),
+                escape(r.bootstrap_servers()),
+            ),
+            // A sweep, codec run or comparison: what of these it has.
+            Body::Sweep(s) => (
+                unknown(),
+                Cell::Rate(s.duration_s).text(),
+                unknown(),
+                unknown(),
+                escape(&s.bootstrap_servers),
+            ),
+            Body::Codec(c) => (
+                unknown(),
+                Cell::Rate(c.duration_s).text(),
+                unknown(),
+                unknown(),
+                unknown(),
+            ),
+            Body::Compare(_) => (unknown(), unknown(), unknown(), unknown(), unknown()),
+        };
         let _ = write!(
             h,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{start}</td><td>{duration}</td><td>{rate}</td><td>{mb}</td><td class=\"l\">{target}</td></tr>",
             escape(&d.label),
             escape(d.kind()),
-            num(&v["start_time"]),
-            num(&v["duration_s"]),
-            num(&v["records_per_sec"]),
-            num(&v["mb_per_sec"]),
-            num(v
-                .pointer("/target/bootstrap_servers")
-                .unwrap_or(&v["bootstrap_servers"])),
         );
     }
     h.push_str("</table>");
 }
 
-/// Every latency summary of a document (an object with a `histogram`), by field name.
-fn summaries(v: &Value) -> Vec<(&str, &Value)> {
-    v.as_object()
+/// A run's latency summaries that hold samples, by field name.
+fn summaries(run: &Run) -> Vec<(&'static str, &LatencySummary)> {
+    run.summaries()
         .into_iter()
-        .flatten()
-        .filter(|(_, s)| {
-            s.get("histogram")
-                .and_then(Value::as_str)
-                .is_some_and(|t| !t.is_empty())
-        })
-        .filter(|(_, s)| s.get("count").and_then(Value::as_u64).unwrap_or(0) > 0)
-        .map(|(k, s)| (k.as_str(), s))
+        .filter(|(_, s)| s.count > 0 && !s.histogram.is_empty())
         .collect()
 }
 
-fn distributions(h: &mut String, runs: &[&Doc]) {
+/// The summary `field` of a run, if it holds samples.
+fn summary<'a>(run: &'a Run, field: &str) -> Option<&'a LatencySummary> {
+    summaries(run)
+        .into_iter()
+        .find_map(|(name, s)| (name == field).then_some(s))
+}
+
+fn distributions(h: &mut String, runs: &[(&str, &Run, &Doc)]) {
     let mut fields: Vec<&str> = Vec::new();
-    for d in runs {
-        for (f, _) in summaries(&d.value) {
+    for (_, run, _) in runs {
+        for (f, _) in summaries(run) {
             if !fields.contains(&f) {
                 fields.push(f);
             }
@@ -217,9 +251,8 @@ fn distributions(h: &mut String, runs: &[&Doc]) {
     for f in fields {
         let series: Vec<(String, Vec<(f64, f64)>)> = runs
             .iter()
-            .filter_map(|d| {
-                let s = d.value.get(f)?;
-                let hist = kbench_bench::measure::decode_histogram(s.get("histogram")?.as_str()?)?;
+            .filter_map(|(label, run, _)| {
+                let hist = kbench_bench::measure::decode_histogram(&summary(run, f)?.histogram)?;
                 let points = hist
                     .iter_quantiles(5)
                     .map(|v| {
@@ -229,7 +262,7 @@ fn distributions(h: &mut String, runs: &[&Doc]) {
                         )
                     })
                     .collect();
-                Some((d.label.clone(), points))
+                Some((label.to_string(), points))
             })
             .collect();
         if series.is_empty() {
@@ -241,52 +274,53 @@ fn distributions(h: &mut String, runs: &[&Doc]) {
             &series,
         ));
         h.push_str("<table><tr><th class=\"l\">result</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>");
-        for d in runs {
-            let Some(s) = d.value.get(f) else { continue };
-            let ms = |k: &str| {
-                s.get(k)
-                    .and_then(Value::as_f64)
-                    .map_or("–".into(), |v| format!("{:.3}", v / 1000.0))
-            };
+        for (label, run, _) in runs {
+            let Some(s) = summary(run, f) else { continue };
+            let ms = |us: u64| format!("{:.3}", us as f64 / 1000.0);
             let _ = write!(
                 h,
                 "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                escape(&d.label),
-                num(&s["count"]),
-                ms("p50"),
-                ms("p90"),
-                ms("p99"),
-                ms("p99.9"),
-                ms("max")
+                escape(label),
+                s.count,
+                ms(s.p50),
+                ms(s.p90),
+                ms(s.p99),
+                ms(s.p99_9),
+                ms(s.max)
             );
         }
         h.push_str("</table>");
     }
 }
 
-fn timelines(h: &mut String, runs: &[&Doc]) {
-    let with: Vec<&&Doc> = runs
+/// A window's percentile, by which one.
+type Quantile = fn(&WindowLatency) -> u64;
+
+/// A chart's series: a label and its points.
+type Series = Vec<(String, Vec<(f64, f64)>)>;
+
+fn timelines(h: &mut String, runs: &[(&str, &Run, &Doc)]) {
+    let with: Vec<&(&str, &Run, &Doc)> = runs
         .iter()
-        .filter(|d| {
-            d.value["intervals"]
-                .as_array()
-                .is_some_and(|a| !a.is_empty())
-        })
+        .filter(|(_, run, _)| !run.intervals().is_empty())
         .collect();
     // OMB's own periods (its 10 s lines): publish and consume rates.
-    let omb: Vec<(String, Vec<(f64, f64)>)> = runs
+    let omb: Series = runs
         .iter()
-        .filter_map(|d| {
-            let periods = d.value["periods"].as_array().filter(|p| !p.is_empty())?;
-            let points = |field: &str| -> Vec<(f64, f64)> {
-                periods
-                    .iter()
-                    .filter_map(|p| Some((p["at_s"].as_f64()?, p[field].as_f64()?)))
-                    .collect()
-            };
+        .filter_map(|(label, run, _)| {
+            let periods = run.periods();
+            if periods.is_empty() {
+                return None;
+            }
             Some(vec![
-                (format!("{} publish", d.label), points("publish_rate")),
-                (format!("{} consume", d.label), points("consume_rate")),
+                (
+                    format!("{label} publish"),
+                    periods.iter().map(|p| (p.0, p.1)).collect(),
+                ),
+                (
+                    format!("{label} consume"),
+                    periods.iter().map(|p| (p.0, p.2)).collect(),
+                ),
             ])
         })
         .flatten()
@@ -295,24 +329,17 @@ fn timelines(h: &mut String, runs: &[&Doc]) {
         return;
     }
     h.push_str("<h2>Timelines</h2><p class=\"muted\">Per interval of the measured phase (the result's <code>intervals</code>), each point at its window's end; a partial window shorter than half the interval (a run's or a repetition's last) is left out of the charts, where its rate would be a spike of few records, and kept in the data.</p>");
-    let series = |f: &dyn Fn(&Value) -> Option<f64>| -> Vec<(String, Vec<(f64, f64)>)> {
+    let series = |f: &dyn Fn(&Interval) -> Option<f64>| -> Series {
         with.iter()
-            .map(|d| {
-                let windows: Vec<&Value> = d.value["intervals"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                let full = windows
-                    .iter()
-                    .filter_map(|w| w["duration_s"].as_f64())
-                    .fold(0.0, f64::max);
+            .map(|(label, run, _)| {
+                let windows = run.intervals();
+                let full = windows.iter().map(|w| w.duration_s).fold(0.0, f64::max);
                 let points = windows
                     .iter()
-                    .filter(|w| w["duration_s"].as_f64().unwrap_or(0.0) >= full / 2.0)
-                    .filter_map(|w| Some((w["t_s"].as_f64()? + w["duration_s"].as_f64()?, f(w)?)))
+                    .filter(|w| w.duration_s >= full / 2.0)
+                    .filter_map(|w| Some((w.t_s + w.duration_s, f(w)?)))
                     .collect();
-                (d.label.clone(), points)
+                (label.to_string(), points)
             })
             .collect()
     };
@@ -324,7 +351,7 @@ fn timelines(h: &mut String, runs: &[&Doc]) {
         title: "throughput (records acknowledged per second)",
         x_label: "s into the run",
         y_label: "records/s",
-        series: series(&|w| w["records_per_sec"].as_f64())
+        series: series(&|w| w.rate("records_per_sec"))
             .into_iter()
             .filter(|(_, p)| !p.is_empty())
             .chain(omb)
@@ -336,8 +363,9 @@ fn timelines(h: &mut String, runs: &[&Doc]) {
         ("whole_trip", "whole trip per interval (ms)"),
     ] {
         let mut s = Vec::new();
-        for (q, suffix) in [("p50", "p50"), ("p99", "p99")] {
-            for (label, points) in series(&|w| w.get(field)?.get(q)?.as_f64().map(|v| v / 1000.0)) {
+        let quantiles: [(Quantile, &str); 2] = [(|l| l.p50, "p50"), (|l| l.p99, "p99")];
+        for (q, suffix) in quantiles {
+            for (label, points) in series(&|w| Some(q(w.latency(field)?) as f64 / 1000.0)) {
                 if !points.is_empty() {
                     s.push((format!("{label} {suffix}"), points));
                 }
@@ -359,31 +387,28 @@ fn timelines(h: &mut String, runs: &[&Doc]) {
 /// The faults of the runs (`faults`: `--fault`), each as a span in seconds into its run — by the
 /// wall clock, from the run's `start_time` to the fault's `began_at` and `ended_at` (a fault not
 /// ended runs to the chart's end).
-fn fault_bands(runs: &[&&Doc]) -> Vec<(String, f64, f64)> {
-    let at = |v: &Value| {
-        v.as_str()
-            .and_then(|s| humantime::parse_rfc3339_weak(s).ok())
-    };
+fn fault_bands(runs: &[&(&str, &Run, &Doc)]) -> Vec<(String, f64, f64)> {
+    let at = |v: Option<&str>| v.and_then(|s| humantime::parse_rfc3339_weak(s).ok());
     let mut bands = Vec::new();
-    for d in runs {
-        let Some(start) = at(&d.value["start_time"]) else {
+    for (label, run, doc) in runs {
+        let Some(start) = at(Some(run.start_time())) else {
             continue;
         };
-        for f in d.value["faults"].as_array().into_iter().flatten() {
-            let Some(began) = at(&f["began_at"]) else {
+        for f in &doc.faults {
+            let Some(began) = at(f.began_at.as_deref()) else {
                 continue;
             };
             let secs = |t: std::time::SystemTime| match t.duration_since(start) {
                 Ok(d) => d.as_secs_f64(),
                 Err(e) => -e.duration().as_secs_f64(),
             };
-            let to = at(&f["ended_at"]).map_or(f64::MAX, secs);
-            let label = if runs.len() > 1 {
-                format!("{}: {}", d.label, f["fault"].as_str().unwrap_or("fault"))
+            let to = at(f.ended_at.as_deref()).map_or(f64::MAX, secs);
+            let name = if runs.len() > 1 {
+                format!("{label}: {}", f.fault)
             } else {
-                f["fault"].as_str().unwrap_or("fault").to_string()
+                f.fault.clone()
             };
-            bands.push((label, secs(began), to));
+            bands.push((name, secs(began), to));
         }
     }
     bands
@@ -392,21 +417,16 @@ fn fault_bands(runs: &[&&Doc]) -> Vec<(String, f64, f64)> {
 /// What the cluster did during the runs (`cluster`), shaded the way faults are: leader changes that
 /// came together as one band (at least 0.2 s wide, so that it shows), each broker's stall from when
 /// it stopped answering for as long as it did. Seconds from the run's start (`at_s`, `from_s`).
-fn cluster_bands(runs: &[&&Doc]) -> Vec<(String, f64, f64)> {
+fn cluster_bands(runs: &[&(&str, &Run, &Doc)]) -> Vec<(String, f64, f64)> {
     let mut bands = Vec::new();
-    for d in runs {
+    for (label, run, _) in runs {
         let prefix = if runs.len() > 1 {
-            format!("{}: ", d.label)
+            format!("{label}: ")
         } else {
             String::new()
         };
-        let cluster = &d.value["cluster"];
-        let mut changes: Vec<f64> = cluster["leader_changes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["at_s"].as_f64())
-            .collect();
+        let cluster = run.cluster();
+        let mut changes: Vec<f64> = cluster.leader_changes.iter().map(|c| c.at_s).collect();
         changes.sort_by(f64::total_cmp);
         let mut i = 0;
         while i < changes.len() {
@@ -420,13 +440,12 @@ fn cluster_bands(runs: &[&&Doc]) -> Vec<(String, f64, f64)> {
             bands.push((label, first, changes[j].max(first + 0.2)));
             i = j + 1;
         }
-        for stall in cluster["stalls"].as_array().into_iter().flatten() {
-            let (Some(from), Some(len)) = (stall["from_s"].as_f64(), stall["for_s"].as_f64())
-            else {
-                continue;
-            };
-            let addr = stall["addr"].as_str().unwrap_or("a broker");
-            bands.push((format!("{prefix}no answer from {addr}"), from, from + len));
+        for stall in &cluster.stalls {
+            bands.push((
+                format!("{prefix}no answer from {}", stall.addr),
+                stall.from_s,
+                stall.from_s + stall.for_s,
+            ));
         }
     }
     bands
@@ -440,24 +459,29 @@ mod tests {
     /// are), never against another shape's.
     #[test]
     fn sweep_ratios_are_per_shape() {
-        let cell = |v: i64, max_bytes: i64, cpu: f64| {
-            serde_json::json!({
-                "cell": {"api": "fetch", "version": v, "max_bytes": max_bytes},
-                "label": format!("fetch v{v} max_bytes={max_bytes}"),
-                "cpu_us_per_msg": cpu,
-            })
+        use kbench_bench::sweep::{CellStatus, SweepCell, SweepCellDoc, SweepResult};
+        let cell = |version: i16, max_bytes: i32, cpu: f64| {
+            let mut result = SweepResult::new(
+                SweepCell::Fetch { version, max_bytes },
+                CellStatus::Completed,
+            );
+            result.label = format!("fetch v{version} max_bytes={max_bytes}");
+            result.cpu_us_per_msg = cpu;
+            SweepCellDoc {
+                result,
+                verdict: "ok".into(),
+            }
         };
-        let d = Doc {
-            label: "s.json".into(),
-            kind: Kind::Sweep,
-            value: serde_json::json!({"kind": "sweep", "cells": [
-                cell(4, 4096, 2.0), cell(17, 4096, 1.0),
-                cell(4, 65536, 0.8), cell(17, 65536, 1.0),
-                cell(4, 1048576, 1.14), cell(17, 1048576, 1.0),
-            ]}),
-        };
+        let cells = [
+            cell(4, 4096, 2.0),
+            cell(17, 4096, 1.0),
+            cell(4, 65536, 0.8),
+            cell(17, 65536, 1.0),
+            cell(4, 1048576, 1.14),
+            cell(17, 1048576, 1.0),
+        ];
         let mut h = String::new();
-        sweep(&mut h, &d);
+        sweep(&mut h, "s.json", &cells);
         // Each v4 row: its label and its "vs newest" cell.
         let mut ratios: Vec<(String, String)> = h
             .split("<tr>")

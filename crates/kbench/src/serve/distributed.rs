@@ -203,10 +203,10 @@ pub async fn start_e2e(
     Ok(id)
 }
 
-fn outcome(merged: Result<Value, String>) -> Outcome {
+fn outcome<D: serde::Serialize>(merged: Result<D, String>) -> Outcome {
     match merged {
         Ok(doc) => Outcome {
-            result: Some(doc),
+            result: Some(serde_json::to_value(doc).unwrap_or(Value::Null)),
             ..Outcome::default()
         },
         Err(e) => Outcome::failed(e),

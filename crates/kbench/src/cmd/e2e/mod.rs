@@ -266,16 +266,17 @@ async fn distributed(
     let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
     let doc = merged.map_err(CliError::failed)?;
     print_merged(&doc);
-    let n = |k: &str| doc.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
     let slo = args.slo.conditions("e2e").unwrap_or_default();
+    let c = doc.consumer.clone().unwrap_or_default();
     cli_finish(
         &doc,
+        doc.distributed.as_ref(),
         slo.as_deref(),
         args.output.json.as_deref(),
-        n("records_failed") > 0
-            || n("records_lost") > 0
-            || n("records_late") > 0
-            || n("records_unverified") > 0,
+        doc.records_failed > 0
+            || c.records_lost > 0
+            || c.records_late > 0
+            || c.records_unverified > 0,
         // Ctrl-C is how an open-ended run ends.
         interrupted && args.duration.is_some(),
     )
@@ -337,58 +338,50 @@ fn consumer_agent(
 
 /// The summary of a distributed run, from the merged document: the counts, the latencies, the
 /// clock.
-fn print_merged(doc: &serde_json::Value) {
-    let n = |k: &str| doc.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+fn print_merged(doc: &E2eResultDocument) {
+    let unknown = || "?".to_string();
+    let c = doc.consumer.as_ref();
+    let read = |f: fn(&kbench_bench::result::E2eConsumerSide) -> u64| {
+        c.map_or_else(unknown, |c| f(c).to_string())
+    };
     println!();
     println!(
         "{} records produced, {} acknowledged, {} failed, {} consumed in {:.1} s ({:.1} records/sec); drain {:.2} s",
-        n("records_produced"),
-        n("records_acked"),
-        n("records_failed"),
-        n("records_consumed"),
-        doc.get("duration_s")
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(0.0),
-        doc.get("records_per_sec")
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(0.0),
-        doc.get("drain_s")
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(0.0),
+        doc.records_produced,
+        doc.records_acked,
+        doc.records_failed,
+        read(|c| c.records_consumed),
+        doc.duration_s,
+        doc.records_per_sec,
+        doc.drain_s,
     );
     println!(
         "{} lost, {} late, {} duplicated, {} unexpected, {} foreign",
-        n("records_lost"),
-        n("records_late"),
-        n("records_duplicated"),
-        n("records_unexpected"),
-        n("records_foreign")
+        read(|c| c.records_lost),
+        read(|c| c.records_late),
+        read(|c| c.records_duplicated),
+        read(|c| c.records_unexpected),
+        read(|c| c.records_foreign),
     );
-    for name in ["producer_request_duration", "publish_delay", "whole_trip"] {
-        let q = |p: &str| {
-            doc.pointer(&format!("/{name}/{p}"))
-                .and_then(serde_json::Value::as_f64)
-                .unwrap_or(0.0)
-                / 1000.0
-        };
+    let mut summaries = vec![
+        ("producer request duration", &doc.producer_request_duration),
+        ("publish delay", &doc.publish_delay),
+    ];
+    if let Some(c) = c {
+        summaries.push(("whole trip", &c.whole_trip));
+    }
+    for (name, l) in summaries {
+        let ms = |us: u64| us as f64 / 1000.0;
         println!(
-            "{} (ms, {} samples): p50 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3}",
-            name.replace('_', " "),
-            doc.pointer(&format!("/{name}/count"))
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0),
-            q("p50"),
-            q("p99"),
-            q("p99.9"),
-            q("max")
+            "{name} (ms, {} samples): p50 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3}",
+            l.count,
+            ms(l.p50),
+            ms(l.p99),
+            ms(l.p99_9),
+            ms(l.max)
         );
     }
-    println!(
-        "clock: {}",
-        doc.get("clock")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("?")
-    );
+    println!("clock: {}", doc.clock);
 }
 
 /// A run's start error, said with the flag a user would change.
@@ -467,13 +460,18 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
             run.gaps_held, run.gaps_skipped
         );
     }
-    for (name, l) in [
+    let mut summaries = vec![
         ("producer request duration", &doc.producer_request_duration),
         ("publish delay", &doc.publish_delay),
-        ("whole trip", &doc.whole_trip),
-        ("fetch duration", &doc.fetch_duration),
-        ("consumer processing per poll", &doc.consumer_processing),
-    ] {
+    ];
+    if let Some(c) = &doc.consumer {
+        summaries.extend([
+            ("whole trip", &c.whole_trip),
+            ("fetch duration", &c.fetch_duration),
+            ("consumer processing per poll", &c.consumer_processing),
+        ]);
+    }
+    for (name, l) in summaries {
         if l.count == 0 {
             println!("{name}: no samples");
             continue;

@@ -379,34 +379,17 @@ async fn distributed(
     let job = run_produce(&coordinator, &plan.spec, &target, stop.token(), &progress);
     let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
     let doc = merged.map_err(CliError::failed)?;
-    let f = |k: &str| {
-        doc.pointer(k)
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(0.0)
-    };
-    let ms = |k: &str| f(&format!("/latency/{k}")) as u64 / 1000;
     // kafka-producer-perf-test's final line, from the merged document.
-    println!(
-        "{} records sent, {:.6} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
-        f("/records_acked") as u64,
-        f("/records_per_sec"),
-        f("/mb_per_sec"),
-        f("/latency/mean") / 1000.0,
-        f("/latency/max") / 1000.0,
-        ms("p50"),
-        ms("p95"),
-        ms("p99"),
-        ms("p99.9"),
-    );
-    let failed = f("/records_failed") as u64;
-    if failed > 0 {
-        println!("{failed} records failed.");
+    println!("{}", crate::perf_test::producer_final_doc(&doc));
+    if doc.records_failed > 0 {
+        println!("{} records failed.", doc.records_failed);
     }
     cli_finish(
         &doc,
+        doc.distributed.as_ref(),
         plan.slo.as_deref(),
         args.output.json.as_deref(),
-        failed > 0,
+        doc.records_failed > 0,
         interrupted,
     )
 }

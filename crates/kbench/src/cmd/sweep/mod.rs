@@ -114,33 +114,6 @@ fn parse_versions(s: &str) -> Result<VersionList, String> {
     Ok(VersionList(out))
 }
 
-#[derive(Debug, Serialize)]
-struct SweepDocument<'a> {
-    #[serde(flatten)]
-    header: Header,
-    bootstrap_servers: String,
-    embedded_broker: bool,
-    seed: u64,
-    settings: &'a SweepSettings,
-    guards: Guards,
-    duration_s: f64,
-    cells: Vec<CellDoc<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-struct Guards {
-    /// Every completed cell used exactly its pinned version (a mismatch makes the cell an error).
-    negotiated_equals_pin: bool,
-    /// Every Fetch repetition read exactly the seeded records, with the same checksum.
-    records_read_equal_seeded: bool,
-    /// Record timestamps come from the clock (checked on every record read back).
-    timestamps_from_clock: bool,
-    /// Every response of every cell was exactly its fields (none with bytes after its body).
-    no_protocol_anomalies: bool,
-    /// Broker-side message conversions over the sweep, from `--broker-metrics`; "not checked" without it.
-    conversions: String,
-}
-
 /// Whether `guard` failed in any cell.
 fn failed_guard(results: &[SweepResult], guard: Guard) -> bool {
     results.iter().any(|r| {
@@ -149,13 +122,6 @@ fn failed_guard(results: &[SweepResult], guard: Guard) -> bool {
             CellStatus::Error { guard: Some(g), .. } if *g == guard
         )
     })
-}
-
-#[derive(Debug, Serialize)]
-struct CellDoc<'a> {
-    #[serde(flatten)]
-    result: &'a SweepResult,
-    verdict: kbench_bench::sweep::SweepVerdict,
 }
 
 /// What an isolated cell's child process is given.
@@ -487,9 +453,9 @@ impl Finished<'_> {
     }
 
     /// The guards, each true when no cell failed it.
-    fn guards(&self) -> Guards {
+    fn guards(&self) -> kbench_bench::sweep::Guards {
         let results = &self.results;
-        Guards {
+        kbench_bench::sweep::Guards {
             negotiated_equals_pin: results.iter().all(|r| {
                 !matches!(r.status, CellStatus::Completed) || r.negotiated == Some(r.cell.version())
             }),
@@ -511,20 +477,20 @@ impl Finished<'_> {
                 .unwrap_or(&[]);
             verdict(r, group, self.settings.noise_threshold, self.args.isolate)
         };
-        let doc = SweepDocument {
+        let doc = kbench_bench::sweep::SweepDocument {
             header: Header::new(Kind::Sweep),
             bootstrap_servers: self.bootstrap.to_string(),
             embedded_broker: self.embedded,
             seed: self.settings.seed,
-            settings: self.settings,
+            settings: self.settings.clone(),
             guards: self.guards(),
             duration_s: self.started.elapsed().as_secs_f64(),
             cells: self
                 .results
                 .iter()
-                .map(|r| CellDoc {
-                    result: r,
-                    verdict: verdict_of(r),
+                .map(|r| kbench_bench::sweep::SweepCellDoc {
+                    result: r.clone(),
+                    verdict: verdict_of(r).to_string(),
                 })
                 .collect(),
         };
