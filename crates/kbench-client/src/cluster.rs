@@ -411,6 +411,19 @@ impl Cluster {
         partitions: i32,
         replication_factor: i16,
     ) -> Result<TopicLayout, ClientError> {
+        self.ensure_topic_with(topic, partitions, replication_factor, &[])
+            .await
+    }
+
+    /// [`Cluster::ensure_topic`], a topic created here carrying `configs` (topic configs such as
+    /// `min.insync.replicas`) in its CreateTopics request; a topic that exists keeps its own.
+    pub async fn ensure_topic_with(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: &[(String, String)],
+    ) -> Result<TopicLayout, ClientError> {
         let (code, layout) = self.metadata(topic).await?;
         match code {
             0 if !layout.partitions.is_empty() => return self.await_leaders(topic, layout).await,
@@ -423,7 +436,7 @@ impl Cluster {
                 ));
             }
         }
-        self.create_topic(topic, partitions, replication_factor)
+        self.create_topic_with(topic, partitions, replication_factor, configs)
             .await?;
         let (_, layout) = self.metadata(topic).await?;
         self.await_leaders(topic, layout).await
@@ -457,23 +470,41 @@ impl Cluster {
         partitions: i32,
         replication_factor: i16,
     ) -> Result<(), ClientError> {
+        self.create_topic_with(topic, partitions, replication_factor, &[])
+            .await
+    }
+
+    /// CreateTopics for one topic carrying `configs`; an existing topic is not an error. A topic
+    /// the broker refuses is one error naming the topic, the configs asked for, the broker's error
+    /// code and its message (which names the config it refused, when it was one).
+    pub async fn create_topic_with(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: &[(String, String)],
+    ) -> Result<(), ClientError> {
         let conn = self.control_connection().await?;
         let version = self.version_on(&conn, ApiKey::CreateTopics)?;
-        let request = CreateTopicsRequest::default()
-            .with_timeout_ms(self.config.request_timeout.as_millis() as i32)
-            .with_topics(vec![
-                CreatableTopic::default()
-                    .with_name(topic_name(topic))
-                    .with_num_partitions(partitions)
-                    .with_replication_factor(replication_factor),
-            ]);
+        let request = create_topics_request(
+            topic,
+            partitions,
+            replication_factor,
+            configs,
+            self.config.request_timeout,
+        );
         let response: CreateTopicsResponse = conn
             .request_at(ApiKey::CreateTopics, version, &request)
             .await?;
         for t in response.topics {
             if t.error_code != 0 && t.error_code != TOPIC_ALREADY_EXISTS {
-                let mut err =
-                    ClientError::kafka("CreateTopics", format!("topic {topic:?}"), t.error_code);
+                let mut what = format!("topic {topic:?}");
+                if !configs.is_empty() {
+                    let list: Vec<String> =
+                        configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    what.push_str(&format!(" with configs {}", list.join(", ")));
+                }
+                let mut err = ClientError::kafka("CreateTopics", what, t.error_code);
                 if let (ClientError::Kafka { error, .. }, Some(msg)) = (&mut err, t.error_message) {
                     error.push_str(&format!(": {}", msg.as_str()));
                 }
@@ -636,6 +667,74 @@ impl Cluster {
     }
 }
 
+/// The CreateTopics request for one topic of `partitions` × `replication_factor`, carrying
+/// `configs` in order (each with its value: none is sent null).
+pub fn create_topics_request(
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &[(String, String)],
+    timeout: Duration,
+) -> CreateTopicsRequest {
+    use kafka_protocol::messages::create_topics_request::CreatableTopicConfig;
+    let configs = configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(k.clone()))
+                .with_value(Some(StrBytes::from_string(v.clone())))
+        })
+        .collect();
+    CreateTopicsRequest::default()
+        .with_timeout_ms(timeout.as_millis().min(i32::MAX as u128) as i32)
+        .with_topics(vec![
+            CreatableTopic::default()
+                .with_name(topic_name(topic))
+                .with_num_partitions(partitions)
+                .with_replication_factor(replication_factor)
+                .with_configs(configs),
+        ])
+}
+
 pub(crate) fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::protocol::{Decodable, Encodable};
+
+    /// The request kbench sends carries every topic config, in order, on the wire at every
+    /// CreateTopics version kafka-protocol encodes (v2 framing as v7 flexible one).
+    #[test]
+    fn a_create_topics_request_carries_the_topic_configs() {
+        let configs = vec![
+            ("min.insync.replicas".to_string(), "2".to_string()),
+            ("retention.ms".to_string(), "60000".to_string()),
+        ];
+        let request = create_topics_request("t", 3, 2, &configs, Duration::from_secs(30));
+        for version in [2, 4, 5, 7] {
+            let mut buf = bytes::BytesMut::new();
+            request.encode(&mut buf, version).unwrap();
+            let back = CreateTopicsRequest::decode(&mut buf.freeze(), version).unwrap();
+            let topic = &back.topics[0];
+            assert_eq!(topic.name.0.as_str(), "t");
+            assert_eq!((topic.num_partitions, topic.replication_factor), (3, 2));
+            let sent: Vec<(String, String)> = topic
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+                    )
+                })
+                .collect();
+            assert_eq!(sent, configs, "CreateTopics v{version}");
+            assert_eq!(back.timeout_ms, 30_000);
+        }
+        let plain = create_topics_request("t", 1, 1, &[], Duration::from_secs(1));
+        assert!(plain.topics[0].configs.is_empty());
+    }
 }

@@ -23,7 +23,9 @@ pub mod sasl;
 pub mod security;
 pub mod txn;
 
-pub use cluster::{Cluster, ClusterConfig, PartitionLeader, Purpose, TopicLayout};
+pub use cluster::{
+    Cluster, ClusterConfig, PartitionLeader, Purpose, TopicLayout, create_topics_request,
+};
 pub use config::{
     Conflict, ConnectionSettings, ConsumerProperties, ConsumerSettings, OffsetReset,
     ProducerProperties, ProducerSettings, PropertyError, is_connection_property, is_secret,

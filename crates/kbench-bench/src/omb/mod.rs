@@ -42,6 +42,8 @@ pub struct OmbSpec {
     pub consumer_properties: Vec<(String, String)>,
     /// Driver settings kbench does not apply, each with why: listed, never silently dropped.
     pub not_applied: Vec<String>,
+    /// The driver's `topicConfig`, sent as configs in the CreateTopics request of every topic.
+    pub topic_configs: Vec<(String, String)>,
     pub payload: Payload,
     pub keys: Keys,
     pub warmup: Duration,
@@ -80,17 +82,9 @@ impl OmbSpec {
             workload::properties("producerConfig", driver.producer_config.as_deref())?;
         let consumer_props =
             workload::properties("consumerConfig", driver.consumer_config.as_deref())?;
-        let topic_props = workload::properties("topicConfig", driver.topic_config.as_deref())?;
-        for (k, v) in &topic_props {
-            not_applied.push(format!(
-                "topicConfig {k}={}: topics are created with the broker's defaults",
-                if kbench_client::is_secret(k) {
-                    "***"
-                } else {
-                    v
-                }
-            ));
-        }
+        // Carried by the CreateTopics request that makes each topic; a config the broker refuses
+        // fails the run, naming it.
+        let topic_configs = workload::properties("topicConfig", driver.topic_config.as_deref())?;
         let mut producer = ProducerProperties::default();
         producer.connection.client_id = "kbench-omb-producer".into();
         let mut consumer = ConsumerProperties::default();
@@ -123,6 +117,12 @@ impl OmbSpec {
         }
         producer.finish().map_err(|e| e.to_string())?;
         consumer.finish().map_err(|e| e.to_string())?;
+        if let (Some(_), Some(file)) = (&workload.message_size_distribution, &workload.payload_file)
+        {
+            not_applied.push(format!(
+                "payloadFile {file}: with messageSizeDistribution every bucket has its own payload (as OMB)"
+            ));
+        }
         if driver.reset == Some(true) {
             not_applied.push(
                 "reset: true: kbench's topics are fresh for every run, none is deleted".into(),
@@ -151,6 +151,7 @@ impl OmbSpec {
             producer_properties,
             consumer_properties,
             not_applied,
+            topic_configs,
             payload,
             keys,
             reporting_interval: Duration::from_secs(10),
@@ -161,6 +162,16 @@ impl OmbSpec {
             topic_prefix: format!("kbench-omb-{:08x}", seed as u32),
             window_sink: Default::default(),
         })
+    }
+
+    /// A record's size as OMB's result states it: the payload's, or with
+    /// `messageSizeDistribution` the mean the weights give (rounded; OMB's is the weighted mean of
+    /// each bucket's midpoint, while its records are each bucket's top: kbench's is what it sends).
+    pub fn message_size(&self) -> u64 {
+        match &self.payload {
+            Payload::Weighted { sizes, .. } => sizes.mean().round() as u64,
+            p => p.longest() as u64,
+        }
     }
 
     pub fn producers(&self) -> u32 {
@@ -243,8 +254,22 @@ fn payload_of(
     base: Option<&std::path::Path>,
     seed: u64,
 ) -> Result<Payload, String> {
+    if let Some(sizes) = w.size_distribution() {
+        // OMB's distribution mode: one payload per bucket, zeros, or randomBytesRatio of it random
+        // with useRandomizedPayloads.
+        let ratio = if w.use_randomized_payloads {
+            w.random_bytes_ratio
+        } else {
+            0.0
+        };
+        return Ok(Payload::Weighted {
+            sizes,
+            random_ratio: Some(ratio),
+        });
+    }
+    let message_size = w.message_size();
     if w.use_randomized_payloads {
-        let pool = u128::from(w.randomized_payload_pool_size) * w.message_size as u128;
+        let pool = u128::from(w.randomized_payload_pool_size) * message_size as u128;
         if pool > MAX_POOL_BYTES {
             return Err(format!(
                 "randomizedPayloadPoolSize × messageSize: {} MiB of payloads, above the {} MiB allowed",
@@ -253,11 +278,11 @@ fn payload_of(
             ));
         }
         let mut rng = SmallRng::seed_from_u64(seed);
-        let random = ((w.message_size as f64) * w.random_bytes_ratio).round() as usize;
+        let random = ((message_size as f64) * w.random_bytes_ratio).round() as usize;
         let lines = (0..w.randomized_payload_pool_size)
             .map(|_| {
-                let mut v = vec![0u8; w.message_size];
-                rng.fill(&mut v[..random.min(w.message_size)]);
+                let mut v = vec![0u8; message_size];
+                rng.fill(&mut v[..random.min(message_size)]);
                 Bytes::from(v)
             })
             .collect();
@@ -277,9 +302,7 @@ fn payload_of(
         }
         return Ok(Payload::Lines(vec![Bytes::from(bytes)]));
     }
-    Ok(Payload::Random {
-        size: w.message_size,
-    })
+    Ok(Payload::Random { size: message_size })
 }
 
 /// One reporting period's figures, OMB's units: rates per second, publish and end-to-end latency
@@ -634,10 +657,11 @@ async fn prepare_topics(
     for t in 0..w.topics {
         let name = spec.topic(t);
         let layout = admin
-            .ensure_topic(
+            .ensure_topic_with(
                 &name,
                 w.partitions_per_topic as i32,
                 spec.replication_factor,
+                &spec.topic_configs,
             )
             .await
             .map_err(|e| BenchError::topic(&name, e))?;
@@ -1034,9 +1058,10 @@ impl Phases<'_> {
         })
     }
 
-    /// The longest record's bytes: how many records a backlog of bytes holds.
+    /// A record's bytes (the mean with a size distribution, as OMB): how many records a backlog
+    /// of bytes holds.
     fn record_bytes(&self) -> u64 {
-        self.spec.payload.longest().max(1) as u64
+        self.spec.message_size().max(1)
     }
 
     /// The measured phase from `epoch` until every producer ended: a period every tick of

@@ -201,7 +201,7 @@ pub fn omb_result(spec: &OmbSpec, run: &OmbRun) -> Value {
     let mut out = serde_json::Map::new();
     out.insert("workload".into(), json!(w.name));
     out.insert("driver".into(), json!(spec.driver_name));
-    out.insert("messageSize".into(), json!(spec.payload.longest()));
+    out.insert("messageSize".into(), json!(spec.message_size()));
     out.insert("topics".into(), json!(w.topics));
     out.insert("partitions".into(), json!(w.partitions_per_topic));
     out.insert("producersPerTopic".into(), json!(w.producers_per_topic));
@@ -400,6 +400,7 @@ fn settings(spec: &OmbSpec, workload_file: &str) -> Value {
             "topics": spec.workload.topics,
             "partitionsPerTopic": spec.workload.partitions_per_topic,
             "messageSize": spec.workload.message_size,
+            "messageSizeDistribution": spec.workload.size_distribution().map(|d| d.buckets().to_vec()),
             "payloadFile": spec.workload.payload_file,
             "useRandomizedPayloads": spec.workload.use_randomized_payloads,
             "randomBytesRatio": spec.workload.random_bytes_ratio,
@@ -419,6 +420,7 @@ fn settings(spec: &OmbSpec, workload_file: &str) -> Value {
         "producer_properties": secret(&spec.producer_properties),
         "consumer_properties": secret(&spec.consumer_properties),
         "not_applied": spec.not_applied,
+        "topic_config": secret(&spec.topic_configs),
         "keys": spec.keys.describe(),
         "acks": spec.producer.producer.acks.name(),
         "compression": spec.producer.producer.compression.name(),

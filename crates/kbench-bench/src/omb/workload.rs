@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::produce::sizes::SizeDistribution;
+
 /// OMB's `KeyDistributorType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -37,7 +39,13 @@ pub struct OmbWorkload {
     pub partitions_per_topic: u32,
     #[serde(default)]
     pub key_distributor: KeyDistributor,
-    pub message_size: usize,
+    /// Every record's size; absent when `messageSizeDistribution` gives the sizes.
+    #[serde(default)]
+    pub message_size: Option<usize>,
+    /// OMB's weighted size buckets (OMB PR #443): `"MIN-MAX": WEIGHT`, the bucket's records of
+    /// MAX bytes; kbench also takes a plain size as the key.
+    #[serde(default)]
+    pub message_size_distribution: Option<SizeWeights>,
     #[serde(default)]
     pub use_randomized_payloads: bool,
     #[serde(default)]
@@ -62,6 +70,110 @@ pub struct OmbWorkload {
 
 fn one() -> f64 {
     1.0
+}
+
+/// `messageSizeDistribution` as written: each key (a string such as `"0-256"` or `"1KB-4KB"`, or
+/// a number) with its weight, in the file's order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SizeWeights(pub Vec<(String, f64)>);
+
+impl<'de> Deserialize<'de> for SizeWeights {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SizeWeights, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Key {
+            Number(u64),
+            Text(String),
+        }
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = SizeWeights;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of sizes (\"MIN-MAX\" or a number of bytes) to weights")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<SizeWeights, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, w)) = map.next_entry::<Key, f64>()? {
+                    let k = match k {
+                        Key::Number(n) => n.to_string(),
+                        Key::Text(t) => t,
+                    };
+                    out.push((k, w));
+                }
+                Ok(SizeWeights(out))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+impl SizeWeights {
+    /// The sizes and weights, as OMB reads them: a key `MIN-MAX` (each a number of bytes, or with
+    /// `B`, `KB`, `MB`: 1024-based) is a bucket whose records are MAX bytes (OMB's "top of range"),
+    /// a plain number is that size; weights are at least 0 (a bucket of weight 0 is never drawn)
+    /// and add up to more than 0. Buckets of the same size add their weights.
+    pub fn distribution(&self) -> Result<SizeDistribution, String> {
+        let field = "messageSizeDistribution";
+        let mut pairs: Vec<(usize, f64)> = Vec::new();
+        for (key, weight) in &self.0 {
+            let size = bucket_size(key).map_err(|e| format!("{field} {key:?}: {e}"))?;
+            if !(weight.is_finite() && *weight >= 0.0) {
+                return Err(format!(
+                    "{field} {key:?}: weight {weight} is not a number of at least 0"
+                ));
+            }
+            if *weight == 0.0 {
+                continue;
+            }
+            match pairs.iter_mut().find(|(s, _)| *s == size) {
+                Some((_, w)) => *w += weight,
+                None => pairs.push((size, *weight)),
+            }
+        }
+        if pairs.is_empty() {
+            return Err(format!("{field}: the weights must add up to more than 0"));
+        }
+        SizeDistribution::new(&pairs).map_err(|e| format!("{field}: {e}"))
+    }
+}
+
+/// A bucket's record size: MAX of `MIN-MAX`, or a plain size; at least 1 byte.
+fn bucket_size(key: &str) -> Result<usize, String> {
+    let bytes = |s: &str| -> Result<usize, String> {
+        let t = s.trim().to_ascii_uppercase();
+        let (digits, unit) = if let Some(d) = t.strip_suffix("KB") {
+            (d, 1024)
+        } else if let Some(d) = t.strip_suffix("MB") {
+            (d, 1024 * 1024)
+        } else if let Some(d) = t.strip_suffix('B') {
+            (d, 1)
+        } else {
+            (t.as_str(), 1)
+        };
+        digits
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| n.checked_mul(unit))
+            .ok_or_else(|| format!("{s:?} is not a size (bytes, or with B, KB, MB)"))
+    };
+    let size = match key.rsplit_once('-') {
+        Some((min, max)) => {
+            let (min, max) = (bytes(min)?, bytes(max)?);
+            if max < min {
+                return Err(format!("{max} is below {min}"));
+            }
+            max
+        }
+        None => bytes(key)?,
+    };
+    if size == 0 {
+        return Err("a record size is at least 1 byte".into());
+    }
+    Ok(size)
 }
 
 /// OMB's Kafka driver file (`driver-kafka/*.yaml`). The property blocks are Java properties text.
@@ -95,6 +207,18 @@ fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, String> {
 }
 
 impl OmbWorkload {
+    /// `messageSize`, 0 when the sizes are a distribution.
+    pub fn message_size(&self) -> usize {
+        self.message_size.unwrap_or(0)
+    }
+
+    /// `messageSizeDistribution`, read (checked when the workload was).
+    pub fn size_distribution(&self) -> Option<SizeDistribution> {
+        self.message_size_distribution
+            .as_ref()
+            .and_then(|d| d.distribution().ok())
+    }
+
     pub fn read(path: &Path) -> Result<OmbWorkload, String> {
         let w: OmbWorkload = read_yaml(path)?;
         w.check().map_err(|e| format!("{}: {e}", path.display()))?;
@@ -122,8 +246,22 @@ impl OmbWorkload {
         if self.subscriptions_per_topic > 0 {
             positive("consumerPerSubscription", self.consumer_per_subscription)?;
         }
-        if self.message_size == 0 && self.payload_file.is_none() {
-            return Err("messageSize: must be at least 1".into());
+        match (self.message_size, &self.message_size_distribution) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "messageSize and messageSizeDistribution: give one of them, not both".into(),
+                );
+            }
+            (None, None) => {
+                return Err("messageSize: missing (or give messageSizeDistribution)".into());
+            }
+            (Some(0), None) if self.payload_file.is_none() => {
+                return Err("messageSize: must be at least 1".into());
+            }
+            (_, Some(d)) => {
+                d.distribution()?;
+            }
+            _ => {}
         }
         let finite = |field: &str, v: f64, min: f64, max: f64| {
             if v.is_finite() && (min..=max).contains(&v) {
@@ -156,7 +294,10 @@ impl OmbWorkload {
         if self.test_duration_minutes <= 0.0 {
             return Err("testDurationMinutes: must be above zero".into());
         }
-        if self.use_randomized_payloads && self.randomized_payload_pool_size == 0 {
+        if self.use_randomized_payloads
+            && self.randomized_payload_pool_size == 0
+            && self.message_size_distribution.is_none()
+        {
             return Err(
                 "randomizedPayloadPoolSize: must be at least 1 with useRandomizedPayloads".into(),
             );
@@ -242,6 +383,59 @@ testDurationMinutes: 15
             e.contains("unknown field `bogus`") && e.contains("line 3"),
             "{e}"
         );
+    }
+
+    /// OMB PR #443's shape (`"MIN-MAX": WEIGHT`, records of MAX bytes, KB/MB 1024-based), and a
+    /// plain size as the key, numbers or strings; weights normalised.
+    #[test]
+    fn a_message_size_distribution_reads_as_omb_writes_it() {
+        let text = SIMPLE.replace(
+            "messageSize: 100\n",
+            "messageSizeDistribution:\n  \"0-256\": 234\n  \"256-1KB\": 456\n  \"1KB-4KB\": 678\n  \"4KB-1MB\": 0\n",
+        );
+        let w = OmbWorkload::parse(&text).unwrap();
+        assert_eq!(w.message_size, None);
+        let d = w.size_distribution().unwrap();
+        let sizes: Vec<usize> = d.buckets().iter().map(|b| b.size).collect();
+        assert_eq!(sizes, [256, 1024, 4096], "a weight of 0 is never drawn");
+        assert!((d.buckets()[0].weight - 234.0 / 1368.0).abs() < 1e-12);
+        let plain = SIMPLE.replace(
+            "messageSize: 100\n",
+            "messageSizeDistribution: {100: 70, \"1000\": 25, 10000: 5.0}\n",
+        );
+        let d = OmbWorkload::parse(&plain)
+            .unwrap()
+            .size_distribution()
+            .unwrap();
+        assert_eq!(d.buckets()[1].size, 1000);
+        assert!((d.buckets()[0].weight - 0.7).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_bad_message_size_distribution_is_named() {
+        let with = |dist: &str| SIMPLE.replace("messageSize: 100\n", dist);
+        let e = OmbWorkload::parse(&format!("{SIMPLE}messageSizeDistribution: {{100: 1}}\n"))
+            .unwrap_err();
+        assert!(e.contains("messageSize and messageSizeDistribution"), "{e}");
+        let e = OmbWorkload::parse(&with("")).unwrap_err();
+        assert!(e.contains("messageSize: missing"), "{e}");
+        for (dist, says) in [
+            ("{\"0-100\": -1}", "\"0-100\": weight -1"),
+            ("{\"0-100\": 0}", "must add up to more than 0"),
+            ("{\"100-10\": 1}", "\"100-10\": 10 is below 100"),
+            ("{\"a-b\": 1}", "\"a-b\": \"a\" is not a size"),
+            ("{\"0-0\": 1}", "at least 1 byte"),
+            ("{}", "must add up to more than 0"),
+        ] {
+            let e = OmbWorkload::parse(&with(&format!("messageSizeDistribution: {dist}\n")))
+                .unwrap_err();
+            assert!(
+                e.starts_with("messageSizeDistribution") && e.contains(says),
+                "{dist}: {e}"
+            );
+        }
+        let e = OmbWorkload::parse(&with("messageSizeDistribution: [100]\n")).unwrap_err();
+        assert!(e.contains("messageSizeDistribution"), "{e}");
     }
 
     #[test]

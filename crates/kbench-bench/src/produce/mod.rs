@@ -9,6 +9,7 @@
 pub mod job;
 pub mod phase;
 pub mod search;
+pub mod sizes;
 
 use std::time::Duration;
 
@@ -45,6 +46,13 @@ pub enum Payload {
     /// Each record's value is its index in the run, in decimal ("0", "1", …), as Kafka 4.x's
     /// `kafka-producer-perf-test --payload-monotonic` writes it.
     Monotonic,
+    /// Each record's size drawn from weighted buckets (one pooled value per bucket). `random_ratio`
+    /// None: uppercase letters, as [`Payload::Random`]; `Some(r)`: OMB's fill, the first `r` of
+    /// each value random bytes and the rest zeros.
+    Weighted {
+        sizes: sizes::SizeDistribution,
+        random_ratio: Option<f64>,
+    },
 }
 
 impl Payload {
@@ -57,6 +65,27 @@ impl Payload {
             Payload::Lines(lines) => lines.clone(),
             Payload::Uniform { max, .. } => Payload::Random { size: *max }.values(rng),
             Payload::Monotonic => Vec::new(),
+            Payload::Weighted {
+                sizes,
+                random_ratio: None,
+            } => sizes
+                .buckets()
+                .iter()
+                .flat_map(|b| Payload::Random { size: b.size }.values(rng))
+                .collect(),
+            Payload::Weighted {
+                sizes,
+                random_ratio: Some(ratio),
+            } => sizes
+                .buckets()
+                .iter()
+                .map(|b| {
+                    let mut v = vec![0u8; b.size];
+                    let random = ((b.size as f64) * ratio).round() as usize;
+                    rng.fill(&mut v[..random.min(b.size)]);
+                    Bytes::from(v)
+                })
+                .collect(),
         }
     }
 
@@ -67,6 +96,7 @@ impl Payload {
             Payload::Lines(_) => "payload lines".into(),
             Payload::Uniform { min, max } => format!("{min}..{max} bytes"),
             Payload::Monotonic => "monotonic payloads".into(),
+            Payload::Weighted { sizes, .. } => sizes.describe(),
         }
     }
 
@@ -77,6 +107,7 @@ impl Payload {
             Payload::Lines(lines) => lines.iter().map(Bytes::len).max().unwrap_or(0),
             Payload::Uniform { max, .. } => *max,
             Payload::Monotonic => u64::MAX.to_string().len(),
+            Payload::Weighted { sizes, .. } => sizes.largest(),
         }
     }
 
@@ -84,6 +115,7 @@ impl Payload {
     fn pool_bytes(&self) -> u128 {
         match self {
             Payload::Lines(lines) => lines.iter().map(|l| l.len() as u128).sum(),
+            Payload::Weighted { sizes, .. } => sizes.buckets().iter().map(|b| b.size as u128).sum(),
             _ => self.longest() as u128,
         }
     }
@@ -364,6 +396,9 @@ impl ProduceSpec {
                 check_range("record_size", *max, 1..=max_record)?;
             }
             Payload::Monotonic => {}
+            Payload::Weighted { sizes, .. } => {
+                check_range("record_size", sizes.largest(), 1..=max_record)?
+            }
         }
         match self.keys {
             Keys::None => {}
@@ -461,6 +496,7 @@ impl ProduceSpec {
             "duration_s": self.duration.map(|d| d.as_secs_f64()),
             "record_size": match &self.payload { Payload::Random { size } => Some(*size), _ => None },
             "record_size_range": match &self.payload { Payload::Uniform { min, max } => Some([*min, *max]), _ => None },
+            "record_size_distribution": match &self.payload { Payload::Weighted { sizes, .. } => Some(sizes.buckets()), _ => None },
             "payload_file": self.payload_file,
             "payload_monotonic": self.payload == Payload::Monotonic,
             "keys": self.keys.describe(),

@@ -1014,12 +1014,24 @@ struct Records {
     rng: SmallRng,
     values: Vec<bytes::Bytes>,
     keys: KeyChooser,
-    /// `Payload::Uniform`: each value is a prefix of the one pooled value, of a length drawn
-    /// from this range.
-    uniform: Option<(usize, usize)>,
-    /// `Payload::Monotonic`: each value is the record's number, in decimal.
-    monotonic: bool,
+    draw: Draw,
     digits: itoa::Buffer,
+}
+
+/// How a record's value is taken from the pooled values: decided once per run, so that a fixed
+/// size costs one match on the hot path and a drawn one a single draw.
+enum Draw {
+    /// The one pooled value, every time (a fixed size, a one-line payload file).
+    One,
+    /// `Payload::Uniform`: a prefix of the one pooled value, of a length drawn from this range.
+    Uniform(usize, usize),
+    /// `Payload::Weighted`: the pooled value of the bucket a draw falls in (the buckets'
+    /// cumulative shares).
+    Weighted(Box<[f64]>),
+    /// `Payload::Monotonic`: the record's number, in decimal.
+    Monotonic,
+    /// A pooled value taken at random (payload file lines).
+    Any,
 }
 
 /// One record to append: its key, the open batch it goes into, and its value.
@@ -1040,13 +1052,15 @@ impl Records {
     ) -> Records {
         Records {
             rng,
-            values,
             keys: KeyChooser::new(spec.keys, partitions, topic_partitions),
-            uniform: match spec.payload {
-                Payload::Uniform { min, max } => Some((min, max)),
-                _ => None,
+            draw: match &spec.payload {
+                Payload::Uniform { min, max } => Draw::Uniform(*min, *max),
+                Payload::Monotonic => Draw::Monotonic,
+                _ if values.len() == 1 => Draw::One,
+                Payload::Weighted { sizes, .. } => Draw::Weighted(sizes.cumulative()),
+                _ => Draw::Any,
             },
-            monotonic: spec.payload == Payload::Monotonic,
+            values,
             digits: itoa::Buffer::new(),
         }
     }
@@ -1055,11 +1069,14 @@ impl Records {
     fn next(&mut self, i: u64) -> Record<'_> {
         let key = self.keys.choose(&mut self.rng);
         let slot = key.map_or(0, |k| self.keys.batch_of[k]);
-        let value: &[u8] = match self.uniform {
-            Some((min, max)) => &self.values[0][..self.rng.random_range(min..=max)],
-            None if self.values.len() == 1 => &self.values[0],
-            None if self.monotonic => self.digits.format(i).as_bytes(),
-            None => &self.values[self.rng.random_range(0..self.values.len())],
+        let value: &[u8] = match &self.draw {
+            Draw::One => &self.values[0],
+            Draw::Uniform(min, max) => &self.values[0][..self.rng.random_range(*min..=*max)],
+            Draw::Weighted(cumulative) => {
+                &self.values[super::sizes::pick(cumulative, self.rng.random())]
+            }
+            Draw::Monotonic => self.digits.format(i).as_bytes(),
+            Draw::Any => &self.values[self.rng.random_range(0..self.values.len())],
         };
         Record {
             key: key.map(|k| &self.keys.keys[k][..]),

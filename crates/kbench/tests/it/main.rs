@@ -5,6 +5,8 @@
 //! file's tests with its module name: `cargo test --release -p kbench --test it cluster_moves::`.
 
 mod common;
+#[path = "common/create_topics_tap.rs"]
+mod create_topics_tap;
 #[path = "common/librdkafka.rs"]
 mod librdkafka;
 #[path = "common/mock.rs"]

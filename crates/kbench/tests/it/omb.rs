@@ -118,9 +118,10 @@ fn an_omb_workload_runs_end_to_end_on_both_brokers() {
         );
         assert!(
             stderr.contains("not applied: producerConfig max.block.ms")
-                && stderr.contains("not applied: topicConfig min.insync.replicas=1"),
+                && !stderr.contains("not applied: topicConfig"),
             "{stderr}"
         );
+        assert_eq!(doc["settings"]["topic_config"]["min.insync.replicas"], "1");
         assert!(
             stdout.contains("----- Aggregated Pub Latency (ms) avg:"),
             "{stdout}"
@@ -401,4 +402,158 @@ fn a_backlog_is_built_then_drained() {
         doc["consumed"]["expected_records"]
     );
     assert_eq!(doc["records_failed"], 0);
+}
+
+/// A driver file like the tests' own, with this `topicConfig` block.
+fn driver_with_topic_config(dir: &TempDir, block: &str) -> String {
+    let text = std::fs::read_to_string(omb_file("kafka-test-driver.yaml")).unwrap();
+    let start = text.find("topicConfig: |\n").unwrap();
+    let end = text.find("commonConfig:").unwrap();
+    let indented: String = block.lines().map(|l| format!("  {l}\n")).collect();
+    let path = dir.file("driver.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "{}topicConfig: |\n{indented}{}",
+            &text[..start],
+            &text[end..]
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// `topicConfig` is applied: the CreateTopics request of each of the workload's topics carries
+/// every config, in order, as the broker reads it off the wire (a tap in front of the broker
+/// decodes it with kafka-protocol); nothing is listed as not applied. (Tansu 0.6 answers
+/// DescribeConfigs with no configs and librdkafka's mock cluster serves neither CreateTopics nor
+/// DescribeConfigs, so the request is where the configs are seen.)
+#[test]
+fn topic_config_is_carried_by_create_topics() {
+    let broker = TestBroker::start();
+    let tap = crate::create_topics_tap::tap_create_topics(&broker.addr, None);
+    let dir = TempDir::new("omb-topic-config");
+    let driver = driver_with_topic_config(&dir, "min.insync.replicas=1\nretention.ms=600000");
+    let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
+    let out = Cmd::new("omb")
+        .arg(omb_file("2-topics-keyed-2-subscriptions.yaml"))
+        .args(&["--bootstrap-server", &tap.addr, "--driver", &driver])
+        .args(&["--test-duration", "2s", "--warmup-duration", "0s"])
+        .args(&["-o", &omb_path, "--json", &json])
+        .run(LIMIT);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("topicConfig"), "{stderr}");
+    let doc = result_json(std::path::Path::new(&json));
+    let topics: Vec<&str> = doc["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(topics.len(), 2);
+    let seen = tap.seen.lock().unwrap();
+    for topic in topics {
+        let request = seen
+            .iter()
+            .flat_map(|r| &r.topics)
+            .find(|t| t.name.0.as_str() == topic)
+            .unwrap_or_else(|| panic!("no CreateTopics for {topic}"));
+        let configs: Vec<(String, Option<String>)> = request
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+            .collect();
+        assert_eq!(
+            configs,
+            [
+                ("min.insync.replicas".to_string(), Some("1".to_string())),
+                ("retention.ms".to_string(), Some("600000".to_string()))
+            ],
+            "{topic}"
+        );
+    }
+}
+
+/// A topic config the broker refuses (INVALID_CONFIG, answered by the tap as Kafka answers it)
+/// is one error naming the topic, the configs, the broker's code and its message; nothing runs.
+#[test]
+fn a_refused_topic_config_is_one_error() {
+    const MESSAGE: &str = "Invalid value abc for configuration min.insync.replicas";
+    let broker = TestBroker::start();
+    let tap = crate::create_topics_tap::tap_create_topics(&broker.addr, Some((40, MESSAGE)));
+    let dir = TempDir::new("omb-topic-config-refused");
+    let driver = driver_with_topic_config(&dir, "min.insync.replicas=abc");
+    let out = Cmd::new("omb")
+        .arg(omb_file("1-topic-4-partitions-100b.yaml"))
+        .args(&["--bootstrap-server", &tap.addr, "--driver", &driver])
+        .args(&["--test-duration", "2s", "--warmup-duration", "0s"])
+        .args(&["-o", &dir.file("omb.json")])
+        .run(LIMIT);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    for says in [
+        "CreateTopics",
+        "kbench-omb-",
+        "min.insync.replicas=abc",
+        "code 40",
+        MESSAGE,
+    ] {
+        assert!(stderr.contains(says), "{says}: {stderr}");
+    }
+    assert!(!stderr.contains("Pub rate"), "{stderr}");
+    assert_eq!(tap.seen.lock().unwrap().len(), 1);
+}
+
+/// OMB's messageSizeDistribution: the run's records (read back by librdkafka) are of the buckets'
+/// top sizes in their weights' shares (within 4 binomial sigmas), each half random and half zeros
+/// (randomBytesRatio 0.5, one payload per bucket); OMB's messageSize is the weighted mean; the
+/// unused payloadFile is listed.
+#[test]
+fn a_message_size_distribution_workload_runs() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("omb-size-distribution");
+    let OmbRun {
+        stderr, omb, doc, ..
+    } = run_omb(
+        &broker,
+        &omb_file("size-distribution.yaml"),
+        &["--reporting-interval", "2s"],
+        &dir,
+    );
+    assert!(
+        stderr.contains("not applied: payloadFile payload-256b.data"),
+        "{stderr}"
+    );
+    check_omb_fields(&omb);
+    assert_eq!(omb["messageSize"], 531, "70 + 256 + 204.8");
+    assert_eq!(
+        doc["settings"]["workload"]["messageSizeDistribution"][2]["size"],
+        4096
+    );
+    let acked =
+        doc["records_acked"].as_u64().unwrap() + doc["warmup"]["records_acked"].as_u64().unwrap();
+    assert!(acked >= 10_000, "{acked}");
+    let topic = doc["topics"][0].as_str().unwrap();
+    let read = librdkafka::read(
+        &broker.addr,
+        topic,
+        2,
+        acked as usize,
+        Duration::from_millis(500),
+        LIMIT,
+    );
+    assert_eq!(read.len() as u64, acked);
+    let sizes: Vec<usize> = read
+        .iter()
+        .map(|r| {
+            let v = r.value.as_ref().unwrap();
+            assert!(
+                v[v.len() / 2..].iter().all(|b| *b == 0),
+                "randomBytesRatio 0.5"
+            );
+            v.len()
+        })
+        .collect();
+    assert_sizes_follow(&sizes, &[(100, 0.7), (1024, 0.25), (4096, 0.05)]);
 }

@@ -727,3 +727,86 @@ fn payload_monotonic_values_are_the_record_indexes() {
         ])
         .refused("--payload-monotonic");
 }
+
+/// `--record-size 100:0.7,1000:0.25,10000:0.05`: 30 000 records read back by librdkafka are of
+/// those sizes in those shares (each within 4 binomial sigmas), the same seed gives the same
+/// sizes in the same order, and the result's settings state the distribution. Bad parts and
+/// flags that make no sense with it are refused, naming them.
+#[test]
+fn record_sizes_follow_a_weighted_distribution() {
+    const RECORDS: usize = 30_000;
+    let broker = TestBroker::start();
+    let dir = TempDir::new("produce-size-distribution");
+    let weights = [(100, 0.7), (1000, 0.25), (10_000, 0.05)];
+    let mut runs = Vec::new();
+    for topic in ["sizes-a", "sizes-b"] {
+        let json = dir.path().join(format!("{topic}.json"));
+        let out = Cmd::on("produce", &broker)
+            .args(&[
+                "--num-records",
+                &RECORDS.to_string(),
+                "--record-size",
+                "100:0.7,1000:0.25,10000:0.05",
+                "--seed",
+                "7",
+            ])
+            .topic(topic)
+            .json(&json)
+            .run(LIMIT);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let doc = result_json(&json);
+        assert_eq!(doc["records_acked"], RECORDS as u64);
+        let stated = &doc["settings"]["record_size_distribution"];
+        assert_eq!(stated[1]["size"], 1000, "{stated}");
+        assert!((stated[1]["weight"].as_f64().unwrap() - 0.25).abs() < 1e-9);
+        assert_eq!(doc["settings"]["record_size"], serde_json::Value::Null);
+        let read = librdkafka::read(
+            &broker.addr,
+            topic,
+            1,
+            RECORDS,
+            Duration::from_millis(300),
+            LIMIT,
+        );
+        let sizes: Vec<usize> = read
+            .iter()
+            .map(|r| r.value.as_ref().unwrap().len())
+            .collect();
+        assert_eq!(sizes.len(), RECORDS);
+        assert_sizes_follow(&sizes, &weights);
+        runs.push(sizes);
+    }
+    assert_eq!(runs[0], runs[1], "the same seed draws the same sizes");
+    for (bad, says) in [
+        (
+            "100:0.7,1000:0",
+            "part 2 \"1000:0\": the weight must be a number above zero",
+        ),
+        (
+            "100:0.7,0:0.3",
+            "part 2 \"0:0.3\": a record size is at least 1 byte",
+        ),
+        ("100:0.7,1000", "part 2 \"1000\": expected SIZE:WEIGHT"),
+    ] {
+        Cmd::on("produce", &broker)
+            .args(&["--record-size", bad, "--num-records", "1"])
+            .refused(says);
+        Cmd::on("produce", &broker)
+            .args(&["--record-size", bad, "--num-records", "1"])
+            .refused("--record-size");
+    }
+    let payloads = dir.file("payloads.txt");
+    std::fs::write(&payloads, "a\nb\n").unwrap();
+    let out = Cmd::on("produce", &broker)
+        .args(&["--record-size", "100:1,200:1", "--payload-file", &payloads])
+        .run(LIMIT);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--record-size") && err.contains("--payload-file"),
+        "{err}"
+    );
+    Cmd::on("produce", &broker)
+        .args(&["--record-size", "100:1,200:1", "--payload-monotonic"])
+        .refused("--payload-monotonic");
+}

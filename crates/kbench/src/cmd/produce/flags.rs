@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use clap::Args;
+use kbench_bench::produce::sizes::RecordSize;
 use kbench_bench::shape::{LoadShape, Scenario};
-use kbench_bench::spec::{Span, parse_positive_span};
 use kbench_bench::{Keys, Payload, ProduceSpec};
 use kbench_client::{ConnectionSettings, ProducerProperties};
 use kbench_wire::{ApiKey, Compression, Pins};
@@ -47,10 +47,11 @@ pub struct ProduceArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = positive_u64)]
     pub num_records: Option<u64>,
 
-    /// Size of each record's value in bytes (default 100), or a range MIN..MAX drawn uniformly
-    /// for each record (e.g. 100..1000).
-    #[arg(long, conflicts_with = "payload_file", allow_negative_numbers = true, value_parser = parse_positive_span)]
-    pub record_size: Option<Span<usize>>,
+    /// Size of each record's value in bytes (default 100), a range MIN..MAX drawn uniformly
+    /// for each record (e.g. 100..1000), or sizes with weights drawn for each record
+    /// (e.g. 100:0.7,1000:0.25,10000:0.05; the weights are normalised).
+    #[arg(long, conflicts_with = "payload_file", allow_negative_numbers = true, value_parser = RecordSize::parse)]
+    pub record_size: Option<RecordSize>,
 
     /// Each record's key: none (the default: unkeyed, batches round-robin over partitions),
     /// round-robin[:COUNT], random[:COUNT] or zipf[:COUNT[:EXPONENT]] over COUNT keys (default
@@ -285,14 +286,21 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
         spec.payload_file = Some(path.display().to_string());
     } else if args.payload_monotonic {
         spec.payload = Payload::Monotonic;
-    } else if let Some(size) = args.record_size {
-        spec.payload = if size.min == size.max {
-            Payload::Random { size: size.min }
-        } else {
-            Payload::Uniform {
-                min: size.min,
-                max: size.max,
-            }
+    } else if let Some(size) = &args.record_size {
+        spec.payload = match size {
+            RecordSize::Span(s) if s.min == s.max => Payload::Random { size: s.min },
+            RecordSize::Span(s) => Payload::Uniform {
+                min: s.min,
+                max: s.max,
+            },
+            // One size is a fixed size, whatever its weight.
+            RecordSize::Weighted(d) if d.buckets().len() == 1 => Payload::Random {
+                size: d.buckets()[0].size,
+            },
+            RecordSize::Weighted(d) => Payload::Weighted {
+                sizes: d.clone(),
+                random_ratio: None,
+            },
         };
     }
     set(&mut spec.keys, args.keys);

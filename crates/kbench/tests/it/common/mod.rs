@@ -530,3 +530,27 @@ impl Cmd {
         out
     }
 }
+
+/// Assert that `sizes` (each record's value length) follow `weights` (size, share): every size
+/// is one of them, and each size's count is within 4 binomial standard deviations of its share of
+/// the records (a statistical check: a correct generator fails it about once in 16 000 runs per
+/// bucket).
+pub fn assert_sizes_follow(sizes: &[usize], weights: &[(usize, f64)]) {
+    let n = sizes.len() as f64;
+    for s in sizes {
+        assert!(
+            weights.iter().any(|(w, _)| w == s),
+            "a record of {s} bytes, not one of {weights:?}"
+        );
+    }
+    for (size, share) in weights {
+        let count = sizes.iter().filter(|s| *s == size).count() as f64;
+        let sigma = (n * share * (1.0 - share)).sqrt();
+        assert!(
+            (count - n * share).abs() <= 4.0 * sigma,
+            "{size} B: {count} of {n} records, expected {} ± {}",
+            n * share,
+            4.0 * sigma
+        );
+    }
+}
