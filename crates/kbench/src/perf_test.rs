@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use hdrhistogram::Histogram;
 use kbench_bench::cluster::ClusterReport;
 use kbench_bench::consume::{ConsumeRun, ConsumeWindow};
+use kbench_bench::produce::phase::SteadyState;
 use kbench_bench::{IntervalReport, ProduceRun};
 
 /// MiB, the tools' "MB".
@@ -33,7 +34,30 @@ pub fn producer_window(w: &IntervalReport) -> String {
 /// kafka-producer-perf-test's final line, exactly (latency percentiles in whole ms, as Java's
 /// integer division gives them).
 pub fn producer_final(run: &ProduceRun) -> String {
-    let h = &run.latency;
+    total_line(
+        run.records_acked,
+        "",
+        run.records_per_sec(),
+        run.mb_per_sec(),
+        &run.latency,
+    )
+}
+
+/// kafka-producer-perf-test's steady-state line (`--warmup-records`, KIP-1052): the final line's
+/// format over the records after the warm-up, `N steady state records sent, …`.
+pub fn producer_steady_final(s: &SteadyState) -> String {
+    total_line(
+        s.records,
+        " steady state",
+        s.records_per_sec(),
+        s.mb_per_sec(),
+        &s.latency,
+    )
+}
+
+/// Java's `Stats.printTotal`: `%d%s records sent, %f records/sec (%.2f MB/sec), %.2f ms avg
+/// latency, %.2f ms max latency, %d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th.`
+fn total_line(records: u64, kind: &str, per_sec: f64, mb: f64, h: &Histogram<u64>) -> String {
     let q = |q: f64| {
         if h.is_empty() {
             0
@@ -42,10 +66,7 @@ pub fn producer_final(run: &ProduceRun) -> String {
         }
     };
     format!(
-        "{} records sent, {:.6} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
-        run.records_acked,
-        run.records_per_sec(),
-        run.mb_per_sec(),
+        "{records}{kind} records sent, {per_sec:.6} records/sec ({mb:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
         if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
         h.max() as f64 / 1000.0,
         q(0.50),
@@ -424,6 +445,24 @@ mod tests {
         assert_eq!(cols[9], "666666.6667");
         assert_eq!(DateFormat::parse("HH'h'mm").unwrap().format(t), "22h13");
         assert!(DateFormat::parse("yyyy-MM-dd E").is_err());
+    }
+
+    #[test]
+    fn the_steady_state_line_is_the_final_line_s_format() {
+        let mut latency = latency_histogram();
+        latency.record_n(1_000, 3).unwrap();
+        latency.record(2_000).unwrap();
+        let steady = SteadyState {
+            warmup_records: 10,
+            records: 4,
+            bytes: 4 * 1024 * 1024,
+            elapsed: Duration::from_secs(2),
+            latency,
+        };
+        assert_eq!(
+            producer_steady_final(&steady),
+            "4 steady state records sent, 2.000000 records/sec (2.00 MB/sec), 1.25 ms avg latency, 2.00 ms max latency, 1 ms 50th, 2 ms 95th, 2 ms 99th, 2 ms 99.9th."
+        );
     }
 
     #[test]

@@ -1172,6 +1172,7 @@ mod tests {
             latency_max_us: 0,
             latency: None,
             publish_delay: None,
+            steady_state_begins: false,
         }
     }
 
