@@ -214,6 +214,42 @@ pub struct ResultDocument {
     /// A distributed run: each agent's part, whether the run is degraded, the clock bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distributed: Option<crate::distributed::Distributed>,
+    /// With `--warmup-records` (KIP-1052): the figures of the records after each repetition's
+    /// warm-up, from the first of them sent to the end; absent without a warm-up, or when the run
+    /// ended within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<SteadyStateSummary>,
+}
+
+/// The steady state of a run with a warm-up (`--warmup-records`): kafka-producer-perf-test's
+/// "steady state" line's figures.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SteadyStateSummary {
+    /// Records left out as the warm-up (each repetition's first `--warmup-records`).
+    pub warmup_records: u64,
+    /// Steady-state records acknowledged, and their value bytes.
+    pub records: u64,
+    pub bytes: u64,
+    /// From the first steady-state record sent to the end (repetitions summed).
+    pub duration_s: f64,
+    pub records_per_sec: f64,
+    pub mb_per_sec: f64,
+    /// Intended send time (or append time when unthrottled) → ack, µs, as `latency`.
+    pub latency: LatencySummary,
+}
+
+impl SteadyStateSummary {
+    pub fn of(s: &crate::produce::phase::SteadyState) -> SteadyStateSummary {
+        SteadyStateSummary {
+            warmup_records: s.warmup_records,
+            records: s.records,
+            bytes: s.bytes,
+            duration_s: s.elapsed.as_secs_f64(),
+            records_per_sec: s.records_per_sec(),
+            mb_per_sec: s.mb_per_sec(),
+            latency: LatencySummary::of(&s.latency),
+        }
+    }
 }
 
 /// One repetition's figures: the samples `kbench compare` works on.
@@ -305,6 +341,7 @@ impl ResultDocument {
             cluster: run.cluster.clone(),
             protocol_anomalies: run.protocol_anomalies.clone(),
             distributed: None,
+            steady_state: run.steady_state.as_ref().map(SteadyStateSummary::of),
         }
     }
 }

@@ -8,6 +8,7 @@ use hdrhistogram::Histogram;
 use kbench_bench::cluster::ClusterReport;
 use kbench_bench::consume::{ConsumeRun, ConsumeWindow};
 use kbench_bench::measure::LatencySummary;
+use kbench_bench::produce::phase::SteadyState;
 use kbench_bench::result::ResultDocument;
 use kbench_bench::{IntervalReport, ProduceRun};
 
@@ -35,8 +36,9 @@ pub fn producer_window(w: &IntervalReport) -> String {
 /// kafka-producer-perf-test's final line, exactly (latency percentiles in whole ms, as Java's
 /// integer division gives them).
 pub fn producer_final(run: &ProduceRun) -> String {
-    producer_final_of(
+    total_line(
         run.records_acked,
+        "",
         run.records_per_sec(),
         run.mb_per_sec(),
         &LatencySummary::of(&run.latency),
@@ -45,17 +47,32 @@ pub fn producer_final(run: &ProduceRun) -> String {
 
 /// The final line of a result document (a distributed run's merge).
 pub fn producer_final_doc(doc: &ResultDocument) -> String {
-    producer_final_of(
+    total_line(
         doc.records_acked,
+        "",
         doc.records_per_sec,
         doc.mb_per_sec,
         &doc.latency,
     )
 }
 
-fn producer_final_of(acked: u64, rate: f64, mb: f64, l: &LatencySummary) -> String {
+/// kafka-producer-perf-test's steady-state line (`--warmup-records`, KIP-1052): the final line's
+/// format over the records after the warm-up, `N steady state records sent, …`.
+pub fn producer_steady_final(s: &SteadyState) -> String {
+    total_line(
+        s.records,
+        " steady state",
+        s.records_per_sec(),
+        s.mb_per_sec(),
+        &LatencySummary::of(&s.latency),
+    )
+}
+
+/// Java's `Stats.printTotal`: `%d%s records sent, %f records/sec (%.2f MB/sec), %.2f ms avg
+/// latency, %.2f ms max latency, %d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th.`
+fn total_line(records: u64, kind: &str, per_sec: f64, mb: f64, l: &LatencySummary) -> String {
     format!(
-        "{acked} records sent, {rate:.6} records/sec ({mb:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
+        "{records}{kind} records sent, {per_sec:.6} records/sec ({mb:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
         l.mean / 1000.0,
         l.max as f64 / 1000.0,
         l.p50 / 1000,
@@ -434,6 +451,24 @@ mod tests {
         assert_eq!(cols[9], "666666.6667");
         assert_eq!(DateFormat::parse("HH'h'mm").unwrap().format(t), "22h13");
         assert!(DateFormat::parse("yyyy-MM-dd E").is_err());
+    }
+
+    #[test]
+    fn the_steady_state_line_is_the_final_line_s_format() {
+        let mut latency = latency_histogram();
+        latency.record_n(1_000, 3).unwrap();
+        latency.record(2_000).unwrap();
+        let steady = SteadyState {
+            warmup_records: 10,
+            records: 4,
+            bytes: 4 * 1024 * 1024,
+            elapsed: Duration::from_secs(2),
+            latency,
+        };
+        assert_eq!(
+            producer_steady_final(&steady),
+            "4 steady state records sent, 2.000000 records/sec (2.00 MB/sec), 1.25 ms avg latency, 2.00 ms max latency, 1 ms 50th, 2 ms 95th, 2 ms 99th, 2 ms 99.9th."
+        );
     }
 
     #[test]

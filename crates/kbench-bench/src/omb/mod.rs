@@ -1197,6 +1197,7 @@ mod tests {
             latency_max_us: 0,
             latency: None,
             publish_delay: None,
+            steady_state_begins: false,
         }
     }
 

@@ -277,6 +277,11 @@ pub struct ProduceSpec {
     /// is committed (EndTxn) (kafka-producer-perf-test's `--transaction-duration-ms`).
     #[serde(default = "default_transaction_duration")]
     pub transaction_duration: Duration,
+    /// The first this many records of each repetition are its warm-up (KIP-1052's
+    /// `--warmup-records`): counted in the run's figures, left out of the steady-state ones
+    /// ([`phase::SteadyState`]). 0: no warm-up. Fewer than `num_records`.
+    #[serde(default)]
+    pub warmup_records: u64,
 }
 
 fn default_transaction_duration() -> Duration {
@@ -324,6 +329,7 @@ impl Default for ProduceSpec {
             window_sink: Default::default(),
             verify: false,
             transaction_duration: DEFAULT_TRANSACTION_DURATION,
+            warmup_records: 0,
         }
     }
 }
@@ -372,6 +378,12 @@ impl ProduceSpec {
         check_range("partitions", self.partitions, 1..=MAX_PARTITIONS)?;
         check_range("replication_factor", self.replication_factor, 1..=i16::MAX)?;
         check_range("num_records", self.num_records, 1..=u64::MAX)?;
+        if self.warmup_records >= self.num_records {
+            return Err(SpecError::new(
+                "warmup_records",
+                "must be strictly fewer than the number of records in the test, num_records",
+            ));
+        }
         check_producer(&self.producer)?;
         if let Some(t) = self.transaction() {
             // Kafka's transaction.max.timeout.ms is 15 minutes by default.
@@ -523,6 +535,7 @@ impl ProduceSpec {
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "repetitions": self.repetitions,
             "verify": self.verify,
+            "warmup_records": self.warmup_records,
             "properties": kbench_client::redacted(&self.properties),
         })
     }
@@ -544,7 +557,8 @@ mod tests {
 
     #[test]
     fn each_bad_field_is_named() {
-        let cases: [Case; 17] = [
+        let cases: [Case; 18] = [
+            ("warmup_records", |s| s.warmup_records = s.num_records),
             ("record_size", |s| {
                 s.payload = Payload::Uniform { min: 10, max: 5 }
             }),

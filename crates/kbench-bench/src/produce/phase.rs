@@ -34,6 +34,45 @@ pub struct IntervalReport {
     /// publish delay, exactly.
     pub latency: Option<Histogram<u64>>,
     pub publish_delay: Option<Histogram<u64>>,
+    /// With `ProduceSpec::warmup_records`: this is the first window of the steady state. From the
+    /// warm-up's end, windows count steady-state records only (as kafka-producer-perf-test's
+    /// steady-state windows do), timed from the moment the first of them was sent.
+    pub steady_state_begins: bool,
+}
+
+/// With `ProduceSpec::warmup_records` (KIP-1052): the records after the warm-up — those numbered
+/// `warmup_records` and on in their repetition — from the moment the first of them was sent to the
+/// run's end.
+#[derive(Debug, Clone)]
+pub struct SteadyState {
+    /// The records left out (each repetition's first `warmup_records`).
+    pub warmup_records: u64,
+    /// Steady-state records acknowledged, and their value bytes.
+    pub records: u64,
+    pub bytes: u64,
+    /// From the first steady-state record's send to the run's end.
+    pub elapsed: Duration,
+    /// Their latency, as the run's: from the intended send time to the ack.
+    pub latency: Histogram<u64>,
+}
+
+impl SteadyState {
+    pub fn records_per_sec(&self) -> f64 {
+        self.records as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    pub fn mb_per_sec(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.as_secs_f64().max(1e-9) / (1024.0 * 1024.0)
+    }
+
+    /// Repetitions pooled: counts and times summed, histograms merged.
+    fn merge(&mut self, other: &SteadyState) {
+        self.warmup_records += other.warmup_records;
+        self.records += other.records;
+        self.bytes += other.bytes;
+        self.elapsed += other.elapsed;
+        let _ = self.latency.add(&other.latency);
+    }
 }
 
 /// What a produce run did: counts, timing, CPU and latency.
@@ -90,6 +129,9 @@ pub struct ProduceRun {
     /// With `enable.idempotence` or a `transactional.id`: the producer's identity and what the
     /// broker made of its retries and transactions.
     pub producer: Option<ProducerReport>,
+    /// With `ProduceSpec::warmup_records`: the figures after the warm-up; `None` without one, or
+    /// when the run ended before the warm-up did.
+    pub steady_state: Option<SteadyState>,
 }
 
 /// An idempotent or transactional producer's part of a run.
@@ -190,6 +232,11 @@ impl ProduceRun {
             }
             if let (Some(mine), Some(theirs)) = (all.producer.as_mut(), r.producer.as_ref()) {
                 mine.merge(theirs);
+            }
+            match (all.steady_state.as_mut(), r.steady_state.as_ref()) {
+                (Some(mine), Some(theirs)) => mine.merge(theirs),
+                (None, Some(theirs)) => all.steady_state = Some(theirs.clone()),
+                _ => {}
             }
             all.cluster.merge(&r.cluster);
             for (k, v) in &r.protocol_anomalies {
@@ -321,6 +368,20 @@ struct Tally {
     written: Option<crate::verify::Written>,
     /// Idempotent batches acknowledged as duplicates of ones the broker held.
     duplicate_batches: u64,
+    /// From the warm-up's end (`ProduceSpec::warmup_records`): the steady state's figures.
+    steady: Option<SteadyTally>,
+    /// When the progress window restarted out of turn (the warm-up's end), until the reporter
+    /// has seen it.
+    window_restarted: Option<Instant>,
+}
+
+/// The steady state being counted: since `start`, the acknowledged records numbered
+/// `warmup_records` and on.
+struct SteadyTally {
+    start: Instant,
+    acked: u64,
+    bytes: u64,
+    latency: Histogram<u64>,
 }
 
 impl Tally {
@@ -345,7 +406,24 @@ impl Tally {
             window_start: start,
             written: verify_producer.map(crate::verify::Written::for_producer),
             duplicate_batches: 0,
+            steady: None,
+            window_restarted: None,
         }
+    }
+
+    /// The warm-up ends at `now` (its last record was sent): the steady state is counted from
+    /// here, and the progress window in hand — warm-up records — is dropped, as
+    /// kafka-producer-perf-test drops it; the next window is the steady state's first.
+    fn begin_steady(&mut self, now: Instant) {
+        self.steady = Some(SteadyTally {
+            start: now,
+            acked: 0,
+            bytes: 0,
+            latency: latency_histogram(),
+        });
+        self.take_window(now);
+        self.window.steady_state_begins = true;
+        self.window_restarted = Some(now);
     }
 
     fn take_window(&mut self, now: Instant) -> IntervalReport {
@@ -358,6 +436,34 @@ impl Tally {
         w.elapsed = now - self.window_start;
         self.window_start = now;
         w
+    }
+
+    /// An acknowledged batch's latencies, each record's from its intended time to `done_us`, into
+    /// the run's histogram, the window's (in the steady state, its records only) and the steady
+    /// state's.
+    fn latencies(&mut self, b: &Batch, done_us: u64) {
+        // The warm-up's records acknowledged in the steady state count in the run's figures only.
+        let warm = if self.steady.is_some() { b.warmup } else { 0 };
+        let (warmup, counted) = b.intended_us.split_at(warm);
+        // Records appended between two clock readings share an intended time: one histogram
+        // update per run of equal times, not per record.
+        for run in warmup.chunk_by(|a, b| a == b) {
+            let us = done_us.saturating_sub(run[0]).max(1);
+            let _ = self.latency.record_n(us, run.len() as u64);
+        }
+        for run in counted.chunk_by(|a, b| a == b) {
+            let us = done_us.saturating_sub(run[0]).max(1);
+            let n = run.len() as u64;
+            let _ = self.latency.record_n(us, n);
+            if let Some(h) = self.window.latency.as_mut() {
+                let _ = h.record_n(us, n);
+            }
+            self.window.latency_sum_us += us * n;
+            self.window.latency_max_us = self.window.latency_max_us.max(us);
+            if let Some(s) = self.steady.as_mut() {
+                let _ = s.latency.record_n(us, n);
+            }
+        }
     }
 
     /// Records handed over and not yet acknowledged or failed.
@@ -377,6 +483,10 @@ struct Batch {
     partition: i32,
     /// With `--verify`: the sequence number of the batch's first record (the rest follow it).
     first_seq: u64,
+    /// With a warm-up: how many of the batch's records, and how many of its value bytes, are the
+    /// warm-up's (a prefix: records are appended in order).
+    warmup: usize,
+    warmup_bytes: u64,
 }
 
 /// The run's side of the engine: every batch's outcome into the tally.
@@ -417,26 +527,24 @@ impl kbench_client::Delivery<Batch> for Accounting {
                     w.ack(producer, b.partition, b.first_seq, count);
                 }
                 let done_us = (outcome.at - self.start).as_micros() as u64;
-                // Records appended between two clock readings share an intended time: one
-                // histogram update per run of equal times, not per record.
-                for run in b.intended_us.chunk_by(|a, b| a == b) {
-                    let us = done_us.saturating_sub(run[0]).max(1);
-                    let n = run.len() as u64;
-                    let _ = t.latency.record_n(us, n);
-                    if let Some(h) = t.window.latency.as_mut() {
-                        let _ = h.record_n(us, n);
-                    }
-                    t.window.latency_sum_us += us * n;
-                    t.window.latency_max_us = t.window.latency_max_us.max(us);
-                }
+                t.latencies(&b, done_us);
                 let service = outcome
                     .first_sent
                     .map_or(1, |s| ((outcome.at - s).as_micros() as u64).max(1));
                 let _ = t.service_time.record_n(service, count);
                 t.acked += count;
                 t.bytes_acked += b.value_bytes;
-                t.window.records += count;
-                t.window.bytes += b.value_bytes;
+                // In the steady state, its windows count its records only.
+                let (warm, warm_bytes) = match t.steady.as_mut() {
+                    Some(s) => {
+                        s.acked += count - b.warmup as u64;
+                        s.bytes += b.value_bytes - b.warmup_bytes;
+                        (b.warmup as u64, b.warmup_bytes)
+                    }
+                    None => (0, 0),
+                };
+                t.window.records += count - warm;
+                t.window.bytes += b.value_bytes - warm_bytes;
             }
             Err(error) => {
                 t.failed += count;
@@ -776,6 +884,7 @@ pub async fn run_produce_until(
             partitions,
             verify_producer,
             waited: Duration::ZERO,
+            warmup: spec.warmup_records,
         },
         txn: None,
         stop_error: None,
@@ -825,13 +934,19 @@ impl<'a, F: Fn(&IntervalReport) + Send + Sync + 'static> Phase<'a, F> {
             let on_interval = on_interval.clone();
             let every = spec.reporting_interval.max(Duration::from_millis(10));
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                let mut due = Instant::now() + every;
                 loop {
-                    tick.tick().await;
-                    let report = tally
-                        .lock()
-                        .expect("tally lock")
-                        .take_window(Instant::now());
+                    tokio::time::sleep_until(due.into()).await;
+                    let report = {
+                        let mut t = tally.lock().expect("tally lock");
+                        // The window restarted (the warm-up's end): a whole interval from there.
+                        if let Some(at) = t.window_restarted.take() {
+                            due = at + every;
+                            continue;
+                        }
+                        t.take_window(Instant::now())
+                    };
+                    due += every;
                     on_interval(&report);
                 }
             })
@@ -911,10 +1026,24 @@ impl<'a, F: Fn(&IntervalReport) + Send + Sync + 'static> Phase<'a, F> {
             timeline.into_windows()
         };
         let unsent = if ending.throttled {
-            account_unsent(spec, ending.next, ending.loop_end, &mut t.latency)
+            // Records never sent are all past the warm-up's when the steady state began.
+            let mut waits = latency_histogram();
+            let unsent = account_unsent(spec, ending.next, ending.loop_end, &mut waits);
+            let _ = t.latency.add(&waits);
+            if let Some(s) = t.steady.as_mut() {
+                let _ = s.latency.add(&waits);
+            }
+            unsent
         } else {
             0
         };
+        let steady_state = t.steady.as_ref().map(|s| SteadyState {
+            warmup_records: spec.warmup_records,
+            records: s.acked,
+            bytes: s.bytes,
+            elapsed: s.start.elapsed(),
+            latency: s.latency.clone(),
+        });
         let saturation = Saturation::judge(
             ending.throttled,
             t.last_publish_delay_us,
@@ -971,6 +1100,7 @@ impl<'a, F: Fn(&IntervalReport) + Send + Sync + 'static> Phase<'a, F> {
                     .as_ref()
                     .map_or(0, |s| s.records_aborted),
             }),
+            steady_state,
         }
     }
 }
@@ -1097,6 +1227,8 @@ struct Feed<'a> {
     verify_producer: Option<u64>,
     sequences: Vec<u64>,
     waited: Duration,
+    /// `ProduceSpec::warmup_records`: records numbered below it are the warm-up's.
+    warmup: u64,
 }
 
 impl Feed<'_> {
@@ -1136,7 +1268,7 @@ impl Feed<'_> {
 
     /// Append `record` to its open batch (a new one opens at the clock's reading) with its
     /// CreateTime, its `--verify` stamp, and its intended send time (µs since the run's start).
-    fn append(&mut self, record: &Record<'_>, clock: &Clock, intended_us: u64) {
+    fn append(&mut self, record: &Record<'_>, clock: &Clock, intended_us: u64, i: u64) {
         let open = self.engine.open(record.slot, clock.now, None);
         if open.builder.is_empty() {
             let pos = open.pos();
@@ -1168,6 +1300,10 @@ impl Feed<'_> {
         }
         open.meta.intended_us.push(intended_us);
         open.meta.value_bytes += record.value.len() as u64;
+        if i < self.warmup {
+            open.meta.warmup += 1;
+            open.meta.warmup_bytes += record.value.len() as u64;
+        }
     }
 }
 
@@ -1251,6 +1387,13 @@ impl RecordLoop<'_> {
             if self.clock.now < intended && !self.wait_until(intended).await {
                 break;
             }
+            // The warm-up's last record was sent: the steady state begins with this one.
+            if self.i == self.feed.warmup && self.i > 0 {
+                self.tally
+                    .lock()
+                    .expect("tally lock")
+                    .begin_steady(Instant::now());
+            }
             let record = self.records.next(self.i);
             // Batches past their linger.ms close, and so does this record's batch when it is full
             // (the check is inline: no future is made per record unless a batch is due).
@@ -1264,7 +1407,7 @@ impl RecordLoop<'_> {
                 }
             }
             let intended_us = scheduled.map_or(self.clock.now_us, |o| o.as_micros() as u64);
-            self.feed.append(&record, &self.clock, intended_us);
+            self.feed.append(&record, &self.clock, intended_us, self.i);
             self.i += 1;
         }
     }
@@ -1428,6 +1571,53 @@ fn gone(since: Instant, start: Instant, delivery_timeout: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A warm-up's records acknowledged after the warm-up ended count in the run's figures only;
+    /// from the warm-up's end the windows count the steady state's records, from its start.
+    #[test]
+    fn warm_up_records_stay_out_of_the_steady_state() {
+        let spec = ProduceSpec {
+            interval_histograms: true,
+            warmup_records: 2,
+            ..ProduceSpec::default()
+        };
+        let start = Instant::now();
+        let mut t = Tally::new(&spec, start, None);
+        let early = Batch {
+            intended_us: vec![10, 10],
+            warmup: 2,
+            warmup_bytes: 200,
+            value_bytes: 200,
+            ..Batch::default()
+        };
+        t.latencies(&early, 1_010);
+        assert_eq!(t.window.latency.as_ref().map(Histogram::len), Some(2));
+        let boundary = start + Duration::from_millis(5);
+        t.begin_steady(boundary);
+        assert_eq!(t.window_restarted, Some(boundary));
+        assert!(t.window.steady_state_begins && t.window.records == 0);
+        // Two warm-up records and three of the steady state in one batch, answered later.
+        let mixed = Batch {
+            intended_us: vec![20, 20, 5_000, 5_000, 6_000],
+            warmup: 2,
+            warmup_bytes: 200,
+            value_bytes: 500,
+            ..Batch::default()
+        };
+        t.latencies(&mixed, 8_000);
+        assert_eq!(t.latency.len(), 7);
+        let steady = t.steady.as_ref().expect("the steady state");
+        assert_eq!(steady.latency.len(), 3);
+        assert!(steady.latency.equivalent(steady.latency.max(), 3_000));
+        assert_eq!(t.window.latency_sum_us, 3_000 + 3_000 + 2_000);
+        assert_eq!(t.window.latency.as_ref().map(Histogram::len), Some(3));
+        let w = t.take_window(boundary + Duration::from_millis(1));
+        assert!(w.steady_state_begins);
+        assert!(
+            !t.window.steady_state_begins,
+            "only the first window says so"
+        );
+    }
 
     fn counts(keys: Keys, draws: usize) -> Vec<usize> {
         let mut chooser = KeyChooser::new(keys, &[0, 1, 2, 3], 4);

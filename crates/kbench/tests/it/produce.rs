@@ -810,3 +810,81 @@ fn record_sizes_follow_a_weighted_distribution() {
         .args(&["--record-size", "100:1,200:1", "--payload-monotonic"])
         .refused("--payload-monotonic");
 }
+
+/// Kafka 4.x's `--warmup-records N` (KIP-1052), as ProducerPerformance prints it: the warm-up
+/// announced first, `In steady state.` before the first window after it, the whole run's final
+/// line, then `… steady state records sent, …` over the records after the first N; the result
+/// document carries the steady state too. N not below `--num-records` is refused, naming the flag;
+/// a negative N is no warm-up.
+#[test]
+fn warmup_records_leave_the_steady_state_line_and_are_counted_in_the_run_s() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("warmup-records");
+    let json = dir.path().join("w.json");
+    let out = Cmd::on("produce", &broker)
+        .topic("warmup")
+        .args(&["--num-records", "6000", "--warmup-records", "2000"])
+        .args(&["--throughput", "4000", "--reporting-interval", "200"])
+        .json(&json)
+        .ok(LIMIT);
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = |what: &dyn Fn(&str) -> bool| {
+        lines
+            .iter()
+            .position(|l| what(l))
+            .unwrap_or_else(|| panic!("no such line in:\n{stdout}"))
+    };
+    let announced = at(&|l| {
+        l == "Warmup first 2000 records. Steady state results will print after the complete test summary."
+    });
+    let steady = at(&|l| l == "In steady state.");
+    let total = at(&|l| l.starts_with("6000 records sent, "));
+    let steady_total = at(&|l| l.starts_with("4000 steady state records sent, "));
+    assert!(
+        announced < steady && steady < total && total + 1 == steady_total,
+        "{stdout}"
+    );
+    assert_eq!(
+        regex_like_progress(lines[steady + 1]),
+        1,
+        "a window line follows:\n{stdout}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| **l == "In steady state.").count(),
+        1
+    );
+    let rest = lines[steady_total]
+        .strip_prefix("4000 steady state records sent, ")
+        .unwrap();
+    let shape = lines[total].strip_prefix("6000 records sent, ").unwrap();
+    let words = |l: &str| -> Vec<String> {
+        l.split(' ')
+            .filter(|w| w.parse::<f64>().is_err() && !w.starts_with('('))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(words(rest), words(shape), "the final line's format");
+    let doc = result_json(&json);
+    assert_eq!(n(&doc, "records_acked"), 6000);
+    assert_eq!(n(&doc["steady_state"], "records"), 4000);
+    assert_eq!(n(&doc["steady_state"], "warmup_records"), 2000);
+    assert_eq!(n(&doc["steady_state"]["latency"], "count"), 4000);
+    assert_eq!(n(&doc["settings"], "warmup_records"), 2000);
+
+    Cmd::on("produce", &broker)
+        .topic("warmup")
+        .args(&["--num-records", "6000", "--warmup-records", "6000"])
+        .refused("--warmup-records: The value for --warmup-records must be strictly fewer than the number of records in the test, --num-records.");
+    let out = Cmd::on("produce", &broker)
+        .topic("warmup")
+        .args(&["--num-records", "100", "--warmup-records", "-3"])
+        .json(&json)
+        .ok(LIMIT);
+    let stdout = text(&out.stdout);
+    assert!(
+        !stdout.contains("Warmup") && !stdout.contains("steady state"),
+        "{stdout}"
+    );
+    assert!(result_json(&json).get("steady_state").is_none());
+}

@@ -70,6 +70,14 @@ pub struct ProduceArgs {
     #[arg(long, conflicts_with_all = ["payload_file", "record_size"])]
     pub payload_monotonic: bool,
 
+    /// The number of records to treat as warmup; these initial records will not be included in
+    /// steady-state statistics. An additional summary line will be printed describing the
+    /// steady-state statistics. (default: 0). Kafka 4.x's flag (KIP-1052); a negative value is
+    /// 0. With --repetitions, each repetition's first N records; not with --find-max-rate or
+    /// --agents.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = warmup_records, conflicts_with = "find_max_rate")]
+    pub warmup_records: Option<u64>,
+
     /// At the end, print the run's figures as Kafka's tool prints its producer's metrics
     /// (`Metric Name   Value`): under Java's names (producer-metrics) where the figure means the
     /// same, in kbench-producer-metrics where it is kbench's own.
@@ -334,6 +342,12 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     if spec.shape.is_some() && args.num_records.is_none() {
         spec.num_records = u64::MAX;
     }
+    if let Some(n) = args.warmup_records {
+        if n >= spec.num_records {
+            return Err(WARMUP_NOT_FEWER.into());
+        }
+        spec.warmup_records = n;
+    }
     spec.limits = args.limits.limits();
     spec.validate().map_err(|e| spec_error(&e))?;
     let slo = args.slo.conditions("produce")?;
@@ -343,6 +357,17 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
         spec,
         slo,
     })
+}
+
+/// kafka-producer-perf-test's error for a warm-up as long as the test, after the flag's name.
+const WARMUP_NOT_FEWER: &str = "--warmup-records: The value for --warmup-records must be strictly fewer than the number of records in the test, --num-records.";
+
+/// `--warmup-records`: a whole number; a negative one is 0, as Kafka's tool takes it.
+fn warmup_records(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) => Ok(n.clamp(0, u64::MAX as i128) as u64),
+        Err(_) => Err("expected a whole number".into()),
+    }
 }
 
 fn read_payloads(path: &Path, delimiter: &str) -> Result<Vec<Bytes>, String> {
@@ -366,4 +391,35 @@ fn read_payloads(path: &Path, delimiter: &str) -> Result<Vec<Bytes>, String> {
         ));
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_records_as_kafka_s_tool_takes_them() {
+        assert_eq!(warmup_records("-5"), Ok(0));
+        assert_eq!(warmup_records("7"), Ok(7));
+        assert!(warmup_records("x").is_err());
+        let args = |warmup: u64, records: Option<u64>| ProduceArgs {
+            warmup_records: Some(warmup),
+            num_records: records,
+            ..ProduceArgs::default()
+        };
+        assert_eq!(
+            plan(&args(10, Some(10))).err().as_deref(),
+            Some(WARMUP_NOT_FEWER)
+        );
+        assert_eq!(
+            plan(&args(9, Some(10))).map(|p| p.spec.warmup_records).ok(),
+            Some(9)
+        );
+        // Against the default record count when --num-records is not given.
+        assert!(plan(&args(1_000_000, None)).is_err());
+        assert_eq!(
+            plan(&args(0, Some(1))).map(|p| p.spec.warmup_records).ok(),
+            Some(0)
+        );
+    }
 }

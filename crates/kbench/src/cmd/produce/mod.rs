@@ -87,11 +87,15 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> CliResult {
     result
 }
 
-/// kafka-producer-perf-test's lines, as the job goes (above the progress bar on a terminal).
-struct Lines(Arc<crate::progress::Progress>);
+/// kafka-producer-perf-test's lines, as the job goes (above the progress bar on a terminal), for
+/// a run with this many warm-up records.
+struct Lines(Arc<crate::progress::Progress>, u64);
 
 impl ProduceObserver for Lines {
     fn interval(&self, w: &IntervalReport) {
+        if w.steady_state_begins {
+            self.0.line("In steady state.");
+        }
         self.0.line(&crate::perf_test::producer_window(w));
         if w.failed > 0 {
             self.0.line(&format!("{} records failed.", w.failed));
@@ -104,6 +108,16 @@ impl ProduceObserver for Lines {
     }
     fn finished(&self, run: &ProduceRun) {
         self.0.always(&crate::perf_test::producer_final(run));
+        match &run.steady_state {
+            Some(steady) => self
+                .0
+                .always(&crate::perf_test::producer_steady_final(steady)),
+            None if self.1 > 0 => eprintln!(
+                "kbench: the run ended within its warm-up ({} records): no steady-state figures",
+                self.1
+            ),
+            None => {}
+        }
     }
     fn verifying(&self) {
         eprintln!("kbench: reading the topic back to verify every record");
@@ -131,12 +145,18 @@ async fn execute(
         plan.spec.partitions,
         plan.spec.replication_factor,
     );
+    if plan.spec.warmup_records > 0 {
+        progress.always(&format!(
+            "Warmup first {} records. Steady state results will print after the complete test summary.",
+            plan.spec.warmup_records
+        ));
+    }
     let job = run_job(
         &plan.spec,
         cluster,
         harness.embedded_broker(),
         harness.stop.clone(),
-        Arc::new(Lines(progress.clone())),
+        Arc::new(Lines(progress.clone(), plan.spec.warmup_records)),
     );
     let outcome = harness.run(job, Some(recreate)).await;
     progress.finish();
@@ -336,6 +356,10 @@ async fn distributed(
         Some("--metrics-listen: with --agents, scrape each agent's /metrics")
     } else if args.print_metrics {
         Some("--print-metrics: not with --agents yet (each agent's figures are in its own result)")
+    } else if plan.spec.warmup_records > 0 {
+        Some(
+            "--warmup-records: not with --agents yet (each agent's warm-up would end at its own moment)",
+        )
     } else {
         None
     };
