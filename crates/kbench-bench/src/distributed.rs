@@ -20,7 +20,10 @@ use crate::timeline::{Figure, Interval};
 
 /// The coordinator–agent protocol version. An agent refuses a coordinator that speaks another.
 /// 2: a segment's work is one tagged spec (`"work": {"produce": …}`), not two optional ones.
-pub const AGENT_PROTOCOL: u32 = 2;
+/// 3: a segment is answered at once (the coordinator polls an e2e consumer until it has joined its
+/// group), and it holds a lease that the coordinator's polls renew: a segment nobody asks about
+/// for the agent's lease time is stopped and marked `abandoned`.
+pub const AGENT_PROTOCOL: u32 = 3;
 
 /// What one agent runs of a distributed run: the very spec the coordinator's front end built,
 /// split; the cluster to reach and its connection properties (secrets included: the agent needs
@@ -63,6 +66,9 @@ pub enum RunStatus {
     Stopping,
     Finished,
     Failed,
+    /// Stopped by its agent because its coordinator stopped asking about it (the lease ran out);
+    /// whatever it had done is kept in its result.
+    Abandoned,
 }
 
 impl RunStatus {
@@ -72,6 +78,7 @@ impl RunStatus {
             RunStatus::Stopping => "stopping",
             RunStatus::Finished => "finished",
             RunStatus::Failed => "failed",
+            RunStatus::Abandoned => "abandoned",
         }
     }
 

@@ -477,7 +477,7 @@ impl NativeConsumer {
             group_id: spec.group_id.clone(),
             topic: spec.topic.clone(),
             session_timeout: spec.consumer.session_timeout,
-            rebalance_timeout: spec.consumer.session_timeout.max(Duration::from_secs(30)),
+            rebalance_timeout: spec.rebalance_timeout(),
         };
         let setup = async {
             let member = GroupMember::join(cluster.clone(), config).await?;

@@ -271,6 +271,15 @@ impl E2eSpec {
         self.mode == E2eMode::Consumer && self.run_tag.is_some()
     }
 
+    /// How long the consumer's group join may take: the rebalance timeout it sends in JoinGroup
+    /// (the session timeout, at least 30 s). A coordinator holds a new group's join up to that
+    /// (upstream Tansu holds it for half the session timeout).
+    pub fn rebalance_timeout(&self) -> std::time::Duration {
+        self.consumer
+            .session_timeout
+            .max(std::time::Duration::from_secs(30))
+    }
+
     /// The Kafka APIs a native e2e run sends (what may be pinned).
     pub const APIS: &[kbench_wire::ApiKey] = {
         use kbench_wire::ApiKey::*;

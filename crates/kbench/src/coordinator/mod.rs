@@ -36,6 +36,16 @@ const START_LEAD: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_secs(1);
 /// How long one control request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a consumer that is joining its group is polled (its producers start once it has).
+const READY_POLL: Duration = Duration::from_millis(250);
+/// How often the wait for a consumer's join is told.
+const NOTICE_EVERY: Duration = Duration::from_secs(3);
+/// A consumer's join may take its rebalance timeout, plus this: the client's own patience for one
+/// JoinGroup beyond it (5 s), connecting, the topic, the positions.
+const JOIN_MARGIN: Duration = Duration::from_secs(20);
+
+/// Told the coordinator's own lines (a wait under way), one at a time.
+pub type Notice = dyn Fn(&str) + Send + Sync;
 
 /// Told each agent's live figures (its address, its `live` block) at every poll.
 pub type Progress<'a> = dyn Fn(&[(String, Value)]) + Send + Sync + 'a;
@@ -53,6 +63,7 @@ pub struct Coordinator {
     token: Option<String>,
     agents: Vec<String>,
     clocks: Vec<ClockEstimate>,
+    notice: Box<Notice>,
 }
 
 /// A segment handed to an agent, as the poll loop follows it.
@@ -106,6 +117,7 @@ impl Coordinator {
             token: list.token.clone(),
             agents: list.urls.clone(),
             clocks: Vec::new(),
+            notice: Box::new(|line| tracing::info!("{line}")),
         };
         for url in &c.agents {
             let hello = c
@@ -135,6 +147,12 @@ impl Coordinator {
         }
         c.clocks = clocks;
         Ok(c)
+    }
+
+    /// Where the coordinator's own lines go (a wait under way); the log's info level unless told.
+    pub fn with_notice(mut self, notice: impl Fn(&str) + Send + Sync + 'static) -> Coordinator {
+        self.notice = Box::new(notice);
+        self
     }
 
     /// The largest of the agents' clock bounds, µs.
@@ -300,6 +318,74 @@ impl Coordinator {
         }
     }
 
+    /// Poll an e2e consumer's segment until it has joined its group (its phase past `starting`),
+    /// for at most `bound`, saying every [`NOTICE_EVERY`] how long it has waited. Each poll renews
+    /// its lease. On giving up or on `cancel` the segment is stopped; the error names the agent and
+    /// the phase.
+    async fn wait_joined(
+        &self,
+        s: &mut Running,
+        bound: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<(), String> {
+        let url = self.agents[s.agent].clone();
+        let started = Instant::now();
+        let mut told = Instant::now();
+        loop {
+            self.poll(s).await;
+            if s.done() {
+                return Err(format!(
+                    "--agents {url}: the consumer ended before it joined its group: {}",
+                    s.error.clone().unwrap_or_else(|| s.status_name().into())
+                ));
+            }
+            let phase = s.last_live.get("phase").and_then(Value::as_str);
+            if phase.is_some_and(|p| p != "starting") {
+                return Ok(());
+            }
+            if started.elapsed() >= bound {
+                self.stop_all(std::slice::from_ref(s)).await;
+                return Err(format!(
+                    "--agents {url}: the consumer did not join its group within {} s (its rebalance timeout + {} s; a broker that holds JoinGroup longer needs a longer session.timeout.ms)",
+                    bound.as_secs(),
+                    JOIN_MARGIN.as_secs()
+                ));
+            }
+            if told.elapsed() >= NOTICE_EVERY {
+                told = Instant::now();
+                (self.notice)(&format!(
+                    "waiting for the consumer on {url} to join its group… {} s",
+                    started.elapsed().as_secs()
+                ));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(READY_POLL) => {}
+                _ = cancel.cancelled() => {
+                    self.stop_all(std::slice::from_ref(s)).await;
+                    return Err(format!(
+                        "--agents {url}: stopped while the consumer was joining its group"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The barrier: every segment must have reached its agent before the start instant `at`
+    /// (coordinator's clock, µs); otherwise the agents would not start together, and every
+    /// segment is stopped.
+    async fn check_barrier(&self, segments: &[Running], at: u64) -> Result<(), String> {
+        let now = wall_us();
+        if now <= at {
+            return Ok(());
+        }
+        self.stop_all(segments).await;
+        Err(format!(
+            "--agents: handing out the segments ended {} ms after the barrier start (a lead of {} s): the agents would not have started together; every segment was stopped (are the agents overloaded or far away?)",
+            (now - at) / 1000,
+            START_LEAD.as_secs()
+        ))
+    }
+
     /// Ask every segment not done yet to stop (best effort).
     async fn stop_all(&self, segments: &[Running]) {
         for s in segments.iter().filter(|s| !s.done()) {
@@ -387,14 +473,17 @@ impl Coordinator {
             .collect()
     }
 
-    /// The start instant in each agent's own clock: now + the lead, shifted by its offset.
-    fn start_at(&self) -> Vec<u64> {
+    /// The start instant: now + the lead, in the coordinator's clock and in each agent's own
+    /// (shifted by its offset).
+    fn start_at(&self) -> (u64, Vec<u64>) {
         let worst_rtt = self.clocks.iter().map(|c| c.rtt_us).max().unwrap_or(0);
         let at = wall_us() + START_LEAD.as_micros() as u64 + 4 * worst_rtt;
-        self.clocks
+        let each = self
+            .clocks
             .iter()
             .map(|c| (at as i64 + c.offset_us).max(0) as u64)
-            .collect()
+            .collect();
+        (at, each)
     }
 }
 
@@ -426,7 +515,7 @@ pub async fn run_produce(
     progress: &Progress<'_>,
 ) -> Result<ResultDocument, String> {
     let parts = split_produce(spec, c.agents.len()).map_err(|e| crate::args::spec_error(&e))?;
-    let start_at = c.start_at();
+    let (at, start_at) = c.start_at();
     let mut segments = Vec::new();
     for (i, mut part) in parts.into_iter().enumerate() {
         part.start_at_us = Some(start_at[i]);
@@ -439,6 +528,7 @@ pub async fn run_produce(
             }
         }
     }
+    c.check_barrier(&segments, at).await?;
     c.follow(&mut segments, spec.reporting_interval, cancel, progress)
         .await;
     let after = c.clocks_after().await;
@@ -468,9 +558,15 @@ pub async fn run_e2e(
     consumer.producer_segments =
         producer_segments(&producers, &producer_clocks, &c.clocks[consumer_agent]);
     let body = segment(target, Work::E2e(Box::new(consumer.clone())));
-    // Answered once the consumer has joined its group and is positioned.
+    // Answered at once; the producers start once it has joined its group and is positioned.
     let mut consumer_run = c.start(consumer_agent, &body, "consumer").await?;
-    let start_at = c.start_at();
+    c.wait_joined(
+        &mut consumer_run,
+        spec.rebalance_timeout() + JOIN_MARGIN,
+        cancel,
+    )
+    .await?;
+    let (at, start_at) = c.start_at();
     let mut running = Vec::new();
     for (k, mut part) in producers.into_iter().enumerate() {
         let i = producer_agents[k];
@@ -484,6 +580,10 @@ pub async fn run_e2e(
                 return Err(e);
             }
         }
+    }
+    if let Err(e) = c.check_barrier(&running, at).await {
+        c.stop_all(std::slice::from_ref(&consumer_run)).await;
+        return Err(e);
     }
     // The producers run (their duration, or until stopped); the consumer's progress goes along.
     {

@@ -2,7 +2,9 @@
 //! version), reads the agent's clock several times (offset estimation), hands it a *segment* — the
 //! same spec type the CLI builds, serialised, with the cluster to reach and a barrier start time —
 //! and polls it; a distributed e2e run's consumer is told what the producers acknowledged before it
-//! drains. A segment is a run in the registry: supervised, one at a time, its result written.
+//! drains. A segment is a run in the registry: supervised, one at a time, its result written. Every
+//! segment holds a lease (`--lease`): the coordinator's polls (`GET` on the segment, and the drain)
+//! renew it; one nobody asks about for the lease time is stopped and ends `abandoned`.
 
 use std::sync::Arc;
 
@@ -87,9 +89,9 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
                 "settings": spec.settings_json(), "start_at_us": spec.start_at_us,
                 "properties": masked,
             });
-            // A consumer is answered once it has joined its group (its producers must not start
-            // before); producers at once (they wait for the barrier).
-            let wait = spec.mode.has_consumer();
+            // Answered at once, a consumer too: the coordinator polls it until it has joined its
+            // group (as long as the join takes), renewing its lease as it does; producers wait
+            // for the barrier.
             start_e2e(
                 &app,
                 crate::serve::registry::Api::V1,
@@ -97,18 +99,23 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
                 *spec,
                 bootstrap,
                 client,
-                wait,
+                false,
             )
             .await?
         }
     };
+    if let Some(lease) = app.lease {
+        app.runs.set_lease(&id, lease);
+    }
     Ok(json_response(
         StatusCode::CREATED,
         json!({ "id": id, "workload": workload, "status": "running" }),
     ))
 }
 
+/// A segment as its coordinator polls it; the poll renews its lease.
 pub async fn get(State(app): State<Arc<App>>, UrlPath(id): UrlPath<String>) -> ApiResult {
+    app.runs.renew(&id);
     let (body, ended) = app
         .runs
         .read_run(&id, |r| (run_json(r, true), !r.status.active()))?;
@@ -143,6 +150,7 @@ pub async fn drain(
     body: Bytes,
 ) -> ApiResult {
     let drain: Drain = from_value(json_object(&body)?)?;
+    app.runs.renew(&id);
     let live = app.runs.read_run(&id, |r| match &r.live {
         Live::E2e(live) => Some(live.clone()),
         _ => None,

@@ -32,6 +32,8 @@ pub struct App {
     /// `kbench agent --exit-after-segments N`: the segments whose result a coordinator has read,
     /// and when to exit (a Kubernetes Job's agents end with the run).
     pub exit_after: Option<usize>,
+    /// `kbench agent --lease`: how long a segment may go unasked about by its coordinator.
+    pub lease: Option<std::time::Duration>,
     pub delivered: std::sync::Mutex<std::collections::BTreeSet<String>>,
     pub exit: tokio::sync::Notify,
     /// The latest run's Prometheus metrics (`/metrics`).

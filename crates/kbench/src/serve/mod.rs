@@ -74,9 +74,32 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = crate::args::positive_usize)]
     pub exit_after_segments: Option<usize>,
 
+    /// `kbench agent`: how long a segment may go without a word from its coordinator (whose
+    /// progress polls come every second) before the agent stops it, keeps its partial result
+    /// marked `abandoned`, and is free for the next run. At least 3s (default 15s).
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::parse_duration)]
+    pub lease: Option<std::time::Duration>,
+
     /// Where every finished run's result document is written (and read back at start).
     #[arg(long, default_value = "kbench-results")]
     pub results_dir: PathBuf,
+}
+
+/// An agent's segment lease when `--lease` is not given.
+const DEFAULT_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
+/// The shortest lease: the coordinator polls every second, and a poll may take a moment.
+const MIN_LEASE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Stop every segment whose lease ran out (its coordinator gone), as a stop would; each stop runs
+/// beside the others, bounded by the registry's grace.
+async fn watch_leases(runs: Arc<Registry>) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        for id in runs.expired() {
+            let runs = runs.clone();
+            tokio::spawn(async move { runs.abandon(&id).await });
+        }
+    }
 }
 
 /// `kbench serve`; with `agent`, `kbench agent` (the `/agent/v1` routes too).
@@ -85,6 +108,16 @@ pub async fn run(args: ServeArgs, agent: bool) -> CliResult {
         return Err(CliError::usage(
             "--exit-after-segments: only for `kbench agent`",
         ));
+    }
+    if !agent && args.lease.is_some() {
+        return Err(CliError::usage("--lease: only for `kbench agent`"));
+    }
+    let lease = agent.then(|| args.lease.unwrap_or(DEFAULT_LEASE));
+    if lease.is_some_and(|l| l < MIN_LEASE) {
+        return Err(CliError::usage(format!(
+            "--lease: at least {} s (the coordinator asks about its segments every second)",
+            MIN_LEASE.as_secs()
+        )));
     }
     if agent {
         // A test hook (docs/DESIGN.md, "Distributed runs travel as specs"): an agent whose clock
@@ -158,6 +191,7 @@ pub async fn run(args: ServeArgs, agent: bool) -> CliResult {
         agent,
         agent_token: args.agent_token.clone().filter(|t| !t.is_empty()),
         exit_after: args.exit_after_segments,
+        lease,
         delivered: Default::default(),
         exit: tokio::sync::Notify::new(),
         metrics: Default::default(),
@@ -168,6 +202,9 @@ pub async fn run(args: ServeArgs, agent: bool) -> CliResult {
     println!("kbench {name}: listening on http://{addr}");
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
+    if lease.is_some() {
+        tokio::spawn(watch_leases(app.runs.clone()));
+    }
     let exit = app.clone();
     listen::serve(listener, router, max_connections, async move {
         tokio::select! {

@@ -223,6 +223,7 @@ async fn distributed(
     let consumer = consumer_agent(args, spec, &agents)?;
     let properties = args.connection.pairs()?;
     let (bootstrap, coordinator) = cli_connect(args.bootstrap_server.as_deref(), &agents).await?;
+    let coordinator = coordinator.with_notice(|line| println!("kbench e2e: {line}"));
     println!(
         "kbench e2e: {} producer(s) over {} agents, the consumer on {}; group {}, seed {}; clock offsets within {} µs",
         spec.producers,

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::http::StatusCode;
 use hdrhistogram::Histogram;
@@ -98,6 +98,12 @@ pub struct RunEntry {
     pub pub_sub_stats: Option<Value>,
     pub error: Option<String>,
     done: watch::Receiver<bool>,
+    /// An agent's segment: how long it may go without its coordinator asking about it.
+    lease: Option<Duration>,
+    /// When its coordinator last asked about it (or it started).
+    renewed: Instant,
+    /// Why it was abandoned, once its lease ran out.
+    abandoned: Option<String>,
 }
 
 /// How a run ended: its result document (and seed stats), or why there is none.
@@ -202,6 +208,9 @@ impl Registry {
             pub_sub_stats: None,
             error: None,
             done,
+            lease: None,
+            renewed: Instant::now(),
+            abandoned: None,
         });
         Ok(Registered {
             id,
@@ -330,7 +339,10 @@ impl Registry {
         }
         let mut runs = self.runs.lock().expect("runs lock");
         if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
-            r.status = if outcome.error.is_some() && outcome.result.is_none() {
+            r.status = if let Some(why) = &r.abandoned {
+                outcome.error.get_or_insert_with(|| why.clone());
+                Status::Abandoned
+            } else if outcome.error.is_some() && outcome.result.is_none() {
                 Status::Failed
             } else {
                 Status::Finished
@@ -357,8 +369,9 @@ impl Registry {
         }
     }
 
-    /// Ask a run to stop (a running one becomes stopping); what to wait on, and its abort.
-    fn ask_stop(&self, id: &str) -> Result<Stopping, ApiError> {
+    /// Ask a run to stop, saying why (a running one becomes stopping); what to wait on, and its
+    /// abort.
+    fn ask_stop(&self, id: &str, why: &str) -> Result<Stopping, ApiError> {
         let mut runs = self.runs.lock().expect("runs lock");
         let r = runs.iter_mut().find(|r| r.id == id).ok_or_else(|| {
             ApiError::new(StatusCode::NOT_FOUND, format!("no run with id {id:?}"))
@@ -366,14 +379,68 @@ impl Registry {
         if r.status == Status::Running {
             r.status = Status::Stopping;
             r.kill_time = Some(SystemTime::now());
-            r.stop.stop("stopped");
+            r.stop.stop(why);
         }
         Ok((r.done.clone(), r.abort.clone()))
     }
 
+    /// Give a run (an agent's segment) a lease: it is abandoned once nobody has asked about it
+    /// ([`renew`](Self::renew)) for `lease`.
+    pub fn set_lease(&self, id: &str, lease: Duration) {
+        let mut runs = self.runs.lock().expect("runs lock");
+        if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
+            r.lease = Some(lease);
+            r.renewed = Instant::now();
+        }
+    }
+
+    /// Its coordinator asked about the run: its lease starts again.
+    pub fn renew(&self, id: &str) {
+        let mut runs = self.runs.lock().expect("runs lock");
+        if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
+            r.renewed = Instant::now();
+        }
+    }
+
+    /// The active runs whose lease ran out, marked abandoned (each is returned once): stop them
+    /// with [`abandon`](Self::abandon).
+    pub fn expired(&self) -> Vec<String> {
+        let mut runs = self.runs.lock().expect("runs lock");
+        runs.iter_mut()
+            .filter(|r| r.status.active() && r.abandoned.is_none())
+            .filter_map(|r| {
+                let lease = r.lease?;
+                (r.renewed.elapsed() >= lease).then(|| {
+                    r.abandoned = Some(format!(
+                        "abandoned: no word from its coordinator for {} (the agent's --lease); stopped, the partial result kept",
+                        humantime::format_duration(lease)
+                    ));
+                    r.id.clone()
+                })
+            })
+            .collect()
+    }
+
+    /// Stop a run whose lease ran out, as a stop would (bounded by [`STOP_GRACE`]); it ends
+    /// `abandoned`, its partial result kept.
+    pub async fn abandon(&self, id: &str) {
+        let why = self.read(|runs| {
+            runs.iter()
+                .find(|r| r.id == id)
+                .and_then(|r| r.abandoned.clone())
+        });
+        let why = why.unwrap_or_else(|| "abandoned".into());
+        tracing::warn!(%id, "{why}");
+        let _ = self.stop_bounded(id, &why).await;
+    }
+
     /// Ask a run to stop and wait until its result is recorded; past [`STOP_GRACE`] it is aborted.
     pub async fn stop_and_wait(&self, id: &str) -> Result<(), ApiError> {
-        let (mut done, abort) = self.ask_stop(id)?;
+        self.stop_bounded(id, "stopped").await
+    }
+
+    async fn stop_bounded(&self, id: &str, why: &str) -> Result<(), ApiError> {
+        let (mut done, abort) = self.ask_stop(id, why)?;
         if tokio::time::timeout(STOP_GRACE, done.wait_for(|d| *d))
             .await
             .is_err()
@@ -388,7 +455,7 @@ impl Registry {
 
     /// Ask a run to stop, without waiting for it.
     pub fn stop(&self, id: &str) -> Result<(), ApiError> {
-        self.ask_stop(id).map(|_| ())
+        self.ask_stop(id, "stopped").map(|_| ())
     }
 
     /// Ask every active run to stop; what to wait on for each.
@@ -476,6 +543,9 @@ fn load_finished(dir: &Path) -> Vec<RunEntry> {
             result: Some(doc),
             error: None,
             done,
+            lease: None,
+            renewed: Instant::now(),
+            abandoned: None,
         });
     }
     out
@@ -528,6 +598,15 @@ pub fn run_json(r: &RunEntry, with_result: bool) -> Value {
     });
     if with_result {
         v["result"] = r.result.clone().unwrap_or(Value::Null);
+    }
+    if let Some(lease) = r.lease {
+        v["lease_ms"] = json!(lease.as_millis() as u64);
+        // While the segment runs: how long until it is abandoned unless its coordinator asks.
+        v["lease_expires_in_ms"] = if r.status.active() && r.abandoned.is_none() {
+            json!(lease.saturating_sub(r.renewed.elapsed()).as_millis() as u64)
+        } else {
+            Value::Null
+        };
     }
     v
 }

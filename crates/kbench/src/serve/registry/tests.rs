@@ -97,3 +97,58 @@ async fn a_result_is_on_disk_before_the_run_is_finished() {
     assert_eq!(reg.read_run(&id, |r| r.status).unwrap(), Status::Finished);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn a_segment_nobody_asks_about_is_abandoned_with_its_partial_result() {
+    let (reg, dir) = registry();
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = reg
+        .register("produce", Api::V1, Value::Null, Live::None)
+        .unwrap();
+    let id = run.id.clone();
+    let stop = run.stop.clone();
+    reg.spawn(run, async move {
+        stop.stopped().await;
+        Outcome {
+            result: Some(json!({ "kind": "produce", "aborted": stop.reason() })),
+            ..Outcome::default()
+        }
+    });
+    reg.set_lease(&id, Duration::from_millis(500));
+    // Asked about (renewed) more often than the lease: kept.
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        reg.renew(&id);
+        assert!(reg.expired().is_empty());
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(reg.expired(), vec![id.clone()]);
+    assert!(
+        reg.expired().is_empty(),
+        "each expired run is returned once"
+    );
+    reg.abandon(&id).await;
+    let (status, error, result, shown) = reg
+        .read_run(&id, |r| {
+            (
+                r.status,
+                r.error.clone(),
+                r.result.clone(),
+                run_json(r, false),
+            )
+        })
+        .unwrap();
+    assert_eq!(status, Status::Abandoned);
+    assert!(!status.active());
+    assert!(error.unwrap().contains("no word from its coordinator"));
+    let aborted = result.unwrap()["aborted"].as_str().unwrap().to_string();
+    assert!(aborted.starts_with("abandoned"), "{aborted}");
+    assert_eq!(shown["status"], "abandoned");
+    assert_eq!(shown["lease_ms"], 500);
+    assert!(shown["lease_expires_in_ms"].is_null());
+    assert!(
+        reg.register("produce", Api::V1, Value::Null, Live::None)
+            .is_ok()
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
