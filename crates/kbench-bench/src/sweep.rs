@@ -299,7 +299,6 @@ impl SweepResult {
     }
 }
 
-/// What the seeded Fetch topic holds, for the records-read guard.
 /// A sweep's result document (`kind: "sweep"`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepDocument {
@@ -337,6 +336,7 @@ pub struct SweepCellDoc {
     pub verdict: String,
 }
 
+/// What the seeded Fetch topic holds, for the records-read guard.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SeededTopic {
     pub topic: String,

@@ -500,8 +500,17 @@ impl Cluster {
             if t.error_code != 0 && t.error_code != TOPIC_ALREADY_EXISTS {
                 let mut what = format!("topic {topic:?}");
                 if !configs.is_empty() {
-                    let list: Vec<String> =
-                        configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    let list: Vec<String> = configs
+                        .iter()
+                        .map(|(k, v)| {
+                            let v = if crate::config::is_secret(k) {
+                                "***"
+                            } else {
+                                v
+                            };
+                            format!("{k}={v}")
+                        })
+                        .collect();
                     what.push_str(&format!(" with configs {}", list.join(", ")));
                 }
                 let mut err = ClientError::kafka("CreateTopics", what, t.error_code);

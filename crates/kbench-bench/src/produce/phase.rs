@@ -1041,7 +1041,8 @@ impl<'a, F: Fn(&IntervalReport) + Send + Sync + 'static> Phase<'a, F> {
             warmup_records: spec.warmup_records,
             records: s.acked,
             bytes: s.bytes,
-            elapsed: s.start.elapsed(),
+            // To the run's own end, not to now (the timeline and the unsent were taken since).
+            elapsed: elapsed.saturating_sub(s.start.saturating_duration_since(self.start)),
             latency: s.latency.clone(),
         });
         let saturation = Saturation::judge(
