@@ -342,14 +342,13 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     if spec.shape.is_some() && args.num_records.is_none() {
         spec.num_records = u64::MAX;
     }
-    if let Some(n) = args.warmup_records {
-        if n >= spec.num_records {
-            return Err(WARMUP_NOT_FEWER.into());
-        }
-        spec.warmup_records = n;
-    }
+    set(&mut spec.warmup_records, args.warmup_records);
     spec.limits = args.limits.limits();
-    spec.validate().map_err(|e| spec_error(&e))?;
+    // The spec is the gate; its warm-up refusal is said in kafka-producer-perf-test's words.
+    spec.validate().map_err(|e| match e.field {
+        "warmup_records" => WARMUP_NOT_FEWER.to_string(),
+        _ => spec_error(&e),
+    })?;
     let slo = args.slo.conditions("produce")?;
     Ok(Plan {
         connection: client.connection,
