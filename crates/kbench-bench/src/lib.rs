@@ -16,6 +16,7 @@ pub mod document;
 pub mod e2e;
 pub mod error;
 pub mod fault;
+pub mod history;
 pub mod iso8601;
 pub mod measure;
 pub mod omb;

@@ -163,6 +163,10 @@ pub struct OutputArgs {
     /// (µs; docs/results.md names them).
     #[arg(long, value_name = "FILE")]
     pub histogram_log: Option<std::path::PathBuf>,
+
+    /// `--store DB`, `--build-label`, `--target-label`: the result kept in the results store.
+    #[command(flatten)]
+    pub store: crate::store::StoreArgs,
 }
 
 impl OutputArgs {
@@ -171,7 +175,8 @@ impl OutputArgs {
         check_outputs(&[
             ("--json", self.json.as_deref()),
             ("--histogram-log", self.histogram_log.as_deref()),
-        ])
+        ])?;
+        self.store.check()
     }
 
     /// The interval log, when asked for.
@@ -195,7 +200,7 @@ impl OutputArgs {
                 .map_err(|e| crate::harness::CliError::failed(format!("--json {e}")))?;
             eprintln!("kbench: wrote {}", path.display());
         }
-        Ok(())
+        self.store.keep(doc)
     }
 }
 

@@ -8,6 +8,7 @@ use crate::cmd::codec::CodecArgs;
 use crate::cmd::compare::CompareArgs;
 use crate::cmd::consume::ConsumeArgs;
 use crate::cmd::e2e::E2eArgs;
+use crate::cmd::history::HistoryArgs;
 use crate::cmd::omb::OmbArgs;
 use crate::cmd::produce::{ProduceArgs, QuickstartArgs};
 use crate::cmd::suite::SuiteArgs;
@@ -54,6 +55,8 @@ pub enum Command {
     Report(crate::report::ReportArgs),
     /// Compare two sets of results (files or folders): ratio, 95 % CI and verdict per cell and metric.
     Compare(CompareArgs),
+    /// The results store: import result documents, list benchmarks, show a metric's runs.
+    History(HistoryArgs),
 }
 
 #[cfg(test)]

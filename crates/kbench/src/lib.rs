@@ -17,6 +17,7 @@ mod progress;
 pub mod report;
 pub mod serve;
 pub mod signals;
+mod store;
 #[cfg(feature = "embedded-broker")]
 mod tansu;
 #[cfg(feature = "embedded-broker")]
@@ -55,6 +56,9 @@ pub fn main() -> ExitCode {
             return ExitCode::from(harness::exit_code(cmd::compare::run(args)));
         }
         Command::Report(args) => return ExitCode::from(harness::exit_code(report::run(args))),
+        Command::History(args) => {
+            return ExitCode::from(harness::exit_code(cmd::history::run(args)));
+        }
         other => other,
     };
     tracing_subscriber::fmt()
@@ -89,6 +93,7 @@ pub fn main() -> ExitCode {
             Command::Codec(args) => harness::exit_code(cmd::codec::run(*args)),
             Command::Compare(args) => harness::exit_code(cmd::compare::run(args)),
             Command::Report(args) => harness::exit_code(report::run(args)),
+            Command::History(args) => harness::exit_code(cmd::history::run(args)),
             Command::Sweep(args) => harness::exit_code(cmd::sweep::run(*args).await),
             Command::Suite(args) => harness::exit_code(cmd::suite::run(args).await),
             Command::E2e(args) => harness::exit_code(cmd::e2e::run(*args).await),

@@ -63,6 +63,11 @@ pub struct OmbArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
 
+    /// `--store DB`, `--build-label`, `--target-label`: kbench's result document kept in the
+    /// results store.
+    #[command(flatten)]
+    pub store: crate::store::StoreArgs,
+
     /// Seed for payloads and topic names (default: random; stored in the result).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -143,6 +148,7 @@ pub async fn run(args: OmbArgs) -> CliResult {
         ("--output", args.output.as_deref()),
         ("--json", args.json.as_deref()),
     ])?;
+    args.store.check()?;
     let (mut spec, slo) = plan(&args)?;
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
@@ -271,6 +277,7 @@ async fn execute(
     if let Some(path) = &args.json {
         write_json(path, &doc).map_err(|e| CliError::failed(format!("--json {e}")))?;
     }
+    args.store.keep(&doc)?;
     Ok(if interrupted || run.aborted.is_some() {
         EXIT_INTERRUPTED
     } else if p.records_failed > 0 || !run.errors.is_empty() {

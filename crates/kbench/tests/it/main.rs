@@ -23,6 +23,7 @@ mod distributed;
 mod e2e;
 mod failures;
 mod faults;
+mod history;
 mod idempotence;
 mod metrics;
 mod omb;

@@ -224,6 +224,7 @@ async fn execute(
             eprintln!("kbench: wrote {}", path.display());
         }
     }
+    args.output.store.keep(&document)?;
     Ok(code)
 }
 

@@ -7,15 +7,13 @@
 //! bootstrap intervals from a handful of repetitions are narrow; asking the whole interval to clear
 //! the threshold, not merely to exclude 1, keeps false alarms on pure noise rare.) Fewer than 3 repetitions on a side give *too few repetitions*, never a verdict.
 
-use std::collections::BTreeMap;
-
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::document::null_as_nan;
 
-use crate::result::{Header, Kind, Repetition};
+use crate::result::Header;
 
 /// Which way is better for a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,161 +165,9 @@ pub fn compare(s: &Samples, threshold: f64, seed: u64) -> Comparison {
     out
 }
 
-/// The cells and metrics of one result document: cell key → metric → (direction, samples).
-pub type Cells = BTreeMap<String, BTreeMap<String, (Better, Vec<f64>)>>;
+mod cells;
 
-/// A result document that cannot be compared: what is missing from it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DocumentError {
-    #[error("{kind} document: {error}")]
-    Shape { kind: Kind, error: String },
-    #[error("kbench compare does not know result kind {0:?} yet")]
-    Unsupported(Kind),
-}
-
-/// What compare reads of a produce document: its settings (the cell) and its repetitions.
-#[derive(Debug, serde::Deserialize)]
-struct ProduceSamples {
-    settings: serde_json::Value,
-    repetitions: Vec<Repetition>,
-}
-
-/// What compare reads of a codec document: each cell's label and per-repetition ns/record.
-#[derive(Debug, serde::Deserialize)]
-struct CodecSamples {
-    cells: Vec<CodecCell>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct CodecCell {
-    label: String,
-    #[serde(default)]
-    skipped: Option<serde_json::Value>,
-    #[serde(default)]
-    ns_per_record_reps: Vec<f64>,
-}
-
-/// What compare reads of a sweep document: each cell's label and its repetitions' figures.
-#[derive(Debug, serde::Deserialize)]
-struct SweepSamples {
-    cells: Vec<SweepCell>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct SweepCell {
-    label: String,
-    #[serde(default)]
-    reps: Vec<SweepRep>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct SweepRep {
-    cpu_us_per_msg: Option<f64>,
-    msgs_per_sec: Option<f64>,
-}
-
-/// Read the comparable samples out of a result document of `kind` (`produce`, `codec` or
-/// `sweep`), as the gate ([`crate::document::check`]) let it through.
-pub fn cells_of(kind: Kind, doc: &serde_json::Value) -> Result<Cells, DocumentError> {
-    fn read<T: serde::de::DeserializeOwned>(
-        kind: Kind,
-        doc: &serde_json::Value,
-    ) -> Result<T, DocumentError> {
-        T::deserialize(doc).map_err(|e| DocumentError::Shape {
-            kind,
-            error: e.to_string(),
-        })
-    }
-    let mut cells = Cells::new();
-    match kind {
-        Kind::Produce => {
-            let doc: ProduceSamples = read(kind, doc)?;
-            let m = cells.entry(produce_cell(&doc.settings)).or_default();
-            let reps = &doc.repetitions;
-            m.insert(
-                "records_per_sec".into(),
-                (
-                    Better::Higher,
-                    reps.iter().map(|r| r.records_per_sec).collect(),
-                ),
-            );
-            m.insert(
-                "client_cpu_us_per_record".into(),
-                (
-                    Better::Lower,
-                    reps.iter()
-                        .filter_map(|r| r.client_cpu_us_per_record)
-                        .collect(),
-                ),
-            );
-            m.insert(
-                "latency_p99_us".into(),
-                (
-                    Better::Lower,
-                    reps.iter().map(|r| r.latency_p99_us as f64).collect(),
-                ),
-            );
-        }
-        Kind::Codec => {
-            let doc: CodecSamples = read(kind, doc)?;
-            for c in doc
-                .cells
-                .into_iter()
-                .filter(|c| c.skipped.as_ref().is_none_or(|s| s.is_null()))
-            {
-                cells
-                    .entry(format!("codec {}", c.label))
-                    .or_default()
-                    .insert(
-                        "ns_per_record".into(),
-                        (Better::Lower, c.ns_per_record_reps),
-                    );
-            }
-        }
-        Kind::Sweep => {
-            let doc: SweepSamples = read(kind, doc)?;
-            for c in doc.cells {
-                let m = cells.entry(format!("sweep {}", c.label)).or_default();
-                m.insert(
-                    "cpu_us_per_msg".into(),
-                    (
-                        Better::Lower,
-                        c.reps.iter().filter_map(|r| r.cpu_us_per_msg).collect(),
-                    ),
-                );
-                m.insert(
-                    "msgs_per_sec".into(),
-                    (
-                        Better::Higher,
-                        c.reps.iter().filter_map(|r| r.msgs_per_sec).collect(),
-                    ),
-                );
-            }
-        }
-        other => return Err(DocumentError::Unsupported(other)),
-    }
-    Ok(cells)
-}
-
-/// A produce document's cell: the settings that make two runs the same benchmark.
-fn produce_cell(s: &serde_json::Value) -> String {
-    format!(
-        "produce compression={} acks={} record_size={}{} batch_size={} linger_ms={} throughput={} partitions={}",
-        s["compression"].as_str().unwrap_or("?"),
-        s["acks"].as_str().unwrap_or("?"),
-        s["record_size"],
-        // A monotonic payload is a payload of its own (absent or false: the key is as before).
-        if s["payload_monotonic"] == true {
-            " payload=monotonic"
-        } else {
-            ""
-        },
-        s["batch_size"],
-        s["linger_ms"],
-        s["throughput"],
-        s["partitions"],
-    )
-}
+pub use cells::{Cells, DocumentError, cells_of};
 
 #[cfg(test)]
 mod tests {
@@ -414,18 +260,6 @@ mod tests {
             7,
         );
         assert_eq!(c.verdict, Verdict::InsideNoise, "{c:?}");
-    }
-
-    #[test]
-    fn sweep_cells_compare_cpu_and_throughput() {
-        let doc = serde_json::json!({"kind": "sweep", "cells": [{
-            "label": "fetch max_bytes=1MiB v17",
-            "reps": [{"cpu_us_per_msg": 0.1, "msgs_per_sec": 10.0}, {"cpu_us_per_msg": 0.2, "msgs_per_sec": 20.0}],
-        }]});
-        let cells = cells_of(Kind::Sweep, &doc).unwrap();
-        let m = &cells["sweep fetch max_bytes=1MiB v17"];
-        assert_eq!(m["cpu_us_per_msg"], (Better::Lower, vec![0.1, 0.2]));
-        assert_eq!(m["msgs_per_sec"], (Better::Higher, vec![10.0, 20.0]));
     }
 
     #[test]

@@ -1,0 +1,129 @@
+//! The results store: workloads keep their results with `--store`, `kbench history import` keeps
+//! documents already on disk (once), and `list` and `show` read them back run by run.
+
+use std::time::Duration;
+
+use crate::common::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+#[test]
+fn results_are_kept_run_after_run_and_read_back() {
+    let broker = TestBroker::start();
+    let dir = TempDir::new("history");
+    let db = dir.file("results/history.db");
+    let first = dir.path().join("first.json");
+    for (build, json) in [("build-1", Some(&first)), ("build-2", None)] {
+        let mut cmd = Cmd::on("produce", &broker)
+            .topic("history")
+            .args(&["--num-records", "20000", "--record-size", "100"])
+            .args(&["--throughput", "-1", "--store", &db, "--build-label", build]);
+        if let Some(json) = json {
+            cmd = cmd.json(json);
+        }
+        let out = cmd.ok(LIMIT);
+        assert!(
+            text(&out.stderr).contains("kbench: stored in"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    Cmd::on("consume", &broker)
+        .topic("history")
+        .args(&[
+            "--messages",
+            "20000",
+            "--store",
+            &db,
+            "--target-label",
+            "local",
+        ])
+        .ok(LIMIT);
+
+    let list = text(
+        &Cmd::new("history")
+            .args(&["list", "--store", &db])
+            .ok(LIMIT)
+            .stdout,
+    );
+    let lines: Vec<&str> = list.lines().skip(1).collect();
+    assert_eq!(lines.len(), 2, "{list}");
+    let produce = lines.iter().find(|l| l.contains(" produce ")).expect(&list);
+    let consume = lines.iter().find(|l| l.contains(" consume ")).expect(&list);
+    let words: Vec<&str> = produce.split_whitespace().collect();
+    assert_eq!(words[2], "2", "two produce runs: {list}");
+    assert_eq!(
+        words[3], broker.addr,
+        "the bootstrap servers name the target: {list}"
+    );
+    assert!(consume.contains(" local "), "the target's label: {list}");
+    let key = words[0];
+
+    let show = text(
+        &Cmd::new("history")
+            .args(&["show", "--store", &db, "--benchmark", &key[..6]])
+            .ok(LIMIT)
+            .stdout,
+    );
+    assert!(
+        show.contains("records_per_sec (higher is better)"),
+        "{show}"
+    );
+    let runs: Vec<&str> = show.lines().filter(|l| l.contains("build-")).collect();
+    assert_eq!(runs.len(), 2, "{show}");
+    assert!(
+        runs[0].contains("build-1") && runs[1].contains("build-2"),
+        "{show}"
+    );
+    let p99 = text(
+        &Cmd::new("history")
+            .args(&["show", "--store", &db, "--benchmark", key])
+            .args(&["--metric", "latency_p99_us"])
+            .ok(LIMIT)
+            .stdout,
+    );
+    assert!(p99.contains("latency_p99_us (lower is better)"), "{p99}");
+
+    // The first run's document on disk is the run already stored; a file that is not a result
+    // document in a folder is skipped, named outright it is refused.
+    std::fs::write(dir.path().join("notes.json"), "{\"hello\": 1}").unwrap();
+    let import = text(
+        &Cmd::new("history")
+            .args(&["import", dir.path().to_str().unwrap(), "--store", &db])
+            .ok(LIMIT)
+            .stdout,
+    );
+    assert!(import.contains("first.json: already stored"), "{import}");
+    assert!(import.contains("notes.json: skipped"), "{import}");
+    assert!(
+        import.contains("0 runs stored, 1 already stored, 1 files skipped"),
+        "{import}"
+    );
+    let notes = dir.file("notes.json");
+    Cmd::new("history")
+        .args(&["import", &notes, "--store", &db])
+        .refused("notes.json");
+
+    // Bad input: one error naming the flag.
+    Cmd::new("history")
+        .args(&["show", "--store", &db, "--benchmark", "ffffff"])
+        .refused("--benchmark ffffff");
+    Cmd::new("history")
+        .args(&[
+            "show",
+            "--store",
+            &db,
+            "--benchmark",
+            key,
+            "--metric",
+            "nope",
+        ])
+        .refused("--metric nope");
+    Cmd::on("produce", &broker)
+        .args(&["--num-records", "10", "--build-label", "x"])
+        .refused("--build-label");
+    let not_a_store = dir.file("first.json");
+    Cmd::on("produce", &broker)
+        .args(&["--num-records", "10", "--store", &not_a_store])
+        .refused(&format!("--store {not_a_store}"));
+}
