@@ -57,7 +57,7 @@ fn compute_reference() -> Value {
         .expect("python runs");
     assert!(
         out.status.success(),
-        "otava_reference.py failed: {}",
+        "otava_reference.py failed (is the venv current? run scripts/install-test-tools): {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("the reference's JSON")
