@@ -6,6 +6,7 @@
 //! accounted for (sent = acked + failed).
 
 pub mod broker_metrics;
+pub mod changepoint;
 pub mod clock;
 pub mod cluster;
 pub mod codec;
