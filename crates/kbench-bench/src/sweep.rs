@@ -8,6 +8,7 @@
 //! and all. Fetch cells: a topic seeded once with records in 10-record batches, read end to end with
 //! max-bytes 4 KiB, 64 KiB and 1 MiB.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -259,6 +260,10 @@ pub struct SweepResult {
     pub status: CellStatus,
     /// The version the connection actually used for the cell's API.
     pub negotiated: Option<i16>,
+    /// Every API's version the cell's connections used (ApiVersions, Metadata, the cell's API,
+    /// …), by API name; a version that changed is kept as the lowest.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub negotiated_versions: BTreeMap<String, i16>,
     pub reps: Vec<SweepRep>,
     #[serde(deserialize_with = "crate::document::null_as_nan")]
     pub cpu_us_per_msg: f64,
@@ -287,6 +292,7 @@ impl SweepResult {
             label: cell.label(),
             status,
             negotiated: None,
+            negotiated_versions: BTreeMap::new(),
             reps: Vec::new(),
             cpu_us_per_msg: 0.0,
             msgs_per_sec: 0.0,
@@ -444,29 +450,40 @@ pub async fn seed_fetch_topic(s: &SweepSettings, topic: &str) -> Result<SeededTo
     })
 }
 
-/// A fresh connection pinned to the cell's version, with the pin checked against what was negotiated.
+/// A fresh connection pinned to the cell's version, with the pin checked against what was
+/// negotiated. Tier 2 (`no_pin`) pins nothing: the connection negotiates unaided, and what it
+/// chose must be the cell's version, the highest the broker and kbench share.
 async fn pinned_cluster(s: &SweepSettings, cell: &SweepCell) -> Result<Cluster, CellError> {
     let api = cell.api();
     let mut pins = Pins::default();
-    pins.extend_from(&format!(
-        "{}={}",
-        kbench_wire::api_name(api),
-        cell.version()
-    ))
-    .map_err(|e| CellError::Run(e.to_string()))?;
+    if !s.no_pin {
+        pins.extend_from(&format!(
+            "{}={}",
+            kbench_wire::api_name(api),
+            cell.version()
+        ))
+        .map_err(|e| CellError::Run(e.to_string()))?;
+    }
     let cluster = Cluster::connect(config(s, pins, "kbench-sweep")).await?;
     cluster.check_versions(&[api])?;
     match cluster.negotiated().get(api) {
         Some(v) if v == cell.version() => Ok(cluster),
-        other => Err(CellError::guard(
-            Guard::NegotiatedEqualsPin,
-            format!(
-                "{}: negotiated {:?} is not the pinned v{}; no figure is reported for it",
-                cell.label(),
-                other,
-                cell.version()
-            ),
-        )),
+        other => {
+            let what = if s.no_pin {
+                "the highest version both sides share,"
+            } else {
+                "the pinned"
+            };
+            Err(CellError::guard(
+                Guard::NegotiatedEqualsPin,
+                format!(
+                    "{}: negotiated {:?} is not {what} v{}; no figure is reported for it",
+                    cell.label(),
+                    other,
+                    cell.version()
+                ),
+            ))
+        }
     }
 }
 
@@ -652,6 +669,7 @@ pub async fn run_cell(
     let layout = match layout {
         Ok(l) => l,
         Err(e) => {
+            result.negotiated_versions = cluster.negotiated().named().collect();
             result.status = CellStatus::Error {
                 reason: e.to_string(),
                 guard: None,
@@ -697,17 +715,20 @@ pub async fn run_cell(
                         reason: format!("no progress for {:?}, 3 retries", s.stall_timeout),
                     };
                     cluster.close(Duration::from_secs(1)).await;
+                    result.negotiated_versions = cluster.negotiated().named().collect();
                     return result;
                 }
                 Err(e) => {
                     result.status = e.into();
                     cluster.close(Duration::from_secs(1)).await;
+                    result.negotiated_versions = cluster.negotiated().named().collect();
                     return result;
                 }
             }
         }
     }
     cluster.close(Duration::from_secs(2)).await;
+    result.negotiated_versions = cluster.negotiated().named().collect();
     let anomalies = cluster.protocol_anomalies();
     if !anomalies.is_empty() {
         let what: Vec<String> = anomalies

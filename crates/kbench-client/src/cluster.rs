@@ -120,6 +120,7 @@ impl std::fmt::Debug for Cluster {
 }
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const LEADER_NOT_AVAILABLE: i16 = 5;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 
 impl Cluster {
@@ -360,13 +361,24 @@ impl Cluster {
     }
 
     pub async fn metadata(&self, topic: &str) -> Result<(i16, TopicLayout), ClientError> {
+        self.metadata_creating(topic, false).await
+    }
+
+    /// [`Cluster::metadata`]; with `auto_create`, the broker is allowed to create the topic when
+    /// it does not know it (Metadata v4+'s `allow_auto_topic_creation`; before v4 a broker whose
+    /// `auto.create.topics.enable` is on always may).
+    async fn metadata_creating(
+        &self,
+        topic: &str,
+        auto_create: bool,
+    ) -> Result<(i16, TopicLayout), ClientError> {
         let conn = self.control_connection().await?;
         let version = self.version_on(&conn, ApiKey::Metadata)?;
         let mut request = MetadataRequest::default().with_topics(Some(vec![
             MetadataRequestTopic::default().with_name(Some(topic_name(topic))),
         ]));
         if version >= 4 {
-            request = request.with_allow_auto_topic_creation(false);
+            request = request.with_allow_auto_topic_creation(auto_create);
         }
         let response: MetadataResponse = conn
             .request_at(ApiKey::Metadata, version, &request)
@@ -403,8 +415,9 @@ impl Cluster {
         Ok((code, layout))
     }
 
-    /// The topic's layout, creating the topic first when it does not exist, and waiting until every
-    /// partition has a leader.
+    /// The topic's layout, creating the topic first when it does not exist (with CreateTopics, or
+    /// on a broker that offers none by a Metadata request that lets it, see `auto_create`), and
+    /// waiting until every partition has a leader.
     pub async fn ensure_topic(
         &self,
         topic: &str,
@@ -436,10 +449,40 @@ impl Cluster {
                 ));
             }
         }
+        if configs.is_empty() && !self.offers_create_topics().await? {
+            return self.auto_create(topic).await;
+        }
         self.create_topic_with(topic, partitions, replication_factor, configs)
             .await?;
         let (_, layout) = self.metadata(topic).await?;
         self.await_leaders(topic, layout).await
+    }
+
+    /// Whether the broker for cluster-wide requests offers CreateTopics at all.
+    async fn offers_create_topics(&self) -> Result<bool, ClientError> {
+        let conn = self.control_connection().await?;
+        Ok(conn.ranges().get(ApiKey::CreateTopics).is_some())
+    }
+
+    /// A topic on a broker that offers no CreateTopics (librdkafka's mock cluster, Kafka before
+    /// 0.10.1): asked for by a Metadata request that lets the broker create it, as producers did
+    /// before CreateTopics. It gets the broker's own partition count and replication factor (as a
+    /// topic that already exists keeps its own); a broker that does not create it is one error.
+    async fn auto_create(&self, topic: &str) -> Result<TopicLayout, ClientError> {
+        let (code, layout) = self.metadata_creating(topic, true).await?;
+        match code {
+            0 | LEADER_NOT_AVAILABLE => self.await_leaders(topic, layout).await,
+            UNKNOWN_TOPIC_OR_PARTITION => Err(ClientError::Other(format!(
+                "topic {topic:?} does not exist, the broker offers no CreateTopics, and it did not \
+                 create the topic when Metadata allowed it (auto.create.topics.enable=false?): \
+                 create it first"
+            ))),
+            code => Err(ClientError::kafka(
+                "Metadata",
+                format!("topic {topic:?}"),
+                code,
+            )),
+        }
     }
 
     async fn await_leaders(

@@ -7,6 +7,8 @@
 mod common;
 #[path = "common/create_topics_tap.rs"]
 mod create_topics_tap;
+#[path = "common/kafka_1_1.rs"]
+mod kafka_1_1;
 #[path = "common/librdkafka.rs"]
 mod librdkafka;
 #[path = "common/mock.rs"]
@@ -25,6 +27,7 @@ mod failures;
 mod faults;
 mod history;
 mod idempotence;
+mod legacy;
 mod metrics;
 mod omb;
 mod open_loop;

@@ -1,5 +1,6 @@
 //! The sweep's tables, Markdown as printed: one per group of cells, and the per-record cost growth.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use kbench_bench::sweep::{CellStatus, SweepResult, grouped, verdict};
@@ -35,6 +36,10 @@ pub(super) fn groups(
         out,
         "Client CPU per message is this process's getrusage over the measured phase; broker conversions: {conversions}"
     );
+    let negotiated = negotiated(results);
+    if !negotiated.is_empty() {
+        let _ = writeln!(out, "Versions negotiated by the cells: {negotiated}");
+    }
     for (group, cells) in grouped(results) {
         let newest = cells
             .iter()
@@ -75,6 +80,31 @@ pub(super) fn groups(
         }
     }
     out
+}
+
+/// Every API's versions the cells' connections used, in API-key order: `ApiVersions v1, Metadata
+/// v5, Produce v5` (several versions of one API joined by `/`).
+fn negotiated(results: &[SweepResult]) -> String {
+    let mut seen: BTreeMap<i16, (String, BTreeSet<i16>)> = BTreeMap::new();
+    for r in results {
+        for (name, v) in &r.negotiated_versions {
+            let key = kbench_wire::ApiKey::iter()
+                .find(|k| kbench_wire::api_name(*k) == *name)
+                .map_or(i16::MAX, |k| k as i16);
+            seen.entry(key)
+                .or_insert_with(|| (name.clone(), BTreeSet::new()))
+                .1
+                .insert(*v);
+        }
+    }
+    let parts: Vec<String> = seen
+        .into_values()
+        .map(|(name, versions)| {
+            let vs: Vec<String> = versions.iter().map(|v| format!("v{v}")).collect();
+            format!("{name} {}", vs.join("/"))
+        })
+        .collect();
+    parts.join(", ")
 }
 
 /// Appends the per-record cost growth from batch100 to batch1000 against the newest version's, when

@@ -26,6 +26,15 @@ impl Mock {
         }
     }
 
+    /// This mock narrowed to Apache Kafka 1.1.0's version ranges (`kafka_1_1`): the legacy broker
+    /// of tier 2, where a client negotiates Produce v5 and Fetch v7 unaided. `bootstrap` becomes
+    /// the proxies that mend the mock's Produce v5 answers (`kafka_1_1::mend`).
+    pub fn kafka_1_1(mut self) -> Mock {
+        crate::kafka_1_1::narrow(&self.cluster).expect("narrow the mock to Kafka 1.1");
+        self.bootstrap = crate::kafka_1_1::mend(&self.bootstrap);
+        self
+    }
+
     /// `topic` with `partitions`, replicated on every broker, partition p led by broker
     /// `1 + p % brokers` (leaders spread).
     pub fn topic(&self, topic: &str, partitions: i32) {
