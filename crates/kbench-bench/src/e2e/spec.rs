@@ -182,6 +182,19 @@ pub struct E2eSpec {
     pub consumer: ConsumerSettings,
     /// Load phase length; `None` runs until stopped.
     pub duration: Option<Duration>,
+    /// How many records the producers send in all (split evenly over them); the load ends when
+    /// every producer has sent its share. `None`: the duration or a stop ends it.
+    #[serde(default)]
+    pub records: Option<u64>,
+    /// A closed loop: a producer sends its next batch only once the pipe is empty (nothing in
+    /// flight, every record acknowledged consumed), waiting at most this long; past that it stops
+    /// (its record late or lost). `None`: batches go by `batch_interval` alone.
+    #[serde(default)]
+    pub closed_loop: Option<Duration>,
+    /// Keep every whole trip (µs), in the order read, in [`crate::e2e::E2eLive::trips`]; needs
+    /// `records` (which bounds the memory).
+    #[serde(default)]
+    pub keep_trips: bool,
     /// Longest wait, after the producers stop, for the consumer to catch up.
     pub drain: Duration,
     /// Record latency histograms (counts are always kept).
@@ -249,6 +262,9 @@ impl Default for E2eSpec {
                 ..ConsumerSettings::default()
             },
             duration: None,
+            records: None,
+            closed_loop: None,
+            keep_trips: false,
             drain: Duration::from_secs(10),
             gather_latencies: true,
             verify: false,
@@ -375,6 +391,7 @@ impl E2eSpec {
             }
             check_duration("duration", d, MAX_DURATION)?;
         }
+        self.check_count_and_loop()?;
         self.limits.check_memory(
             "producers, payload_size, messages_per_batch",
             self.memory_needed(),
@@ -402,6 +419,43 @@ impl E2eSpec {
             ));
         }
         Ok(())
+    }
+
+    /// `records`, `closed_loop` and `keep_trips`: a count above zero; a loop closed in this process
+    /// (its consumer beside its producers) on the Kafka protocol; trips kept only for a bounded run.
+    fn check_count_and_loop(&self) -> Result<(), SpecError> {
+        if self.records == Some(0) {
+            return Err(SpecError::new("records", "must be above zero"));
+        }
+        if let Some(bound) = self.closed_loop {
+            if self.mode != E2eMode::ConsumerAndProducers || self.run_tag.is_some() {
+                return Err(SpecError::new(
+                    "closed_loop",
+                    "needs the consumer and the producers in one process (mode consumer-and-producers, not distributed)",
+                ));
+            }
+            if bound.is_zero() {
+                return Err(SpecError::new("closed_loop", "the wait must be above zero"));
+            }
+            check_duration("closed_loop", bound, MAX_WAIT)?;
+        }
+        if (self.closed_loop.is_some() || self.keep_trips) && self.rest.is_some() {
+            let field = if self.keep_trips {
+                "keep_trips"
+            } else {
+                "closed_loop"
+            };
+            return Err(SpecError::new(field, "not through a REST Proxy"));
+        }
+        match self.records {
+            None if self.keep_trips => Err(SpecError::new(
+                "keep_trips",
+                "needs records (the count bounds the trips kept)",
+            )),
+            // Eight bytes a record, as Kafka's EndToEndLatency keeps a long per record.
+            Some(n) if self.keep_trips => self.limits.check_memory("records", u128::from(n) * 8),
+            _ => Ok(()),
+        }
     }
 
     /// About the most memory the run's buffers hold at once: each producer's requests in flight
@@ -448,6 +502,8 @@ impl E2eSpec {
             "session_timeout_ms": self.consumer.session_timeout.as_millis() as u64,
             "heartbeat_interval_ms": self.consumer.heartbeat_interval.as_millis() as u64,
             "duration_s": self.duration.map(|d| d.as_secs_f64()),
+            "records": self.records,
+            "closed_loop_ms": self.closed_loop.map(|d| d.as_millis() as u64),
             "drain_s": self.drain.as_secs_f64(),
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "gather_latencies": self.gather_latencies,
@@ -491,7 +547,14 @@ mod tests {
     #[test]
     fn the_default_spec_is_valid_and_each_bad_field_is_named() {
         assert_eq!(E2eSpec::default().validate(), Ok(()));
-        let cases: [Case; 13] = [
+        let cases: [Case; 17] = [
+            ("records", |s| s.records = Some(0)),
+            ("closed_loop", |s| s.closed_loop = Some(Duration::ZERO)),
+            ("closed_loop", |s| {
+                s.closed_loop = Some(Duration::from_secs(1));
+                s.mode = E2eMode::Producers;
+            }),
+            ("keep_trips", |s| s.keep_trips = true),
             ("consume_wait", |s| s.consumer.fetch_max_wait = MAX_WAIT * 2),
             ("duration", |s| s.duration = Some(Duration::MAX)),
             ("partitions", |s| s.partitions = MAX_PARTITIONS + 1),
