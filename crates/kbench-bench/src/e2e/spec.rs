@@ -182,17 +182,14 @@ pub struct E2eSpec {
     pub consumer: ConsumerSettings,
     /// Load phase length; `None` runs until stopped.
     pub duration: Option<Duration>,
-    /// How many records the producers send in all (split evenly over them); the load ends when
-    /// every producer has sent its share. `None`: the duration or a stop ends it.
+    /// Records sent in all (split over the producers): the load ends when each sent its share.
     #[serde(default)]
     pub records: Option<u64>,
-    /// A closed loop: a producer sends its next batch only once the pipe is empty (nothing in
-    /// flight, every record acknowledged consumed), waiting at most this long; past that it stops
-    /// (its record late or lost). `None`: batches go by `batch_interval` alone.
+    /// A closed loop: each batch waits (at most this) for the pipe to empty — nothing in flight,
+    /// everything acknowledged consumed; past that its producer stops. `None`: `batch_interval`.
     #[serde(default)]
     pub closed_loop: Option<Duration>,
-    /// Keep every whole trip (µs), in the order read, in [`crate::e2e::E2eLive::trips`]; needs
-    /// `records` (which bounds the memory).
+    /// Every whole trip (µs) in the order read, in `E2eLive::trips`; bounded by `records`.
     #[serde(default)]
     pub keep_trips: bool,
     /// Longest wait, after the producers stop, for the consumer to catch up.
@@ -424,9 +421,6 @@ impl E2eSpec {
     /// `records`, `closed_loop` and `keep_trips`: a count above zero; a loop closed in this process
     /// (its consumer beside its producers) on the Kafka protocol; trips kept only for a bounded run.
     fn check_count_and_loop(&self) -> Result<(), SpecError> {
-        if self.records == Some(0) {
-            return Err(SpecError::new("records", "must be above zero"));
-        }
         if let Some(bound) = self.closed_loop {
             if self.mode != E2eMode::ConsumerAndProducers || self.run_tag.is_some() {
                 return Err(SpecError::new(
@@ -439,21 +433,17 @@ impl E2eSpec {
             }
             check_duration("closed_loop", bound, MAX_WAIT)?;
         }
-        if (self.closed_loop.is_some() || self.keep_trips) && self.rest.is_some() {
-            let field = if self.keep_trips {
-                "keep_trips"
-            } else {
-                "closed_loop"
-            };
-            return Err(SpecError::new(field, "not through a REST Proxy"));
-        }
-        match self.records {
-            None if self.keep_trips => Err(SpecError::new(
+        match (self.records, self.keep_trips) {
+            (Some(0), _) => Err(SpecError::new("records", "must be above zero")),
+            _ if self.rest.is_some() && (self.keep_trips || self.closed_loop.is_some()) => Err(
+                SpecError::new("closed_loop, keep_trips", "not through a REST Proxy"),
+            ),
+            (None, true) => Err(SpecError::new(
                 "keep_trips",
-                "needs records (the count bounds the trips kept)",
+                "needs records (the count bounds them)",
             )),
             // Eight bytes a record, as Kafka's EndToEndLatency keeps a long per record.
-            Some(n) if self.keep_trips => self.limits.check_memory("records", u128::from(n) * 8),
+            (Some(n), true) => self.limits.check_memory("records", u128::from(n) * 8),
             _ => Ok(()),
         }
     }
