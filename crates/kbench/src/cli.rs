@@ -8,6 +8,7 @@ use crate::cmd::codec::CodecArgs;
 use crate::cmd::compare::CompareArgs;
 use crate::cmd::consume::ConsumeArgs;
 use crate::cmd::e2e::E2eArgs;
+use crate::cmd::e2e_latency::E2eLatencyArgs;
 use crate::cmd::history::HistoryArgs;
 use crate::cmd::omb::OmbArgs;
 use crate::cmd::produce::{ProduceArgs, QuickstartArgs};
@@ -47,6 +48,9 @@ pub enum Command {
     Suite(SuiteArgs),
     /// End-to-end latency: N producers and one consumer in a fresh consumer group.
     E2e(Box<E2eArgs>),
+    /// Kafka's kafka-e2e-latency.sh (EndToEndLatency): its 3.x positional or 4.x named arguments,
+    /// one record at a time through one producer and one consumer, and its lines.
+    E2eLatency(Box<E2eLatencyArgs>),
     /// The HTTP control API: POST /pub-sub-demo (seed-compatible) and /v1/runs.
     Serve(Box<ServeArgs>),
     /// A load-generating agent of distributed runs (--agents): the serve machinery plus /agent/v1.

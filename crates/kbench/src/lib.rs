@@ -97,6 +97,7 @@ pub fn main() -> ExitCode {
             Command::Sweep(args) => harness::exit_code(cmd::sweep::run(*args).await),
             Command::Suite(args) => harness::exit_code(cmd::suite::run(args).await),
             Command::E2e(args) => harness::exit_code(cmd::e2e::run(*args).await),
+            Command::E2eLatency(args) => harness::exit_code(cmd::e2e_latency::run(*args).await),
             Command::Serve(args) => harness::exit_code(serve::run(*args, false).await),
             Command::Agent(args) => harness::exit_code(serve::run(*args, true).await),
         }

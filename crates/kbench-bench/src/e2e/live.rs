@@ -76,6 +76,12 @@ pub struct E2eLive {
     /// Why the re-read of missing offsets after the drain could not finish (a broker gone, out of
     /// time): what was not found then is unverifiable, never lost.
     pub reread_failed: Mutex<Option<String>>,
+    /// With `keep_trips`: every whole trip (µs), in the order the consumer read the records.
+    pub trips: Mutex<Option<Vec<u64>>>,
+    /// Whether this run created its topic (it did not exist).
+    pub topic_created: std::sync::atomic::AtomicBool,
+    /// Woken when a record's outcome is known or records were read: a closed loop's turn.
+    pub(crate) turn: tokio::sync::Notify,
     phase: Mutex<&'static str>,
     pub(crate) started: Mutex<Option<Instant>>,
 }
@@ -119,6 +125,9 @@ impl Default for E2eLive {
             consumer_cluster: Mutex::new(Default::default()),
             cluster_slips: AtomicU64::new(0),
             reread_failed: Mutex::new(None),
+            trips: Mutex::new(None),
+            topic_created: Default::default(),
+            turn: tokio::sync::Notify::new(),
             phase: Mutex::new("starting"),
             started: Mutex::new(None),
         }

@@ -28,7 +28,7 @@ use crate::error::BenchError;
 pub use crate::spec::Span;
 pub use live::{E2eLive, E2eRun, E2eSnapshot, RestFigures, SegmentFigures, Segments};
 pub use native::SENT_HEADER;
-pub use phases::RECORD_ID_LEN;
+pub use phases::{CLOSED_LOOP_TIMEOUT, RECORD_ID_LEN};
 pub use spec::{CommitMode, E2eMode, E2eSpec, ProducerSegment, RestApi, RestSpec, clock_for};
 
 /// Run the e2e workload until `stop` or `spec.duration` ends the load, then drain. `cluster`
@@ -50,6 +50,10 @@ pub async fn run_e2e(
             .then_some((spec.producer_base, spec.producers));
         *live.verify.lock().expect("verify lock") = Some(live::E2eVerify::new(producers));
     }
+    if spec.keep_trips {
+        let capacity = spec.records.unwrap_or(0).min(1 << 20) as usize;
+        *live.trips.lock().expect("trips lock") = Some(Vec::with_capacity(capacity));
+    }
     match &spec.rest {
         Some(rest) => {
             let driver = rest::Rest::new(spec, rest).await?;
@@ -57,6 +61,8 @@ pub async fn run_e2e(
         }
         None => {
             let driver = native::Native::new(spec, cluster).await?;
+            live.topic_created
+                .store(driver.created, std::sync::atomic::Ordering::Relaxed);
             phases::run_with(driver, live, stop).await
         }
     }

@@ -43,6 +43,8 @@ pub(crate) struct Native {
     clusters: Vec<Arc<Cluster>>,
     epoch: Instant,
     run_tag: u32,
+    /// Whether the topic was missing (and so created here).
+    pub(crate) created: bool,
 }
 
 impl Native {
@@ -61,8 +63,14 @@ impl Native {
             run_tag: spec
                 .run_tag
                 .unwrap_or_else(|| SmallRng::seed_from_u64(spec.seed ^ now_ms() as u64).random()),
+            created: false,
         };
         let admin = native.connect(cluster.client_id.clone()).await?;
+        let (code, found) = admin
+            .metadata(&spec.topic)
+            .await
+            .map_err(|e| BenchError::topic(&spec.topic, e))?;
+        native.created = code != 0 || found.partitions.is_empty();
         native.layout = admin
             .ensure_topic(&spec.topic, spec.partitions, spec.replication_factor)
             .await
@@ -261,6 +269,7 @@ impl kbench_client::Delivery<E2eBatch> for E2eDelivery {
                 self.live.error(error.to_string(), records);
             }
         }
+        self.live.turn.notify_waiters();
     }
 }
 
@@ -722,10 +731,16 @@ impl NativeConsumer {
             }
         }
         if !answer.trips.is_empty() {
+            if let Some(kept) = live.trips.lock().expect("trips lock").as_mut() {
+                kept.extend_from_slice(&answer.trips);
+            }
             let mut h = live.whole_trip.lock().expect("latency lock");
             for t in answer.trips {
                 let _ = h.record(t.max(1));
             }
+        }
+        if answer.got > 0 {
+            live.turn.notify_waiters();
         }
         if self.run.spec.gather_latencies && answer.got > 0 {
             let fetch_us = fetched.answered.duration_since(fetched.sent).as_micros() as u64;

@@ -178,6 +178,10 @@ impl InFlight {
     }
 }
 
+/// The error a closed loop's producer leaves when its record was not consumed in time.
+pub const CLOSED_LOOP_TIMEOUT: &str =
+    "closed loop: a record acknowledged was not consumed within the wait";
+
 /// A producer's rhythm: a wait drawn from the batch-interval range before each batch, a record count
 /// and record sizes from theirs, all from one seeded PRNG per producer, and a cap on requests in
 /// flight. Falling behind by more than an interval (a slow broker) resets the schedule instead of
@@ -194,10 +198,18 @@ pub(crate) struct Pacer {
     /// gone yet) since the producer was last on schedule: a batch late by no more than this is the
     /// cluster's slip.
     cluster_wait: Duration,
+    /// With `records`: this producer's share still to send.
+    remaining: Option<u64>,
+    /// With `closed_loop`: the longest wait for the pipe to empty before each batch.
+    closed_loop: Option<Duration>,
 }
 
 impl Pacer {
     pub(crate) fn new(spec: &E2eSpec, producer: u32, live: Arc<E2eLive>) -> Pacer {
+        // The records split evenly, the first producers one more each for the remainder.
+        let n = spec.producers.max(1) as u64;
+        let local = u64::from(producer.saturating_sub(spec.producer_base));
+        let remaining = spec.records.map(|r| r / n + u64::from(local < r % n));
         Pacer {
             live,
             rng: SmallRng::seed_from_u64(spec.seed.wrapping_add(u64::from(producer) * 0x9E37_79B9)),
@@ -207,6 +219,8 @@ impl Pacer {
             size: spec.payload_size,
             in_flight: Arc::new(Semaphore::new(spec.producer.max_in_flight.max(1))),
             cluster_wait: Duration::ZERO,
+            remaining,
+            closed_loop: spec.closed_loop,
         }
     }
 
@@ -228,6 +242,16 @@ impl Pacer {
         &mut self,
         stop: &CancellationToken,
     ) -> Option<(tokio::sync::OwnedSemaphorePermit, usize)> {
+        if self.remaining == Some(0) {
+            return None;
+        }
+        if let Some(bound) = self.closed_loop {
+            if !self.await_turn(bound, stop).await {
+                return None;
+            }
+            // The turn is the schedule: a closed loop is never late.
+            self.next = tokio::time::Instant::now();
+        }
         self.next += Duration::from_millis(self.interval.draw(&mut self.rng));
         tokio::select! {
             _ = stop.cancelled() => return None,
@@ -263,7 +287,11 @@ impl Pacer {
         // Waits add up until the schedule is met again or restarts: lateness built over several
         // batches, each waiting a little for the cluster, is the cluster's too.
         self.cluster_wait += waiting.elapsed();
-        let count = self.count.draw(&mut self.rng).max(1);
+        let mut count = self.count.draw(&mut self.rng).max(1);
+        if let Some(left) = &mut self.remaining {
+            count = count.min(usize::try_from(*left).unwrap_or(usize::MAX));
+            *left -= count as u64;
+        }
         // Publish delay: the batch's scheduled time → now, when its request goes out.
         let delay = (tokio::time::Instant::now() - scheduled).as_micros() as u64;
         let _ = self
@@ -273,6 +301,31 @@ impl Pacer {
             .expect("latency lock")
             .record_n(delay.max(1), count as u64);
         Some((permit, count))
+    }
+
+    /// A closed loop's turn: wait until nothing is in flight and every record acknowledged was
+    /// consumed; false when stopped, or when `bound` passed first (said in the errors).
+    async fn await_turn(&self, bound: Duration, stop: &CancellationToken) -> bool {
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let turn = self.live.turn.notified();
+            tokio::pin!(turn);
+            // Registered before the check: a wake between the check and the wait is not lost.
+            turn.as_mut().enable();
+            let live = &self.live;
+            let resolved = get(&live.acked) + get(&live.failed) >= get(&live.produced);
+            if resolved && missing(live) == 0 {
+                return true;
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return false,
+                () = &mut turn => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    live.error(format!("{CLOSED_LOOP_TIMEOUT} ({} ms): the producer stopped", bound.as_millis()), 0);
+                    return false;
+                }
+            }
+        }
     }
 
     /// The next record's value size.
@@ -407,10 +460,17 @@ pub(crate) async fn drive(
             *next += every;
         }
     };
+    // With a record count, the load ends when every producer has sent its share.
+    let counted = spec.records.is_some() && !producers.is_empty();
     loop {
         tokio::select! {
             _ = &mut until_end => break,
             _ = stop.cancelled() => break,
+            Some(_) = producers.join_next(), if counted => {
+                if producers.is_empty() {
+                    break;
+                }
+            }
             _ = tokio::time::sleep(Duration::from_millis(100).min(every)) => {
                 window(&mut timeline, &mut next_window);
                 if consumer.as_ref().is_some_and(|t| t.is_finished()) {

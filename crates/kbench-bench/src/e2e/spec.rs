@@ -182,6 +182,16 @@ pub struct E2eSpec {
     pub consumer: ConsumerSettings,
     /// Load phase length; `None` runs until stopped.
     pub duration: Option<Duration>,
+    /// Records sent in all (split over the producers): the load ends when each sent its share.
+    #[serde(default)]
+    pub records: Option<u64>,
+    /// A closed loop: each batch waits (at most this) for the pipe to empty — nothing in flight,
+    /// everything acknowledged consumed; past that its producer stops. `None`: `batch_interval`.
+    #[serde(default)]
+    pub closed_loop: Option<Duration>,
+    /// Every whole trip (µs) in the order read, in `E2eLive::trips`; bounded by `records`.
+    #[serde(default)]
+    pub keep_trips: bool,
     /// Longest wait, after the producers stop, for the consumer to catch up.
     pub drain: Duration,
     /// Record latency histograms (counts are always kept).
@@ -249,6 +259,9 @@ impl Default for E2eSpec {
                 ..ConsumerSettings::default()
             },
             duration: None,
+            records: None,
+            closed_loop: None,
+            keep_trips: false,
             drain: Duration::from_secs(10),
             gather_latencies: true,
             verify: false,
@@ -375,6 +388,7 @@ impl E2eSpec {
             }
             check_duration("duration", d, MAX_DURATION)?;
         }
+        self.check_count_and_loop()?;
         self.limits.check_memory(
             "producers, payload_size, messages_per_batch",
             self.memory_needed(),
@@ -402,6 +416,36 @@ impl E2eSpec {
             ));
         }
         Ok(())
+    }
+
+    /// `records`, `closed_loop` and `keep_trips`: a count above zero; a loop closed in this process
+    /// (its consumer beside its producers) on the Kafka protocol; trips kept only for a bounded run.
+    fn check_count_and_loop(&self) -> Result<(), SpecError> {
+        if let Some(bound) = self.closed_loop {
+            if self.mode != E2eMode::ConsumerAndProducers || self.run_tag.is_some() {
+                return Err(SpecError::new(
+                    "closed_loop",
+                    "needs the consumer and the producers in one process (mode consumer-and-producers, not distributed)",
+                ));
+            }
+            if bound.is_zero() {
+                return Err(SpecError::new("closed_loop", "the wait must be above zero"));
+            }
+            check_duration("closed_loop", bound, MAX_WAIT)?;
+        }
+        match (self.records, self.keep_trips) {
+            (Some(0), _) => Err(SpecError::new("records", "must be above zero")),
+            _ if self.rest.is_some() && (self.keep_trips || self.closed_loop.is_some()) => Err(
+                SpecError::new("closed_loop, keep_trips", "not through a REST Proxy"),
+            ),
+            (None, true) => Err(SpecError::new(
+                "keep_trips",
+                "needs records (the count bounds them)",
+            )),
+            // Eight bytes a record, as Kafka's EndToEndLatency keeps a long per record.
+            (Some(n), true) => self.limits.check_memory("records", u128::from(n) * 8),
+            _ => Ok(()),
+        }
     }
 
     /// About the most memory the run's buffers hold at once: each producer's requests in flight
@@ -448,6 +492,8 @@ impl E2eSpec {
             "session_timeout_ms": self.consumer.session_timeout.as_millis() as u64,
             "heartbeat_interval_ms": self.consumer.heartbeat_interval.as_millis() as u64,
             "duration_s": self.duration.map(|d| d.as_secs_f64()),
+            "records": self.records,
+            "closed_loop_ms": self.closed_loop.map(|d| d.as_millis() as u64),
             "drain_s": self.drain.as_secs_f64(),
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "gather_latencies": self.gather_latencies,
@@ -491,7 +537,14 @@ mod tests {
     #[test]
     fn the_default_spec_is_valid_and_each_bad_field_is_named() {
         assert_eq!(E2eSpec::default().validate(), Ok(()));
-        let cases: [Case; 13] = [
+        let cases: [Case; 17] = [
+            ("records", |s| s.records = Some(0)),
+            ("closed_loop", |s| s.closed_loop = Some(Duration::ZERO)),
+            ("closed_loop", |s| {
+                s.closed_loop = Some(Duration::from_secs(1));
+                s.mode = E2eMode::Producers;
+            }),
+            ("keep_trips", |s| s.keep_trips = true),
             ("consume_wait", |s| s.consumer.fetch_max_wait = MAX_WAIT * 2),
             ("duration", |s| s.duration = Some(Duration::MAX)),
             ("partitions", |s| s.partitions = MAX_PARTITIONS + 1),

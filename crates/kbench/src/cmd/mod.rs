@@ -7,6 +7,7 @@ pub mod codec;
 pub mod compare;
 pub mod consume;
 pub mod e2e;
+pub mod e2e_latency;
 pub mod history;
 pub mod omb;
 pub mod produce;

@@ -23,6 +23,7 @@ mod consume;
 mod deploy;
 mod distributed;
 mod e2e;
+mod e2e_latency;
 mod failures;
 mod faults;
 mod history;
