@@ -94,7 +94,8 @@ pub struct CompareDocument {
 pub const MIN_REPETITIONS: usize = 3;
 const RESAMPLES: usize = 2000;
 
-fn median(xs: &mut [f64]) -> f64 {
+/// The median of `xs` (sorted in place); 0 when empty.
+pub fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
     let n = xs.len();
     if n == 0 {

@@ -163,11 +163,7 @@ fn table(s: &Series) -> String {
     for p in &s.points {
         let mut v = p.samples.clone();
         v.sort_by(f64::total_cmp);
-        let median = if v.len() % 2 == 1 {
-            v[v.len() / 2]
-        } else {
-            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
-        };
+        let median = kbench_bench::compare::median(&mut v);
         out.push_str(&format!(
             "{:>5}  {:<24}  {:<18}  {:>14.3}  {:>14.3}  {:>14.3}  {:>4}\n",
             p.run_id,
