@@ -56,20 +56,24 @@ impl StoreArgs {
         }
     }
 
-    /// Keep a run's result document, when `--store` is given; says what was stored.
+    /// Keep a run's result document, when `--store` is given; says what was stored. A store that
+    /// fails is the run's failure (exit 1), after its result files are written.
     pub fn keep<T: serde::Serialize>(&self, doc: &T) -> Result<(), CliError> {
-        if self.store.is_none() {
+        self.try_keep(doc).map_err(CliError::failed)
+    }
+
+    /// [`StoreArgs::keep`], its failure as one sentence.
+    pub fn try_keep<T: serde::Serialize>(&self, doc: &T) -> Result<(), String> {
+        let Some(location) = self.store.as_deref() else {
             return Ok(());
-        }
-        let text = serde_json::to_string(doc).map_err(CliError::failed)?;
-        let stored = self
-            .open()?
-            .record(&text, &self.meta(None))
-            .map_err(|e| CliError::failed(format!("--store: {e}")))?;
+        };
+        let text = serde_json::to_string(doc).map_err(|e| e.to_string())?;
+        let stored = Store::open(location)
+            .and_then(|mut store| store.record(&text, &self.meta(None)))
+            .map_err(|e| format!("{e} (the run's result was not stored)"))?;
         let keys: Vec<&str> = stored.runs.iter().map(|(k, _)| k.as_str()).collect();
         eprintln!(
-            "kbench: stored in {}: benchmark {}",
-            self.store.as_deref().unwrap_or_default(),
+            "kbench: stored in {location}: benchmark {}",
             keys.join(", ")
         );
         Ok(())

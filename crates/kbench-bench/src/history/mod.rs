@@ -16,8 +16,10 @@
 //! take the file's write lock for one transaction each and wait for one another (WAL, busy
 //! timeout): two writers at once lose nothing. Storing the same document twice stores it once.
 
+mod check;
 mod sqlite;
 
+pub use check::{Change, Since, changes, time_of};
 pub use sqlite::{SCHEMA_VERSION, Store};
 
 use serde::Serialize;

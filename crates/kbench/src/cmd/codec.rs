@@ -76,6 +76,9 @@ pub struct CodecArgs {
     /// Write the tables as Markdown to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// `--store DB`, `--build-label`, `--target-label`: the result kept in the results store.
+    #[command(flatten)]
+    pub store: crate::store::StoreArgs,
     /// Internal: measure one cell (JSON) and print its result as JSON (used by --isolate).
     #[arg(long, hide = true)]
     pub run_cell: Option<String>,
@@ -105,6 +108,7 @@ pub fn run(args: CodecArgs) -> CliResult {
         ("--json", args.json.as_deref()),
         ("--markdown", args.markdown.as_deref()),
     ])?;
+    args.store.check()?;
     let quick = args.quick;
     let matrix = Matrix {
         record_counts: if !args.records.is_empty() {
@@ -209,7 +213,7 @@ pub fn run(args: CodecArgs) -> CliResult {
             .map_err(|e| CliError::failed(format!("--markdown {}: {e}", path.display())))?;
     }
     println!("seed {seed}; {:.1} s", started.elapsed().as_secs_f64());
-    if let Some(path) = &args.json {
+    if args.json.is_some() || args.store.store.is_some() {
         let doc = kbench_bench::codec::CodecDocument {
             header: Header::new(Kind::Codec),
             seed,
@@ -223,8 +227,12 @@ pub fn run(args: CodecArgs) -> CliResult {
             duration_s: started.elapsed().as_secs_f64(),
             cells: results,
         };
-        crate::args::write_json(path, &doc).map_err(|e| CliError::failed(format!("--json {e}")))?;
-        eprintln!("kbench: wrote {}", path.display());
+        if let Some(path) = &args.json {
+            crate::args::write_json(path, &doc)
+                .map_err(|e| CliError::failed(format!("--json {e}")))?;
+            eprintln!("kbench: wrote {}", path.display());
+        }
+        args.store.keep(&doc)?;
     }
     Ok(0)
 }

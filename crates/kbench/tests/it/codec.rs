@@ -9,11 +9,17 @@ use crate::common::*;
 fn quick_run_covers_every_version() {
     let dir = TempDir::new("codec");
     let json = dir.path().join("codec.json");
+    let db = dir.file("history.db");
     let out = Cmd::new("codec")
-        .args(&["--quick", "--seed", "11"])
+        .args(&["--quick", "--seed", "11", "--store", &db])
         .json(&json)
         .run(Duration::from_secs(120));
     assert!(out.status.success(), "{}", text(&out.stderr));
+    // Each cell is a benchmark of its own in the results store.
+    let list = Cmd::new("history")
+        .args(&["list", "--store", &db])
+        .ok(Duration::from_secs(30));
+    let stored = text(&list.stdout).matches(" codec ").count();
     let stdout = text(&out.stdout);
     assert!(stdout.contains(
         "| version | ns/record | vs newest | spread | allocs/record | wire bytes | verdict |"
@@ -24,6 +30,11 @@ fn quick_run_covers_every_version() {
     assert_eq!(doc["seed"], 11);
     assert_eq!(doc["allocations_counted"], true);
     let cells = doc["cells"].as_array().unwrap();
+    assert!(
+        stored >= 11 + 15,
+        "a benchmark per version at least: {}",
+        text(&list.stdout)
+    );
     for (api, versions) in [("produce", 3..=13), ("fetch", 4..=18)] {
         for v in versions {
             let n = cells

@@ -127,3 +127,98 @@ fn results_are_kept_run_after_run_and_read_back() {
         .args(&["--num-records", "10", "--store", &not_a_store])
         .refused(&format!("--store {not_a_store}"));
 }
+
+/// Issue 35's regression end to end: twenty runs of one benchmark, the last ten of a "build"
+/// whose broker answers 5 ms later (the fault proxy's delay, from the run's first instant).
+/// `history check` names the first slow build and exits 1; counted from after every run, the
+/// regression is older and it exits 0.
+#[test]
+fn a_slower_build_is_found_in_the_series_and_fails_the_check() {
+    let dir = TempDir::new("history-check");
+    let db = dir.file("history.db");
+    for run in 1..=20 {
+        let build = format!("build-{run:02}");
+        let mut cmd = Cmd::new("produce")
+            .topic("history-check")
+            .args(&["--num-records", "1500", "--record-size", "100"])
+            .args(&["--throughput", "-1", "--acks", "1", "--seed", "7"])
+            .args(&["--store", &db, "--build-label", &build]);
+        if run > 10 {
+            cmd = cmd.args(&["--fault", "at=0s delay=5ms"]);
+        }
+        cmd.ok(LIMIT);
+    }
+    let before_any = "2000-01-01";
+    let check = Cmd::new("history")
+        .args(&["check", "--store", &db, "--metric", "latency_p50_us"])
+        .args(&["--since", before_any])
+        .run(LIMIT);
+    let out = text(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "{out}{}", text(&check.stderr));
+    let found: Vec<&str> = out.lines().filter(|l| l.contains("REGRESSION")).collect();
+    assert_eq!(found.len(), 1, "one change, at the first slow build: {out}");
+    assert!(
+        found[0].contains("latency_p50_us") && found[0].contains("first in build build-11 "),
+        "{out}"
+    );
+    assert!(out.contains("1 regression(s) since 2000-01-01"), "{out}");
+
+    // The same series, read from a build on: the slow build counts; from after the last run, it
+    // is older and the check passes.
+    let since_build = Cmd::new("history")
+        .args(&["check", "--store", &db, "--metric", "latency_p50_us"])
+        .args(&["--since", "build-05"])
+        .run(LIMIT);
+    assert_eq!(
+        since_build.status.code(),
+        Some(1),
+        "{}",
+        text(&since_build.stdout)
+    );
+    let later = Cmd::new("history")
+        .args(&["check", "--store", &db, "--metric", "latency_p50_us"])
+        .args(&["--since", "2999-01-01"])
+        .ok(LIMIT);
+    let later = text(&later.stdout);
+    assert!(
+        later.contains("0 regression(s) since 2999-01-01, 1 older"),
+        "{later}"
+    );
+
+    // `show` marks the change on its run.
+    let list = text(
+        &Cmd::new("history")
+            .args(&["list", "--store", &db])
+            .ok(LIMIT)
+            .stdout,
+    );
+    let key = list
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .expect(&list);
+    let show = text(
+        &Cmd::new("history")
+            .args(&["show", "--store", &db, "--benchmark", key])
+            .args(&["--metric", "latency_p50_us", "--samples"])
+            .ok(LIMIT)
+            .stdout,
+    );
+    let marked: Vec<&str> = show.lines().filter(|l| l.contains("REGRESSION")).collect();
+    assert!(
+        marked.len() == 1 && marked[0].contains("build-11"),
+        "{show}"
+    );
+    assert_eq!(show.matches("samples:").count(), 20, "{show}");
+
+    // Bad input: one error naming the flag.
+    Cmd::new("history")
+        .args(&["check", "--store", &db, "--since", "no-such-build"])
+        .refused("--since no-such-build");
+    Cmd::new("history")
+        .args(&["check", "--store", &db, "--metric", "nope"])
+        .refused("--metric nope");
+    Cmd::new("history")
+        .args(&["check", "--store", &db, "--max-pvalue", "2"])
+        .refused("--max-pvalue");
+}

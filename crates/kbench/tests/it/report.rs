@@ -119,8 +119,19 @@ fn every_kind_of_result_renders_in_a_real_browser() {
             "--fetch-versions",
             "12,16",
         ])
+        .args(&["--store", file("history.db").to_str().unwrap()])
         .json(&file("sweep.json"))
         .ok(LIMIT);
+    // The sweep's cells are benchmarks of the results store too.
+    let list = Cmd::new("history")
+        .args(&["list", "--store", file("history.db").to_str().unwrap()])
+        .ok(LIMIT);
+    assert!(
+        text(&list.stdout).matches(" sweep ").count() >= 4,
+        "{}",
+        text(&list.stdout)
+    );
+    std::fs::remove_file(file("history.db")).unwrap();
     let html_path = file("report.html");
     Cmd::new("report")
         .arg(dir.path().to_str().unwrap())

@@ -4,7 +4,7 @@
 
 mod tables;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -75,6 +75,9 @@ pub struct SweepArgs {
     /// Write the tables as Markdown to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// `--store DB`, `--build-label`, `--target-label`: the result kept in the results store.
+    #[command(flatten)]
+    pub store: crate::store::StoreArgs,
 }
 
 fn parse_api(s: &str) -> Result<ApiKey, String> {
@@ -256,6 +259,7 @@ pub async fn run(args: SweepArgs) -> CliResult {
         ("--json", args.json.as_deref()),
         ("--markdown", args.markdown.as_deref()),
     ])?;
+    args.store.check().map_err(CliError::usage)?;
     sweep(args).await.map_err(CliError::failed)
 }
 
@@ -318,9 +322,16 @@ async fn drive(args: &SweepArgs, bootstrap: &str, embedded: bool) -> Result<u8, 
     if let Some(path) = &args.markdown {
         std::fs::write(path, &tables).map_err(|e| format!("--markdown {}: {e}", path.display()))?;
     }
+    let doc = sweep.document();
     if let Some(path) = &args.json {
-        sweep.write_json(path)?;
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        crate::args::write_atomic(path, |out| {
+            std::io::Write::write_all(out, (text + "\n").as_bytes())
+        })
+        .map_err(|e| format!("--json {e}"))?;
+        eprintln!("kbench: wrote {}", path.display());
     }
+    args.store.try_keep(&doc)?;
     Ok(sweep.exit_code())
 }
 
@@ -466,8 +477,8 @@ impl Finished<'_> {
         }
     }
 
-    /// The result document (`--json`), each cell with its verdict, written to `path`.
-    fn write_json(&self, path: &Path) -> Result<(), String> {
+    /// The result document (`--json`, `--store`), each cell with its verdict.
+    fn document(&self) -> kbench_bench::sweep::SweepDocument {
         let groups = grouped(&self.results);
         let verdict_of = |r: &SweepResult| {
             let group = groups
@@ -477,7 +488,7 @@ impl Finished<'_> {
                 .unwrap_or(&[]);
             verdict(r, group, self.settings.noise_threshold, self.args.isolate)
         };
-        let doc = kbench_bench::sweep::SweepDocument {
+        kbench_bench::sweep::SweepDocument {
             header: Header::new(Kind::Sweep),
             bootstrap_servers: self.bootstrap.to_string(),
             embedded_broker: self.embedded,
@@ -493,14 +504,7 @@ impl Finished<'_> {
                     verdict: verdict_of(r).to_string(),
                 })
                 .collect(),
-        };
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        crate::args::write_atomic(path, |out| {
-            std::io::Write::write_all(out, (text + "\n").as_bytes())
-        })
-        .map_err(|e| format!("--json {e}"))?;
-        eprintln!("kbench: wrote {}", path.display());
-        Ok(())
+        }
     }
 
     /// 0 when every cell completed and the broker converted no messages; else 1.
