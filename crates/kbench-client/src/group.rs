@@ -1,10 +1,12 @@
 //! The classic consumer-group conversation (KIP-848 is not spoken: Tansu 0.6 has only the classic
 //! protocol): FindCoordinator, JoinGroup (with the MEMBER_ID_REQUIRED round trip of KIP-394),
-//! SyncGroup with kbench as leader assigning every partition of the topic to itself, Heartbeat,
-//! OffsetCommit and LeaveGroup; ListOffsets for `auto.offset.reset=latest`.
+//! SyncGroup — with kbench, when it leads, running the assignor the coordinator chose from those
+//! `partition.assignment.strategy` offered ([`crate::assignor`]: range, roundrobin) over every
+//! member's subscription —, Heartbeat, OffsetCommit and LeaveGroup; ListOffsets for
+//! `auto.offset.reset=latest`.
 //!
-//! Only a single-member group is led well: kbench's e2e consumer is one member in a fresh group. A
-//! second member joining is served by the same leader code (range-style: partitions split in order).
+//! kbench's own consumer is one member reading one topic; the other members of its group may be
+//! anyone's (a librdkafka or Java consumer), subscribed to any topics.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,6 +34,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kbench_wire::ApiKey;
 
+use crate::assignor::{Assignment, Assignor, Member};
 use crate::cluster::{Cluster, TopicLayout, topic_name};
 use crate::connection::Connection;
 use crate::error::ClientError;
@@ -44,6 +47,7 @@ const REBALANCE_IN_PROGRESS: i16 = 27;
 const ILLEGAL_GENERATION: i16 = 22;
 const UNKNOWN_MEMBER_ID: i16 = 25;
 const FENCED_INSTANCE_ID: i16 = 82;
+const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
 
 /// How a group member is configured.
 #[derive(Debug, Clone)]
@@ -54,6 +58,9 @@ pub struct GroupConfig {
     pub session_timeout: Duration,
     /// `max.poll.interval.ms`, sent as the rebalance timeout.
     pub rebalance_timeout: Duration,
+    /// `partition.assignment.strategy`: offered in this order; the one the coordinator picks is
+    /// run when this member leads.
+    pub assignors: Vec<Assignor>,
 }
 
 /// What a heartbeat or a commit learned about membership.
@@ -129,6 +136,55 @@ impl GroupMember {
         &self.config.group_id
     }
 
+    /// The assignors offered in JoinGroup: the configured ones, or range.
+    fn offered(&self) -> &[Assignor] {
+        if self.config.assignors.is_empty() {
+            &[Assignor::Range]
+        } else {
+            &self.config.assignors
+        }
+    }
+
+    /// As the group's leader: every member's subscription read, the partition counts of the
+    /// topics subscribed to (a topic the cluster does not know is left out, as Java leaves it),
+    /// and the assignor the coordinator chose run over them.
+    async fn lead(
+        &self,
+        response: &JoinGroupResponse,
+    ) -> Result<Vec<SyncGroupRequestAssignment>, ClientError> {
+        let chosen = response.protocol_name.as_ref().map(|n| n.as_str());
+        let assignor = match chosen {
+            None => self.offered()[0],
+            Some(name) => Assignor::by_protocol(name).ok_or_else(|| {
+                ClientError::Frame(format!(
+                    "JoinGroup: the coordinator chose the assignor {name:?}, which kbench did not offer"
+                ))
+            })?,
+        };
+        let mut members = Vec::with_capacity(response.members.len());
+        for m in &response.members {
+            members.push(Member {
+                member_id: m.member_id.to_string(),
+                instance_id: m.group_instance_id.as_ref().map(|i| i.to_string()),
+                topics: decode_subscription(&m.metadata, m.member_id.as_str())?,
+            });
+        }
+        let topics: std::collections::BTreeSet<&String> =
+            members.iter().flat_map(|m| &m.topics).collect();
+        let mut partitions = BTreeMap::new();
+        for topic in topics {
+            match self.cluster.metadata(topic).await {
+                Ok((_, layout)) => {
+                    partitions.insert(topic.clone(), layout.partitions.len() as i32);
+                }
+                // Our own topic must be there; another member's may not be (yet).
+                Err(e) if *topic == self.config.topic => return Err(e),
+                Err(_) => {}
+            }
+        }
+        encode_assignment(&assignor.assign(&members, &partitions))
+    }
+
     /// Whether the connection to the coordinator broke: heartbeats and commits cannot reach it
     /// until [`rejoin`](Self::rejoin) looks it up again.
     pub fn coordinator_lost(&self) -> bool {
@@ -200,11 +256,16 @@ impl GroupMember {
                 .with_rebalance_timeout_ms(self.config.rebalance_timeout.as_millis() as i32)
                 .with_member_id(str_bytes(&self.member_id))
                 .with_protocol_type(str_bytes("consumer"))
-                .with_protocols(vec![
-                    JoinGroupRequestProtocol::default()
-                        .with_name(str_bytes("range"))
-                        .with_metadata(subscription.clone()),
-                ]);
+                .with_protocols(
+                    self.offered()
+                        .iter()
+                        .map(|a| {
+                            JoinGroupRequestProtocol::default()
+                                .with_name(str_bytes(a.name()))
+                                .with_metadata(subscription.clone())
+                        })
+                        .collect(),
+                );
             // The coordinator may hold a JoinGroup for up to the rebalance timeout (upstream Tansu
             // holds it for half the session timeout); Java allows that plus 5 s.
             let patience = self
@@ -241,6 +302,17 @@ impl GroupMember {
             }
             break;
         }
+        if response.error_code == INCONSISTENT_GROUP_PROTOCOL {
+            let offered: Vec<&str> = self.offered().iter().map(|a| a.name()).collect();
+            return Err(ClientError::kafka(
+                "JoinGroup",
+                format!(
+                    "group {group:?} (its coordinator takes none of partition.assignment.strategy={}; the group's other members, or the protocol it keeps, use another)",
+                    offered.join(",")
+                ),
+                response.error_code,
+            ));
+        }
         if response.error_code != 0 {
             return Err(group_error("JoinGroup", &group, response.error_code));
         }
@@ -248,14 +320,7 @@ impl GroupMember {
         self.generation_id = response.generation_id;
         let is_leader = response.leader.as_str() == self.member_id;
         let assignments = if is_leader && !response.skip_assignment {
-            let members: Vec<String> = response
-                .members
-                .iter()
-                .map(|m| m.member_id.to_string())
-                .collect();
-            let (_, layout) = self.cluster.metadata(&self.config.topic).await?;
-            let partitions: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
-            assign_range(&self.config.topic, &members, &partitions)?
+            self.lead(&response).await?
         } else {
             Vec::new()
         };
@@ -270,7 +335,12 @@ impl GroupMember {
         if sync_version >= 5 {
             request = request
                 .with_protocol_type(Some(str_bytes("consumer")))
-                .with_protocol_name(response.protocol_name.clone().or(Some(str_bytes("range"))));
+                .with_protocol_name(
+                    response
+                        .protocol_name
+                        .clone()
+                        .or(Some(str_bytes(self.offered()[0].name()))),
+                );
         }
         let sync: SyncGroupResponse = match self
             .coordinator
@@ -582,35 +652,48 @@ pub(crate) async fn find_coordinator_of(
     }
 }
 
-/// Range assignment of one topic's partitions over the members, in member-id order.
-fn assign_range(
-    topic: &str,
-    members: &[String],
-    partitions: &[i32],
+/// An assignment as SyncGroup carries it: one versioned `ConsumerProtocolAssignment` per member.
+fn encode_assignment(
+    assignment: &Assignment,
 ) -> Result<Vec<SyncGroupRequestAssignment>, ClientError> {
-    let mut members: Vec<&String> = members.iter().collect();
-    members.sort();
-    let n = members.len().max(1);
-    let per = partitions.len() / n;
-    let extra = partitions.len() % n;
-    let mut start = 0;
-    let mut out = Vec::with_capacity(members.len());
-    for (i, m) in members.into_iter().enumerate() {
-        let take = per + usize::from(i < extra);
-        let mine = partitions[start..start + take].to_vec();
-        start += take;
-        let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
-            AssignedPartition::default()
-                .with_topic(topic_name(topic))
-                .with_partitions(mine),
-        ]);
-        out.push(
-            SyncGroupRequestAssignment::default()
-                .with_member_id(str_bytes(m))
-                .with_assignment(encode_versioned(&assignment, 0)?),
-        );
+    assignment
+        .iter()
+        .map(|(member, topics)| {
+            let body = ConsumerProtocolAssignment::default().with_assigned_partitions(
+                topics
+                    .iter()
+                    .map(|(topic, partitions)| {
+                        AssignedPartition::default()
+                            .with_topic(topic_name(topic))
+                            .with_partitions(partitions.clone())
+                    })
+                    .collect(),
+            );
+            Ok(SyncGroupRequestAssignment::default()
+                .with_member_id(str_bytes(member))
+                .with_assignment(encode_versioned(&body, 0)?))
+        })
+        .collect()
+}
+
+/// The topics a member's JoinGroup metadata subscribes to (ConsumerProtocolSubscription, any
+/// version: a newer one is read as the newest known, as Java reads it).
+fn decode_subscription(bytes: &Bytes, member: &str) -> Result<Vec<String>, ClientError> {
+    let bad = |e: &dyn std::fmt::Display| {
+        ClientError::Frame(format!("JoinGroup: member {member}'s subscription: {e}"))
+    };
+    let mut buf = bytes.clone();
+    if buf.remaining() < 2 {
+        return Err(bad(&"truncated"));
     }
-    Ok(out)
+    let version = buf.get_i16().clamp(0, 3);
+    let subscription =
+        ConsumerProtocolSubscription::decode(&mut buf, version).map_err(|e| bad(&e))?;
+    Ok(subscription
+        .topics
+        .into_iter()
+        .map(|t| t.to_string())
+        .collect())
 }
 
 /// The consumer protocol's embedded structs: an i16 version, then the struct at that version.
@@ -742,32 +825,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn range_assignment_covers_every_partition_once() {
-        let members = vec!["b".to_string(), "a".to_string(), "c".to_string()];
-        let parts: Vec<i32> = (0..8).collect();
-        let out = assign_range("t", &members, &parts).unwrap();
+    fn an_assignment_goes_through_sync_group_and_back() {
+        let members = [
+            Member::new("b", &["t"]),
+            Member::new("a", &["t", "other"]),
+            Member::new("c", &["t"]),
+        ];
+        let counts = BTreeMap::from([("t".to_string(), 8), ("other".to_string(), 2)]);
+        let out = encode_assignment(&Assignor::Range.assign(&members, &counts)).unwrap();
         let mut seen = Vec::new();
         for a in &out {
             seen.extend(decode_assignment(&a.assignment, "t").unwrap());
         }
         seen.sort_unstable();
-        assert_eq!(seen, parts);
-        // Sorted member order: "a" gets the first (larger) share.
+        assert_eq!(seen, (0..8).collect::<Vec<_>>());
+        // Sorted member order: "a" gets the first (larger) share, and the other topic too.
         assert_eq!(out[0].member_id.as_str(), "a");
         assert_eq!(
             decode_assignment(&out[0].assignment, "t").unwrap(),
             vec![0, 1, 2]
         );
+        assert_eq!(
+            decode_assignment(&out[0].assignment, "other").unwrap(),
+            vec![0, 1]
+        );
     }
 
     #[test]
-    fn assignment_for_another_topic_is_ignored() {
-        let out = assign_range("other", &["m".to_string()], &[0, 1]).unwrap();
-        assert!(
-            decode_assignment(&out[0].assignment, "t")
-                .unwrap()
-                .is_empty()
-        );
+    fn subscriptions_are_read_at_any_version() {
+        for version in [0, 1, 3] {
+            let bytes = encode_versioned(
+                &ConsumerProtocolSubscription::default()
+                    .with_topics(vec![str_bytes("t1"), str_bytes("t2")]),
+                version,
+            )
+            .unwrap();
+            assert_eq!(decode_subscription(&bytes, "m").unwrap(), ["t1", "t2"]);
+        }
+        let err = decode_subscription(&Bytes::from_static(&[0]), "m").unwrap_err();
+        assert!(err.to_string().contains("member m's subscription"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_or_short_assignment_reads_as_nothing_or_fails() {
         assert!(decode_assignment(&Bytes::new(), "t").unwrap().is_empty());
         assert!(decode_assignment(&Bytes::from_static(&[0]), "t").is_err());
     }

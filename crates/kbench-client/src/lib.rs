@@ -7,6 +7,7 @@
 //! `kbench-bench`'s job): it moves requests, says what happened to them, and records what the
 //! cluster did ([`events`]).
 
+pub mod assignor;
 pub mod cluster;
 pub mod config;
 pub mod connection;

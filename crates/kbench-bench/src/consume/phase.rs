@@ -114,6 +114,7 @@ async fn join_or_assign(
                 topic: spec.topic.clone(),
                 session_timeout: spec.consumer.session_timeout,
                 rebalance_timeout: spec.consumer.session_timeout.max(Duration::from_secs(30)),
+                assignors: spec.consumer.assignors.clone(),
             };
             let joined = tokio::select! {
                 m = GroupMember::join(cluster.clone(), config) => m,

@@ -487,6 +487,7 @@ impl NativeConsumer {
             topic: spec.topic.clone(),
             session_timeout: spec.consumer.session_timeout,
             rebalance_timeout: spec.rebalance_timeout(),
+            assignors: spec.consumer.assignors.clone(),
         };
         let setup = async {
             let member = GroupMember::join(cluster.clone(), config).await?;

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use super::{Conflict, PropertyError};
+use crate::assignor::Assignor;
 
 /// Where a consumer starts when it has no committed offset (`auto.offset.reset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -50,6 +51,15 @@ pub struct ConsumerSettings {
     /// `isolation.level=read_committed`: read up to the last stable offset, and leave out the
     /// records of aborted transactions. Kafka's default is read_uncommitted.
     pub read_committed: bool,
+    /// `partition.assignment.strategy`, in order of preference: offered in JoinGroup, and run by
+    /// kbench when it leads the group. Default `range` (Java's is range then
+    /// cooperative-sticky, which kbench does not run).
+    #[serde(default = "default_assignors")]
+    pub assignors: Vec<Assignor>,
+}
+
+fn default_assignors() -> Vec<Assignor> {
+    vec![Assignor::Range]
 }
 
 impl Default for ConsumerSettings {
@@ -62,6 +72,7 @@ impl Default for ConsumerSettings {
             max_partition_fetch_bytes: 1_048_576,
             fetch_max_bytes: 52_428_800,
             read_committed: false,
+            assignors: default_assignors(),
         }
     }
 }
@@ -97,6 +108,9 @@ impl ConsumerSettings {
                     "read_uncommitted" => false,
                     _ => return Err(bad("expected read_uncommitted or read_committed")),
                 }
+            }
+            "partition.assignment.strategy" => {
+                self.assignors = Assignor::parse_list(value).map_err(|e| bad(&e))?
             }
             _ => return Ok(false),
         }
