@@ -10,8 +10,8 @@ use crate::harness::CliError;
 /// Where a workload's result is kept (`--store`), and what the store records beside it.
 #[derive(Debug, Clone, Default, Args)]
 pub struct StoreArgs {
-    /// Keep the result in a results store: an SQLite file, created if absent (`kbench history`
-    /// reads it).
+    /// Keep the result in a results store: an SQLite file (created if absent), or a postgres://
+    /// URL (`kbench history` reads it).
     #[arg(long, value_name = "DB")]
     pub store: Option<String>,
     /// The build under test, as the store records it (default: the git commit of the current
@@ -62,14 +62,15 @@ impl StoreArgs {
             return Ok(());
         }
         let text = serde_json::to_string(doc).map_err(CliError::failed)?;
-        let stored = self
-            .open()?
+        let mut store = self.open()?;
+        let stored = store
             .record(&text, &self.meta(None))
             .map_err(|e| CliError::failed(format!("--store: {e}")))?;
         let keys: Vec<&str> = stored.runs.iter().map(|(k, _)| k.as_str()).collect();
+        // The store as it may be shown: a URL without its password.
         eprintln!(
             "kbench: stored in {}: benchmark {}",
-            self.store.as_deref().unwrap_or_default(),
+            store.location(),
             keys.join(", ")
         );
         Ok(())

@@ -30,7 +30,7 @@ pub enum HistoryCommand {
 /// `--store DB`, for the commands that only read.
 #[derive(Debug, Args)]
 pub struct StoreOnly {
-    /// The results store (an SQLite file).
+    /// The results store: an SQLite file, or a postgres:// URL.
     #[arg(long, value_name = "DB")]
     pub store: String,
 }
