@@ -142,8 +142,9 @@ impl PgServer {
             Some(user) => format!("runuser -u {user} -- '{}'", pg_ctl.display()),
             None => format!("'{}'", pg_ctl.display()),
         };
+        // In the background of a shell that ends at once (waited for): the watchdog outlives it.
         let script = format!(
-            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop} -D '{data}' -m immediate stop; rm -rf '{dir}'",
+            "(while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop} -D '{data}' -m immediate stop; rm -rf '{dir}') &",
             pid = std::process::id(),
             data = self.data().display(),
             dir = self.dir.display(),
@@ -153,7 +154,7 @@ impl PgServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .spawn()
+            .status()
             .expect("the server's watchdog");
     }
 
