@@ -10,8 +10,8 @@ use crate::harness::CliError;
 /// Where a workload's result is kept (`--store`), and what the store records beside it.
 #[derive(Debug, Clone, Default, Args)]
 pub struct StoreArgs {
-    /// Keep the result in a results store: an SQLite file, created if absent (`kbench history`
-    /// reads it).
+    /// Keep the result in a results store: an SQLite file (created if absent), or a postgres://
+    /// URL (`kbench history` reads it).
     #[arg(long, value_name = "DB")]
     pub store: Option<String>,
     /// The build under test, as the store records it (default: the git commit of the current
@@ -68,12 +68,16 @@ impl StoreArgs {
             return Ok(());
         };
         let text = serde_json::to_string(doc).map_err(|e| e.to_string())?;
-        let stored = Store::open(location)
-            .and_then(|mut store| store.record(&text, &self.meta(None)))
+        let mut store =
+            Store::open(location).map_err(|e| format!("{e} (the run's result was not stored)"))?;
+        let stored = store
+            .record(&text, &self.meta(None))
             .map_err(|e| format!("{e} (the run's result was not stored)"))?;
         let keys: Vec<&str> = stored.runs.iter().map(|(k, _)| k.as_str()).collect();
+        // The store as it may be shown: a URL without its password.
         eprintln!(
-            "kbench: stored in {location}: benchmark {}",
+            "kbench: stored in {}: benchmark {}",
+            store.location(),
             keys.join(", ")
         );
         Ok(())

@@ -34,7 +34,7 @@ pub enum HistoryCommand {
 /// `--store DB`, for the commands that only read.
 #[derive(Debug, Args)]
 pub struct StoreOnly {
-    /// The results store (an SQLite file).
+    /// The results store: an SQLite file, or a postgres:// URL.
     #[arg(long, value_name = "DB")]
     pub store: String,
 }
@@ -179,7 +179,7 @@ fn list(args: StoreOnly) -> CliResult {
     let store = Store::open(&args.store).map_err(CliError::usage)?;
     let all = store.benchmarks().map_err(CliError::failed)?;
     if all.is_empty() {
-        println!("no benchmarks in {}", args.store);
+        println!("no benchmarks in {}", store.location());
         return Ok(0);
     }
     println!(
@@ -315,7 +315,7 @@ fn check(args: CheckArgs) -> CliResult {
         "kbench history check: {} benchmarks, {} series in {}",
         benchmarks.len(),
         all.len(),
-        args.store.store
+        store.location()
     );
     let (mut regressions, mut older, mut improvements) = (0, 0, 0);
     let mut said = None;

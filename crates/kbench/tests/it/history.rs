@@ -1,9 +1,13 @@
 //! The results store: workloads keep their results with `--store`, `kbench history import` keeps
-//! documents already on disk (once), and `list` and `show` read them back run by run.
+//! documents already on disk (once), and `list` and `show` read them back run by run; in an SQLite
+//! file, and in a PostgreSQL database (a server the test starts: Debian's `initdb` and `pg_ctl`).
 
 use std::time::Duration;
 
 use crate::common::*;
+
+#[path = "../../../kbench-bench/tests/support/postgres_server.rs"]
+mod postgres_server;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -221,4 +225,90 @@ fn a_slower_build_is_found_in_the_series_and_fails_the_check() {
     Cmd::new("history")
         .args(&["check", "--store", &db, "--max-pvalue", "2"])
         .refused("--max-pvalue");
+}
+
+/// A team's store: the workloads store into a PostgreSQL database from inside their runtime,
+/// `import`, `list` and `show` read it, and its password is never shown.
+#[test]
+fn results_are_kept_in_postgresql() {
+    let server = postgres_server::PgServer::shared();
+    let url = server.database("cli");
+    let broker = TestBroker::start();
+    let dir = TempDir::new("history-pg");
+    let first = dir.path().join("first.json");
+    for (build, json) in [("build-1", Some(&first)), ("build-2", None)] {
+        let mut cmd = Cmd::on("produce", &broker)
+            .topic("history-pg")
+            .args(&["--num-records", "5000", "--record-size", "100"])
+            .args(&[
+                "--throughput",
+                "-1",
+                "--store",
+                &url,
+                "--build-label",
+                build,
+            ]);
+        if let Some(json) = json {
+            cmd = cmd.json(json);
+        }
+        let err = text(&cmd.ok(LIMIT).stderr);
+        assert!(err.contains(&format!("kbench: stored in {url}")), "{err}");
+    }
+    let import = text(
+        &Cmd::new("history")
+            .args(&["import", dir.path().to_str().unwrap(), "--store", &url])
+            .ok(LIMIT)
+            .stdout,
+    );
+    assert!(import.contains("first.json: already stored"), "{import}");
+
+    let list = text(
+        &Cmd::new("history")
+            .args(&["list", "--store", &url])
+            .ok(LIMIT)
+            .stdout,
+    );
+    let lines: Vec<&str> = list.lines().skip(1).collect();
+    assert_eq!(lines.len(), 1, "{list}");
+    let words: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(words[1..3], ["produce", "2"], "{list}");
+    let show = text(
+        &Cmd::new("history")
+            .args(&["show", "--store", &url, "--benchmark", words[0]])
+            .ok(LIMIT)
+            .stdout,
+    );
+    let runs: Vec<&str> = show.lines().filter(|l| l.contains("build-")).collect();
+    assert_eq!(runs.len(), 2, "{show}");
+    assert!(
+        runs[0].contains("build-1") && runs[1].contains("build-2"),
+        "{show}"
+    );
+
+    // A password in the URL is masked wherever the store is named; an unreachable server, and a
+    // store of a newer kbench, are one error each naming it.
+    let with_password = url.replace("kbench@", "kbench:s3cret@");
+    let masked = url.replace("kbench@", "kbench:***@");
+    let out = Cmd::new("history")
+        .args(&["show", "--store", &with_password, "--benchmark", "ffffff"])
+        .run(LIMIT);
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("no benchmark in {masked}")), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let unreachable = format!("postgres://kbench:s3cret@127.0.0.1:{closed}/history");
+    Cmd::on("produce", &broker)
+        .args(&["--num-records", "10", "--store", &unreachable])
+        .refused(&format!(
+            "--store postgres://kbench:***@127.0.0.1:{closed}/history: error connecting to server"
+        ));
+    let database = url.rsplit('/').next().unwrap();
+    server.sql(database, "UPDATE kbench_schema SET version = version + 1");
+    Cmd::new("history")
+        .args(&["list", "--store", &url])
+        .refused(&format!("--store {url}: schema version"));
 }
