@@ -38,6 +38,10 @@ pub struct App {
     pub exit: tokio::sync::Notify,
     /// The latest run's Prometheus metrics (`/metrics`).
     pub metrics: std::sync::Mutex<Option<Arc<crate::metrics::RunMetrics>>>,
+    /// Set once the server is told to stop: open event streams end.
+    pub closing: tokio::sync::watch::Sender<bool>,
+    /// The results store the dashboard's history reads (`--store`), opened at start.
+    pub store: Option<std::sync::Mutex<kbench_bench::history::Store>>,
 }
 
 impl App {

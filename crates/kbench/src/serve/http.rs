@@ -14,7 +14,7 @@ use tracing::Instrument as _;
 
 use crate::serve::app::App;
 use crate::serve::error::{ApiError, json_response};
-use crate::serve::{agent, pub_sub, v1};
+use crate::serve::{agent, dashboard, events, history, pub_sub, v1};
 
 pub fn router(app: Arc<App>) -> Router {
     let routes = if app.agent {
@@ -35,6 +35,8 @@ pub fn router(app: Arc<App>) -> Router {
             )
     } else {
         Router::new()
+            .route("/", get(dashboard::page))
+            .route("/dashboard", get(dashboard::page))
     };
     routes
         .route(
@@ -48,6 +50,10 @@ pub fn router(app: Arc<App>) -> Router {
             get(v1::list).post(v1::create.layer(middleware::from_fn(json_only))),
         )
         .route("/v1/runs/{id}", get(v1::get).delete(v1::delete))
+        .route("/v1/runs/{id}/events", get(events::events))
+        .route("/v1/history", get(history::list))
+        .route("/v1/history/{key}", get(history::series))
+        .route("/v1/history/{key}/compare", get(history::compare_runs))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
@@ -59,8 +65,9 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 /// Every request passes here first: the Host must be this server's (no DNS rebinding), a browser's
-/// cross-origin request is refused unless its origin was allowed (`--cors-origin`), and with a token the
-/// `Authorization: Bearer` header must carry it. Each request gets an id, in its log lines and in
+/// cross-origin request is refused unless its origin was allowed (`--cors-origin`) or is this
+/// server's own (the dashboard's), and with a token the `Authorization: Bearer` header must carry
+/// it — except on the dashboard's page itself, which holds no data and asks for the token. Each request gets an id, in its log lines and in
 /// the `X-Request-Id` answer header.
 async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let id = app.next_request_id();
@@ -90,7 +97,13 @@ async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Res
             format!("Host {host:?} is not this server's (add it with --allowed-host)"),
         );
     }
+    // The dashboard's own requests: a page this server served, at the Host just checked.
+    let same_origin = origin
+        .as_deref()
+        .and_then(|o| o.strip_prefix("http://"))
+        .is_some_and(|o| o.eq_ignore_ascii_case(host.trim()));
     if let Some(o) = &origin
+        && !same_origin
         && !app.cors_origins.iter().any(|a| a == o)
     {
         tracing::warn!(id, origin = %o, "refused: cross-origin");
@@ -113,7 +126,10 @@ async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Res
         );
         return with_id(r, id);
     }
-    if let Some(token) = &app.token {
+    let page = !app.agent
+        && matches!(path.as_str(), "/" | "/dashboard")
+        && matches!(method, axum::http::Method::GET | axum::http::Method::HEAD);
+    if let Some(token) = app.token.as_ref().filter(|_| !page) {
         let bearer = authorization.as_deref().and_then(|v| {
             let (scheme, rest) = v.split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
@@ -236,6 +252,10 @@ mod tests {
         for path in [
             "/v1/runs",
             "/v1/runs/{id}",
+            "/v1/runs/{id}/events",
+            "/v1/history",
+            "/v1/history/{key}",
+            "/v1/history/{key}/compare",
             "/pub-sub-demo",
             "/v1/openapi.json",
         ] {

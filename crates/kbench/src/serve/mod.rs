@@ -5,8 +5,11 @@
 
 mod agent;
 mod app;
+mod dashboard;
 mod distributed;
 mod error;
+mod events;
+mod history;
 mod http;
 mod listen;
 pub mod payloads;
@@ -80,6 +83,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", value_parser = crate::args::parse_duration)]
     pub lease: Option<std::time::Duration>,
 
+    /// A results store to read (an SQLite file, as `--store` on a workload fills it): the
+    /// dashboard's history charts, change points and compare view, and `/v1/history`. Read only.
+    #[arg(long, value_name = "DB")]
+    pub store: Option<String>,
+
     /// Where every finished run's result document is written (and read back at start).
     #[arg(long, default_value = "kbench-results")]
     pub results_dir: PathBuf,
@@ -112,6 +120,10 @@ pub async fn run(args: ServeArgs, agent: bool) -> CliResult {
     if !agent && args.lease.is_some() {
         return Err(CliError::usage("--lease: only for `kbench agent`"));
     }
+    if agent && args.store.is_some() {
+        return Err(CliError::usage("--store: only for `kbench serve`"));
+    }
+    let store = args.store.as_deref().map(history::open).transpose()?;
     let lease = agent.then(|| args.lease.unwrap_or(DEFAULT_LEASE));
     if lease.is_some_and(|l| l < MIN_LEASE) {
         return Err(CliError::usage(format!(
@@ -195,6 +207,8 @@ pub async fn run(args: ServeArgs, agent: bool) -> CliResult {
         delivered: Default::default(),
         exit: tokio::sync::Notify::new(),
         metrics: Default::default(),
+        closing: tokio::sync::watch::Sender::new(false),
+        store: store.map(std::sync::Mutex::new),
     });
     let router = http::router(app.clone());
     let max_connections = listen::connection_limit(listen::raise_fd_limit());
@@ -211,6 +225,7 @@ pub async fn run(args: ServeArgs, agent: bool) -> CliResult {
             _ = crate::signals::stop_requested() => {}
             () = exit.exit.notified() => println!("kbench agent: every segment delivered; exiting"),
         }
+        exit.closing.send_replace(true);
     })
     .await;
     // Stop whatever runs and let it write its result (bounded), then stop the embedded broker.

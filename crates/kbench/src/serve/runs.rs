@@ -97,7 +97,8 @@ pub async fn start_e2e(
         .runs
         .register("e2e", api, config, Live::E2e(live.clone()))?;
     let id = run.id.clone();
-    spec.window_sink = app.metrics_for("e2e", &spec.topic, &id);
+    let (feed, _) = app.runs.feed(&id)?;
+    spec.window_sink = app.metrics_for("e2e", &spec.topic, &id).and(feed.sink());
     let stop = run.stop.clone();
     let registry = app.runs.clone();
     let start_time = registry.read_run(&id, |r| r.start_time)?;
@@ -188,7 +189,10 @@ pub async fn start_produce(
         .runs
         .register("produce", Api::V1, config, Live::Produce(live.clone()))?;
     let id = run.id.clone();
-    spec.window_sink = app.metrics_for("produce", &spec.topic, &id);
+    let (feed, _) = app.runs.feed(&id)?;
+    spec.window_sink = app
+        .metrics_for("produce", &spec.topic, &id)
+        .and(feed.sink());
     let stop = run.stop.clone();
     app.runs.spawn(run, async move {
         let job =

@@ -20,6 +20,7 @@ mod cluster_moves;
 mod codec;
 mod compare;
 mod consume;
+mod dashboard;
 mod deploy;
 mod distributed;
 mod e2e;

@@ -88,6 +88,8 @@ pub struct RunEntry {
     /// Wakes the run's thread to abort its task (a permit is kept if it is not waiting yet).
     abort: Option<Arc<tokio::sync::Notify>>,
     pub live: Live,
+    /// Its timeline windows as they close (`/v1/runs/{id}/events`).
+    pub feed: Arc<crate::serve::events::Feed>,
     /// The live figures frozen at the run's end (see [`frozen_live`]).
     final_live: Option<Value>,
     pub start_time: SystemTime,
@@ -158,6 +160,14 @@ impl Registry {
             .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no run with id {id:?}")))
     }
 
+    /// The run's feed of windows and what says it is done; 404 when unknown.
+    pub fn feed(
+        &self,
+        id: &str,
+    ) -> Result<(Arc<crate::serve::events::Feed>, watch::Receiver<bool>), ApiError> {
+        self.read_run(id, |r| (r.feed.clone(), r.done.clone()))
+    }
+
     /// Refuse to start when a run is active (409).
     pub fn ensure_idle(&self) -> Result<(), ApiError> {
         self.read(|runs| match runs.iter().find(|r| r.status.active()) {
@@ -201,6 +211,7 @@ impl Registry {
             stop: stop.clone(),
             abort: None,
             live,
+            feed: crate::serve::events::Feed::new(),
             final_live: None,
             start_time: SystemTime::now(),
             kill_time: None,
@@ -536,6 +547,7 @@ fn load_finished(dir: &Path) -> Vec<RunEntry> {
             stop: kbench_bench::Stop::new(),
             abort: None,
             live: Live::None,
+            feed: crate::serve::events::Feed::new(),
             final_live: None,
             start_time: SystemTime::UNIX_EPOCH,
             kill_time: None,
