@@ -23,7 +23,8 @@ use crate::timeline::{Figure, Interval};
 /// 3: a segment is answered at once (the coordinator polls an e2e consumer until it has joined its
 /// group), and it holds a lease that the coordinator's polls renew: a segment nobody asks about
 /// for the agent's lease time is stopped and marked `abandoned`.
-pub const AGENT_PROTOCOL: u32 = 3;
+/// 4: a segment carries the run's `--pin`s, which its agent negotiates and holds.
+pub const AGENT_PROTOCOL: u32 = 4;
 
 /// What one agent runs of a distributed run: the very spec the coordinator's front end built,
 /// split; the cluster to reach and its connection properties (secrets included: the agent needs
@@ -38,6 +39,11 @@ pub struct Segment {
     pub work: Work,
     pub bootstrap_servers: Vec<String>,
     pub properties: Vec<(String, String)>,
+    /// The run's pins, version by Kafka API name: the agent negotiates and holds them as a
+    /// single-process run does, and a broker that cannot hold one fails the segment before its
+    /// barrier.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pins: BTreeMap<String, i16>,
 }
 
 /// A segment's workload.
@@ -792,6 +798,15 @@ pub fn merge_e2e(
         saturation: common.saturation,
         errors: common.errors,
         aborted: common.aborted,
+        // The consumer's agent speaks Fetch and the group APIs, the producers' Produce: the run
+        // used every agent's versions.
+        negotiated_versions: every
+            .iter()
+            .flat_map(|(_, d)| d.negotiated_versions.iter())
+            .fold(BTreeMap::new(), |mut all, (api, v)| {
+                all.entry(api.clone()).or_insert(*v);
+                all
+            }),
         distributed: Some(distributed_block(
             &all,
             |d| &d.header.environment.hostname,

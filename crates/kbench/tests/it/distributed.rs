@@ -169,9 +169,12 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
         } else {
             0
         };
+        // --pin: every agent negotiates and holds the newest Produce both sides speak.
+        let produce_v = *broker.shared_versions(kbench_wire::ApiKey::Produce).end();
         let out = Cmd::on("produce", &broker)
             .topic(topic)
             .args(&["--agents", &urls(&agents), "--num-records", "30001"])
+            .args(&["--pin", &format!("produce={produce_v}")])
             .args(&[
                 "--throughput",
                 "10000",
@@ -210,6 +213,11 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
             assert_eq!(a["status"], "finished", "{kind:?}");
         }
         assert_eq!(merged["distributed"]["degraded"], false);
+        // The pin, recorded as a single run records it, and held on every agent.
+        for d in docs.iter().chain([&merged]) {
+            assert_eq!(d["pinned_versions"]["Produce"], produce_v, "{kind:?}");
+            assert_eq!(d["negotiated_versions"]["Produce"], produce_v, "{kind:?}");
+        }
         // An independent client reads back exactly what the agents wrote.
         let read = librdkafka::read(
             &broker.addr,
@@ -636,6 +644,50 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
             .unwrap()
     });
     assert_eq!(listed["runs"], serde_json::json!([]), "{listed}");
+    // A pin the broker cannot hold: each agent checks it before the barrier; the first to fail is
+    // the run's one error, naming the agent and the API, and every segment is stopped (both agents
+    // are free again) — for produce, and for e2e (whose consumer checks it before it joins).
+    let second = Agent::start(&dir, "second", 0, Some("right"));
+    let beyond = broker.shared_versions(kbench_wire::ApiKey::Produce).end() + 1;
+    let pin = format!("produce={beyond}");
+    let both = format!("{},{}", good.url, second.url);
+    for (workload, extra) in [
+        ("produce", ["--num-records", "100"]),
+        ("e2e", ["--duration", "2s"]),
+    ] {
+        let out = Cmd::on(workload, &broker)
+            .topic("dist-pin")
+            .args(&["--agents", &both, "--agent-token", "right", "--pin", &pin])
+            .args(&extra)
+            .run(LIMIT);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{workload}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{workload}: one error: {stderr}");
+        assert!(stderr.contains("--agents http://127.0.0.1:"), "{stderr}");
+        assert!(
+            stderr.contains(&format!("--pin {pin}: Produce v{beyond}")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("broker supports Produce v"), "{stderr}");
+        assert!(
+            !text(&out.stdout).contains("records sent"),
+            "{workload}: no load"
+        );
+        for a in [&good, &second] {
+            let hello = runtime().block_on(async {
+                reqwest::Client::new()
+                    .get(format!("{}/agent/v1/hello", a.url))
+                    .bearer_auth("right")
+                    .send()
+                    .await
+                    .unwrap()
+                    .json::<Value>()
+                    .await
+                    .unwrap()
+            });
+            assert_eq!(hello["busy_with"], Value::Null, "{workload}: {hello}");
+        }
+    }
     // The agent itself refuses a segment of another protocol version, naming it.
     let answer = runtime().block_on(async {
         reqwest::Client::new()
@@ -676,6 +728,7 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
             work,
             bootstrap_servers: vec![broker.addr.clone()],
             properties: Vec::new(),
+            pins: Default::default(),
         };
         let answer = runtime().block_on(async {
             reqwest::Client::new()

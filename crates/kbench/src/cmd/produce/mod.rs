@@ -349,8 +349,6 @@ async fn distributed(
         Some(
             "--payload-monotonic: not with --agents (each agent would count from 0, so the values would repeat)",
         )
-    } else if !args.pins.pin.is_empty() {
-        Some("--pin: not with --agents yet (agents negotiate versions themselves)")
     } else if args.output.histogram_log.is_some() {
         Some("--histogram-log: not with --agents yet (each agent's windows are in its own result)")
     } else if args.metrics.metrics_listen.is_some() {
@@ -386,6 +384,7 @@ async fn distributed(
             .cloned()
             .collect(),
         run: kbench_bench::spec::fresh_id("kbench-produce"),
+        pins: crate::coordinator::pin_names(&plan.pins),
     };
     let stop = Stop::new();
     let last = Mutex::new((std::time::Instant::now(), 0u64));
