@@ -156,6 +156,7 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
             .map(|(i, shift)| Agent::start(&dir, &format!("a{i}"), *shift, None))
             .collect();
         let json = dir.path().join("merged.json");
+        let log = dir.file("merged.hlog");
         // Named after the broker, so that a failed read-back says which one it was.
         let topic = &format!("dist-produce-{kind:?}").to_lowercase();
         // The upstream Tansu binary (0.6.0, in-memory storage) acknowledges the first batch of an
@@ -175,6 +176,7 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
             .topic(topic)
             .args(&["--agents", &urls(&agents), "--num-records", "30001"])
             .args(&["--pin", &format!("produce={produce_v}")])
+            .args(&["--histogram-log", &log])
             .args(&[
                 "--throughput",
                 "10000",
@@ -213,6 +215,15 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
             assert_eq!(a["status"], "finished", "{kind:?}");
         }
         assert_eq!(merged["distributed"]["degraded"], false);
+        // --histogram-log, from the merged windows: each window's histograms added up exactly, so
+        // the log sums to the union of the agents' own; the document's windows are a single run's.
+        let logged = crate::timeline::read_log(&log);
+        for tag in ["latency", "service_time", "publish_delay"] {
+            assert_eq!(logged[tag].0, union(&docs, tag), "{kind:?} {tag}");
+        }
+        let windows = merged["intervals"].as_array().unwrap();
+        assert_eq!(logged["latency"].1, windows.len(), "one line per window");
+        assert!(windows.iter().all(|w| w.get("histograms").is_none()));
         // The pin, recorded as a single run records it, and held on every agent.
         for d in docs.iter().chain([&merged]) {
             assert_eq!(d["pinned_versions"]["Produce"], produce_v, "{kind:?}");
