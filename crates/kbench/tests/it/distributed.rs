@@ -346,6 +346,8 @@ fn an_agent_killed_mid_run_degrades_the_result_and_the_rest_is_exact() {
         .args(&["--agents", &urls(&agents), "--num-records", "1000000000"])
         .args(&["--throughput", "3000", "--duration", "8s"])
         .args(&["--reporting-interval", "1000"])
+        // Idempotent: each agent takes its own producer id from the broker.
+        .args(&["--producer-props", "enable.idempotence=true"])
         .json(&json);
     let victim = agents[1].url.clone();
     // The agent is killed at the run's second progress line that counts acknowledged records (the
@@ -392,6 +394,10 @@ fn an_agent_killed_mid_run_degrades_the_result_and_the_rest_is_exact() {
         Some(acked + merged["records_failed"].as_u64().unwrap())
     );
     assert_exact(&merged, &docs, "latency");
+    assert_eq!(merged["records_failed"], 0, "{stdout}");
+    for d in docs.iter().chain([&merged]) {
+        assert_eq!(d["settings"]["enable_idempotence"], true, "{d}");
+    }
 }
 
 /// A record in every partition of a fresh `topic` on the upstream Tansu binary, from one client:
