@@ -24,7 +24,7 @@ use crate::harness::{CliError, CliResult};
 /// Clock exchanges per agent and estimate.
 mod cli;
 
-pub use cli::{DistributedArgs, cli_connect, cli_finish, live_sum, parse_agents};
+pub use cli::{DistributedArgs, cli_connect, cli_error, cli_finish, live_sum, parse_agents};
 
 const CLOCK_SAMPLES: usize = 8;
 /// An agent that has not answered for this long is lost.

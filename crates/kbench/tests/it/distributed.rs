@@ -463,6 +463,47 @@ fn e2e_over_three_agents_waits_for_the_upstream_brokers_join() {
     assert_eq!(merged["distributed"]["degraded"], false);
 }
 
+#[test]
+fn a_coordinator_stopped_while_the_consumer_joins_exits_130_and_frees_the_agents() {
+    // The upstream binary holds the consumer's JoinGroup ≈ 23 s: SIGINT lands during the wait.
+    let broker = TestBroker::of(BrokerKind::Standalone);
+    let dir = TempDir::new("dist-e2e-sigint");
+    let agents: Vec<Agent> = (0..2)
+        .map(|i| Agent::start(&dir, &format!("a{i}"), 0, None))
+        .collect();
+    let mut coordinator = common::kbench()
+        .args(["e2e", "--bootstrap-server", &broker.addr])
+        .args(["--topic", "dist-e2e-sigint", "--agents", &urls(&agents)])
+        .args(["--duration", "2s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the coordinator");
+    // Read until the waiting line; the pipe stays open (the coordinator may print more).
+    use std::io::BufRead as _;
+    let mut lines = std::io::BufReader::new(coordinator.stdout.take().unwrap()).lines();
+    let waiting = lines
+        .find(|l| {
+            l.as_ref()
+                .is_ok_and(|l| l.contains("waiting for the consumer"))
+        })
+        .is_some();
+    assert!(waiting, "the coordinator said it waits for the join");
+    unsafe { libc::kill(coordinator.id() as i32, libc::SIGINT) };
+    let out = coordinator.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("stopped while the consumer was joining"),
+        "{stderr}"
+    );
+    for a in &agents {
+        wait_until("the agent is free", Duration::from_secs(10), || {
+            agent_get(a, "/agent/v1/hello")["busy_with"].is_null()
+        });
+    }
+}
+
 /// `GET` on an agent: status and body (`/v1/runs/{id}` shows a segment without renewing its lease,
 /// as `/agent/v1/segments/{id}`, the coordinator's poll, does).
 fn agent_get(agent: &Agent, path: &str) -> Value {

@@ -267,7 +267,7 @@ async fn distributed(
         &progress,
     );
     let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
-    let doc = merged.map_err(CliError::failed)?;
+    let doc = merged.map_err(|e| crate::coordinator::cli_error(e, interrupted))?;
     print_merged(&doc);
     let slo = args.slo.conditions("e2e").unwrap_or_default();
     let c = doc.consumer.clone().unwrap_or_default();

@@ -405,7 +405,7 @@ async fn distributed(
     };
     let job = run_produce(&coordinator, &spec, &target, stop.token(), &progress);
     let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
-    let mut doc = merged.map_err(CliError::failed)?;
+    let mut doc = merged.map_err(|e| crate::coordinator::cli_error(e, interrupted))?;
     args.output
         .write_merged_histogram_log(&doc.start_time, &mut doc.intervals)?;
     // kafka-producer-perf-test's final line, from the merged document.
