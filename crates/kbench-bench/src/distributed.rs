@@ -23,7 +23,8 @@ use crate::timeline::{Figure, Interval};
 /// 3: a segment is answered at once (the coordinator polls an e2e consumer until it has joined its
 /// group), and it holds a lease that the coordinator's polls renew: a segment nobody asks about
 /// for the agent's lease time is stopped and marked `abandoned`.
-pub const AGENT_PROTOCOL: u32 = 3;
+/// 4: a segment carries the run's `--pin`s, which its agent negotiates and holds.
+pub const AGENT_PROTOCOL: u32 = 4;
 
 /// What one agent runs of a distributed run: the very spec the coordinator's front end built,
 /// split; the cluster to reach and its connection properties (secrets included: the agent needs
@@ -38,6 +39,11 @@ pub struct Segment {
     pub work: Work,
     pub bootstrap_servers: Vec<String>,
     pub properties: Vec<(String, String)>,
+    /// The run's pins, version by Kafka API name: the agent negotiates and holds them as a
+    /// single-process run does, and a broker that cannot hold one fails the segment before its
+    /// barrier.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pins: BTreeMap<String, i16>,
 }
 
 /// A segment's workload.
@@ -702,10 +708,27 @@ fn merged_intervals(lists: Vec<&[Interval]>) -> Vec<Interval> {
                     figures.insert(format!("{name}_per_sec"), Figure::Rate(total as f64 / secs));
                 }
             }
+            // Histograms kept whole (for the coordinator's `--histogram-log`) add up exactly.
+            let mut histograms = BTreeMap::new();
+            for name in windows.iter().flat_map(|w| w.histograms.keys()) {
+                if histograms.contains_key(name) {
+                    continue;
+                }
+                let mut sum = latency_histogram();
+                for h in windows
+                    .iter()
+                    .filter_map(|w| decode_histogram(w.histograms.get(name)?))
+                {
+                    // Every agent's histogram has the same bounds: adding cannot fail.
+                    let _ = sum.add(h);
+                }
+                histograms.insert(name.clone(), crate::measure::encode_histogram(&sum));
+            }
             Interval {
                 t_s: first.t_s,
                 duration_s: duration,
                 agents: Some(windows.len()),
+                histograms,
                 figures,
             }
         })
@@ -792,6 +815,15 @@ pub fn merge_e2e(
         saturation: common.saturation,
         errors: common.errors,
         aborted: common.aborted,
+        // The consumer's agent speaks Fetch and the group APIs, the producers' Produce: the run
+        // used every agent's versions.
+        negotiated_versions: every
+            .iter()
+            .flat_map(|(_, d)| d.negotiated_versions.iter())
+            .fold(BTreeMap::new(), |mut all, (api, v)| {
+                all.entry(api.clone()).or_insert(*v);
+                all
+            }),
         distributed: Some(distributed_block(
             &all,
             |d| &d.header.environment.hostname,
@@ -1054,15 +1086,19 @@ mod tests {
 
     #[test]
     fn intervals_merge_window_by_window() {
+        // Each window's latency histogram kept whole: `records` values of `records` µs.
         let window = |records: u64| {
             let mut figures = BTreeMap::new();
             figures.insert("records".to_string(), Figure::Count(records));
             figures.insert("records_per_sec".to_string(), Figure::Rate(records as f64));
             figures.insert("bytes".to_string(), Figure::Count(records * 1_048_576));
+            let mut h = latency_histogram();
+            h.record_n(records, records).unwrap();
             Interval {
                 t_s: 0.0,
                 duration_s: 1.0,
                 agents: None,
+                histograms: [("latency".to_string(), crate::measure::encode_histogram(&h))].into(),
                 figures,
             }
         };
@@ -1075,5 +1111,9 @@ mod tests {
         assert_eq!(m[0].rate("mb_per_sec"), Some(8.0));
         assert_eq!(m[0].agents, Some(2));
         assert_eq!(m[1].count("records"), Some(4));
+        // The histograms add up exactly: 3 × 3 µs and 5 × 5 µs.
+        let h = decode_histogram(&m[0].histograms["latency"]).unwrap();
+        assert_eq!((h.len(), h.min(), h.max()), (8, 3, 5));
+        assert_eq!(h.count_at(5), 5);
     }
 }

@@ -174,6 +174,11 @@ pub struct Interval {
     /// A distributed run's merged window: how many agents' windows it adds up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<usize>,
+    /// The window's histograms whole, by name ([`crate::measure::encode_histogram`]): only in a
+    /// distributed segment's result whose coordinator writes `--histogram-log`, so that the merge
+    /// can add them exactly ([`with_histograms`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub histograms: BTreeMap<String, String>,
     #[serde(flatten)]
     pub figures: BTreeMap<String, Figure>,
 }
@@ -267,10 +272,25 @@ pub fn intervals(start: SystemTime, counters: &[&str], windows: &[Window]) -> Ve
                 t_s: (w.start_us.saturating_sub(start_us)) as f64 / 1e6,
                 duration_s: w.duration.as_secs_f64(),
                 agents: None,
+                histograms: BTreeMap::new(),
                 figures,
             }
         })
         .collect()
+}
+
+/// `intervals` (made by [`intervals`] from `windows`) with each window's histograms kept whole.
+pub fn with_histograms(mut intervals: Vec<Interval>, windows: &[Window]) -> Vec<Interval> {
+    for (interval, w) in intervals.iter_mut().zip(windows) {
+        for (tag, _) in &w.histograms {
+            if let Some(h) = w.histogram(tag) {
+                interval
+                    .histograms
+                    .insert(tag.to_string(), crate::measure::encode_histogram(&h));
+            }
+        }
+    }
+    intervals
 }
 
 /// Write `windows` as an HdrHistogram interval log (format 1.3, as HistogramLogProcessor and
@@ -283,6 +303,44 @@ pub fn write_interval_log(
     out: &mut impl std::io::Write,
     start: SystemTime,
     windows: &[Window],
+) -> std::io::Result<()> {
+    let start_us = micros(start);
+    let logged = windows.iter().flat_map(|w| {
+        let offset = Duration::from_micros(w.start_us.saturating_sub(start_us));
+        w.histograms
+            .iter()
+            .filter_map(move |(tag, _)| Some((offset, w.duration, *tag, w.histogram(tag)?)))
+    });
+    write_log(out, start, logged)
+}
+
+/// The same log from a result's `intervals` whose histograms were kept whole (a distributed run's
+/// merged windows, [`Interval::histograms`]); a window without them is left out.
+pub fn write_interval_log_of(
+    out: &mut impl std::io::Write,
+    start: SystemTime,
+    intervals: &[Interval],
+) -> std::io::Result<()> {
+    let logged = intervals.iter().flat_map(|i| {
+        let offset = Duration::from_secs_f64(i.t_s.max(0.0));
+        let duration = Duration::from_secs_f64(i.duration_s.max(0.0));
+        i.histograms.iter().filter_map(move |(tag, text)| {
+            Some((
+                offset,
+                duration,
+                tag.as_str(),
+                crate::measure::decode_histogram(text)?,
+            ))
+        })
+    });
+    write_log(out, start, logged)
+}
+
+/// The interval log's header, then one line per (offset from `start`, length, tag, histogram).
+fn write_log<'a>(
+    out: &mut impl std::io::Write,
+    start: SystemTime,
+    logged: impl Iterator<Item = (Duration, Duration, &'a str, Histogram<u64>)>,
 ) -> std::io::Result<()> {
     let start_s = micros(start) as f64 / 1e6;
     writeln!(out, "#[Histogram log format version 1.3]")?;
@@ -300,15 +358,10 @@ pub fn write_interval_log(
     let mut log = IntervalLogWriterBuilder::new()
         .with_max_value_divisor(1000.0)
         .begin_log_with(out, &mut serializer)?;
-    let start_us = micros(start);
-    for w in windows {
-        let offset = Duration::from_micros(w.start_us.saturating_sub(start_us));
-        for (tag, _) in &w.histograms {
-            let Some(h) = w.histogram(tag) else { continue };
-            let tag = Tag::new(tag).ok_or_else(|| std::io::Error::other("bad tag"))?;
-            log.write_histogram(&h, offset, w.duration, Some(tag))
-                .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
-        }
+    for (offset, duration, tag, h) in logged {
+        let tag = Tag::new(tag).ok_or_else(|| std::io::Error::other("bad tag"))?;
+        log.write_histogram(&h, offset, duration, Some(tag))
+            .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
     }
     Ok(())
 }

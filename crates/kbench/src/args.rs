@@ -193,6 +193,32 @@ impl OutputArgs {
         Ok(())
     }
 
+    /// The interval log of a distributed run, from its merged windows (each agent's histograms
+    /// added up exactly), when asked for; the histograms are then taken out of the windows, which
+    /// the result document keeps as a single run's are.
+    pub fn write_merged_histogram_log(
+        &self,
+        start_time: &str,
+        intervals: &mut [kbench_bench::timeline::Interval],
+    ) -> Result<(), crate::harness::CliError> {
+        if let Some(path) = &self.histogram_log {
+            let start = humantime::parse_rfc3339(start_time).map_err(|e| {
+                crate::harness::CliError::failed(format!(
+                    "--histogram-log: the merged start time {start_time:?}: {e}"
+                ))
+            })?;
+            write_atomic(path, |out| {
+                kbench_bench::timeline::write_interval_log_of(out, start, intervals)
+            })
+            .map_err(|e| crate::harness::CliError::failed(format!("--histogram-log {e}")))?;
+            eprintln!("kbench: wrote {}", path.display());
+        }
+        for i in intervals {
+            i.histograms.clear();
+        }
+        Ok(())
+    }
+
     /// The result document, when asked for.
     pub fn write_json<T: serde::Serialize>(&self, doc: &T) -> Result<(), crate::harness::CliError> {
         if let Some(path) = &self.json {

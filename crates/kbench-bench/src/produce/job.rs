@@ -120,8 +120,14 @@ pub async fn run_job<O: ProduceObserver>(
         pinned,
         spec.seed,
     );
+    let intervals = if spec.window_histograms {
+        crate::timeline::with_histograms(document.intervals, &run.timeline)
+    } else {
+        document.intervals
+    };
     let document = ResultDocument {
         verification,
+        intervals,
         ..document
     };
     Ok(ProduceOutcome {

@@ -269,6 +269,11 @@ pub struct ProduceSpec {
     /// A distributed segment: the measured phase starts when this process's wall clock
     /// ([`crate::clock`]) reads this, µs since the Unix epoch (every agent at once).
     pub start_at_us: Option<u64>,
+    /// A distributed segment whose coordinator writes `--histogram-log`: the result's `intervals`
+    /// keep each window's histograms whole ([`crate::timeline::Interval::histograms`]), for the
+    /// merge to add up exactly.
+    #[serde(default)]
+    pub window_histograms: bool,
     /// Stamp every record ([`crate::verify`]) and read the topic back after the run: what was
     /// acknowledged must be there, in order, intact (`--verify`).
     #[serde(default)]
@@ -325,6 +330,7 @@ impl Default for ProduceSpec {
             limits: Limits::default(),
             interval_histograms: false,
             start_at_us: None,
+            window_histograms: false,
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
             window_sink: Default::default(),
             verify: false,

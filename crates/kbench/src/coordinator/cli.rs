@@ -124,6 +124,16 @@ pub fn cli_finish<D: serde::Serialize>(
     })
 }
 
+/// A distributed run that ended without a result: its one error line, exit 130 when a signal
+/// stopped it (during a consumer's join wait, say), else 1.
+pub fn cli_error(e: String, interrupted: bool) -> CliError {
+    if interrupted {
+        CliError::with_code(crate::args::EXIT_INTERRUPTED, e)
+    } else {
+        CliError::failed(e)
+    }
+}
+
 /// The agents' part of a result, one line each, and the clock statement.
 pub fn print_agents(distributed: Option<&Distributed>) {
     let Some(d) = distributed else { return };

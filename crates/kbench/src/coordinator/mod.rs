@@ -24,7 +24,7 @@ use crate::harness::{CliError, CliResult};
 /// Clock exchanges per agent and estimate.
 mod cli;
 
-pub use cli::{DistributedArgs, cli_connect, cli_finish, live_sum, parse_agents};
+pub use cli::{DistributedArgs, cli_connect, cli_error, cli_finish, live_sum, parse_agents};
 
 const CLOCK_SAMPLES: usize = 8;
 /// An agent that has not answered for this long is lost.
@@ -371,19 +371,37 @@ impl Coordinator {
     }
 
     /// The barrier: every segment must have reached its agent before the start instant `at`
-    /// (coordinator's clock, µs); otherwise the agents would not start together, and every
-    /// segment is stopped.
-    async fn check_barrier(&self, segments: &[Running], at: u64) -> Result<(), String> {
+    /// (coordinator's clock, µs); otherwise the agents would not start together. Until then the
+    /// segments are polled: each agent connects, checks the versions (its `--pin`s among them) and
+    /// the topic before its barrier, and one that ends there is the run's error, naming its agent.
+    /// Either way every segment is stopped.
+    async fn hold_barrier(&self, segments: &mut [Running], at: u64) -> Result<(), String> {
         let now = wall_us();
-        if now <= at {
-            return Ok(());
+        if now > at {
+            self.stop_all(segments).await;
+            return Err(format!(
+                "--agents: handing out the segments ended {} ms after the barrier start (a lead of {} s): the agents would not have started together; every segment was stopped (are the agents overloaded or far away?)",
+                (now - at) / 1000,
+                START_LEAD.as_secs()
+            ));
         }
-        self.stop_all(segments).await;
-        Err(format!(
-            "--agents: handing out the segments ended {} ms after the barrier start (a lead of {} s): the agents would not have started together; every segment was stopped (are the agents overloaded or far away?)",
-            (now - at) / 1000,
-            START_LEAD.as_secs()
-        ))
+        loop {
+            futures_util::future::join_all(segments.iter_mut().map(|s| self.poll(s))).await;
+            if let Some(s) = segments.iter().find(|s| s.done()) {
+                let why = s
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| s.status_name().to_string());
+                let url = self.agents[s.agent].clone();
+                self.stop_all(segments).await;
+                return Err(format!("--agents {url}: {why}"));
+            }
+            let now = wall_us();
+            if now > at {
+                return Ok(());
+            }
+            tokio::time::sleep(READY_POLL.min(Duration::from_micros(at - now + 1))).await;
+        }
     }
 
     /// Ask every segment not done yet to stop (best effort).
@@ -494,6 +512,15 @@ pub struct Target {
     pub properties: Vec<(String, String)>,
     /// The run's name on the agents.
     pub run: String,
+    /// `--pin`: every agent negotiates and holds them (version by Kafka API name).
+    pub pins: std::collections::BTreeMap<String, i16>,
+}
+
+/// `--pin`s as a segment carries them: version by Kafka API name.
+pub fn pin_names(pins: &kbench_wire::Pins) -> std::collections::BTreeMap<String, i16> {
+    pins.iter()
+        .map(|(api, v)| (kbench_wire::api_name(api), v))
+        .collect()
 }
 
 fn segment(target: &Target, work: Work) -> Segment {
@@ -503,6 +530,7 @@ fn segment(target: &Target, work: Work) -> Segment {
         work,
         bootstrap_servers: target.bootstrap.clone(),
         properties: target.properties.clone(),
+        pins: target.pins.clone(),
     }
 }
 
@@ -528,7 +556,7 @@ pub async fn run_produce(
             }
         }
     }
-    c.check_barrier(&segments, at).await?;
+    c.hold_barrier(&mut segments, at).await?;
     c.follow(&mut segments, spec.reporting_interval, cancel, progress)
         .await;
     let after = c.clocks_after().await;
@@ -581,7 +609,7 @@ pub async fn run_e2e(
             }
         }
     }
-    if let Err(e) = c.check_barrier(&running, at).await {
+    if let Err(e) = c.hold_barrier(&mut running, at).await {
         c.stop_all(std::slice::from_ref(&consumer_run)).await;
         return Err(e);
     }

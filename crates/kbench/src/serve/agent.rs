@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::serve::app::App;
 use crate::serve::error::{ApiError, ApiResult, from_value, json_object, json_response};
 use crate::serve::registry::{Live, run_json};
-use crate::serve::runs::{start_e2e, start_produce};
+use crate::serve::runs::{Reach, start_e2e, start_produce};
 
 pub async fn hello(State(app): State<Arc<App>>) -> ApiResult {
     let busy = app.runs.read(|runs| {
@@ -63,9 +63,17 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
     for (k, v) in &segment.properties {
         props.insert(k.clone(), json!(v));
     }
-    let client = Some(crate::serve::v1::client_from(&props)?);
+    let mut pins = kbench_wire::Pins::default();
+    for (api, version) in &segment.pins {
+        pins.extend_from(&format!("{api}={version}"))
+            .map_err(|e| ApiError::field("pins", e.to_string()))?;
+    }
+    let reach = Reach {
+        bootstrap: Some(segment.bootstrap_servers.clone()),
+        client: Some(crate::serve::v1::client_from(&props)?),
+        pins,
+    };
     let masked = kbench_client::redacted(&segment.properties);
-    let bootstrap = Some(segment.bootstrap_servers.clone());
     let workload = segment.work.name();
     let id = match segment.work {
         Work::Produce(mut spec) => {
@@ -78,7 +86,7 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
                     segment.bootstrap_servers.clone(), "kbench-agent", Default::default())),
                 "start_at_us": spec.start_at_us, "properties": masked,
             });
-            start_produce(&app, config, *spec, bootstrap, client).await?
+            start_produce(&app, config, *spec, reach).await?
         }
         Work::E2e(mut spec) => {
             spec.limits = app.limits;
@@ -97,8 +105,7 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
                 crate::serve::registry::Api::V1,
                 config,
                 *spec,
-                bootstrap,
-                client,
+                reach,
                 false,
             )
             .await?

@@ -107,6 +107,7 @@ async fn prepare(
             .filter(|(k, _)| k != "bootstrap.servers")
             .collect(),
         run: kbench_bench::spec::fresh_id("kbench-v1"),
+        pins: Default::default(),
     };
     Ok((coordinator, target))
 }

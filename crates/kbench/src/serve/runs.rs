@@ -46,6 +46,16 @@ fn start_error(e: BenchError, field: &str, bootstrap: &str) -> String {
     }
 }
 
+/// Where a run connects: the request's cluster (else the server's, else the embedded broker), the
+/// request's connection settings, and the versions it pins (an agent's segment carries its run's
+/// `--pin`s).
+#[derive(Debug, Default)]
+pub struct Reach {
+    pub bootstrap: Option<Vec<String>>,
+    pub client: Option<ConnectionSettings>,
+    pub pins: Pins,
+}
+
 /// The connection settings of a run: the request's properties; else, towards the server's own
 /// default cluster, the server's (`-X`, `--command-config`); else (the request's own cluster, or the
 /// embedded broker) plaintext with Kafka's defaults.
@@ -55,13 +65,14 @@ fn cluster_for(
     own_bootstrap: bool,
     embedded: bool,
     client: Option<ConnectionSettings>,
+    pins: Pins,
 ) -> ClusterConfig {
     let settings = match client {
         Some(s) => s,
         None if !own_bootstrap && !embedded => app.client.clone(),
         None => ConnectionSettings::default(),
     };
-    let mut config = settings.cluster_config(servers, Pins::default());
+    let mut config = settings.cluster_config(servers, pins);
     config.client_id = if app.agent {
         AGENT_CLIENT_ID
     } else {
@@ -79,19 +90,18 @@ pub async fn start_e2e(
     api: Api,
     config: Value,
     mut spec: E2eSpec,
-    bootstrap: Option<Vec<String>>,
-    client: Option<ConnectionSettings>,
+    reach: Reach,
     wait: bool,
 ) -> Result<String, ApiError> {
     app.runs.ensure_idle()?;
-    let own = bootstrap.is_some();
+    let own = reach.bootstrap.is_some();
     let (servers, embedded) = match &spec.rest {
         // The proxy reaches Kafka; kbench needs no broker of its own.
         Some(rest) => (vec![rest.proxy.url.clone()], false),
-        None => app.bootstrap(bootstrap).await?,
+        None => app.bootstrap(reach.bootstrap).await?,
     };
     let bootstrap = servers.join(",");
-    let cluster = cluster_for(app, servers, own, embedded, client);
+    let cluster = cluster_for(app, servers, own, embedded, reach.client, reach.pins);
     let live = Arc::new(E2eLive::default());
     let run = app
         .runs
@@ -176,14 +186,13 @@ pub async fn start_produce(
     app: &Arc<App>,
     config: Value,
     mut spec: ProduceSpec,
-    bootstrap: Option<Vec<String>>,
-    client: Option<ConnectionSettings>,
+    reach: Reach,
 ) -> Result<String, ApiError> {
     app.runs.ensure_idle()?;
-    let own = bootstrap.is_some();
-    let (servers, embedded) = app.bootstrap(bootstrap).await?;
+    let own = reach.bootstrap.is_some();
+    let (servers, embedded) = app.bootstrap(reach.bootstrap).await?;
     let bootstrap = servers.join(",");
-    let cluster = cluster_for(app, servers, own, embedded, client);
+    let cluster = cluster_for(app, servers, own, embedded, reach.client, reach.pins);
     let live = Arc::new(ProduceLive::default());
     let run = app
         .runs

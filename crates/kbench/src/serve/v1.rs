@@ -23,7 +23,7 @@ use crate::args::set;
 use crate::serve::app::App;
 use crate::serve::error::{ApiError, ApiResult, from_value, json_object, json_response, optional};
 use crate::serve::registry::{Api, run_json};
-use crate::serve::runs::{start_e2e, start_produce};
+use crate::serve::runs::{Reach, start_e2e, start_produce};
 
 /// An e2e run through /v1.
 #[derive(Debug, Default, Deserialize)]
@@ -382,13 +382,23 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
     } = parse(&body, app.limits)?;
     let id = match (spec, spread) {
         (Spec::E2e(spec, bootstrap), None) => {
-            start_e2e(&app, Api::V1, config, *spec, bootstrap, client, true).await?
+            let reach = Reach {
+                bootstrap,
+                client,
+                ..Reach::default()
+            };
+            start_e2e(&app, Api::V1, config, *spec, reach, true).await?
         }
         (Spec::E2e(spec, bootstrap), Some(spread)) => {
             spread_over::start_e2e(&app, config, *spec, bootstrap, pairs, spread).await?
         }
         (Spec::Produce(spec, bootstrap), None) => {
-            start_produce(&app, config, *spec, bootstrap, client).await?
+            let reach = Reach {
+                bootstrap,
+                client,
+                ..Reach::default()
+            };
+            start_produce(&app, config, *spec, reach).await?
         }
         (Spec::Produce(spec, bootstrap), Some(spread)) => {
             spread_over::start_produce(&app, config, *spec, bootstrap, pairs, spread).await?

@@ -156,6 +156,7 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
             .map(|(i, shift)| Agent::start(&dir, &format!("a{i}"), *shift, None))
             .collect();
         let json = dir.path().join("merged.json");
+        let log = dir.file("merged.hlog");
         // Named after the broker, so that a failed read-back says which one it was.
         let topic = &format!("dist-produce-{kind:?}").to_lowercase();
         // The upstream Tansu binary (0.6.0, in-memory storage) acknowledges the first batch of an
@@ -169,9 +170,13 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
         } else {
             0
         };
+        // --pin: every agent negotiates and holds the newest Produce both sides speak.
+        let produce_v = *broker.shared_versions(kbench_wire::ApiKey::Produce).end();
         let out = Cmd::on("produce", &broker)
             .topic(topic)
             .args(&["--agents", &urls(&agents), "--num-records", "30001"])
+            .args(&["--pin", &format!("produce={produce_v}")])
+            .args(&["--histogram-log", &log])
             .args(&[
                 "--throughput",
                 "10000",
@@ -210,6 +215,20 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
             assert_eq!(a["status"], "finished", "{kind:?}");
         }
         assert_eq!(merged["distributed"]["degraded"], false);
+        // --histogram-log, from the merged windows: each window's histograms added up exactly, so
+        // the log sums to the union of the agents' own; the document's windows are a single run's.
+        let logged = crate::timeline::read_log(&log);
+        for tag in ["latency", "service_time", "publish_delay"] {
+            assert_eq!(logged[tag].0, union(&docs, tag), "{kind:?} {tag}");
+        }
+        let windows = merged["intervals"].as_array().unwrap();
+        assert_eq!(logged["latency"].1, windows.len(), "one line per window");
+        assert!(windows.iter().all(|w| w.get("histograms").is_none()));
+        // The pin, recorded as a single run records it, and held on every agent.
+        for d in docs.iter().chain([&merged]) {
+            assert_eq!(d["pinned_versions"]["Produce"], produce_v, "{kind:?}");
+            assert_eq!(d["negotiated_versions"]["Produce"], produce_v, "{kind:?}");
+        }
         // An independent client reads back exactly what the agents wrote.
         let read = librdkafka::read(
             &broker.addr,
@@ -327,6 +346,8 @@ fn an_agent_killed_mid_run_degrades_the_result_and_the_rest_is_exact() {
         .args(&["--agents", &urls(&agents), "--num-records", "1000000000"])
         .args(&["--throughput", "3000", "--duration", "8s"])
         .args(&["--reporting-interval", "1000"])
+        // Idempotent: each agent takes its own producer id from the broker.
+        .args(&["--producer-props", "enable.idempotence=true"])
         .json(&json);
     let victim = agents[1].url.clone();
     // The agent is killed at the run's second progress line that counts acknowledged records (the
@@ -373,6 +394,10 @@ fn an_agent_killed_mid_run_degrades_the_result_and_the_rest_is_exact() {
         Some(acked + merged["records_failed"].as_u64().unwrap())
     );
     assert_exact(&merged, &docs, "latency");
+    assert_eq!(merged["records_failed"], 0, "{stdout}");
+    for d in docs.iter().chain([&merged]) {
+        assert_eq!(d["settings"]["enable_idempotence"], true, "{d}");
+    }
 }
 
 /// A record in every partition of a fresh `topic` on the upstream Tansu binary, from one client:
@@ -436,6 +461,47 @@ fn e2e_over_three_agents_waits_for_the_upstream_brokers_join() {
         assert_eq!(merged[f], 0, "{f}: {stdout}");
     }
     assert_eq!(merged["distributed"]["degraded"], false);
+}
+
+#[test]
+fn a_coordinator_stopped_while_the_consumer_joins_exits_130_and_frees_the_agents() {
+    // The upstream binary holds the consumer's JoinGroup ≈ 23 s: SIGINT lands during the wait.
+    let broker = TestBroker::of(BrokerKind::Standalone);
+    let dir = TempDir::new("dist-e2e-sigint");
+    let agents: Vec<Agent> = (0..2)
+        .map(|i| Agent::start(&dir, &format!("a{i}"), 0, None))
+        .collect();
+    let mut coordinator = common::kbench()
+        .args(["e2e", "--bootstrap-server", &broker.addr])
+        .args(["--topic", "dist-e2e-sigint", "--agents", &urls(&agents)])
+        .args(["--duration", "2s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the coordinator");
+    // Read until the waiting line; the pipe stays open (the coordinator may print more).
+    use std::io::BufRead as _;
+    let mut lines = std::io::BufReader::new(coordinator.stdout.take().unwrap()).lines();
+    let waiting = lines
+        .find(|l| {
+            l.as_ref()
+                .is_ok_and(|l| l.contains("waiting for the consumer"))
+        })
+        .is_some();
+    assert!(waiting, "the coordinator said it waits for the join");
+    unsafe { libc::kill(coordinator.id() as i32, libc::SIGINT) };
+    let out = coordinator.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("stopped while the consumer was joining"),
+        "{stderr}"
+    );
+    for a in &agents {
+        wait_until("the agent is free", Duration::from_secs(10), || {
+            agent_get(a, "/agent/v1/hello")["busy_with"].is_null()
+        });
+    }
 }
 
 /// `GET` on an agent: status and body (`/v1/runs/{id}` shows a segment without renewing its lease,
@@ -636,6 +702,50 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
             .unwrap()
     });
     assert_eq!(listed["runs"], serde_json::json!([]), "{listed}");
+    // A pin the broker cannot hold: each agent checks it before the barrier; the first to fail is
+    // the run's one error, naming the agent and the API, and every segment is stopped (both agents
+    // are free again) — for produce, and for e2e (whose consumer checks it before it joins).
+    let second = Agent::start(&dir, "second", 0, Some("right"));
+    let beyond = broker.shared_versions(kbench_wire::ApiKey::Produce).end() + 1;
+    let pin = format!("produce={beyond}");
+    let both = format!("{},{}", good.url, second.url);
+    for (workload, extra) in [
+        ("produce", ["--num-records", "100"]),
+        ("e2e", ["--duration", "2s"]),
+    ] {
+        let out = Cmd::on(workload, &broker)
+            .topic("dist-pin")
+            .args(&["--agents", &both, "--agent-token", "right", "--pin", &pin])
+            .args(&extra)
+            .run(LIMIT);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{workload}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{workload}: one error: {stderr}");
+        assert!(stderr.contains("--agents http://127.0.0.1:"), "{stderr}");
+        assert!(
+            stderr.contains(&format!("--pin {pin}: Produce v{beyond}")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("broker supports Produce v"), "{stderr}");
+        assert!(
+            !text(&out.stdout).contains("records sent"),
+            "{workload}: no load"
+        );
+        for a in [&good, &second] {
+            let hello = runtime().block_on(async {
+                reqwest::Client::new()
+                    .get(format!("{}/agent/v1/hello", a.url))
+                    .bearer_auth("right")
+                    .send()
+                    .await
+                    .unwrap()
+                    .json::<Value>()
+                    .await
+                    .unwrap()
+            });
+            assert_eq!(hello["busy_with"], Value::Null, "{workload}: {hello}");
+        }
+    }
     // The agent itself refuses a segment of another protocol version, naming it.
     let answer = runtime().block_on(async {
         reqwest::Client::new()
@@ -676,6 +786,7 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
             work,
             bootstrap_servers: vec![broker.addr.clone()],
             properties: Vec::new(),
+            pins: Default::default(),
         };
         let answer = runtime().block_on(async {
             reqwest::Client::new()

@@ -16,7 +16,7 @@ use serde_json::Value;
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// The log's windows per tag, summed, and how many lines each tag had.
-fn read_log(path: &str) -> std::collections::BTreeMap<String, (Histogram<u64>, usize)> {
+pub(crate) fn read_log(path: &str) -> std::collections::BTreeMap<String, (Histogram<u64>, usize)> {
     let bytes = std::fs::read(path).expect("the log");
     let text = String::from_utf8(bytes.clone()).unwrap();
     assert!(

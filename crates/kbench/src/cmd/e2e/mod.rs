@@ -32,7 +32,7 @@ pub async fn run(args: E2eArgs) -> CliResult {
         ));
     }
     match args.distributed.list().await? {
-        Some(agents) => return distributed(&args, &spec, agents).await,
+        Some(agents) => return distributed(&args, &spec, &pins, agents).await,
         None if args.consumer_agent.is_some() => {
             return Err(CliError::usage(
                 "--consumer-agent: only with --agents or --agents-dns",
@@ -217,6 +217,7 @@ async fn progress_lines(
 async fn distributed(
     args: &E2eArgs,
     spec: &E2eSpec,
+    pins: &Pins,
     agents: crate::coordinator::AgentList,
 ) -> CliResult {
     use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_e2e};
@@ -237,6 +238,7 @@ async fn distributed(
         bootstrap,
         properties,
         run: kbench_bench::spec::fresh_id("kbench-e2e"),
+        pins: crate::coordinator::pin_names(pins),
     };
     let every = args
         .reporting_interval
@@ -265,7 +267,7 @@ async fn distributed(
         &progress,
     );
     let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
-    let doc = merged.map_err(CliError::failed)?;
+    let doc = merged.map_err(|e| crate::coordinator::cli_error(e, interrupted))?;
     print_merged(&doc);
     let slo = args.slo.conditions("e2e").unwrap_or_default();
     let c = doc.consumer.clone().unwrap_or_default();
@@ -307,8 +309,6 @@ fn consumer_agent(
             "--via rest-proxy: a distributed run speaks the Kafka protocol; not with --agents"
                 .into(),
         )
-    } else if !args.pins.pin.is_empty() {
-        Some("--pin: not with --agents yet (agents negotiate versions themselves)".into())
     } else if args.output.histogram_log.is_some() {
         Some(
             "--histogram-log: not with --agents yet (each agent's windows are in its own result)"

@@ -349,10 +349,6 @@ async fn distributed(
         Some(
             "--payload-monotonic: not with --agents (each agent would count from 0, so the values would repeat)",
         )
-    } else if !args.pins.pin.is_empty() {
-        Some("--pin: not with --agents yet (agents negotiate versions themselves)")
-    } else if args.output.histogram_log.is_some() {
-        Some("--histogram-log: not with --agents yet (each agent's windows are in its own result)")
     } else if args.metrics.metrics_listen.is_some() {
         Some("--metrics-listen: with --agents, scrape each agent's /metrics")
     } else if args.print_metrics {
@@ -386,6 +382,7 @@ async fn distributed(
             .cloned()
             .collect(),
         run: kbench_bench::spec::fresh_id("kbench-produce"),
+        pins: crate::coordinator::pin_names(&plan.pins),
     };
     let stop = Stop::new();
     let last = Mutex::new((std::time::Instant::now(), 0u64));
@@ -401,9 +398,16 @@ async fn distributed(
         );
         *last = (std::time::Instant::now(), acked);
     };
-    let job = run_produce(&coordinator, &plan.spec, &target, stop.token(), &progress);
+    let spec = kbench_bench::ProduceSpec {
+        // --histogram-log: each agent keeps its windows' histograms whole, for the merge.
+        window_histograms: args.output.histogram_log.is_some(),
+        ..plan.spec.clone()
+    };
+    let job = run_produce(&coordinator, &spec, &target, stop.token(), &progress);
     let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
-    let doc = merged.map_err(CliError::failed)?;
+    let mut doc = merged.map_err(|e| crate::coordinator::cli_error(e, interrupted))?;
+    args.output
+        .write_merged_histogram_log(&doc.start_time, &mut doc.intervals)?;
     // kafka-producer-perf-test's final line, from the merged document.
     println!("{}", crate::perf_test::producer_final_doc(&doc));
     if doc.records_failed > 0 {

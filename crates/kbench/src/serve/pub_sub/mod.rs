@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::serve::app::App;
 use crate::serve::error::{ApiError, ApiResult, from_value, json_object, json_response, named};
 use crate::serve::registry::{Api, Live, RunEntry};
-use crate::serve::runs::start_e2e;
+use crate::serve::runs::{Reach, start_e2e};
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -465,8 +465,11 @@ pub async fn post(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         Api::PubSub,
         p.shown.clone(),
         p.spec,
-        p.bootstrap,
-        p.client,
+        Reach {
+            bootstrap: p.bootstrap,
+            client: p.client,
+            ..Reach::default()
+        },
         true,
     )
     .await?;
