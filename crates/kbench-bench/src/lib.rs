@@ -24,6 +24,7 @@ pub mod omb;
 pub mod produce;
 pub mod ranges;
 pub mod result;
+pub mod schema;
 pub mod seed_service;
 pub mod shape;
 pub mod slo;

@@ -735,4 +735,24 @@ impl RestProxy {
             reason: "no id in the answer".into(),
         })
     }
+
+    /// The id `schema` already has under `subject` (`POST /subjects/{subject}`, what Confluent's
+    /// serializers ask with `auto.register.schemas=false`); 40401 or 40403 when it has none.
+    pub async fn lookup_schema(
+        &self,
+        registry_url: &str,
+        subject: &str,
+        schema: &str,
+    ) -> Result<i64, RestError> {
+        let url = format!("{}/subjects/{subject}", registry_url.trim_end_matches('/'));
+        let r = self
+            .request(reqwest::Method::POST, &url)
+            .header("Content-Type", REGISTRY_JSON)
+            .body(json!({ "schema": schema }).to_string());
+        let v = self.send(&url, r).await?;
+        v["id"].as_i64().ok_or_else(|| RestError::Body {
+            url,
+            reason: "no id in the answer".into(),
+        })
+    }
 }

@@ -232,6 +232,9 @@ pub struct ProduceSpec {
     pub payload: Payload,
     /// Where `Payload::Lines` came from, for the result document.
     pub payload_file: Option<String>,
+    /// With `--value-schema`, how the pooled values (`Payload::Lines`) were generated.
+    #[serde(default)]
+    pub value_schema: Option<crate::schema::ValueSchema>,
     /// Each record's key, and so its partition.
     pub keys: Keys,
     /// Records per second; `None` is unthrottled.
@@ -317,6 +320,7 @@ impl Default for ProduceSpec {
             duration: None,
             payload: Payload::Random { size: 100 },
             payload_file: None,
+            value_schema: None,
             keys: Keys::None,
             throughput: None,
             shape: None,
@@ -516,6 +520,7 @@ impl ProduceSpec {
             "record_size_range": match &self.payload { Payload::Uniform { min, max } => Some([*min, *max]), _ => None },
             "record_size_distribution": match &self.payload { Payload::Weighted { sizes, .. } => Some(sizes.buckets()), _ => None },
             "payload_file": self.payload_file,
+            "value_schema": self.value_schema,
             "payload_monotonic": self.payload == Payload::Monotonic,
             "keys": self.keys.describe(),
             "throughput": self.throughput.unwrap_or(-1.0),

@@ -73,9 +73,16 @@ pub struct Conflict {
 /// Whether a property's value must never be shown.
 pub fn is_secret(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    ["password", "secret", "jaas", "token", "credential"]
-        .iter()
-        .any(|s| k.contains(s))
+    [
+        "password",
+        "secret",
+        "jaas",
+        "token",
+        "credential",
+        "user.info",
+    ]
+    .iter()
+    .any(|s| k.contains(s))
 }
 
 /// Properties as given, secret values masked: what a result or an answer may show.
@@ -83,10 +90,26 @@ pub fn redacted(given: &[(String, String)]) -> BTreeMap<String, String> {
     given
         .iter()
         .map(|(k, v)| {
-            let v = if is_secret(k) { "***" } else { v.as_str() };
-            (k.clone(), v.to_string())
+            let v = if is_secret(k) {
+                "***".to_string()
+            } else {
+                without_password(v)
+            };
+            (k.clone(), v)
         })
         .collect()
+}
+
+/// A URL's password (`scheme://user:password@host`) masked; any other value as it is.
+pub fn without_password(value: &str) -> String {
+    if let Some((scheme, rest)) = value.split_once("://")
+        && let Some((userinfo, host)) = rest.split_once('@')
+        && !userinfo.contains('/')
+        && let Some((user, _)) = userinfo.split_once(':')
+    {
+        return format!("{scheme}://{user}:***@{host}");
+    }
+    value.to_string()
 }
 
 /// Split `key=value`; `flag` names where it came from, for the error.
@@ -111,11 +134,29 @@ const PRODUCER_IGNORED: &[&str] = &["key.serializer", "value.serializer"];
 /// default.
 const PRODUCER_UNSUPPORTED: &[&str] = &["partitioner.class"];
 
+/// Confluent's serializer settings (`KafkaAvroSerializer` reads them from the producer's
+/// properties), kept as given for `--value-schema`: the registry, its credentials and trust, and
+/// how the subject is named and the schema found.
+pub fn is_serializer_property(key: &str) -> bool {
+    key.starts_with("schema.registry.")
+        || matches!(
+            key,
+            "basic.auth.user.info"
+                | "basic.auth.credentials.source"
+                | "value.subject.name.strategy"
+                | "auto.register.schemas"
+                | "use.latest.version"
+                | "use.schema.id"
+        )
+}
+
 /// What a producer's properties give: its connection and its settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProducerProperties {
     pub connection: ConnectionSettings,
     pub producer: ProducerSettings,
+    /// The serializer's settings ([`is_serializer_property`]), as given.
+    pub serializer: BTreeMap<String, String>,
 }
 
 impl Default for ProducerProperties {
@@ -126,6 +167,7 @@ impl Default for ProducerProperties {
                 ..ConnectionSettings::default()
             },
             producer: ProducerSettings::default(),
+            serializer: BTreeMap::new(),
         }
     }
 }
@@ -137,6 +179,10 @@ impl ProducerProperties {
             return Ok(());
         }
         if PRODUCER_IGNORED.contains(&key) {
+            return Ok(());
+        }
+        if is_serializer_property(key) {
+            self.serializer.insert(key.to_string(), value.to_string());
             return Ok(());
         }
         if PRODUCER_UNSUPPORTED.contains(&key) {

@@ -15,6 +15,8 @@ mod librdkafka;
 mod mock;
 #[path = "common/rest_proxy_double.rs"]
 mod rest_proxy_double;
+#[path = "common/schema_registry_double.rs"]
+mod schema_registry_double;
 
 mod cluster_moves;
 mod codec;
@@ -39,6 +41,7 @@ mod quickstart;
 mod report;
 mod rest_proxy;
 mod sasl;
+mod schemas;
 mod serve;
 mod slo;
 mod sweep;

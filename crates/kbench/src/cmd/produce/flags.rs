@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use clap::Args;
 use kbench_bench::produce::sizes::RecordSize;
+use kbench_bench::schema::ValueSchemaSpec;
 use kbench_bench::shape::{LoadShape, Scenario};
 use kbench_bench::{Keys, Payload, ProduceSpec};
 use kbench_client::{ConnectionSettings, ProducerProperties};
@@ -83,6 +84,25 @@ pub struct ProduceArgs {
     /// same, in kbench-producer-metrics where it is kbench's own.
     #[arg(long)]
     pub print_metrics: bool,
+
+    /// Values generated from this Avro schema (.avsc), seeded, and written in Confluent's wire
+    /// format (magic byte, schema id, Avro binary) as KafkaAvroSerializer writes them. The schema is
+    /// registered in the Schema Registry named by -X schema.registry.url=URL (subject from
+    /// value.subject.name.strategy, default TopicNameStrategy: TOPIC-value;
+    /// basic.auth.user.info=USER:PASSWORD; auto.register.schemas=false to look it up instead), or
+    /// written with the id -X use.schema.id=ID. Lengths, ranges and value sets from the schema's
+    /// `arg.properties` (Confluent's avro-random-generator's annotation). --schema-values distinct
+    /// values are generated before the load; each record takes one at random.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["payload_file", "record_size", "payload_monotonic"])]
+    pub value_schema: Option<PathBuf>,
+
+    /// The Schema Registry for --value-schema (the same as -X schema.registry.url=URL).
+    #[arg(long, value_name = "URL", requires = "value_schema")]
+    pub schema_registry_url: Option<String>,
+
+    /// How many distinct values --value-schema generates before the load (default 1000).
+    #[arg(long, value_name = "N", requires = "value_schema")]
+    pub schema_values: Option<usize>,
 
     /// Delimiter between payloads in --payload-file (default: a newline).
     #[arg(long)]
@@ -232,6 +252,8 @@ pub(crate) struct Plan {
     pub(crate) pins: Pins,
     pub(crate) spec: ProduceSpec,
     pub(crate) slo: Option<Vec<kbench_bench::slo::Condition>>,
+    /// `--value-schema`: what to prepare before the load (registry I/O), into `spec.payload`.
+    pub(crate) value_schema: Option<ValueSchemaSpec>,
 }
 
 /// Flags and properties → the spec: properties first (`-X`, then `--producer-props`), explicit flags
@@ -350,12 +372,47 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
         _ => spec_error(&e),
     })?;
     let slo = args.slo.conditions("produce")?;
+    let value_schema = value_schema(args, &client.serializer, &spec)?;
     Ok(Plan {
         connection: client.connection,
         pins,
         spec,
         slo,
+        value_schema,
     })
+}
+
+/// `--value-schema` and the serializer's properties: the file read, the rest checked when it is
+/// prepared. The serializer's properties without `--value-schema` are refused: they would do nothing.
+fn value_schema(
+    args: &ProduceArgs,
+    serializer: &std::collections::BTreeMap<String, String>,
+    spec: &ProduceSpec,
+) -> Result<Option<ValueSchemaSpec>, String> {
+    let Some(path) = &args.value_schema else {
+        return match serializer.keys().next() {
+            Some(key) => Err(format!(
+                "{key}: a serializer property; only with --value-schema FILE"
+            )),
+            None => Ok(None),
+        };
+    };
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--value-schema {file}: {e}"))?;
+    let mut serializer = serializer.clone();
+    if let Some(url) = &args.schema_registry_url {
+        serializer.insert("schema.registry.url".into(), url.clone());
+    }
+    Ok(Some(ValueSchemaSpec {
+        file,
+        text,
+        topic: spec.topic.clone(),
+        serializer,
+        pool: args
+            .schema_values
+            .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
+        seed: spec.seed,
+    }))
 }
 
 /// kafka-producer-perf-test's error for a warm-up as long as the test, after the flag's name.

@@ -28,6 +28,29 @@ pub enum Mode {
 pub async fn run(args: ProduceArgs, mode: Mode) -> CliResult {
     let mut plan = plan(&args)?;
     args.output.check()?;
+    if let Some(schema) = plan.value_schema.take() {
+        let prepared = kbench_bench::schema::prepare(&schema)
+            .await
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        eprintln!(
+            "kbench: {} values from {} (schema id {}{}), {:.0} ns each to generate and encode",
+            prepared.values.len(),
+            prepared.schema.file,
+            prepared.schema.schema_id,
+            prepared
+                .schema
+                .subject
+                .as_ref()
+                .map(|s| format!(", subject {s}, {}", prepared.schema.schema_id_from))
+                .unwrap_or_default(),
+            prepared.schema.encode_ns_per_value
+        );
+        plan.spec.payload = kbench_bench::Payload::Lines(prepared.values);
+        plan.spec.value_schema = Some(prepared.schema);
+        plan.spec
+            .validate()
+            .map_err(|e| CliError::usage(format!("--value-schema: {e}")))?;
+    }
     let faults = crate::faults::plan(&args.fault, plan.connection.bootstrap_servers.as_deref())?;
     if !faults.is_empty() && (args.find_max_rate || args.distributed.given()) {
         return Err(CliError::usage(

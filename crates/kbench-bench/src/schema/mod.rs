@@ -1,0 +1,323 @@
+//! Schema-encoded record values: values generated from a schema, encoded, and framed in Confluent's
+//! wire format for a Schema Registry (`--value-schema`). `avro` is the generator; this module the
+//! framing and the subject names.
+
+pub mod avro;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kbench_rest::{RestConfig, RestProxy};
+
+/// The default number of distinct values generated before the load (each record takes one at
+/// random, as kafka-producer-perf-test takes a `--payload-file` line).
+pub const DEFAULT_POOL: usize = 1000;
+/// The most distinct values a run may generate (each is held in memory).
+pub const MAX_POOL: usize = 1_000_000;
+
+/// What `--value-schema` asks for: the schema, where it is registered and how, and how many
+/// distinct values to make.
+#[derive(Debug, Clone)]
+pub struct ValueSchemaSpec {
+    /// The schema file, as named (for messages and the result).
+    pub file: String,
+    pub text: String,
+    pub topic: String,
+    /// The serializer's properties as given (`schema.registry.url`, `basic.auth.user.info`,
+    /// `value.subject.name.strategy`, `auto.register.schemas`, `use.schema.id`, …).
+    pub serializer: BTreeMap<String, String>,
+    pub pool: usize,
+    pub seed: u64,
+}
+
+/// How the values were made, for the result document's settings.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ValueSchema {
+    pub format: String,
+    pub file: String,
+    /// The registry, without credentials; `None` with `use.schema.id` and no registry.
+    pub registry: Option<String>,
+    pub subject: Option<String>,
+    pub schema_id: u32,
+    /// `registered`, `looked up` (auto.register.schemas=false) or `given` (use.schema.id).
+    pub schema_id_from: String,
+    /// Distinct values generated before the load; each record takes one at random.
+    pub pool: usize,
+    /// Generating and encoding one value, averaged over the pool (done before the load: none of
+    /// the measured phase's CPU is encoding).
+    pub encode_ns_per_value: f64,
+    pub mean_value_bytes: f64,
+}
+
+/// The values, framed, and how they were made.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub values: Vec<Bytes>,
+    pub schema: ValueSchema,
+}
+
+/// Why `--value-schema` cannot run: one message naming the file, property or subject.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct SchemaError(pub String);
+
+/// Parse the schema, find its id (register it, look it up, or take the one given), then generate
+/// and frame the pool of values: everything before any load, so that bad input stops the run at
+/// once.
+pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
+    let file = &spec.file;
+    let generator = avro::Generator::new(&spec.text)
+        .map_err(|e| SchemaError(format!("--value-schema {file}: {e}")))?;
+    let props = &spec.serializer;
+    let bool_prop = |key: &str, default: bool| -> Result<bool, SchemaError> {
+        match props.get(key).map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(default),
+            Some(v) if v == "true" => Ok(true),
+            Some(v) if v == "false" => Ok(false),
+            Some(v) => Err(SchemaError(format!("{key}: {v:?} is not true or false"))),
+        }
+    };
+    if bool_prop("use.latest.version", false)? {
+        return Err(SchemaError(
+            "use.latest.version: not supported (kbench generates from the --value-schema file; register it, or give use.schema.id)".into(),
+        ));
+    }
+    let auto_register = bool_prop("auto.register.schemas", true)?;
+    let strategy = match props.get("value.subject.name.strategy") {
+        Some(s) => SubjectStrategy::parse(s)
+            .map_err(|e| SchemaError(format!("value.subject.name.strategy: {e}")))?,
+        None => SubjectStrategy::Topic,
+    };
+    let given_id = props
+        .get("use.schema.id")
+        .map(|v| {
+            v.trim()
+                .parse::<u32>()
+                .map_err(|_| SchemaError(format!("use.schema.id: {v:?} is not a schema id")))
+        })
+        .transpose()?;
+    let registry = match props.get("schema.registry.url") {
+        Some(url) => Some(registry(url, props)?),
+        None => None,
+    };
+    let subject = strategy.subject(&spec.topic, generator.full_name()).ok_or_else(|| {
+        SchemaError(format!(
+            "value.subject.name.strategy: {strategy:?} needs a named schema (a record, enum or fixed); {file} has none"
+        ))
+    })?;
+    let (schema_id, from, subject) = match (given_id, &registry) {
+        (Some(id), _) => (id, "given", None),
+        (None, None) => {
+            return Err(SchemaError(format!(
+                "--value-schema {file}: needs a Schema Registry to register it (-X schema.registry.url=URL), or the id it has there (-X use.schema.id=ID)"
+            )));
+        }
+        (None, Some((client, url))) => {
+            let answer = if auto_register {
+                client.register_schema(url, &subject, &spec.text).await
+            } else {
+                client.lookup_schema(url, &subject, &spec.text).await
+            };
+            let id = answer.map_err(|e| {
+                SchemaError(format!(
+                    "schema registry: subject {subject:?}: {}",
+                    registry_reason(&e)
+                ))
+            })?;
+            let id = u32::try_from(id).map_err(|_| {
+                SchemaError(format!("schema registry {url}: {id} is not a schema id"))
+            })?;
+            let from = if auto_register {
+                "registered"
+            } else {
+                "looked up"
+            };
+            (id, from, Some(subject))
+        }
+    };
+    if !(1..=MAX_POOL).contains(&spec.pool) {
+        return Err(SchemaError(format!(
+            "--schema-values: {} (1 to {MAX_POOL})",
+            spec.pool
+        )));
+    }
+    let started = Instant::now();
+    let encoded = generator
+        .encoded(spec.pool, spec.seed)
+        .map_err(|e| SchemaError(format!("--value-schema {file}: {e}")))?;
+    let took = started.elapsed();
+    let values: Vec<Bytes> = encoded
+        .iter()
+        .map(|e| Bytes::from(frame(schema_id, e)))
+        .collect();
+    let mean = values.iter().map(Bytes::len).sum::<usize>() as f64 / values.len() as f64;
+    Ok(Prepared {
+        schema: ValueSchema {
+            format: "avro".into(),
+            file: file.clone(),
+            registry: registry.as_ref().map(|(_, url)| url.clone()),
+            subject,
+            schema_id,
+            schema_id_from: from.into(),
+            pool: spec.pool,
+            encode_ns_per_value: took.as_nanos() as f64 / spec.pool as f64,
+            mean_value_bytes: mean,
+        },
+        values,
+    })
+}
+
+/// The registry's client, from Confluent's property names: `basic.auth.user.info` (with
+/// `basic.auth.credentials.source` USER_INFO, or URL for credentials in the URL) and
+/// `schema.registry.ssl.truststore.location` (a PEM file here, as librdkafka's `ssl.ca.location`).
+fn registry(
+    url: &str,
+    props: &BTreeMap<String, String>,
+) -> Result<(RestProxy, String), SchemaError> {
+    let source = props
+        .get("basic.auth.credentials.source")
+        .map(|s| s.trim().to_ascii_uppercase());
+    let basic_auth = match (source.as_deref(), props.get("basic.auth.user.info")) {
+        (Some("URL"), _) => None,
+        (None | Some("USER_INFO"), Some(info)) => {
+            let (user, password) = info
+                .split_once(':')
+                .ok_or_else(|| SchemaError("basic.auth.user.info: USER:PASSWORD".into()))?;
+            Some((user.to_string(), password.to_string()))
+        }
+        (None | Some("USER_INFO"), None) => None,
+        (Some(other), _) => {
+            return Err(SchemaError(format!(
+                "basic.auth.credentials.source: {other:?} (USER_INFO or URL)"
+            )));
+        }
+    };
+    let ca_cert_pem = match props.get("schema.registry.ssl.truststore.location") {
+        Some(path) => Some(std::fs::read(path).map_err(|e| {
+            SchemaError(format!(
+                "schema.registry.ssl.truststore.location {path}: {e}"
+            ))
+        })?),
+        None => None,
+    };
+    for key in props.keys() {
+        let known = [
+            "schema.registry.url",
+            "schema.registry.ssl.truststore.location",
+            "basic.auth.user.info",
+            "basic.auth.credentials.source",
+            "value.subject.name.strategy",
+            "auto.register.schemas",
+            "use.latest.version",
+            "use.schema.id",
+        ];
+        if !known.contains(&key.as_str()) {
+            return Err(SchemaError(format!(
+                "{key}: not a serializer property kbench reads (it reads {})",
+                known.join(", ")
+            )));
+        }
+    }
+    let client = RestProxy::new(RestConfig {
+        url: url.to_string(),
+        basic_auth,
+        timeout: Duration::from_secs(30),
+        ca_cert_pem,
+    })
+    .map_err(|e| SchemaError(format!("schema.registry.url: {e}")))?;
+    // Credentials in the URL are the client's basic auth now; the URL kept has none.
+    let base = client.base_url().to_string();
+    Ok((client, base))
+}
+
+/// The registry's own words: its error code and message, and what the code means.
+fn registry_reason(e: &kbench_rest::RestError) -> String {
+    let meaning = match e.code() {
+        Some(40401) => " (no such subject)",
+        Some(40403) => " (the schema is not registered under this subject)",
+        Some(409) => " (incompatible with the subject's earlier versions)",
+        Some(42201) => " (the registry finds the schema invalid)",
+        Some(401) => " (check basic.auth.user.info)",
+        Some(403) => " (this user may not register or read the subject)",
+        _ => "",
+    };
+    format!("{e}{meaning}")
+}
+
+/// Confluent's wire format: magic byte 0, the schema id (4 bytes, big-endian), then the encoded
+/// value — what `KafkaAvroSerializer` and confluent-kafka's `AvroSerializer` write.
+pub fn frame(schema_id: u32, encoded: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + encoded.len());
+    out.push(0);
+    out.extend_from_slice(&schema_id.to_be_bytes());
+    out.extend_from_slice(encoded);
+    out
+}
+
+/// How a value schema's subject is named (Confluent's `value.subject.name.strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectStrategy {
+    /// `TopicNameStrategy`: `<topic>-value`, the default.
+    #[default]
+    Topic,
+    /// `RecordNameStrategy`: the record's full name.
+    Record,
+    /// `TopicRecordNameStrategy`: `<topic>-<record full name>`.
+    TopicRecord,
+}
+
+impl SubjectStrategy {
+    /// Java's class names (with or without their package) and kbench's short names.
+    pub fn parse(s: &str) -> Result<SubjectStrategy, String> {
+        let name = s.rsplit('.').next().unwrap_or(s);
+        match name {
+            "TopicNameStrategy" | "topic" => Ok(SubjectStrategy::Topic),
+            "RecordNameStrategy" | "record" => Ok(SubjectStrategy::Record),
+            "TopicRecordNameStrategy" | "topic-record" => Ok(SubjectStrategy::TopicRecord),
+            _ => Err(format!(
+                "{s:?}: one of TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy (or topic, record, topic-record)"
+            )),
+        }
+    }
+
+    /// The subject of a value schema for `topic`; `None` when the strategy needs a record name
+    /// and the schema's root has none.
+    pub fn subject(self, topic: &str, record: Option<&str>) -> Option<String> {
+        match self {
+            SubjectStrategy::Topic => Some(format!("{topic}-value")),
+            SubjectStrategy::Record => record.map(String::from),
+            SubjectStrategy::TopicRecord => record.map(|r| format!("{topic}-{r}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_and_subjects_are_confluents() {
+        assert_eq!(frame(258, b"x"), vec![0, 0, 0, 1, 2, b'x']);
+        let s = |n: &str| SubjectStrategy::parse(n).unwrap();
+        assert_eq!(
+            s("io.confluent.kafka.serializers.subject.TopicNameStrategy").subject("t", None),
+            Some("t-value".into())
+        );
+        assert_eq!(
+            s("RecordNameStrategy").subject("t", Some("a.B")),
+            Some("a.B".into())
+        );
+        assert_eq!(
+            s("topic-record").subject("t", Some("a.B")),
+            Some("t-a.B".into())
+        );
+        assert_eq!(s("record").subject("t", None), None);
+        assert!(
+            SubjectStrategy::parse("Nope")
+                .unwrap_err()
+                .contains("TopicNameStrategy")
+        );
+    }
+}

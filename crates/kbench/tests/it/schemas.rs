@@ -1,0 +1,223 @@
+//! `--value-schema`: values generated from an Avro schema, registered in a Schema Registry (the
+//! test double, `common/schema_registry_double.rs`) and written in Confluent's wire format — read
+//! back by parts that are not kbench's: librdkafka (confluent-kafka's consumer) fetches them and
+//! confluent-kafka's `AvroDeserializer` decodes every one through the registry (`read_avro.py`).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{Cmd, TempDir, TestBroker, result_json, text};
+use crate::schema_registry_double::{RegistryOptions, SchemaRegistryDouble};
+
+fn every_type() -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../kbench-bench/tests/data/every_type.avsc")
+        .display()
+        .to_string()
+}
+
+/// confluent-kafka's reading of `topic` (see `read_avro.py`).
+fn read_with_confluent_kafka(
+    bootstrap: &str,
+    topic: &str,
+    registry: &str,
+    user_info: &str,
+    expected: u64,
+) -> Value {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join("../../target/tools/python/bin/python");
+    assert!(
+        python.is_file(),
+        "confluent-kafka is not installed at {}: run scripts/install-test-tools (scripts/test does)",
+        python.display()
+    );
+    let out = std::process::Command::new(python)
+        .arg(root.join("tests/it/read_avro.py"))
+        .args([bootstrap, topic, registry, user_info, &expected.to_string()])
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "confluent-kafka could not read {topic}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the reader's JSON")
+}
+
+#[test]
+fn avro_values_through_the_registry_are_read_by_confluent_kafka() {
+    let broker = TestBroker::start();
+    let registry = SchemaRegistryDouble::start(RegistryOptions {
+        basic_auth: Some(("kbench".into(), "s3cr3t-pw".into())),
+        register_delay: Duration::from_millis(200),
+    });
+    let dir = TempDir::new("schemas");
+    let json = std::path::PathBuf::from(dir.file("avro.json"));
+    let topic = "avro-every-type";
+    let out = Cmd::on("produce", &broker)
+        .topic(topic)
+        .args(&[
+            "--num-records",
+            "2000",
+            "--partitions",
+            "2",
+            "--schema-values",
+            "300",
+        ])
+        .arg("--value-schema")
+        .arg(every_type())
+        .arg("-X")
+        .arg(format!("schema.registry.url={}", registry.url))
+        .args(&["-X", "basic.auth.user.info=kbench:s3cr3t-pw"])
+        .json(&json)
+        .ok(Duration::from_secs(120));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("300 values from")
+            && err.contains("subject avro-every-type-value, registered"),
+        "{err}"
+    );
+    let doc = result_json(&json);
+    let raw = std::fs::read_to_string(&json).unwrap();
+    assert!(
+        !raw.contains("s3cr3t-pw") && !err.contains("s3cr3t-pw"),
+        "the password shows"
+    );
+    let vs = &doc["settings"]["value_schema"];
+    assert_eq!(vs["format"], "avro", "{vs}");
+    assert_eq!(vs["subject"], "avro-every-type-value");
+    assert_eq!(vs["schema_id_from"], "registered");
+    assert_eq!(vs["pool"], 300);
+    assert!(vs["encode_ns_per_value"].as_f64().unwrap() > 0.0);
+    assert_eq!(doc["records_acked"], 2000, "{}", doc["records_acked"]);
+    assert_eq!(
+        registry
+            .subjects()
+            .get("avro-every-type-value")
+            .map(Vec::len),
+        Some(1)
+    );
+    let id = vs["schema_id"].as_u64().unwrap();
+
+    let read =
+        read_with_confluent_kafka(&broker.addr, topic, &registry.url, "kbench:s3cr3t-pw", 2000);
+    assert_eq!(read["read"], 2000, "{read}");
+    assert_eq!(read["decoded"], 2000, "{read}");
+    assert_eq!(read["failed"], 0, "{read}");
+    assert_eq!(read["schema_ids"], serde_json::json!([id]), "{read}");
+    // The hints, as the decoder sees them.
+    assert_eq!(read["code_lengths"], serde_json::json!([4]), "{read}");
+    assert_eq!(
+        read["countries"],
+        serde_json::json!(["DE", "FR", "NL"]),
+        "{read}"
+    );
+    let ages: Vec<u64> = serde_json::from_value(read["ages"].clone()).unwrap();
+    assert!(ages.iter().all(|a| (18..65).contains(a)), "{ages:?}");
+    assert_eq!(read["suits"].as_array().unwrap().len(), 4, "{read}");
+    assert_eq!(read["fields"].as_array().unwrap().len(), 31, "{read}");
+
+    // A second run under auto.register.schemas=false looks the schema up: the same id, no new
+    // version.
+    let out = Cmd::on("produce", &broker)
+        .topic(topic)
+        .args(&["--num-records", "100"])
+        .arg("--value-schema")
+        .arg(every_type())
+        .arg("--schema-registry-url")
+        .arg(&registry.url)
+        .args(&[
+            "-X",
+            "basic.auth.user.info=kbench:s3cr3t-pw",
+            "-X",
+            "auto.register.schemas=false",
+        ])
+        .ok(Duration::from_secs(60));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "schema id {id}, subject avro-every-type-value, looked up"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        registry
+            .subjects()
+            .get("avro-every-type-value")
+            .map(Vec::len),
+        Some(1)
+    );
+}
+
+/// Bad schema input is one error naming the file, property or subject, exit 2, before any load
+/// (no embedded broker started).
+#[test]
+fn bad_schema_input_is_one_error_before_any_load() {
+    let registry = SchemaRegistryDouble::start(RegistryOptions {
+        basic_auth: Some(("kbench".into(), "right".into())),
+        register_delay: Duration::from_millis(50),
+    });
+    // The subject's earlier version has a required field this schema lacks a default for.
+    registry.preload(
+        "taken-value",
+        r#"{"type":"record","name":"EveryType","namespace":"kbench.test","fields":[{"name":"x","type":"int"}]}"#,
+    );
+    let dir = TempDir::new("bad-schemas");
+    let broken = dir.file("broken.avsc");
+    std::fs::write(
+        &broken,
+        r#"{"type":"record","name":"R","fields":[{"name":"a"}]}"#,
+    )
+    .unwrap();
+    let url = format!("schema.registry.url={}", registry.url);
+    let produce = |topic: &str| {
+        Cmd::new("produce")
+            .topic(topic)
+            .args(&["--num-records", "10"])
+            .arg("--value-schema")
+    };
+    produce("t").arg(&broken).refused("--value-schema");
+    produce("t")
+        .arg(dir.file("missing.avsc"))
+        .refused("--value-schema");
+    produce("t")
+        .arg(every_type())
+        .refused("-X schema.registry.url=URL");
+    produce("t")
+        .arg(every_type())
+        .args(&["-X", &url, "-X", "basic.auth.user.info=kbench:wrong"])
+        .refused("HTTP 401");
+    produce("taken")
+        .arg(every_type())
+        .args(&["-X", &url, "-X", "basic.auth.user.info=kbench:right"])
+        .refused("subject \"taken-value\": ");
+    produce("taken")
+        .arg(every_type())
+        .args(&["-X", &url, "-X", "basic.auth.user.info=kbench:right"])
+        .refused("incompatible");
+    produce("fresh")
+        .arg(every_type())
+        .args(&[
+            "-X",
+            &url,
+            "-X",
+            "basic.auth.user.info=kbench:right",
+            "-X",
+            "auto.register.schemas=false",
+        ])
+        .refused("40401");
+    produce("t")
+        .arg(every_type())
+        .args(&["-X", "use.schema.id=x"])
+        .refused("use.schema.id");
+    produce("t")
+        .arg(every_type())
+        .args(&["-X", "value.subject.name.strategy=Nope"])
+        .refused("value.subject.name.strategy");
+    Cmd::new("produce")
+        .args(&["--num-records", "10", "-X", &url])
+        .refused("schema.registry.url: a serializer property; only with --value-schema");
+    // Nothing was registered by the refused runs but the preloaded subject.
+    assert_eq!(registry.subjects().len(), 1, "{:?}", registry.subjects());
+}
