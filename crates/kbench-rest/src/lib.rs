@@ -736,6 +736,33 @@ impl RestProxy {
         })
     }
 
+    /// Schema `id`'s text and `schemaType` (absent for Avro): `GET /schemas/ids/{id}`; `None`
+    /// when the registry has no such schema (40403).
+    pub async fn schema_by_id(
+        &self,
+        registry_url: &str,
+        id: i64,
+    ) -> Result<Option<(Option<String>, String)>, RestError> {
+        let url = format!("{}/schemas/ids/{id}", registry_url.trim_end_matches('/'));
+        let r = self
+            .request(reqwest::Method::GET, &url)
+            .header("Accept", REGISTRY_JSON);
+        match self.send(&url, r).await {
+            Ok(v) => match v["schema"].as_str() {
+                Some(text) => Ok(Some((
+                    v["schemaType"].as_str().map(String::from),
+                    text.to_string(),
+                ))),
+                None => Err(RestError::Body {
+                    url,
+                    reason: "no schema in the answer".into(),
+                }),
+            },
+            Err(e) if e.code() == Some(40403) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The id `schema` already has under `subject` (`POST /subjects/{subject}`, what Confluent's
     /// serializers ask with `auto.register.schemas=false`); 40401 or 40403 when it has none.
     pub async fn lookup_schema(

@@ -437,6 +437,7 @@ mod tests {
             member_id: None,
             end_to_end: latency_histogram(),
             verification: None,
+            value_decoding: None,
             cluster: Default::default(),
         };
         let line = consumer_final(&run, &date);

@@ -78,6 +78,9 @@ pub struct ConsumeSpec {
     /// Check every record's stamp ([`crate::verify`]): order per producer and partition,
     /// duplicates, checksums, sequence gaps (`--verify`).
     pub verify: bool,
+    /// The deserializer's properties (`schema.registry.url`, `basic.auth.user.info`, …): with a
+    /// registry, every value is decoded with the schema its id names ([`crate::schema::decode`]).
+    pub deserializer: BTreeMap<String, String>,
 }
 
 /// A consume timeline's counters.
@@ -106,6 +109,7 @@ impl Default for ConsumeSpec {
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
             window_sink: Default::default(),
             verify: false,
+            deserializer: BTreeMap::new(),
         }
     }
 }
@@ -130,6 +134,7 @@ impl ConsumeSpec {
     pub fn take_properties(&mut self, p: &ConsumerProperties) {
         self.consumer = p.consumer.clone();
         self.commit = p.enable_auto_commit;
+        self.deserializer = p.deserializer.clone();
         if let Some(reset) = p.auto_offset_reset {
             self.start = StartAt::Reset(reset);
         }
@@ -309,6 +314,8 @@ pub struct ConsumeRun {
     pub timeline: Vec<crate::timeline::Window>,
     /// With `--verify`: what the records' stamps said.
     pub verification: Option<crate::verify::VerifyReport>,
+    /// With a schema registry: what decoding every value found.
+    pub value_decoding: Option<crate::schema::decode::DecodeReport>,
     /// What the cluster did: leader changes, retries by cause, refreshes, stalls.
     pub cluster: crate::cluster::ClusterReport,
 }
@@ -369,6 +376,9 @@ pub struct ConsumeResultDocument {
     /// With `--verify`: every record's stamp checked (no writer to ask: lost is sequence gaps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::verify::VerifyReport>,
+    /// With `-X schema.registry.url=URL`: every value decoded with the schema its id names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_decoding: Option<crate::schema::decode::DecodeReport>,
     /// What the cluster did, as the consumer saw it (as for produce).
     pub cluster: crate::cluster::ClusterReport,
     /// Responses not quite as the protocol says, by kind (as for produce).
@@ -423,6 +433,7 @@ impl ConsumeResultDocument {
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
             verification: run.verification.clone(),
+            value_decoding: run.value_decoding.clone(),
             cluster: run.cluster.clone(),
             protocol_anomalies: BTreeMap::new(),
         }

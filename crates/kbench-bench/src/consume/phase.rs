@@ -86,6 +86,11 @@ struct Reading<'a, O> {
     /// The end-to-end latencies of the answer being read, for [`ConsumeObserver::fetched`].
     fetch_e2e: Vec<u64>,
     verifier: Option<crate::verify::Verifier>,
+    /// With a schema registry: the values' decoder, and the registry it asks.
+    decoding: Option<(
+        crate::schema::decode::Decoding,
+        crate::schema::decode::RegistryReader,
+    )>,
     last_record: Instant,
     timed_out: bool,
     last_heartbeat: Instant,
@@ -170,6 +175,13 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         let timeline = Timeline::new(began.wall, TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS)
             .with_sink(spec.window_sink.clone());
         let every = spec.timeline_interval.max(Duration::from_millis(10));
+        let decoding = if spec.deserializer.contains_key("schema.registry.url") {
+            let reader = crate::schema::decode::RegistryReader::new(&spec.deserializer)
+                .map_err(|e| BenchError::Run(e.to_string()))?;
+            Some((crate::schema::decode::Decoding::new(reader.url()), reader))
+        } else {
+            None
+        };
         Ok(Reading {
             spec,
             observer,
@@ -195,6 +207,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             end_to_end: latency_histogram(),
             fetch_e2e: Vec::new(),
             verifier: spec.verify.then(crate::verify::Verifier::any_producer),
+            decoding,
             last_record: Instant::now(),
             timed_out: false,
             last_heartbeat: Instant::now(),
@@ -260,6 +273,23 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             };
             let Some(fetched) = fetched else { break };
             self.on_fetched(&fetched);
+            self.learn_schemas().await?;
+        }
+        Ok(())
+    }
+
+    /// Ask the registry for the schemas the values just read name and the decoder does not know
+    /// yet (each once), and decode the values held for them.
+    async fn learn_schemas(&mut self) -> Result<(), BenchError> {
+        let Some((decoding, reader)) = self.decoding.as_mut() else {
+            return Ok(());
+        };
+        for id in decoding.missing() {
+            let schema = reader
+                .schema(id)
+                .await
+                .map_err(|e| BenchError::Run(e.to_string()))?;
+            decoding.learn(id, schema);
         }
         Ok(())
     }
@@ -468,6 +498,9 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                     record.value.unwrap_or(&[]),
                 );
             }
+            if let Some((d, _)) = self.decoding.as_mut() {
+                d.value(record.value);
+            }
             if let Some(at) = arrived_ms {
                 let us = ((at - record.timestamp).max(0) as u64 * 1000).max(1);
                 let _ = self.end_to_end.record(us);
@@ -568,6 +601,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             end_to_end: self.end_to_end,
             timeline: self.timeline.into_windows(),
             verification: self.verifier.map(|v| v.report(None)),
+            value_decoding: self.decoding.map(|(d, _)| d.report()),
             cluster: crate::cluster::ClusterReport::of(
                 &cluster_events,
                 self.began.at,

@@ -328,6 +328,14 @@ impl Generator {
     }
 }
 
+/// A schema parsed for encoding and decoding: apache-avro's parse, a `fixed` uuid read as the
+/// fixed it is written as (see [`Generator::new`]).
+pub fn parse_for_codec(text: &str) -> Result<Schema, AvroError> {
+    let mut json: Json = serde_json::from_str(text).map_err(|e| AvroError::Parse(e.to_string()))?;
+    strip_fixed_uuid(&mut json);
+    Schema::parse(&json).map_err(|e| AvroError::Parse(e.to_string()))
+}
+
 /// Take `"logicalType": "uuid"` off every `fixed` (see [`Generator::new`]).
 fn strip_fixed_uuid(json: &mut Json) {
     match json {

@@ -3,6 +3,7 @@
 //! framing and the subject names.
 
 pub mod avro;
+pub mod decode;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -171,7 +172,7 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
 /// The registry's client, from Confluent's property names: `basic.auth.user.info` (with
 /// `basic.auth.credentials.source` USER_INFO, or URL for credentials in the URL) and
 /// `schema.registry.ssl.truststore.location` (a PEM file here, as librdkafka's `ssl.ca.location`).
-fn registry(
+pub(crate) fn registry(
     url: &str,
     props: &BTreeMap<String, String>,
 ) -> Result<(RestProxy, String), SchemaError> {
@@ -232,7 +233,7 @@ fn registry(
 }
 
 /// The registry's own words: its error code and message, and what the code means.
-fn registry_reason(e: &kbench_rest::RestError) -> String {
+pub(crate) fn registry_reason(e: &kbench_rest::RestError) -> String {
     let meaning = match e.code() {
         Some(40401) => " (no such subject)",
         Some(40403) => " (the schema is not registered under this subject)",

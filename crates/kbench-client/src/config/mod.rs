@@ -227,6 +227,8 @@ pub struct ConsumerProperties {
     pub auto_offset_reset: Option<OffsetReset>,
     /// `enable.auto.commit` (Java's default: true).
     pub enable_auto_commit: bool,
+    /// The deserializer's settings ([`is_serializer_property`]: the same names), as given.
+    pub deserializer: BTreeMap<String, String>,
 }
 
 impl Default for ConsumerProperties {
@@ -240,6 +242,7 @@ impl Default for ConsumerProperties {
             group_id: None,
             auto_offset_reset: None,
             enable_auto_commit: true,
+            deserializer: BTreeMap::new(),
         }
     }
 }
@@ -264,6 +267,9 @@ impl ConsumerProperties {
                 }
             }
             k if CONSUMER_IGNORED.contains(&k) => {}
+            k if is_serializer_property(k) => {
+                self.deserializer.insert(k.to_string(), value.to_string());
+            }
             k if ProducerSettings::takes(k) || PRODUCER_IGNORED.contains(&k) => {
                 return Err(bad("a producer property; a consumer does not take it"));
             }

@@ -180,6 +180,16 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
         spec.start = StartAt::Reset(OffsetReset::Latest);
     }
     spec.verify = args.verify;
+    if !spec.deserializer.is_empty() {
+        if !spec.deserializer.contains_key("schema.registry.url") {
+            let key = spec.deserializer.keys().next().cloned().unwrap_or_default();
+            return Err(format!(
+                "{key}: a deserializer property; give -X schema.registry.url=URL to decode the values"
+            ));
+        }
+        kbench_bench::schema::decode::RegistryReader::new(&spec.deserializer)
+            .map_err(|e| e.to_string())?;
+    }
     set(&mut spec.topic, args.topic.clone());
     set(&mut spec.messages, args.messages);
     if let Some(g) = &args.group {
@@ -419,6 +429,34 @@ fn conclude(
     if let Some(v) = &run.verification {
         println!("{}", v.line());
         if v.ok != Some(true) {
+            code = crate::args::EXIT_VERIFY;
+        }
+    }
+    if let Some(d) = &run.value_decoding {
+        let ids: Vec<String> = d
+            .schema_ids
+            .iter()
+            .map(|(id, n)| format!("schema {id}: {n}"))
+            .collect();
+        println!(
+            "Values decoded through {}: {} of {} ({}); {} without Confluent's framing, {} of a schema the registry does not have, {} that do not decode with theirs.{}",
+            d.registry,
+            d.decoded,
+            d.decoded + d.failed(),
+            if ids.is_empty() {
+                "no schema ids".into()
+            } else {
+                ids.join(", ")
+            },
+            d.not_framed,
+            d.unknown_schema,
+            d.not_decoded,
+            d.first_failure
+                .as_ref()
+                .map(|f| format!(" First: {f}."))
+                .unwrap_or_default()
+        );
+        if args.verify && d.failed() > 0 {
             code = crate::args::EXIT_VERIFY;
         }
     }

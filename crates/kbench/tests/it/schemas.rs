@@ -118,6 +118,20 @@ fn avro_values_through_the_registry_are_read_by_confluent_kafka() {
     assert_eq!(read["suits"].as_array().unwrap().len(), 4, "{read}");
     assert_eq!(read["fields"].as_array().unwrap().len(), 31, "{read}");
 
+    // kbench reads them back too, each value decoded with the schema its id names.
+    let consumed = std::path::PathBuf::from(dir.file("consume.json"));
+    Cmd::on("consume", &broker)
+        .topic(topic)
+        .args(&["--messages", "2000"])
+        .arg("-X")
+        .arg(format!("schema.registry.url={}", registry.url))
+        .args(&["-X", "basic.auth.user.info=kbench:s3cr3t-pw"])
+        .json(&consumed)
+        .ok(Duration::from_secs(60));
+    let d = &result_json(&consumed)["value_decoding"];
+    assert_eq!(d["decoded"], 2000, "{d}");
+    assert_eq!(d["schema_ids"][id.to_string()], 2000, "{d}");
+
     // A second run under auto.register.schemas=false looks the schema up: the same id, no new
     // version.
     let out = Cmd::on("produce", &broker)
@@ -220,4 +234,80 @@ fn bad_schema_input_is_one_error_before_any_load() {
         .refused("schema.registry.url: a serializer property; only with --value-schema");
     // Nothing was registered by the refused runs but the preloaded subject.
     assert_eq!(registry.subjects().len(), 1, "{:?}", registry.subjects());
+}
+
+/// The other way: librdkafka and confluent-kafka's `AvroSerializer` write (`write_avro.py`), kbench
+/// reads with `-X schema.registry.url`: every value decodes with the schema its id names, and the
+/// values that are not Avro are counted by why, never a failed run (exit 5 only with --verify).
+#[test]
+fn kbench_decodes_what_confluent_kafka_wrote_and_counts_what_it_cannot() {
+    let broker = TestBroker::start();
+    let registry = SchemaRegistryDouble::start(RegistryOptions {
+        basic_auth: Some(("reader".into(), "pw-for-reading".into())),
+        register_delay: Duration::from_millis(100),
+    });
+    let topic = "avro-from-confluent";
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(root.join("../../target/tools/python/bin/python"))
+        .arg(root.join("tests/it/write_avro.py"))
+        .args([
+            &broker.addr,
+            topic,
+            &registry.url,
+            "reader:pw-for-reading",
+            "1500",
+        ])
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "confluent-kafka could not write: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = registry.subjects()[&format!("{topic}-value")][0] as u64;
+    let dir = TempDir::new("decode");
+    let json = std::path::PathBuf::from(dir.file("consume.json"));
+    let consume = || {
+        Cmd::on("consume", &broker)
+            .topic(topic)
+            .args(&["--messages", "1503", "--timeout", "10000"])
+            .arg("-X")
+            .arg(format!("schema.registry.url={}", registry.url))
+            .args(&["-X", "basic.auth.user.info=reader:pw-for-reading"])
+    };
+    let out = consume().json(&json).ok(Duration::from_secs(60));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("1500 of 1503") && said.contains("2 without Confluent's framing"),
+        "{said}"
+    );
+    assert!(!said.contains("pw-for-reading"));
+    let doc = result_json(&json);
+    let d = &doc["value_decoding"];
+    assert_eq!(d["decoded"], 1500, "{d}");
+    assert_eq!(d["not_framed"], 2, "{d}");
+    assert_eq!(d["unknown_schema"], 1, "{d}");
+    assert_eq!(d["not_decoded"], 0, "{d}");
+    assert_eq!(d["schema_ids"][id.to_string()], 1500, "{d}");
+    assert_eq!(d["schema_ids"]["9999"], 1, "{d}");
+    assert!(
+        !std::fs::read_to_string(&json)
+            .unwrap()
+            .contains("pw-for-reading")
+    );
+    // The schema was asked for once, however many values named it.
+    let asked = registry
+        .requests()
+        .iter()
+        .filter(|r| *r == &format!("GET /schemas/ids/{id}"))
+        .count();
+    assert_eq!(asked, 1, "{:?}", registry.requests());
+    // With --verify, values that do not decode fail the run (exit 5).
+    let out = consume().arg("--verify").run(Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    // A deserializer setting without a registry is refused.
+    Cmd::on("consume", &broker)
+        .topic(topic)
+        .args(&["-X", "basic.auth.user.info=reader:x"])
+        .refused("give -X schema.registry.url=URL");
 }

@@ -1,0 +1,185 @@
+//! Reading schema-encoded values back (`kbench consume -X schema.registry.url=URL`): each value's
+//! Confluent framing read, the schema its id names fetched from the registry once, and the value
+//! decoded with it — as `KafkaAvroDeserializer` does, except that a value that does not decode is
+//! counted, never a failed run. The decoding runs on the consumer's loop; a schema not yet known
+//! holds its values aside (bounded) until the loop has asked the registry.
+
+use std::collections::{BTreeMap, HashMap};
+
+use apache_avro::Schema;
+use bytes::Bytes;
+
+use super::{SchemaError, registry_reason};
+
+/// Values held aside per unknown schema id while the registry is asked; past it they are counted
+/// as not decoded (the registry would have been asked by then).
+const MAX_PENDING: usize = 10_000;
+
+/// What reading the values back found (the result's `value_decoding` block).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DecodeReport {
+    /// The registry, without credentials.
+    pub registry: String,
+    /// Values that decoded with the schema their id names.
+    pub decoded: u64,
+    /// Values without Confluent's framing (no magic byte 0, or shorter than 5 bytes), null ones
+    /// included.
+    pub not_framed: u64,
+    /// Framed values whose schema id the registry does not have (or not as Avro).
+    pub unknown_schema: u64,
+    /// Framed values of a known schema that do not decode with it (or leave bytes over).
+    pub not_decoded: u64,
+    /// Values per schema id seen.
+    pub schema_ids: BTreeMap<u32, u64>,
+    /// The first reason a value did not decode, for the message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<String>,
+}
+
+impl DecodeReport {
+    /// Values that did not decode, whatever the reason.
+    pub fn failed(&self) -> u64 {
+        self.not_framed + self.unknown_schema + self.not_decoded
+    }
+}
+
+/// The decoder the consumer's loop feeds.
+pub struct Decoding {
+    schemas: HashMap<u32, Option<Schema>>,
+    pending: HashMap<u32, Vec<Bytes>>,
+    report: DecodeReport,
+}
+
+impl Decoding {
+    pub fn new(registry: &str) -> Decoding {
+        Decoding {
+            schemas: HashMap::new(),
+            pending: HashMap::new(),
+            report: DecodeReport {
+                registry: registry.to_string(),
+                ..DecodeReport::default()
+            },
+        }
+    }
+
+    /// One record's value.
+    pub fn value(&mut self, value: Option<&[u8]>) {
+        let Some(v) = value.filter(|v| v.len() >= 5 && v[0] == 0) else {
+            self.report.not_framed += 1;
+            self.fail(|| "a value without Confluent's framing (magic byte 0, schema id)".into());
+            return;
+        };
+        let id = u32::from_be_bytes([v[1], v[2], v[3], v[4]]);
+        *self.report.schema_ids.entry(id).or_default() += 1;
+        match self.schemas.get(&id) {
+            Some(schema) => decode(&mut self.report, id, schema.as_ref(), &v[5..]),
+            None => {
+                let held = self.pending.entry(id).or_default();
+                if held.len() < MAX_PENDING {
+                    held.push(Bytes::copy_from_slice(&v[5..]));
+                } else {
+                    self.report.not_decoded += 1;
+                    self.fail(|| format!("schema {id}: too many values waiting for it"));
+                }
+            }
+        }
+    }
+
+    /// Schema ids met and not yet asked for.
+    pub fn missing(&self) -> Vec<u32> {
+        self.pending.keys().copied().collect()
+    }
+
+    /// The registry's answer for `id` (`None`: it has no such schema, or not one of Avro's), and
+    /// the values held for it decoded.
+    pub fn learn(&mut self, id: u32, schema: Option<Schema>) {
+        for v in self.pending.remove(&id).unwrap_or_default() {
+            decode(&mut self.report, id, schema.as_ref(), &v);
+        }
+        self.schemas.insert(id, schema);
+    }
+
+    fn fail(&mut self, why: impl FnOnce() -> String) {
+        fail(&mut self.report, why);
+    }
+
+    /// What was found; values still held (the run ended before the registry answered) count as
+    /// of an unknown schema.
+    pub fn report(mut self) -> DecodeReport {
+        for (_, held) in self.pending.drain() {
+            self.report.unknown_schema += held.len() as u64;
+        }
+        self.report
+    }
+}
+
+fn decode(report: &mut DecodeReport, id: u32, schema: Option<&Schema>, datum: &[u8]) {
+    let Some(schema) = schema else {
+        report.unknown_schema += 1;
+        fail(report, || {
+            format!("schema {id}: not in the registry (or not Avro)")
+        });
+        return;
+    };
+    let mut rest = datum;
+    match apache_avro::from_avro_datum(schema, &mut rest, None) {
+        Ok(_) if rest.is_empty() => report.decoded += 1,
+        Ok(_) => {
+            report.not_decoded += 1;
+            let left = rest.len();
+            fail(report, || {
+                format!("schema {id}: {left} bytes left over after the value")
+            });
+        }
+        Err(e) => {
+            report.not_decoded += 1;
+            fail(report, || format!("schema {id}: {e}"));
+        }
+    }
+}
+
+fn fail(report: &mut DecodeReport, why: impl FnOnce() -> String) {
+    if report.first_failure.is_none() {
+        report.first_failure = Some(why());
+    }
+}
+
+/// The registry the consumer asks for schemas by id.
+pub struct RegistryReader {
+    client: kbench_rest::RestProxy,
+    base: String,
+}
+
+impl RegistryReader {
+    /// From the deserializer's properties (`schema.registry.url`, `basic.auth.user.info`, …).
+    pub fn new(props: &BTreeMap<String, String>) -> Result<RegistryReader, SchemaError> {
+        let url = props
+            .get("schema.registry.url")
+            .ok_or_else(|| SchemaError("schema.registry.url: missing".into()))?;
+        let (client, base) = super::registry(url, props)?;
+        Ok(RegistryReader { client, base })
+    }
+
+    /// The registry, without credentials.
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    /// Schema `id`, parsed for decoding; `Ok(None)` when the registry has none (40403) or it is
+    /// not Avro.
+    pub async fn schema(&self, id: u32) -> Result<Option<Schema>, SchemaError> {
+        let answer = self
+            .client
+            .schema_by_id(&self.base, i64::from(id))
+            .await
+            .map_err(|e| {
+                SchemaError(format!(
+                    "schema registry: schema {id}: {}",
+                    registry_reason(&e)
+                ))
+            })?;
+        Ok(answer
+            .filter(|(kind, _)| kind.as_deref().is_none_or(|k| k == "AVRO"))
+            .and_then(|(_, text)| super::avro::parse_for_codec(&text).ok()))
+    }
+}
