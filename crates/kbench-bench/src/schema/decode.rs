@@ -2,7 +2,8 @@
 //! Confluent framing read, the schema its id names fetched from the registry once, and the value
 //! decoded with it — as `KafkaAvroDeserializer` does, except that a value that does not decode is
 //! counted, never a failed run. The decoding runs on the consumer's loop; a schema not yet known
-//! holds its values aside (bounded) until the loop has asked the registry.
+//! holds its values aside until the loop has asked the registry, which it does after each fetch
+//! answer: at most one answer's values are held (`fetch.max.bytes`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,10 +11,6 @@ use apache_avro::Schema;
 use bytes::Bytes;
 
 use super::{SchemaError, registry_reason};
-
-/// Values held aside per unknown schema id while the registry is asked; past it they are counted
-/// as not decoded (the registry would have been asked by then).
-const MAX_PENDING: usize = 10_000;
 
 /// What reading the values back found (the result's `value_decoding` block).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -73,15 +70,11 @@ impl Decoding {
         *self.report.schema_ids.entry(id).or_default() += 1;
         match self.schemas.get(&id) {
             Some(schema) => decode(&mut self.report, id, schema.as_ref(), &v[5..]),
-            None => {
-                let held = self.pending.entry(id).or_default();
-                if held.len() < MAX_PENDING {
-                    held.push(Bytes::copy_from_slice(&v[5..]));
-                } else {
-                    self.report.not_decoded += 1;
-                    self.fail(|| format!("schema {id}: too many values waiting for it"));
-                }
-            }
+            None => self
+                .pending
+                .entry(id)
+                .or_default()
+                .push(Bytes::copy_from_slice(&v[5..])),
         }
     }
 
@@ -181,5 +174,39 @@ impl RegistryReader {
         Ok(answer
             .filter(|(kind, _)| kind.as_deref().is_none_or(|k| k == "AVRO"))
             .and_then(|(_, text)| super::avro::parse_for_codec(&text).ok()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A whole answer's values of a schema not yet known wait for it, however many; then decode.
+    #[test]
+    fn values_wait_for_their_schema_then_decode() {
+        let text = r#"{"type":"record","name":"R","fields":[{"name":"n","type":"long"}]}"#;
+        let g = crate::schema::avro::Generator::new(text).unwrap();
+        let framed: Vec<Vec<u8>> = g
+            .encoded(50_000, 1)
+            .unwrap()
+            .iter()
+            .map(|v| crate::schema::frame(3, v))
+            .collect();
+        let mut d = Decoding::new("http://registry");
+        for v in &framed {
+            d.value(Some(v));
+        }
+        d.value(None);
+        d.value(Some(b"\x00\x00\x00\x00\x04\xff"));
+        assert_eq!(d.missing().len(), 2);
+        d.learn(3, Some(crate::schema::avro::parse_for_codec(text).unwrap()));
+        d.learn(4, None);
+        let mut last = framed[0].clone();
+        last.push(0); // a byte left over
+        d.value(Some(&last));
+        let r = d.report();
+        assert_eq!(r.decoded, 50_000, "{r:?}");
+        assert_eq!((r.not_framed, r.unknown_schema, r.not_decoded), (1, 1, 1), "{r:?}");
+        assert_eq!(r.schema_ids.get(&3), Some(&50_001));
     }
 }
