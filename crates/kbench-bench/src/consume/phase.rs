@@ -285,10 +285,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             return Ok(());
         };
         for id in decoding.missing() {
-            let schema = reader
-                .schema(id)
-                .await
-                .map_err(|e| BenchError::Run(e.to_string()))?;
+            let schema = reader.schema(id).await;
             decoding.learn(id, schema);
         }
         Ok(())

@@ -24,6 +24,10 @@ use serde_json::Value as Json;
 const MAX_DEPTH: usize = 8;
 /// 2026-01-01T00:00:00Z in milliseconds, the middle of the generated times.
 const EPOCH_2026_MS: i64 = 1_767_225_600_000;
+/// The longest string, bytes or fixed a value may hold, and the most items of an array or map:
+/// a larger hint is refused when the schema is read.
+pub const MAX_LENGTH: u64 = 1 << 20;
+pub const MAX_ITEMS: u64 = 10_000;
 const YEAR_MS: i64 = 365 * 86_400_000;
 
 /// Why a schema cannot be generated from.
@@ -35,6 +39,8 @@ pub enum AvroError {
     Unsupported { path: String, reason: String },
     #[error("a generated value does not encode (kbench's bug): {0}")]
     Encode(String),
+    #[error("{count} values would hold more than {limit} bytes: ask for fewer (--schema-values)")]
+    TooLarge { count: usize, limit: usize },
 }
 
 /// A length or a count: `min..max`, max exclusive (as avro-random-generator reads them).
@@ -116,6 +122,10 @@ pub struct Generator {
     records: Vec<Record>,
     /// The schema's full name (a named root), for the record-name subject strategies.
     full_name: Option<String>,
+    /// Per record: how many more records deep its smallest value goes (`None`: no finite value
+    /// has it). Past [`MAX_DEPTH`] each union takes its branch of the lowest rank, so that a
+    /// recursive schema ends.
+    ranks: Vec<Option<u32>>,
 }
 
 impl Generator {
@@ -142,13 +152,20 @@ impl Generator {
                 .map(|n| full_name(n, o.get("namespace").and_then(Json::as_str).unwrap_or(""))),
             _ => None,
         };
-        let g = Generator {
+        let mut g = Generator {
             schema,
             root,
             records: c.records,
             full_name,
+            ranks: Vec::new(),
         };
-        g.check_exit(&g.root, &mut Vec::new(), "$")?;
+        g.ranks = g.rank_records();
+        if g.rank(&g.root).is_none() {
+            return Err(AvroError::Unsupported {
+                path: "$".into(),
+                reason: "no finite value has this schema (a record that always contains itself, with no null, array, map or other branch on the way out)".into(),
+            });
+        }
         Ok(g)
     }
 
@@ -169,32 +186,58 @@ impl Generator {
 
     /// `count` values' Avro binary encodings (no framing), from `seed`.
     pub fn encoded(&self, count: usize, seed: u64) -> Result<Vec<Vec<u8>>, AvroError> {
-        let mut rng = SmallRng::seed_from_u64(seed);
-        (0..count)
-            .map(|_| {
-                apache_avro::to_avro_datum(&self.schema, self.value(&mut rng))
-                    .map_err(|e| AvroError::Encode(e.to_string()))
-            })
-            .collect()
+        self.encoded_within(count, seed, usize::MAX)
     }
 
-    /// A record type that always recurses (a required field of its own type, with no union,
-    /// array or map on the way) can never be generated: refused by name.
-    fn check_exit(&self, node: &Node, stack: &mut Vec<usize>, path: &str) -> Result<(), AvroError> {
-        if let Kind::Record(i) = node.kind {
-            if stack.contains(&i) {
-                return Err(AvroError::Unsupported {
-                    path: path.into(),
-                    reason: "a record that always contains itself (no union, array or map on the way): no finite value has this schema".into(),
-                });
+    /// The same, refused once the values hold more than `limit` bytes.
+    pub fn encoded_within(
+        &self,
+        count: usize,
+        seed: u64,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, AvroError> {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut total = 0usize;
+        let mut out = Vec::with_capacity(count.min(1 << 16));
+        for _ in 0..count {
+            let v = apache_avro::to_avro_datum(&self.schema, self.value(&mut rng))
+                .map_err(|e| AvroError::Encode(e.to_string()))?;
+            total = total.saturating_add(v.len());
+            if total > limit {
+                return Err(AvroError::TooLarge { count, limit });
             }
-            stack.push(i);
-            for (name, f) in &self.records[i].fields {
-                self.check_exit(f, stack, &format!("{path}.{name}"))?;
-            }
-            stack.pop();
+            out.push(v);
         }
-        Ok(())
+        Ok(out)
+    }
+
+    /// Each record's rank, to a fixed point: a record is finite once all its fields are.
+    fn rank_records(&self) -> Vec<Option<u32>> {
+        let mut ranks: Vec<Option<u32>> = vec![None; self.records.len()];
+        loop {
+            let mut changed = false;
+            for i in 0..self.records.len() {
+                if ranks[i].is_some() {
+                    continue;
+                }
+                let fields: Option<Vec<u32>> = self.records[i]
+                    .fields
+                    .iter()
+                    .map(|(_, f)| rank_with(f, &ranks))
+                    .collect();
+                if let Some(f) = fields {
+                    ranks[i] = Some(1 + f.into_iter().max().unwrap_or(0));
+                    changed = true;
+                }
+            }
+            if !changed {
+                return ranks;
+            }
+        }
+    }
+
+    fn rank(&self, node: &Node) -> Option<u32> {
+        rank_with(node, &self.ranks)
     }
 
     fn generate(&self, node: &Node, rng: &mut SmallRng, depth: usize) -> Value {
@@ -240,7 +283,11 @@ impl Generator {
                 Value::Enum(i as u32, symbols[i].clone())
             }
             Kind::Array(items, s) => {
-                let n = if depth >= MAX_DEPTH { 0 } else { s.draw(rng) };
+                let n = if depth >= MAX_DEPTH || self.rank(items).is_none() {
+                    0
+                } else {
+                    s.draw(rng)
+                };
                 Value::Array(
                     (0..n)
                         .map(|_| self.generate(items, rng, depth + 1))
@@ -248,7 +295,11 @@ impl Generator {
                 )
             }
             Kind::Map(values, s) => {
-                let n = if depth >= MAX_DEPTH { 0 } else { s.draw(rng) };
+                let n = if depth >= MAX_DEPTH || self.rank(values).is_none() {
+                    0
+                } else {
+                    s.draw(rng)
+                };
                 Value::Map(
                     (0..n)
                         .map(|i| {
@@ -269,13 +320,16 @@ impl Generator {
                     .collect(),
             ),
             Kind::Union(branches) => {
+                // Only branches with a finite value; past the depth cap, the one that ends soonest.
+                let finite: Vec<(usize, u32)> = branches
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, b)| Some((i, self.rank(b)?)))
+                    .collect();
                 let i = if depth >= MAX_DEPTH {
-                    branches
-                        .iter()
-                        .position(|b| !matches!(b.kind, Kind::Record(_)))
-                        .unwrap_or(0)
+                    finite.iter().min_by_key(|(_, r)| *r).map_or(0, |(i, _)| *i)
                 } else {
-                    rng.random_range(0..branches.len())
+                    finite[rng.random_range(0..finite.len())].0
                 };
                 Value::Union(
                     i as u32,
@@ -336,6 +390,16 @@ pub fn parse_for_codec(text: &str) -> Result<Schema, AvroError> {
     Schema::parse(&json).map_err(|e| AvroError::Parse(e.to_string()))
 }
 
+/// How many records deep `node`'s smallest value goes, given the records' ranks.
+fn rank_with(node: &Node, ranks: &[Option<u32>]) -> Option<u32> {
+    match &node.kind {
+        Kind::Record(i) => ranks[*i],
+        Kind::Union(branches) => branches.iter().filter_map(|b| rank_with(b, ranks)).min(),
+        // An array or a map may be empty; anything else is a value of its own.
+        _ => Some(0),
+    }
+}
+
 /// Take `"logicalType": "uuid"` off every `fixed` (see [`Generator::new`]).
 fn strip_fixed_uuid(json: &mut Json) {
     match json {
@@ -354,8 +418,8 @@ fn strip_fixed_uuid(json: &mut Json) {
 
 /// A uniform integer in `r`, clamped to the type.
 fn draw_int(rng: &mut SmallRng, r: &Range, lo: f64, hi: f64) -> i64 {
-    let min = r.min.max(lo).ceil() as i64;
-    let max = r.max.min(hi).ceil() as i64;
+    let min = r.min.clamp(lo, hi).ceil() as i64;
+    let max = r.max.clamp(lo, hi).ceil() as i64;
     if max <= min {
         min
     } else {
@@ -465,7 +529,9 @@ impl Compiler {
                     // {"type": {...}} or {"type": [...]}: the inner type, hints kept.
                     other => {
                         let mut n = self.node(other, ns, path)?;
+                        apply_hints(&mut n, length, range, path)?;
                         n.options = options.or(n.options);
+                        self.check_options(&n, path)?;
                         return Ok(n);
                     }
                 };
@@ -532,7 +598,7 @@ impl Compiler {
                             .ok_or_else(|| bad("an array with no \"items\"".into()))?;
                         Kind::Array(
                             Box::new(self.node(items, ns, &format!("{path}[]"))?),
-                            length.unwrap_or(Span { min: 1, max: 5 }),
+                            items_span(length, path)?,
                         )
                     }
                     ("map", _) => {
@@ -541,20 +607,14 @@ impl Compiler {
                             .ok_or_else(|| bad("a map with no \"values\"".into()))?;
                         Kind::Map(
                             Box::new(self.node(values, ns, &format!("{path}{{}}"))?),
-                            length.unwrap_or(Span { min: 1, max: 5 }),
+                            items_span(length, path)?,
                         )
                     }
                     // Any other logical type on a primitive is read as the primitive, as the
                     // specification says of unknown logical types.
                     (name, _) => {
-                        let mut n = self.named_or_primitive(name, ns, length, path)?;
-                        n.kind = match n.kind {
-                            Kind::Int(_) => Kind::Int(range),
-                            Kind::Long(_) => Kind::Long(range),
-                            Kind::Float(_) => Kind::Float(range),
-                            Kind::Double(_) => Kind::Double(range),
-                            k => k,
-                        };
+                        let mut n = self.named_or_primitive(name, ns, None, path)?;
+                        apply_hints(&mut n, length, range, path)?;
                         n.options = options;
                         self.check_options(&n, path)?;
                         return Ok(n);
@@ -706,23 +766,95 @@ impl Compiler {
 fn span(v: Option<&Json>, path: &str) -> Result<Option<Span>, AvroError> {
     let bad = || AvroError::Unsupported {
         path: path.into(),
-        reason: "arg.properties.length: a count, or {\"min\": A, \"max\": B} with A < B".into(),
+        reason: format!(
+            "arg.properties.length: a count, or {{\"min\": A, \"max\": B}} with A < B, at most {MAX_LENGTH}"
+        ),
     };
     match v {
         None => Ok(None),
         Some(Json::Number(n)) => {
-            let n = n.as_u64().ok_or_else(bad)?;
+            let n = n.as_u64().filter(|n| *n <= MAX_LENGTH).ok_or_else(bad)?;
             Ok(Some(Span { min: n, max: n + 1 }))
         }
         Some(Json::Object(o)) => {
             let min = o.get("min").map_or(Some(0), Json::as_u64).ok_or_else(bad)?;
             let max = o.get("max").and_then(Json::as_u64).ok_or_else(bad)?;
-            if max <= min {
+            if max <= min || max > MAX_LENGTH + 1 {
                 return Err(bad());
             }
             Ok(Some(Span { min, max }))
         }
         Some(_) => Err(bad()),
+    }
+}
+
+/// `length` and `range` onto the node they fit (a length on an array or map is its item count);
+/// a range checked against the type's own.
+fn apply_hints(
+    n: &mut Node,
+    length: Option<Span>,
+    range: Option<Range>,
+    path: &str,
+) -> Result<(), AvroError> {
+    let bad = |reason: String| AvroError::Unsupported {
+        path: path.into(),
+        reason,
+    };
+    if let Some(l) = length {
+        match &mut n.kind {
+            Kind::String(s) | Kind::Bytes(s) => *s = l,
+            Kind::Array(_, s) | Kind::Map(_, s) => {
+                if l.max > MAX_ITEMS + 1 {
+                    return Err(bad(format!(
+                        "arg.properties.length: at most {MAX_ITEMS} items"
+                    )));
+                }
+                *s = l
+            }
+            _ => {
+                return Err(bad(
+                    "arg.properties.length: only on a string, bytes, array or map".into(),
+                ));
+            }
+        }
+    }
+    if let Some(r) = range {
+        let (lo, hi) = match n.kind {
+            Kind::Int(_) => (i32::MIN as f64, i32::MAX as f64 + 1.0),
+            Kind::Long(_) => (i64::MIN as f64, i64::MAX as f64),
+            Kind::Float(_) => (f32::MIN as f64, f32::MAX as f64),
+            Kind::Double(_) => (-1e300, 1e300),
+            _ => {
+                return Err(bad(
+                    "arg.properties.range: only on an int, long, float or double".into(),
+                ));
+            }
+        };
+        if r.min < lo || r.max > hi {
+            return Err(bad(format!(
+                "arg.properties.range: {{\"min\": {}, \"max\": {}}} is outside the type's values",
+                r.min, r.max
+            )));
+        }
+        n.kind = match n.kind {
+            Kind::Int(_) => Kind::Int(Some(r)),
+            Kind::Long(_) => Kind::Long(Some(r)),
+            Kind::Float(_) => Kind::Float(Some(r)),
+            _ => Kind::Double(Some(r)),
+        };
+    }
+    Ok(())
+}
+
+/// An array's or map's item count: the hint (at most [`MAX_ITEMS`]) or 1 to 4.
+fn items_span(length: Option<Span>, path: &str) -> Result<Span, AvroError> {
+    match length {
+        Some(l) if l.max > MAX_ITEMS + 1 => Err(AvroError::Unsupported {
+            path: path.into(),
+            reason: format!("arg.properties.length: at most {MAX_ITEMS} items"),
+        }),
+        Some(l) => Ok(l),
+        None => Ok(Span { min: 1, max: 5 }),
     }
 }
 
@@ -736,7 +868,7 @@ fn range(v: Option<&Json>, path: &str) -> Result<Option<Range>, AvroError> {
         Some(Json::Object(o)) => {
             let min = o.get("min").and_then(Json::as_f64).ok_or_else(bad)?;
             let max = o.get("max").and_then(Json::as_f64).ok_or_else(bad)?;
-            if max <= min {
+            if max <= min || !(max - min).is_finite() {
                 return Err(bad());
             }
             Ok(Some(Range { min, max }))
@@ -748,11 +880,11 @@ fn range(v: Option<&Json>, path: &str) -> Result<Option<Range>, AvroError> {
 fn fixed_size(o: &serde_json::Map<String, Json>, path: &str) -> Result<usize, AvroError> {
     o.get("size")
         .and_then(Json::as_u64)
-        .filter(|s| *s > 0)
+        .filter(|s| (1..=MAX_LENGTH).contains(s))
         .map(|s| s as usize)
         .ok_or_else(|| AvroError::Unsupported {
             path: path.into(),
-            reason: "a fixed with no positive \"size\"".into(),
+            reason: format!("a fixed needs a \"size\" from 1 to {MAX_LENGTH} (kbench's limit)"),
         })
 }
 
@@ -885,6 +1017,69 @@ mod tests {
                 assert_eq!(v.len(), len, "{ty}");
             }
         }
+    }
+
+    /// A tree whose every branch is a record still ends: past the depth cap each union takes the
+    /// branch that ends soonest.
+    #[test]
+    fn recursion_through_unions_of_records_ends() {
+        let expr = r#"{"type":"record","name":"E","fields":[{"name":"op","type":[
+            {"type":"record","name":"Add","fields":[{"name":"l","type":"E"},{"name":"r","type":"E"}]},
+            {"type":"record","name":"Lit","fields":[{"name":"v","type":"long"}]}]}]}"#;
+        let g = Generator::new(expr).unwrap();
+        assert_eq!(round_trip(&g, 3, 200).len(), 200);
+        // Arrays of a record with no finite value are always empty; the record is still refused
+        // where it is required.
+        let never = r#"{"type":"record","name":"R","fields":[{"name":"a","type":[
+            {"type":"record","name":"A","fields":[{"name":"b","type":"R"}]}]}]}"#;
+        assert!(
+            Generator::new(never)
+                .unwrap_err()
+                .to_string()
+                .contains("no finite value")
+        );
+    }
+
+    #[test]
+    fn hints_out_of_bounds_are_refused() {
+        for (schema, says) in [
+            (
+                r#"{"type":"string","arg.properties":{"length":18446744073709551615}}"#,
+                "length",
+            ),
+            (
+                r#"{"type":"fixed","name":"F","size":1000000000000}"#,
+                "size",
+            ),
+            (
+                r#"{"type":"int","arg.properties":{"range":{"min":3e9,"max":4e9}}}"#,
+                "outside",
+            ),
+            (
+                r#"{"type":"double","arg.properties":{"range":{"min":-1e308,"max":1e308}}}"#,
+                "range",
+            ),
+            (
+                r#"{"type":"array","items":"int","arg.properties":{"length":{"min":1,"max":1000000}}}"#,
+                "items",
+            ),
+            (
+                r#"{"type":{"type":"int"},"arg.properties":{"options":["x"]}}"#,
+                "options",
+            ),
+            (
+                r#"{"type":"boolean","arg.properties":{"length":3}}"#,
+                "only on",
+            ),
+        ] {
+            let e = Generator::new(schema).unwrap_err().to_string();
+            assert!(e.contains(says), "{schema}: {e}");
+        }
+        let big = Generator::new(r#"{"type":"string","arg.properties":{"length":1000}}"#).unwrap();
+        assert!(matches!(
+            big.encoded_within(100, 1, 50_000),
+            Err(AvroError::TooLarge { .. })
+        ));
     }
 
     #[test]

@@ -12,6 +12,11 @@ use bytes::Bytes;
 
 use super::{SchemaError, registry_reason};
 
+/// The most distinct schema ids a read asks the registry for: values of any further id (random
+/// bytes that happen to start with 0, say) are counted as of an unknown schema unasked, so that the
+/// read loop never waits on the registry more than this many times.
+pub const MAX_SCHEMA_IDS: usize = 16;
+
 /// What reading the values back found (the result's `value_decoding` block).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DecodeReport {
@@ -42,7 +47,7 @@ impl DecodeReport {
 
 /// The decoder the consumer's loop feeds.
 pub struct Decoding {
-    schemas: HashMap<u32, Option<Schema>>,
+    schemas: HashMap<u32, Result<Schema, String>>,
     pending: HashMap<u32, Vec<Bytes>>,
     report: DecodeReport,
 }
@@ -70,6 +75,16 @@ impl Decoding {
         *self.report.schema_ids.entry(id).or_default() += 1;
         match self.schemas.get(&id) {
             Some(schema) => decode(&mut self.report, id, schema.as_ref(), &v[5..]),
+            None if self.schemas.len() + self.pending.len() >= MAX_SCHEMA_IDS
+                && !self.pending.contains_key(&id) =>
+            {
+                self.report.unknown_schema += 1;
+                self.fail(|| {
+                    format!(
+                        "schema {id}: not asked for (more than {MAX_SCHEMA_IDS} schema ids met)"
+                    )
+                });
+            }
             None => self
                 .pending
                 .entry(id)
@@ -83,9 +98,10 @@ impl Decoding {
         self.pending.keys().copied().collect()
     }
 
-    /// The registry's answer for `id` (`None`: it has no such schema, or not one of Avro's), and
+    /// The registry's answer for `id` (an error: why there is no schema to decode with — the
+    /// registry has none, it is not Avro, it does not parse, the registry could not be asked), and
     /// the values held for it decoded.
-    pub fn learn(&mut self, id: u32, schema: Option<Schema>) {
+    pub fn learn(&mut self, id: u32, schema: Result<Schema, String>) {
         for v in self.pending.remove(&id).unwrap_or_default() {
             decode(&mut self.report, id, schema.as_ref(), &v);
         }
@@ -106,13 +122,14 @@ impl Decoding {
     }
 }
 
-fn decode(report: &mut DecodeReport, id: u32, schema: Option<&Schema>, datum: &[u8]) {
-    let Some(schema) = schema else {
-        report.unknown_schema += 1;
-        fail(report, || {
-            format!("schema {id}: not in the registry (or not Avro)")
-        });
-        return;
+fn decode(report: &mut DecodeReport, id: u32, schema: Result<&Schema, &String>, datum: &[u8]) {
+    let schema = match schema {
+        Ok(s) => s,
+        Err(why) => {
+            report.unknown_schema += 1;
+            fail(report, || format!("schema {id}: {why}"));
+            return;
+        }
     };
     let mut rest = datum;
     match apache_avro::from_avro_datum(schema, &mut rest, None) {
@@ -158,22 +175,22 @@ impl RegistryReader {
         &self.base
     }
 
-    /// Schema `id`, parsed for decoding; `Ok(None)` when the registry has none (40403) or it is
-    /// not Avro.
-    pub async fn schema(&self, id: u32) -> Result<Option<Schema>, SchemaError> {
-        let answer = self
-            .client
-            .schema_by_id(&self.base, i64::from(id))
-            .await
-            .map_err(|e| {
-                SchemaError(format!(
-                    "schema registry: schema {id}: {}",
-                    registry_reason(&e)
-                ))
-            })?;
-        Ok(answer
-            .filter(|(kind, _)| kind.as_deref().is_none_or(|k| k == "AVRO"))
-            .and_then(|(_, text)| super::avro::parse_for_codec(&text).ok()))
+    /// Schema `id`, parsed for decoding; or why there is none to decode with (the registry has
+    /// none, it is not Avro, it does not parse, the registry did not answer): counted, never a
+    /// failed read.
+    pub async fn schema(&self, id: u32) -> Result<Schema, String> {
+        match self.client.schema_by_id(&self.base, i64::from(id)).await {
+            Ok(None) => Err("not in the registry".into()),
+            Ok(Some((Some(kind), _))) if kind != "AVRO" => {
+                Err(format!("a {kind} schema (kbench decodes Avro)"))
+            }
+            Ok(Some((_, text))) => super::avro::parse_for_codec(&text)
+                .map_err(|e| format!("the registry's schema does not parse here: {e}")),
+            Err(e) => Err(format!(
+                "the registry did not answer: {}",
+                registry_reason(&e)
+            )),
+        }
     }
 }
 
@@ -199,14 +216,31 @@ mod tests {
         d.value(None);
         d.value(Some(b"\x00\x00\x00\x00\x04\xff"));
         assert_eq!(d.missing().len(), 2);
-        d.learn(3, Some(crate::schema::avro::parse_for_codec(text).unwrap()));
-        d.learn(4, None);
+        d.learn(3, Ok(crate::schema::avro::parse_for_codec(text).unwrap()));
+        d.learn(4, Err("not in the registry".into()));
         let mut last = framed[0].clone();
         last.push(0); // a byte left over
         d.value(Some(&last));
         let r = d.report();
         assert_eq!(r.decoded, 50_000, "{r:?}");
-        assert_eq!((r.not_framed, r.unknown_schema, r.not_decoded), (1, 1, 1), "{r:?}");
+        assert_eq!(
+            (r.not_framed, r.unknown_schema, r.not_decoded),
+            (1, 1, 1),
+            "{r:?}"
+        );
         assert_eq!(r.schema_ids.get(&3), Some(&50_001));
+    }
+
+    /// Past 16 distinct ids, values are counted unasked.
+    #[test]
+    fn only_so_many_schema_ids_are_asked_for() {
+        let mut d = Decoding::new("http://registry");
+        for id in 0u32..40 {
+            d.value(Some(&crate::schema::frame(id, &[2])));
+        }
+        assert_eq!(d.missing().len(), MAX_SCHEMA_IDS);
+        let r = d.report();
+        assert_eq!(r.unknown_schema, 40, "{r:?}");
+        assert!(r.first_failure.unwrap().contains("not asked for"));
     }
 }

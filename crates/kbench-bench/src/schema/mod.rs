@@ -16,6 +16,20 @@ use kbench_rest::{RestConfig, RestProxy};
 pub const DEFAULT_POOL: usize = 1000;
 /// The most distinct values a run may generate (each is held in memory).
 pub const MAX_POOL: usize = 1_000_000;
+/// The most bytes the pool may hold (as a `--payload-file`).
+pub const MAX_POOL_BYTES: usize = 256 << 20;
+
+/// The serializer's properties kbench reads.
+const KNOWN: [&str; 8] = [
+    "schema.registry.url",
+    "schema.registry.ssl.truststore.location",
+    "basic.auth.user.info",
+    "basic.auth.credentials.source",
+    "value.subject.name.strategy",
+    "auto.register.schemas",
+    "use.latest.version",
+    "use.schema.id",
+];
 
 /// What `--value-schema` asks for: the schema, where it is registered and how, and how many
 /// distinct values to make.
@@ -68,9 +82,21 @@ pub struct SchemaError(pub String);
 /// once.
 pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
     let file = &spec.file;
+    if !(1..=MAX_POOL).contains(&spec.pool) {
+        return Err(SchemaError(format!(
+            "--schema-values: {} (1 to {MAX_POOL})",
+            spec.pool
+        )));
+    }
+    let props = &spec.serializer;
+    if let Some(key) = props.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(SchemaError(format!(
+            "{key}: not a serializer property kbench reads (it reads {})",
+            KNOWN.join(", ")
+        )));
+    }
     let generator = avro::Generator::new(&spec.text)
         .map_err(|e| SchemaError(format!("--value-schema {file}: {e}")))?;
-    let props = &spec.serializer;
     let bool_prop = |key: &str, default: bool| -> Result<bool, SchemaError> {
         match props.get(key).map(|v| v.trim().to_ascii_lowercase()) {
             None => Ok(default),
@@ -102,11 +128,13 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
         Some(url) => Some(registry(url, props)?),
         None => None,
     };
-    let subject = strategy.subject(&spec.topic, generator.full_name()).ok_or_else(|| {
-        SchemaError(format!(
-            "value.subject.name.strategy: {strategy:?} needs a named schema (a record, enum or fixed); {file} has none"
-        ))
-    })?;
+    let subject = || {
+        strategy.subject(&spec.topic, generator.full_name()).ok_or_else(|| {
+            SchemaError(format!(
+                "value.subject.name.strategy: {strategy:?} needs a named schema (a record, enum or fixed); {file} has none"
+            ))
+        })
+    };
     let (schema_id, from, subject) = match (given_id, &registry) {
         (Some(id), _) => (id, "given", None),
         (None, None) => {
@@ -115,6 +143,7 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
             )));
         }
         (None, Some((client, url))) => {
+            let subject = subject()?;
             let answer = if auto_register {
                 client.register_schema(url, &subject, &spec.text).await
             } else {
@@ -137,15 +166,9 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
             (id, from, Some(subject))
         }
     };
-    if !(1..=MAX_POOL).contains(&spec.pool) {
-        return Err(SchemaError(format!(
-            "--schema-values: {} (1 to {MAX_POOL})",
-            spec.pool
-        )));
-    }
     let started = Instant::now();
     let encoded = generator
-        .encoded(spec.pool, spec.seed)
+        .encoded_within(spec.pool, spec.seed, MAX_POOL_BYTES)
         .map_err(|e| SchemaError(format!("--value-schema {file}: {e}")))?;
     let took = started.elapsed();
     let values: Vec<Bytes> = encoded
@@ -202,23 +225,11 @@ pub(crate) fn registry(
         })?),
         None => None,
     };
-    for key in props.keys() {
-        let known = [
-            "schema.registry.url",
-            "schema.registry.ssl.truststore.location",
-            "basic.auth.user.info",
-            "basic.auth.credentials.source",
-            "value.subject.name.strategy",
-            "auto.register.schemas",
-            "use.latest.version",
-            "use.schema.id",
-        ];
-        if !known.contains(&key.as_str()) {
-            return Err(SchemaError(format!(
-                "{key}: not a serializer property kbench reads (it reads {})",
-                known.join(", ")
-            )));
-        }
+    if let Some(key) = props.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(SchemaError(format!(
+            "{key}: not a serializer property kbench reads (it reads {})",
+            KNOWN.join(", ")
+        )));
     }
     let client = RestProxy::new(RestConfig {
         url: url.to_string(),

@@ -100,16 +100,24 @@ pub fn redacted(given: &[(String, String)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// A URL's password (`scheme://user:password@host`) masked; any other value as it is.
+/// Every URL's password (`scheme://user:password@host`, in a comma-separated list too) masked;
+/// any other value as it is. The userinfo ends at the authority's last `@`, as URL parsers read it.
 pub fn without_password(value: &str) -> String {
-    if let Some((scheme, rest)) = value.split_once("://")
-        && let Some((userinfo, host)) = rest.split_once('@')
-        && !userinfo.contains('/')
-        && let Some((user, _)) = userinfo.split_once(':')
-    {
-        return format!("{scheme}://{user}:***@{host}");
-    }
-    value.to_string()
+    value
+        .split(',')
+        .map(|part| {
+            let Some((scheme, rest)) = part.split_once("://") else {
+                return part.to_string();
+            };
+            let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let Some(at) = rest[..authority_end].rfind('@') else {
+                return part.to_string();
+            };
+            let user = rest[..at].split_once(':').map_or(&rest[..at], |(u, _)| u);
+            format!("{scheme}://{user}:***@{}", &rest[at + 1..])
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Split `key=value`; `flag` names where it came from, for the error.
@@ -287,6 +295,21 @@ impl ConsumerProperties {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn url_passwords_are_masked_whole() {
+        assert_eq!(
+            without_password("http://u:p@ss@reg:8081/x"),
+            "http://u:***@reg:8081/x"
+        );
+        assert_eq!(
+            without_password("http://a:1@r1,https://b:2@r2"),
+            "http://a:***@r1,https://b:***@r2"
+        );
+        assert_eq!(without_password("http://reg/p@th"), "http://reg/p@th");
+        assert_eq!(without_password("plain"), "plain");
+        assert!(is_secret("basic.auth.user.info"));
+    }
 
     #[test]
     fn unknown_key_is_named() {

@@ -115,6 +115,10 @@ pub struct CheckArgs {
     pub metric: Vec<String>,
     #[command(flatten)]
     pub detection: Detection,
+    /// Also write the changes found as JSON (for CI): each with its benchmark, metric, build,
+    /// run, means, size, confidence, direction and whether it counts (at or after --since).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
 }
 
 pub fn run(args: HistoryArgs) -> CliResult {
@@ -319,9 +323,20 @@ fn check(args: CheckArgs) -> CliResult {
     );
     let (mut regressions, mut older, mut improvements) = (0, 0, 0);
     let mut said = None;
+    let mut found = Vec::new();
     for (b, series) in &all {
         for c in changes(series, &options) {
             let new = counts(&c);
+            if args.json.is_some() {
+                let mut v = serde_json::to_value(&c).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("benchmark".into(), b.key.clone().into());
+                    o.insert("cell".into(), b.cell.clone().into());
+                    o.insert("target".into(), b.target.clone().into());
+                    o.insert("counts".into(), new.into());
+                }
+                found.push(v);
+            }
             match (c.regression, new) {
                 (true, true) => regressions += 1,
                 (true, false) => older += 1,
@@ -344,5 +359,18 @@ fn check(args: CheckArgs) -> CliResult {
     }
     let scope = since.map_or(String::new(), |(text, _)| format!(" since {text}"));
     println!("{regressions} regression(s){scope}, {older} older, {improvements} improvement(s)");
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "store": store.location(),
+            "since": args.since,
+            "benchmarks": benchmarks.len(),
+            "series": all.len(),
+            "regressions": regressions,
+            "older_regressions": older,
+            "improvements": improvements,
+            "changes": found,
+        });
+        crate::args::write_json(path, &doc).map_err(|e| CliError::failed(format!("--json {e}")))?;
+    }
     Ok(if regressions > 0 { 1 } else { 0 })
 }

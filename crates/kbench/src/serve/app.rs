@@ -65,6 +65,13 @@ impl App {
             + 1
     }
 
+    /// Whether `host` names this server by an allowed name, not merely through `--allowed-host
+    /// '*'`: only then is an Origin of the same host this server's own page (with `*`, a rebound
+    /// name would pass as well).
+    pub fn host_named(&self, host: &str) -> bool {
+        !self.allowed_hosts.iter().any(|a| a == "*") && self.host_allowed(host)
+    }
+
     /// Whether `host` (a `Host` header) names this server: one of the allowed `name:port` values,
     /// or an allowed name given without a port.
     pub fn host_allowed(&self, host: &str) -> bool {

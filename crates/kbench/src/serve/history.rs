@@ -2,7 +2,8 @@
 //! The benchmarks stored; one benchmark's metric run by run with its change points
 //! ([`kbench_bench::history::changes`], `kbench history check`'s, with default options, every repetition a sample); and two of
 //! its runs compared as `kbench compare` compares two documents (its [`CompareDocument`]: each
-//! metric's ratio of medians, 95 % bootstrap interval and verdict). Only read: nothing is written.
+//! metric's ratio of medians, 95 % bootstrap interval and verdict). No result is written (opening
+//! the store brings an older one up to this schema, as every command does).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ const THRESHOLD: f64 = 0.05;
 const SEED: u64 = 1;
 
 /// Open the store at start: one that cannot be read (missing, another schema, not a store) is a
-/// usage error naming it. A missing file is not created: serve only reads.
+/// usage error naming it. A missing file is not created: serve stores no result.
 pub fn open(location: &str) -> Result<Store, CliError> {
     let remote = location.contains("://");
     if !remote && !std::path::Path::new(location).is_file() {

@@ -97,11 +97,13 @@ async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Res
             format!("Host {host:?} is not this server's (add it with --allowed-host)"),
         );
     }
-    // The dashboard's own requests: a page this server served, at the Host just checked.
-    let same_origin = origin
-        .as_deref()
-        .and_then(|o| o.strip_prefix("http://"))
-        .is_some_and(|o| o.eq_ignore_ascii_case(host.trim()));
+    // The dashboard's own requests: a page this server served, at the Host just checked — named
+    // by an allowed host, not let in by `--allowed-host '*'` (any rebound name would pass that).
+    let same_origin = app.host_named(&host)
+        && origin
+            .as_deref()
+            .and_then(|o| o.strip_prefix("http://"))
+            .is_some_and(|o| o.eq_ignore_ascii_case(host.trim()));
     if let Some(o) = &origin
         && !same_origin
         && !app.cors_origins.iter().any(|a| a == o)

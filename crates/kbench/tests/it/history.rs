@@ -179,15 +179,26 @@ fn a_slower_build_is_found_in_the_series_and_fails_the_check() {
         "{}",
         text(&since_build.stdout)
     );
+    let report = format!("{db}.check.json");
     let later = Cmd::new("history")
         .args(&["check", "--store", &db, "--metric", "latency_p50_us"])
-        .args(&["--since", "2999-01-01"])
+        .args(&["--since", "2999-01-01", "--json", &report])
         .ok(LIMIT);
     let later = text(&later.stdout);
     assert!(
         later.contains("0 regression(s) since 2999-01-01, 1 older"),
         "{later}"
     );
+    // The same, as JSON for CI.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["regressions"], 0, "{report}");
+    assert_eq!(report["older_regressions"], 1, "{report}");
+    let change = &report["changes"][0];
+    assert_eq!(change["metric"], "latency_p50_us", "{report}");
+    assert_eq!(change["build_label"], "build-11", "{report}");
+    assert_eq!(change["regression"], true, "{report}");
+    assert_eq!(change["counts"], false, "{report}");
 
     // `show` marks the change on its run.
     let list = text(
