@@ -721,10 +721,22 @@ impl RestProxy {
         subject: &str,
         schema: &str,
     ) -> Result<i64, RestError> {
-        let url = format!(
-            "{}/subjects/{subject}/versions",
-            registry_url.trim_end_matches('/')
-        );
+        self.post_schema(
+            registry_url,
+            &format!("subjects/{subject}/versions"),
+            schema,
+        )
+        .await
+    }
+
+    /// `POST {registry}/{path}` with `schema`; the `id` of the answer.
+    async fn post_schema(
+        &self,
+        registry_url: &str,
+        path: &str,
+        schema: &str,
+    ) -> Result<i64, RestError> {
+        let url = format!("{}/{path}", registry_url.trim_end_matches('/'));
         let r = self
             .request(reqwest::Method::POST, &url)
             .header("Content-Type", REGISTRY_JSON)
@@ -771,15 +783,7 @@ impl RestProxy {
         subject: &str,
         schema: &str,
     ) -> Result<i64, RestError> {
-        let url = format!("{}/subjects/{subject}", registry_url.trim_end_matches('/'));
-        let r = self
-            .request(reqwest::Method::POST, &url)
-            .header("Content-Type", REGISTRY_JSON)
-            .body(json!({ "schema": schema }).to_string());
-        let v = self.send(&url, r).await?;
-        v["id"].as_i64().ok_or_else(|| RestError::Body {
-            url,
-            reason: "no id in the answer".into(),
-        })
+        self.post_schema(registry_url, &format!("subjects/{subject}"), schema)
+            .await
     }
 }
