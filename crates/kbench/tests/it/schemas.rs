@@ -17,14 +17,8 @@ fn every_type() -> String {
         .to_string()
 }
 
-/// confluent-kafka's reading of `topic` (see `read_avro.py`).
-fn read_with_confluent_kafka(
-    bootstrap: &str,
-    topic: &str,
-    registry: &str,
-    user_info: &str,
-    expected: u64,
-) -> Value {
+/// Run one of the confluent-kafka scripts beside this file with `args`; its standard output.
+fn confluent_kafka(script: &str, args: &[&str]) -> Vec<u8> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join("../../target/tools/python/bin/python");
     assert!(
@@ -33,16 +27,31 @@ fn read_with_confluent_kafka(
         python.display()
     );
     let out = std::process::Command::new(python)
-        .arg(root.join("tests/it/read_avro.py"))
-        .args([bootstrap, topic, registry, user_info, &expected.to_string()])
+        .arg(root.join("tests/it").join(script))
+        .args(args)
         .output()
         .expect("python runs");
     assert!(
         out.status.success(),
-        "confluent-kafka could not read {topic}: {}",
+        "confluent-kafka ({script} {args:?}) failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("the reader's JSON")
+    out.stdout
+}
+
+/// confluent-kafka's reading of `topic` (see `read_avro.py`).
+fn read_with_confluent_kafka(
+    bootstrap: &str,
+    topic: &str,
+    registry: &str,
+    user_info: &str,
+    expected: u64,
+) -> Value {
+    let out = confluent_kafka(
+        "read_avro.py",
+        &[bootstrap, topic, registry, user_info, &expected.to_string()],
+    );
+    serde_json::from_slice(&out).expect("the reader's JSON")
 }
 
 #[test]
@@ -247,22 +256,15 @@ fn kbench_decodes_what_confluent_kafka_wrote_and_counts_what_it_cannot() {
         register_delay: Duration::from_millis(100),
     });
     let topic = "avro-from-confluent";
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new(root.join("../../target/tools/python/bin/python"))
-        .arg(root.join("tests/it/write_avro.py"))
-        .args([
+    confluent_kafka(
+        "write_avro.py",
+        &[
             &broker.addr,
             topic,
             &registry.url,
             "reader:pw-for-reading",
             "1500",
-        ])
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "confluent-kafka could not write: {}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let id = registry.subjects()[&format!("{topic}-value")][0] as u64;
     let dir = TempDir::new("decode");
