@@ -426,6 +426,79 @@ pub struct E2eResultDocument {
     /// A distributed run: each agent's part, whether the run is degraded, the clock bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distributed: Option<crate::distributed::Distributed>,
+    /// Request-reply (`--reply-topic`): requests answered, unanswered, replies unmatched, and
+    /// request → reply latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<ReplySummary>,
+}
+
+/// Request-reply through the user's application: `requests_sent = answered + unanswered`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReplySummary {
+    pub reply_topic: String,
+    /// The request header that carried each correlation id.
+    pub correlation_header: String,
+    /// Where replies carried it back: `header:NAME` or `json:PATH`.
+    pub reply_correlation: String,
+    /// Requests produced (each one record), acknowledged or not.
+    pub requests_sent: u64,
+    /// Of those, the ones whose produce failed.
+    pub requests_failed: u64,
+    /// Requests with a reply, each counted once (late ones included).
+    pub answered: u64,
+    /// Of those, answered only after the drain (found when the reply topic was read again):
+    /// their latency is not in the percentiles.
+    pub answered_late: u64,
+    /// Requests never answered: `requests_sent - answered`.
+    pub unanswered: u64,
+    /// Replies whose correlation id is none of this run's (missing, foreign, not kbench's).
+    pub replies_unmatched: u64,
+    /// Replies to a request already answered.
+    pub replies_duplicated: u64,
+    /// Per reply read in time: request sent → reply in hand, µs.
+    pub request_reply: LatencySummary,
+    /// With `--app-group`: the application's consumer group lag on the request topic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_group: Option<AppGroupLag>,
+}
+
+/// The application group's lag, sampled every timeline interval.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AppGroupLag {
+    pub group: String,
+    pub max_lag: Option<u64>,
+    pub last_lag: Option<u64>,
+    pub samples: Vec<crate::e2e::LagSample>,
+    /// Samples that could not be taken, by error.
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl ReplySummary {
+    /// The request-reply block of `run`, when it was one.
+    pub fn of(run: &crate::e2e::E2eRun) -> Option<ReplySummary> {
+        let reply = run.reply.as_ref()?;
+        let answered = run.consumed.saturating_sub(run.duplicates) + run.late;
+        Some(ReplySummary {
+            reply_topic: reply.topic.clone(),
+            correlation_header: reply.header.clone(),
+            reply_correlation: reply.correlation.describe(),
+            requests_sent: run.produced,
+            requests_failed: run.failed,
+            answered,
+            answered_late: run.late,
+            unanswered: run.produced.saturating_sub(answered),
+            replies_unmatched: run.foreign,
+            replies_duplicated: run.duplicates,
+            request_reply: LatencySummary::of(&run.whole_trip),
+            app_group: run.app_lag.as_ref().map(|l| AppGroupLag {
+                group: l.group.clone(),
+                max_lag: l.max(),
+                last_lag: l.last(),
+                samples: l.samples.clone(),
+                errors: l.errors.clone(),
+            }),
+        })
+    }
 }
 
 /// The consumer's side of an e2e result: what it read, what it found, how long the trip took.
@@ -544,6 +617,7 @@ impl E2eResultDocument {
                 &run.timeline,
             ),
             distributed: None,
+            reply: ReplySummary::of(run),
         }
     }
 }

@@ -442,70 +442,14 @@ impl GroupMember {
         topic: &TopicLayout,
         partitions: &[i32],
     ) -> Result<BTreeMap<i32, i64>, ClientError> {
-        let version = self
-            .cluster
-            .version_on(&self.coordinator, ApiKey::OffsetFetch)?;
-        let group = GroupId(str_bytes(&self.config.group_id));
-        let request = if version >= 8 {
-            OffsetFetchRequest::default().with_groups(vec![
-                OffsetFetchRequestGroup::default()
-                    .with_group_id(group)
-                    .with_topics(Some(vec![
-                        OffsetFetchRequestTopics::default()
-                            .with_name(topic_name(&topic.name))
-                            .with_partition_indexes(partitions.to_vec()),
-                    ])),
-            ])
-        } else {
-            OffsetFetchRequest::default()
-                .with_group_id(group)
-                .with_topics(Some(vec![
-                    OffsetFetchRequestTopic::default()
-                        .with_name(topic_name(&topic.name))
-                        .with_partition_indexes(partitions.to_vec()),
-                ]))
-        };
-        let response: OffsetFetchResponse = self
-            .coordinator
-            .request_at(ApiKey::OffsetFetch, version, &request)
-            .await?;
-        let group_id = &self.config.group_id;
-        let mut found: Vec<(i32, i64, i16)> = Vec::new();
-        if version >= 8 {
-            for g in &response.groups {
-                if g.error_code != 0 {
-                    return Err(group_error("OffsetFetch", group_id, g.error_code));
-                }
-                for t in &g.topics {
-                    for p in &t.partitions {
-                        found.push((p.partition_index, p.committed_offset, p.error_code));
-                    }
-                }
-            }
-        } else {
-            if response.error_code != 0 {
-                return Err(group_error("OffsetFetch", group_id, response.error_code));
-            }
-            for t in &response.topics {
-                for p in &t.partitions {
-                    found.push((p.partition_index, p.committed_offset, p.error_code));
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        for (partition, offset, code) in found {
-            if code != 0 {
-                return Err(ClientError::kafka(
-                    "OffsetFetch",
-                    format!("{}-{partition}", topic.name),
-                    code,
-                ));
-            }
-            if offset >= 0 && partitions.contains(&partition) {
-                out.insert(partition, offset);
-            }
-        }
-        Ok(out)
+        offset_fetch(
+            &self.cluster,
+            &self.coordinator,
+            &self.config.group_id,
+            topic,
+            partitions,
+        )
+        .await
     }
 
     /// LeaveGroup, so that the coordinator does not wait out the session timeout.
@@ -590,6 +534,78 @@ fn membership(api: &str, group: &str, code: i16) -> Result<Membership, ClientErr
         }
         code => Err(group_error(api, group, code)),
     }
+}
+
+/// `group_id`'s committed offsets for `partitions` of `topic`, asked of its `coordinator`
+/// (OffsetFetch); a partition with nothing committed is absent.
+async fn offset_fetch(
+    cluster: &Cluster,
+    coordinator: &Connection,
+    group_id: &str,
+    topic: &TopicLayout,
+    partitions: &[i32],
+) -> Result<BTreeMap<i32, i64>, ClientError> {
+    let version = cluster.version_on(coordinator, ApiKey::OffsetFetch)?;
+    let group = GroupId(str_bytes(group_id));
+    let request = if version >= 8 {
+        OffsetFetchRequest::default().with_groups(vec![
+            OffsetFetchRequestGroup::default()
+                .with_group_id(group)
+                .with_topics(Some(vec![
+                    OffsetFetchRequestTopics::default()
+                        .with_name(topic_name(&topic.name))
+                        .with_partition_indexes(partitions.to_vec()),
+                ])),
+        ])
+    } else {
+        OffsetFetchRequest::default()
+            .with_group_id(group)
+            .with_topics(Some(vec![
+                OffsetFetchRequestTopic::default()
+                    .with_name(topic_name(&topic.name))
+                    .with_partition_indexes(partitions.to_vec()),
+            ]))
+    };
+    let response: OffsetFetchResponse = coordinator
+        .request_at(ApiKey::OffsetFetch, version, &request)
+        .await?;
+
+    let mut found: Vec<(i32, i64, i16)> = Vec::new();
+    if version >= 8 {
+        for g in &response.groups {
+            if g.error_code != 0 {
+                return Err(group_error("OffsetFetch", group_id, g.error_code));
+            }
+            for t in &g.topics {
+                for p in &t.partitions {
+                    found.push((p.partition_index, p.committed_offset, p.error_code));
+                }
+            }
+        }
+    } else {
+        if response.error_code != 0 {
+            return Err(group_error("OffsetFetch", group_id, response.error_code));
+        }
+        for t in &response.topics {
+            for p in &t.partitions {
+                found.push((p.partition_index, p.committed_offset, p.error_code));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (partition, offset, code) in found {
+        if code != 0 {
+            return Err(ClientError::kafka(
+                "OffsetFetch",
+                format!("{}-{partition}", topic.name),
+                code,
+            ));
+        }
+        if offset >= 0 && partitions.contains(&partition) {
+            out.insert(partition, offset);
+        }
+    }
+    Ok(out)
 }
 
 /// FindCoordinator (key type group), at the version the bootstrap broker and kbench share.
@@ -797,6 +813,19 @@ impl Cluster {
             }
         }
         Ok(out)
+    }
+
+    /// `group`'s committed offsets for `partitions` of `topic`, asked as a tool asks (no
+    /// membership: its coordinator found, then OffsetFetch); a partition with nothing committed is
+    /// absent. kafka-consumer-groups' `--describe` reads a group's lag so.
+    pub async fn group_offsets(
+        &self,
+        group: &str,
+        topic: &TopicLayout,
+        partitions: &[i32],
+    ) -> Result<BTreeMap<i32, i64>, ClientError> {
+        let coordinator = find_coordinator(self, group).await?;
+        offset_fetch(self, &coordinator, group, topic, partitions).await
     }
 
     /// The latest offset (the next offset to be written: the high watermark) of each of

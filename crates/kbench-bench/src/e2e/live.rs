@@ -80,6 +80,8 @@ pub struct E2eLive {
     pub trips: Mutex<Option<Vec<u64>>>,
     /// Whether this run created its topic (it did not exist).
     pub topic_created: std::sync::atomic::AtomicBool,
+    /// Request-reply with `--app-group`: the application group's lag, sampled.
+    pub app_lag: Mutex<Option<crate::e2e::AppLag>>,
     /// Woken when a record's outcome is known or records were read: a closed loop's turn.
     pub(crate) turn: tokio::sync::Notify,
     phase: Mutex<&'static str>,
@@ -127,6 +129,7 @@ impl Default for E2eLive {
             reread_failed: Mutex::new(None),
             trips: Mutex::new(None),
             topic_created: Default::default(),
+            app_lag: Mutex::new(None),
             turn: tokio::sync::Notify::new(),
             phase: Mutex::new("starting"),
             started: Mutex::new(None),
@@ -404,6 +407,12 @@ pub struct E2eRun {
     pub aborted: Option<String>,
     /// `--verify`: the consumer's record-by-record check against what was acknowledged.
     pub verification: Option<crate::verify::VerifyReport>,
+    /// Request-reply: the settings; the counts above are then of requests (produced, acked,
+    /// failed) and replies (consumed, duplicates, foreign: unmatched), `whole_trip` is request →
+    /// reply, and `lost` counts requests acknowledged and never answered.
+    pub reply: Option<crate::e2e::ReplySpec>,
+    /// With `--app-group`: the application group's lag, sampled.
+    pub app_lag: Option<crate::e2e::AppLag>,
 }
 
 /// `--verify` in an e2e run: producer `i` stamps its records as producer `base + i`; each ack is

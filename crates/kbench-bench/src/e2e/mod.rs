@@ -17,6 +17,7 @@
 pub mod live;
 pub(crate) mod native;
 pub(crate) mod phases;
+pub mod reply;
 pub mod rest;
 pub mod spec;
 
@@ -29,6 +30,7 @@ pub use crate::spec::Span;
 pub use live::{E2eLive, E2eRun, E2eSnapshot, RestFigures, SegmentFigures, Segments};
 pub use native::SENT_HEADER;
 pub use phases::{CLOSED_LOOP_TIMEOUT, RECORD_ID_LEN};
+pub use reply::{AppLag, Correlation, LagSample, ReplySpec};
 pub use spec::{CommitMode, E2eMode, E2eSpec, ProducerSegment, RestApi, RestSpec, clock_for};
 
 /// Run the e2e workload until `stop` or `spec.duration` ends the load, then drain. `cluster`

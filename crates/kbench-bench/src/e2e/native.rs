@@ -24,6 +24,7 @@ use crate::e2e::phases::{
     CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, RECORD_ID_LEN,
     Seen, missing, record_id,
 };
+use crate::e2e::reply::{Correlation, correlation_of};
 use crate::e2e::spec::{E2eMode, E2eSpec};
 use crate::error::BenchError;
 use crate::verify::{Stamp, VERIFY_HEADER};
@@ -45,6 +46,10 @@ pub(crate) struct Native {
     run_tag: u32,
     /// Whether the topic was missing (and so created here).
     pub(crate) created: bool,
+    /// Request-reply: the reply topic's layout (the consumer reads it).
+    reply_layout: Option<TopicLayout>,
+    /// Request-reply with an application group: its lag sampler, stopped at the end.
+    lag_sampler: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
 }
 
 impl Native {
@@ -64,8 +69,12 @@ impl Native {
                 .run_tag
                 .unwrap_or_else(|| SmallRng::seed_from_u64(spec.seed ^ now_ms() as u64).random()),
             created: false,
+            reply_layout: None,
+            lag_sampler: None,
         };
-        let admin = native.connect(cluster.client_id.clone()).await?;
+        let admin = native
+            .connect(cluster.client_id.clone(), &spec.topic)
+            .await?;
         let (code, found) = admin
             .metadata(&spec.topic)
             .await
@@ -75,17 +84,29 @@ impl Native {
             .ensure_topic(&spec.topic, spec.partitions, spec.replication_factor)
             .await
             .map_err(|e| BenchError::topic(&spec.topic, e))?;
+        if let Some(reply) = &spec.reply {
+            native.reply_layout = Some(
+                admin
+                    .ensure_topic(&reply.topic, spec.partitions, spec.replication_factor)
+                    .await
+                    .map_err(|e| BenchError::topic(&reply.topic, e))?,
+            );
+        }
         Ok(native)
     }
 
-    /// A connection set of its own, as `client_id`, that knows the brokers.
-    async fn connect(&mut self, client_id: String) -> Result<Arc<Cluster>, BenchError> {
-        let c = connect_as(self.cluster_config(client_id), self.spec.topic.clone()).await?;
+    /// A connection set of its own, as `client_id`, that knows the brokers and `topic`'s leaders.
+    async fn connect(
+        &mut self,
+        client_id: String,
+        topic: &str,
+    ) -> Result<Arc<Cluster>, BenchError> {
+        let c = connect_as(self.cluster_config(client_id), topic.to_string()).await?;
         self.clusters.push(c.clone());
         Ok(c)
     }
 
-    /// What the producers and the consumer are given of the run.
+    /// What the producers are given of the run.
     fn shared(&self) -> NativeRun {
         NativeRun {
             spec: self.spec.clone(),
@@ -93,6 +114,39 @@ impl Native {
             epoch: self.epoch,
             run_tag: self.run_tag,
         }
+    }
+
+    /// What the consumer is given of the run: the layout of the topic it reads.
+    fn shared_reading(&self) -> NativeRun {
+        NativeRun {
+            layout: self.reply_layout.clone().unwrap_or(self.layout.clone()),
+            ..self.shared()
+        }
+    }
+
+    /// Request-reply with `--app-group`: sample the group's lag on the request topic every
+    /// timeline interval, from the load's start until [`Driver::finish`].
+    fn start_lag_sampler(&mut self, live: &Arc<E2eLive>) {
+        let Some(group) = self.spec.reply.as_ref().and_then(|r| r.app_group.clone()) else {
+            return;
+        };
+        let Some(admin) = self.clusters.first().cloned() else {
+            return;
+        };
+        *live.app_lag.lock().expect("lag lock") = Some(crate::e2e::AppLag {
+            group: group.clone(),
+            ..Default::default()
+        });
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(sample_lag(
+            admin,
+            self.layout.clone(),
+            group,
+            self.spec.timeline_interval,
+            live.clone(),
+            stop.clone(),
+        ));
+        self.lag_sampler = Some((stop, task));
     }
 
     /// The connection settings of a client of the run, as `client_id`.
@@ -138,9 +192,10 @@ impl Driver for Native {
         stop: CancellationToken,
         ready: tokio::sync::oneshot::Sender<()>,
     ) -> Result<ConsumerTask, BenchError> {
-        let cluster = self.connect(self.spec.consumer_id.clone()).await?;
+        let topic = self.spec.read_topic().to_string();
+        let cluster = self.connect(self.spec.consumer_id.clone(), &topic).await?;
         Ok(tokio::spawn(consume(
-            self.shared(),
+            self.shared_reading(),
             cluster,
             live,
             stop,
@@ -190,6 +245,7 @@ impl Driver for Native {
         {
             return Ok(());
         }
+        self.start_lag_sampler(&live);
         for (idx, c) in connected.into_iter().enumerate() {
             let Some(c) = c else { continue };
             producers.spawn(produce(
@@ -204,6 +260,10 @@ impl Driver for Native {
     }
 
     async fn finish(self) -> (Negotiated, std::collections::BTreeMap<String, u64>) {
+        if let Some((stop, task)) = self.lag_sampler {
+            stop.cancel();
+            let _ = task.await;
+        }
         let mut negotiated = Negotiated::default();
         let mut anomalies = std::collections::BTreeMap::<String, u64>::new();
         for c in &self.clusters {
@@ -273,6 +333,55 @@ impl kbench_client::Delivery<E2eBatch> for E2eDelivery {
     }
 }
 
+/// The most lag samples a run keeps (a day of one-second windows).
+const MAX_LAG_SAMPLES: usize = 86_400;
+
+/// Sample `group`'s lag on `layout`'s topic every `every` until `stop`: each partition's latest
+/// offset less the group's committed one (OffsetFetch, no membership), into `live.app_lag`.
+async fn sample_lag(
+    cluster: Arc<Cluster>,
+    layout: TopicLayout,
+    group: String,
+    every: Duration,
+    live: Arc<E2eLive>,
+    stop: CancellationToken,
+) {
+    let started = Instant::now();
+    let partitions: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
+    loop {
+        let sample = async {
+            let ends = cluster.latest_offsets(&layout, &partitions).await?;
+            let committed = cluster.group_offsets(&group, &layout, &partitions).await?;
+            Ok::<_, ClientError>(crate::e2e::reply::lag_of(&ends, &committed))
+        };
+        let taken = tokio::select! {
+            _ = stop.cancelled() => return,
+            taken = tokio::time::timeout(every.max(Duration::from_secs(1)), sample) => taken,
+        };
+        let at_s = started.elapsed().as_secs_f64();
+        if let Some(lag) = live.app_lag.lock().expect("lag lock").as_mut() {
+            match taken {
+                Ok(Ok(_)) if lag.samples.len() >= MAX_LAG_SAMPLES => {
+                    *lag.errors
+                        .entry(format!("samples past {MAX_LAG_SAMPLES} not kept"))
+                        .or_default() += 1;
+                }
+                Ok(Ok((value, without))) => lag.samples.push(crate::e2e::LagSample {
+                    at_s,
+                    lag: value,
+                    partitions_without_commit: without,
+                }),
+                Ok(Err(e)) => *lag.errors.entry(e.to_string()).or_default() += 1,
+                Err(_) => *lag.errors.entry("timed out".into()).or_default() += 1,
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
 /// One producer: batches at random intervals until stopped, each to the next partition in turn,
 /// through the producer engine (which follows the partitions' leaders); then its outstanding
 /// batches get [`DURATION_GRACE`](crate::spec::DURATION_GRACE) to resolve.
@@ -312,6 +421,13 @@ async fn produce(
         .as_ref()
         .map(|v| v.producer_id(idx));
     let mut stamp_seqs: HashMap<i32, u64> = HashMap::new();
+    // Request-reply: each request's correlation id (its identity and send time, as text) in the
+    // correlation header, and where to answer in Spring Kafka's reply-topic header.
+    let reply = spec
+        .reply
+        .as_ref()
+        .map(|r| (r.header.as_bytes().to_vec(), r.topic.as_bytes().to_vec()));
+    let mut correlation = Vec::with_capacity(64);
     let options = kbench_client::ProducerOptions {
         // Each batch is closed as soon as its records are in.
         batch_size: usize::MAX,
@@ -355,8 +471,32 @@ async fn produce(
         for i in 0..count as u64 {
             let size = pacer.size();
             key[8..16].copy_from_slice(&seq.to_be_bytes());
+            let request = seq;
             seq += 1;
             let value = &values[..size];
+            if let Some((name, reply_topic)) = &reply {
+                crate::e2e::reply::CorrelationId {
+                    tag: run_tag,
+                    producer: idx,
+                    seq: request,
+                    sent_us,
+                }
+                .write(&mut correlation);
+                let headers = [
+                    header[0],
+                    RecordHeader {
+                        key: name,
+                        value: Some(&correlation),
+                    },
+                    RecordHeader {
+                        key: crate::e2e::reply::REPLY_TOPIC_HEADER,
+                        value: Some(reply_topic),
+                    },
+                ];
+                open.builder
+                    .append(timestamp, Some(&key), Some(value), &headers);
+                continue;
+            }
             match stamp_id {
                 Some(producer) => {
                     let stamp = Stamp::encode(producer, first_stamp + i, value);
@@ -666,6 +806,7 @@ impl NativeConsumer {
             live: &self.live,
             peers: self.peers,
             wall_clock: self.wall_clock,
+            reply: self.run.spec.reply.as_ref().map(|r| &r.correlation),
         };
         // Held for the response, never across an await.
         let mut verify = self.live.verify.lock().expect("verify lock");
@@ -823,6 +964,7 @@ impl NativeConsumer {
                 layout: &layout,
                 max_bytes: fetch_bytes(spec),
                 run_tag: self.run.run_tag,
+                reply: spec.reply.as_ref().map(|r| &r.correlation),
                 deadline,
             };
             reading
@@ -882,6 +1024,8 @@ struct Counting<'a> {
     peers: bool,
     /// See [`NativeConsumer::wall_clock`].
     wall_clock: bool,
+    /// Request-reply: where a reply carries its request's id.
+    reply: Option<&'a Correlation>,
 }
 
 impl Counting<'_> {
@@ -889,8 +1033,8 @@ impl Counting<'_> {
     /// duplicate, anything else as foreign; with latencies gathered, its whole trip into `answer`.
     fn record(&self, record: &RecordView<'_>, seen: &mut Seen, answer: &mut Answer) {
         let live = self.live;
-        match record_id(record.key) {
-            Some((tag, producer, seq)) if tag == self.run_tag || self.wall_clock => {
+        match identify(record, self.reply) {
+            Some((tag, producer, seq, sent)) if tag == self.run_tag || self.wall_clock => {
                 add(&live.consumed, 1);
                 if seen.mark(tag, producer, seq) {
                     add(&live.duplicates, 1);
@@ -902,7 +1046,12 @@ impl Counting<'_> {
                 if !self.spec.gather_latencies {
                     return;
                 }
-                if let Some(trip) = self.whole_trip(record, producer, answer) {
+                let trip = match sent {
+                    // A reply: request sent → reply in hand, on this process's clock.
+                    Some(sent) => Some(answer.received_us.saturating_sub(sent)),
+                    None => self.whole_trip(record, producer, answer),
+                };
+                if let Some(trip) = trip {
                     answer.trips.push(trip);
                 }
             }
@@ -925,6 +1074,20 @@ impl Counting<'_> {
             let sent = sent_header(record, SENT_HEADER)?;
             Some(answer.received_us.saturating_sub(sent))
         }
+    }
+}
+
+/// A record's id (run tag, producer, sequence) and, for a reply, its request's send time: from the
+/// key, or with `reply` from the correlation id the reply carries.
+fn identify(
+    record: &RecordView<'_>,
+    reply: Option<&Correlation>,
+) -> Option<(u32, u32, u64, Option<u64>)> {
+    match reply {
+        Some(c) => {
+            correlation_of(record, c).map(|id| (id.tag, id.producer, id.seq, Some(id.sent_us)))
+        }
+        None => record_id(record.key).map(|(t, p, s)| (t, p, s, None)),
     }
 }
 
@@ -1024,6 +1187,8 @@ struct Reread<'a> {
     layout: &'a TopicLayout,
     max_bytes: i32,
     run_tag: u32,
+    /// Request-reply: where a reply carries its request's id.
+    reply: Option<&'a Correlation>,
     deadline: Instant,
 }
 
@@ -1085,7 +1250,7 @@ impl Reread<'_> {
                                 record.value.unwrap_or_default(),
                             );
                         }
-                        if let Some((tag, producer, seq)) = record_id(record.key)
+                        if let Some((tag, producer, seq, _)) = identify(&record, self.reply)
                             && tag == self.run_tag
                             && !seen.mark(tag, producer, seq)
                         {

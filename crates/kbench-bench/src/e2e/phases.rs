@@ -59,7 +59,7 @@ pub(crate) trait Driver {
         let clock = if spec.peers_consumer() {
             crate::e2e::spec::PEERS_CLOCK
         } else {
-            clock_for(spec.mode)
+            clock_for(spec.mode, spec.reply.is_some())
         };
         (clock, None)
     }
@@ -665,6 +665,8 @@ pub(crate) fn conclude(
         errors: live.errors.lock().expect("errors lock").clone(),
         aborted: phases.aborted,
         verification,
+        reply: spec.reply.clone(),
+        app_lag: live.app_lag.lock().expect("lag lock").clone(),
     }
 }
 

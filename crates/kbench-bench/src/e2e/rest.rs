@@ -163,7 +163,7 @@ impl Driver for Rest {
         let clock = if spec.mode == E2eMode::ConsumerAndProducers {
             REST_CLOCK
         } else {
-            clock_for(spec.mode)
+            clock_for(spec.mode, spec.reply.is_some())
         };
         let figures = RestFigures {
             format: rest.format.name(),

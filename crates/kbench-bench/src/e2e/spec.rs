@@ -7,6 +7,7 @@ use std::time::Duration;
 use kbench_client::{ConsumerSettings, ProducerSettings};
 use kbench_rest::{RestConfig, RestFormat};
 
+use crate::e2e::reply::ReplySpec;
 use crate::error::SpecError;
 use crate::spec::{
     Limits, MAX_DURATION, MAX_PARTITIONS, MAX_WAIT, Span, check_duration, check_range, check_span,
@@ -223,6 +224,10 @@ pub struct E2eSpec {
     pub producer_base: u32,
     /// A distributed run's consumer: each agent's producers and its clock against the consumer's.
     pub producer_segments: Vec<ProducerSegment>,
+    /// Request-reply through the user's service: the consumer reads the replies on this topic,
+    /// not the records written (`--reply-topic`).
+    #[serde(default)]
+    pub reply: Option<ReplySpec>,
 }
 
 /// One agent's producers, as a distributed run's consumer needs to know them.
@@ -274,6 +279,7 @@ impl Default for E2eSpec {
             run_tag: None,
             producer_base: 0,
             producer_segments: Vec::new(),
+            reply: None,
         }
     }
 }
@@ -282,6 +288,11 @@ impl E2eSpec {
     /// Whether this is the consumer of a distributed run (producers on other agents).
     pub fn peers_consumer(&self) -> bool {
         self.mode == E2eMode::Consumer && self.run_tag.is_some()
+    }
+
+    /// The topic the consumer reads: the replies' with `reply`, else the one written.
+    pub fn read_topic(&self) -> &str {
+        self.reply.as_ref().map_or(&self.topic, |r| &r.topic)
     }
 
     /// How long the consumer's group join may take: the rebalance timeout it sends in JoinGroup
@@ -404,6 +415,7 @@ impl E2eSpec {
         if self.group_id.is_empty() {
             return Err(SpecError::new("group", "must not be empty"));
         }
+        self.check_reply()?;
         if let Some(rest) = &self.rest
             && rest.format == RestFormat::Avro
             && self.mode.has_producers()
@@ -416,6 +428,32 @@ impl E2eSpec {
             ));
         }
         Ok(())
+    }
+
+    /// Request-reply: a valid reply topic, read by the consumer beside the producers, on the
+    /// Kafka protocol, without `verify` (the replies are the application's records, not kbench's).
+    fn check_reply(&self) -> Result<(), SpecError> {
+        let Some(reply) = &self.reply else {
+            return Ok(());
+        };
+        reply.validate(&self.topic)?;
+        let refused = if self.rest.is_some() {
+            Some("not through a REST Proxy")
+        } else if self.mode != E2eMode::ConsumerAndProducers || self.run_tag.is_some() {
+            Some(
+                "needs the consumer and the producers in one process (mode consumer-and-producers, not distributed)",
+            )
+        } else if self.verify {
+            Some(
+                "not with verify: the replies are the application's records, not the ones kbench wrote",
+            )
+        } else {
+            None
+        };
+        match refused {
+            Some(why) => Err(SpecError::new("reply_topic", why)),
+            None => Ok(()),
+        }
     }
 
     /// `records`, `closed_loop` and `keep_trips`: a count above zero; a loop closed in this process
@@ -507,6 +545,12 @@ impl E2eSpec {
                 "value_schema_id": r.value_schema_id,
                 "schema_registry": r.schema_registry.as_deref().map(kbench_rest::redact_url),
             })),
+            "reply": self.reply.as_ref().map(|r| serde_json::json!({
+                "topic": r.topic,
+                "correlation_header": r.header,
+                "reply_correlation": r.correlation.describe(),
+                "app_group": r.app_group,
+            })),
         })
     }
 }
@@ -515,8 +559,11 @@ impl E2eSpec {
 pub const PEERS_CLOCK: &str = "wall: send time carried in kbench-sent-wall-us on the producer agent's clock, receipt on the consumer agent's, corrected by the coordinator's estimate of the two clocks' offset (its bound is in distributed.clock)";
 
 /// The clock statement for a run.
-pub fn clock_for(mode: E2eMode) -> &'static str {
+pub fn clock_for(mode: E2eMode, reply: bool) -> &'static str {
     match mode {
+        E2eMode::ConsumerAndProducers if reply => {
+            "monotonic: producers and reply consumer share this process; each request's send time carried in its correlation id, which the application copies into its reply"
+        }
         E2eMode::ConsumerAndProducers => {
             "monotonic: producers and consumer share this process; send time carried in the kbench-sent-us header"
         }

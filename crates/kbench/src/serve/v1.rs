@@ -48,6 +48,10 @@ pub(crate) struct V1E2e {
     mode: Option<String>,
     seed: Option<u64>,
     gather_latencies: Option<bool>,
+    reply_topic: Option<String>,
+    correlation_header: Option<String>,
+    reply_correlation: Option<String>,
+    app_group: Option<String>,
 }
 
 /// The `acks` and `compression` fields, which both workloads take.
@@ -137,6 +141,17 @@ pub(crate) fn e2e_spec(
     );
     set(&mut spec.seed, c.seed);
     set(&mut spec.gather_latencies, c.gather_latencies);
+    spec.reply = kbench_bench::e2e::ReplySpec::of(
+        c.reply_topic.as_deref(),
+        c.correlation_header.as_deref(),
+        optional(
+            "reply_correlation",
+            c.reply_correlation.as_deref(),
+            str::parse::<kbench_bench::e2e::Correlation>,
+        )?,
+        c.app_group.as_deref(),
+    )
+    .map_err(spec_field)?;
     let bootstrap = optional(
         "bootstrap_servers",
         c.bootstrap_servers.as_deref(),
@@ -444,6 +459,27 @@ mod tests {
                 .field
                 .as_deref(),
             Some("batch_interval")
+        );
+        // Request-reply: the same gate as the CLI's flags.
+        let c: V1E2e = from_value(json!({"app_group": "svc"})).unwrap();
+        let e = e2e_spec(&c, Limits::default()).err().unwrap();
+        assert_eq!(e.field.as_deref(), Some("app_group"));
+        let c: V1E2e =
+            from_value(json!({"reply_topic": "r", "reply_correlation": "json:"})).unwrap();
+        let e = e2e_spec(&c, Limits::default()).err().unwrap();
+        assert_eq!(e.field.as_deref(), Some("reply_correlation"));
+        let c: V1E2e = from_value(
+            json!({"reply_topic": "r", "correlation_header": "x-id", "app_group": "svc"}),
+        )
+        .unwrap();
+        let reply = e2e_spec(&c, Limits::default()).unwrap().0.reply.unwrap();
+        assert_eq!(
+            (
+                reply.header.as_str(),
+                reply.correlation.describe(),
+                reply.app_group.as_deref()
+            ),
+            ("x-id", "header:x-id".to_string(), Some("svc"))
         );
         let c: V1Produce = from_value(json!({"throughput": -5})).unwrap();
         assert_eq!(

@@ -7,6 +7,8 @@
 mod common;
 #[path = "common/create_topics_tap.rs"]
 mod create_topics_tap;
+#[path = "common/echo.rs"]
+mod echo;
 #[path = "common/kafka_1_1.rs"]
 mod kafka_1_1;
 #[path = "common/librdkafka.rs"]
@@ -39,6 +41,7 @@ mod produce;
 mod progress;
 mod quickstart;
 mod report;
+mod request_reply;
 mod rest_proxy;
 mod sasl;
 mod schemas;

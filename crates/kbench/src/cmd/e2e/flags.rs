@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use kbench_bench::e2e::{CommitMode, E2eMode, E2eSpec, RestApi, RestSpec, Span};
+use kbench_bench::e2e::{CommitMode, E2eMode, E2eSpec, ReplySpec, RestApi, RestSpec, Span};
 use kbench_bench::spec::parse_positive_span;
 use kbench_client::Acks;
 use kbench_wire::Compression;
@@ -85,6 +85,11 @@ pub struct E2eArgs {
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
+    /// Records to send in all, split over the producers; the load ends when each has sent its
+    /// share (or at --duration, whichever comes first).
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::positive_u64)]
+    pub num_records: Option<u64>,
+
     /// After the producers stop, wait at most this long for the consumer to catch up (default 10s).
     #[arg(long, value_parser = parse_duration)]
     pub drain: Option<Duration>,
@@ -132,6 +137,29 @@ pub struct E2eArgs {
     /// (`verification`); exit code 5 when any was lost, reordered or corrupted.
     #[arg(long)]
     pub verify: bool,
+
+    /// Request-reply through your application: the records written are requests, each with a
+    /// correlation id in a header; your application answers each on this topic, copying the id;
+    /// kbench's consumer reads the replies (positioned before the first request) and reports
+    /// request → reply latency, requests answered and unanswered, replies unmatched and duplicated.
+    #[arg(long, value_name = "TOPIC")]
+    pub reply_topic: Option<String>,
+
+    /// The request header that carries the correlation id (default kafka_correlationId, Spring
+    /// Kafka's, which a @SendTo listener copies into its reply). Requests also carry
+    /// kafka_replyTopic.
+    #[arg(long, value_name = "NAME")]
+    pub correlation_header: Option<String>,
+
+    /// Where a reply carries the id back: header:NAME (default: the correlation header) or
+    /// json:PATH, a field of the reply's JSON value (json:meta.correlationId).
+    #[arg(long, value_name = "SOURCE")]
+    pub reply_correlation: Option<kbench_bench::e2e::Correlation>,
+
+    /// Your application's consumer group: its lag on the request topic (latest offsets against
+    /// its committed offsets) is sampled every timeline interval, so a slow service shows as lag.
+    #[arg(long, value_name = "GROUP")]
+    pub app_group: Option<String>,
 
     /// How to reach Kafka: `kafka` (the Kafka protocol; the default) or `rest-proxy` (a Kafka REST
     /// Proxy, --rest-url).
@@ -202,7 +230,15 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     set(&mut spec.seed, args.seed);
     set(&mut spec.timeline_interval, args.output.timeline_interval);
     spec.duration = args.duration;
+    spec.records = args.num_records;
     spec.rest = rest_from(args)?;
+    spec.reply = ReplySpec::of(
+        args.reply_topic.as_deref(),
+        args.correlation_header.as_deref(),
+        args.reply_correlation.clone(),
+        args.app_group.as_deref(),
+    )
+    .map_err(|e| spec_error(&e))?;
     spec.limits = args.limits.limits();
     spec.validate().map_err(|e| spec_error(&e))?;
     Ok(spec)

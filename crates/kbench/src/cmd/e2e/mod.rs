@@ -92,7 +92,7 @@ async fn drive(
     let bar = crate::progress::Progress::new(
         &args.progress,
         crate::progress::Planned {
-            records: None,
+            records: spec.records,
             duration: spec.duration,
         },
     );
@@ -318,6 +318,8 @@ fn consumer_agent(
         Some("--metrics-listen: with --agents, scrape each agent's /metrics".into())
     } else if args.mode.is_some() {
         Some("--mode: a distributed run places the consumer and the producers itself".into())
+    } else if spec.reply.is_some() {
+        Some("--reply-topic: not with --agents (the reply consumer times requests sent in its own process)".into())
     } else if args.verify {
         Some(
             "--verify: not with --agents yet (verify each agent's records with produce --verify)"
@@ -401,6 +403,43 @@ fn describe(e: &BenchError, spec: &E2eSpec, bootstrap: &str) -> String {
     }
 }
 
+/// The request-reply lines: requests answered and not, replies that matched nothing, the
+/// application group's lag.
+fn print_reply(r: &kbench_bench::result::ReplySummary) {
+    println!(
+        "request-reply through {} (id in request header {}, read from the reply's {}): {} requests sent ({} failed), {} answered ({} late: after the drain, not in the percentiles), {} unanswered; {} replies unmatched, {} duplicated",
+        r.reply_topic,
+        r.correlation_header,
+        r.reply_correlation,
+        r.requests_sent,
+        r.requests_failed,
+        r.answered,
+        r.answered_late,
+        r.unanswered,
+        r.replies_unmatched,
+        r.replies_duplicated,
+    );
+    if let Some(g) = &r.app_group {
+        let lag = |l: Option<u64>| l.map_or("unknown (no commits)".to_string(), |l| l.to_string());
+        println!(
+            "application group {} lag on the request topic: max {}, last {} ({} samples{})",
+            g.group,
+            lag(g.max_lag),
+            lag(g.last_lag),
+            g.samples.len(),
+            if g.errors.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} not taken: {}",
+                    g.errors.values().sum::<u64>(),
+                    g.errors.keys().cloned().collect::<Vec<_>>().join("; ")
+                )
+            }
+        );
+    }
+}
+
 fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
@@ -434,13 +473,15 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
         run.heartbeats,
         run.rejoins
     );
-    if run.late > 0 {
+    if let Some(r) = &doc.reply {
+        print_reply(r);
+    } else if run.late > 0 {
         println!(
             "{} late: acknowledged and on the broker (read again by offset after the drain), but not consumed in time; their whole trip is not in the percentiles",
             run.late
         );
     }
-    if run.lost > 0 {
+    if run.lost > 0 && doc.reply.is_none() {
         println!(
             "{} lost: acknowledged, and not on the broker when the missing offsets were read again",
             run.lost
@@ -466,8 +507,13 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
         ("publish delay", &doc.publish_delay),
     ];
     if let Some(c) = &doc.consumer {
+        let trip = if doc.reply.is_some() {
+            "request → reply"
+        } else {
+            "whole trip"
+        };
         summaries.extend([
-            ("whole trip", &c.whole_trip),
+            (trip, &c.whole_trip),
             ("fetch duration", &c.fetch_duration),
             ("consumer processing per poll", &c.consumer_processing),
         ]);
