@@ -720,27 +720,35 @@ impl RestProxy {
         registry_url: &str,
         subject: &str,
         schema: &str,
+        schema_type: Option<&str>,
     ) -> Result<i64, RestError> {
         self.post_schema(
             registry_url,
             &format!("subjects/{subject}/versions"),
             schema,
+            schema_type,
         )
         .await
     }
 
-    /// `POST {registry}/{path}` with `schema`; the `id` of the answer.
+    /// `POST {registry}/{path}` with `schema` (and its `schemaType`, absent for Avro); the `id`
+    /// of the answer.
     async fn post_schema(
         &self,
         registry_url: &str,
         path: &str,
         schema: &str,
+        schema_type: Option<&str>,
     ) -> Result<i64, RestError> {
         let url = format!("{}/{path}", registry_url.trim_end_matches('/'));
+        let body = match schema_type {
+            Some(t) => json!({ "schema": schema, "schemaType": t }),
+            None => json!({ "schema": schema }),
+        };
         let r = self
             .request(reqwest::Method::POST, &url)
             .header("Content-Type", REGISTRY_JSON)
-            .body(json!({ "schema": schema }).to_string());
+            .body(body.to_string());
         let v = self.send(&url, r).await?;
         v["id"].as_i64().ok_or_else(|| RestError::Body {
             url,
@@ -782,8 +790,14 @@ impl RestProxy {
         registry_url: &str,
         subject: &str,
         schema: &str,
+        schema_type: Option<&str>,
     ) -> Result<i64, RestError> {
-        self.post_schema(registry_url, &format!("subjects/{subject}"), schema)
-            .await
+        self.post_schema(
+            registry_url,
+            &format!("subjects/{subject}"),
+            schema,
+            schema_type,
+        )
+        .await
     }
 }

@@ -94,6 +94,7 @@ impl Rest {
                     registry,
                     &format!("{}-value", spec.topic),
                     SEED_VALUE_SCHEMA,
+                    None,
                 )
                 .await
                 .map_err(|e| BenchError::Run(format!("schema registry {registry}: {e}")))?;

@@ -1,6 +1,6 @@
 //! Reading schema-encoded values back (`kbench consume -X schema.registry.url=URL`): each value's
 //! Confluent framing read, the schema its id names fetched from the registry once, and the value
-//! decoded with it — as `KafkaAvroDeserializer` does, except that a value that does not decode is
+//! decoded with it (Avro, or Protobuf after its message indexes) — as Confluent's deserializers do, except that a value that does not decode is
 //! counted, never a failed run. The decoding runs on the consumer's loop; a schema not yet known
 //! holds its values aside until the loop has asked the registry, which it does after each fetch
 //! answer: at most one answer's values are held (`fetch.max.bytes`).
@@ -45,9 +45,16 @@ impl DecodeReport {
     }
 }
 
+/// A schema from the registry, ready to decode with.
+pub enum ReadSchema {
+    Avro(Schema),
+    /// The compiled `.proto`: a value's message indexes name its message.
+    Protobuf(prost_reflect::DescriptorPool),
+}
+
 /// The decoder the consumer's loop feeds.
 pub struct Decoding {
-    schemas: HashMap<u32, Result<Schema, String>>,
+    schemas: HashMap<u32, Result<ReadSchema, String>>,
     pending: HashMap<u32, Vec<Bytes>>,
     report: DecodeReport,
 }
@@ -101,7 +108,7 @@ impl Decoding {
     /// The registry's answer for `id` (an error: why there is no schema to decode with — the
     /// registry has none, it is not Avro, it does not parse, the registry could not be asked), and
     /// the values held for it decoded.
-    pub fn learn(&mut self, id: u32, schema: Result<Schema, String>) {
+    pub fn learn(&mut self, id: u32, schema: Result<ReadSchema, String>) {
         for v in self.pending.remove(&id).unwrap_or_default() {
             decode(&mut self.report, id, schema.as_ref(), &v);
         }
@@ -122,9 +129,19 @@ impl Decoding {
     }
 }
 
-fn decode(report: &mut DecodeReport, id: u32, schema: Result<&Schema, &String>, datum: &[u8]) {
+fn decode(report: &mut DecodeReport, id: u32, schema: Result<&ReadSchema, &String>, datum: &[u8]) {
     let schema = match schema {
-        Ok(s) => s,
+        Ok(ReadSchema::Avro(s)) => s,
+        Ok(ReadSchema::Protobuf(pool)) => {
+            match super::proto::decode(pool, datum) {
+                Ok(()) => report.decoded += 1,
+                Err(e) => {
+                    report.not_decoded += 1;
+                    fail(report, || format!("schema {id}: {e}"));
+                }
+            }
+            return;
+        }
         Err(why) => {
             report.unknown_schema += 1;
             fail(report, || format!("schema {id}: {why}"));
@@ -178,13 +195,17 @@ impl RegistryReader {
     /// Schema `id`, parsed for decoding; or why there is none to decode with (the registry has
     /// none, it is not Avro, it does not parse, the registry did not answer): counted, never a
     /// failed read.
-    pub async fn schema(&self, id: u32) -> Result<Schema, String> {
+    pub async fn schema(&self, id: u32) -> Result<ReadSchema, String> {
         match self.client.schema_by_id(&self.base, i64::from(id)).await {
             Ok(None) => Err("not in the registry".into()),
-            Ok(Some((Some(kind), _))) if kind != "AVRO" => {
-                Err(format!("a {kind} schema (kbench decodes Avro)"))
-            }
+            Ok(Some((Some(kind), text))) if kind == "PROTOBUF" => super::proto::compile(&text)
+                .map(ReadSchema::Protobuf)
+                .map_err(|e| format!("the registry's .proto {e}")),
+            Ok(Some((Some(kind), _))) if kind != "AVRO" => Err(format!(
+                "a {kind} schema (kbench decodes Avro and Protobuf)"
+            )),
             Ok(Some((_, text))) => super::avro::parse_for_codec(&text)
+                .map(ReadSchema::Avro)
                 .map_err(|e| format!("the registry's schema does not parse here: {e}")),
             Err(e) => Err(format!(
                 "the registry did not answer: {}",
@@ -216,7 +237,12 @@ mod tests {
         d.value(None);
         d.value(Some(b"\x00\x00\x00\x00\x04\xff"));
         assert_eq!(d.missing().len(), 2);
-        d.learn(3, Ok(crate::schema::avro::parse_for_codec(text).unwrap()));
+        d.learn(
+            3,
+            Ok(ReadSchema::Avro(
+                crate::schema::avro::parse_for_codec(text).unwrap(),
+            )),
+        );
         d.learn(4, Err("not in the registry".into()));
         let mut last = framed[0].clone();
         last.push(0); // a byte left over

@@ -1,9 +1,10 @@
 //! Schema-encoded record values: values generated from a schema, encoded, and framed in Confluent's
-//! wire format for a Schema Registry (`--value-schema`). `avro` is the generator; this module the
-//! framing and the subject names.
+//! wire format for a Schema Registry (`--value-schema`). `avro` and `proto` are the generators (an
+//! `.avsc` or a `.proto`); this module the choice between them, the framing and the subject names.
 
 pub mod avro;
 pub mod decode;
+pub mod proto;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -44,12 +45,84 @@ pub struct ValueSchemaSpec {
     pub serializer: BTreeMap<String, String>,
     pub pool: usize,
     pub seed: u64,
+    /// Protobuf: the message of the file to generate (`--value-message`; default its first).
+    pub message: Option<String>,
+}
+
+/// The generator a schema file asks for, by its extension: `.proto` is Protobuf, anything else
+/// Avro.
+enum Generator {
+    Avro(Box<avro::Generator>),
+    Protobuf(proto::Generator),
+}
+
+impl Generator {
+    fn of(spec: &ValueSchemaSpec) -> Result<Generator, String> {
+        let is_proto = std::path::Path::new(&spec.file)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("proto"));
+        if is_proto {
+            return proto::Generator::new(&spec.text, spec.message.as_deref())
+                .map(Generator::Protobuf);
+        }
+        if let Some(m) = &spec.message {
+            return Err(format!(
+                "--value-message {m}: for a .proto schema; an Avro schema has one root"
+            ));
+        }
+        avro::Generator::new(&spec.text)
+            .map(|g| Generator::Avro(Box::new(g)))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The registry's `schemaType` (absent for Avro) and the result's format name.
+    fn schema_type(&self) -> (Option<&'static str>, &'static str) {
+        match self {
+            Generator::Avro(_) => (None, "avro"),
+            Generator::Protobuf(_) => (Some("PROTOBUF"), "protobuf"),
+        }
+    }
+
+    /// The name RecordNameStrategy uses: the record's or the message's full name.
+    fn full_name(&self) -> Option<&str> {
+        match self {
+            Generator::Avro(g) => g.full_name(),
+            Generator::Protobuf(g) => Some(g.full_name()),
+        }
+    }
+
+    /// `count` values, each with what goes between the schema id and it (Protobuf's message
+    /// indexes), from `seed`; refused past `limit` bytes.
+    fn encoded_within(
+        &self,
+        count: usize,
+        seed: u64,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, String> {
+        match self {
+            Generator::Avro(g) => g
+                .encoded_within(count, seed, limit)
+                .map_err(|e| e.to_string()),
+            Generator::Protobuf(g) => {
+                let prefix = g.prefix();
+                let values = g.encoded_within(count, seed, limit)?;
+                Ok(values
+                    .into_iter()
+                    .map(|v| [prefix.as_slice(), &v].concat())
+                    .collect())
+            }
+        }
+    }
 }
 
 /// How the values were made, for the result document's settings.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ValueSchema {
+    /// `avro` or `protobuf`.
     pub format: String,
+    /// Protobuf: the message generated (its full name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     pub file: String,
     /// The registry, without credentials; `None` with `use.schema.id` and no registry.
     pub registry: Option<String>,
@@ -95,8 +168,9 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
             KNOWN.join(", ")
         )));
     }
-    let generator = avro::Generator::new(&spec.text)
-        .map_err(|e| SchemaError(format!("--value-schema {file}: {e}")))?;
+    let generator =
+        Generator::of(spec).map_err(|e| SchemaError(format!("--value-schema {file}: {e}")))?;
+    let (schema_type, format) = generator.schema_type();
     let bool_prop = |key: &str, default: bool| -> Result<bool, SchemaError> {
         match props.get(key).map(|v| v.trim().to_ascii_lowercase()) {
             None => Ok(default),
@@ -145,9 +219,13 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
         (None, Some((client, url))) => {
             let subject = subject()?;
             let answer = if auto_register {
-                client.register_schema(url, &subject, &spec.text).await
+                client
+                    .register_schema(url, &subject, &spec.text, schema_type)
+                    .await
             } else {
-                client.lookup_schema(url, &subject, &spec.text).await
+                client
+                    .lookup_schema(url, &subject, &spec.text, schema_type)
+                    .await
             };
             let id = answer.map_err(|e| {
                 SchemaError(format!(
@@ -178,7 +256,11 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
     let mean = values.iter().map(Bytes::len).sum::<usize>() as f64 / values.len() as f64;
     Ok(Prepared {
         schema: ValueSchema {
-            format: "avro".into(),
+            format: format.into(),
+            message: match &generator {
+                Generator::Protobuf(g) => Some(g.full_name().to_string()),
+                Generator::Avro(_) => None,
+            },
             file: file.clone(),
             registry: registry.as_ref().map(|(_, url)| url.clone()),
             subject,

@@ -85,8 +85,9 @@ pub struct ProduceArgs {
     #[arg(long)]
     pub print_metrics: bool,
 
-    /// Values generated from this Avro schema (.avsc), seeded, and written in Confluent's wire
-    /// format (magic byte, schema id, Avro binary) as KafkaAvroSerializer writes them. The schema is
+    /// Values generated from this Avro schema (.avsc) or Protobuf file (.proto), seeded, and written
+    /// in Confluent's wire format (magic byte, schema id, Protobuf's message indexes, the encoded
+    /// value) as KafkaAvroSerializer and KafkaProtobufSerializer write them. The schema is
     /// registered in the Schema Registry named by -X schema.registry.url=URL (subject from
     /// value.subject.name.strategy, default TopicNameStrategy: TOPIC-value;
     /// basic.auth.user.info=USER:PASSWORD; auto.register.schemas=false to look it up instead), or
@@ -95,6 +96,11 @@ pub struct ProduceArgs {
     /// values are generated before the load; each record takes one at random.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["payload_file", "record_size", "payload_monotonic"])]
     pub value_schema: Option<PathBuf>,
+
+    /// With a .proto --value-schema: the message to generate, by its full or short name (default:
+    /// the file's first message).
+    #[arg(long, value_name = "NAME", requires = "value_schema")]
+    pub value_message: Option<String>,
 
     /// The Schema Registry for --value-schema (the same as -X schema.registry.url=URL).
     #[arg(long, value_name = "URL", requires = "value_schema")]
@@ -412,6 +418,7 @@ fn value_schema(
             .schema_values
             .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
         seed: spec.seed,
+        message: args.value_message.clone(),
     }))
 }
 

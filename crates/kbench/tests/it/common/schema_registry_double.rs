@@ -10,7 +10,9 @@
 //! 401 unauthorized), HTTP basic auth on every endpoint when configured, the
 //! `application/vnd.schemaregistry.v1+json` media type, and its awkward timing: a registration is
 //! answered only after `register_delay` (the real one writes to its `_schemas` topic and waits to
-//! read it back). Avro only: another `schemaType` is refused 42201.
+//! read it back). `AVRO` (the default `schemaType`) and `PROTOBUF`: a `.proto` is checked by
+//! compiling it (protox, through kbench-bench's `schema::proto::compile`), and its compatibility is
+//! not checked (a new `.proto` under a subject is always a new version); `JSON` is refused 42201.
 
 #![allow(dead_code)]
 
@@ -45,10 +47,27 @@ struct Inner {
     state: Mutex<RegistryState>,
 }
 
+/// A schema as registered: its `schemaType` (`None`: Avro) and text.
+#[derive(Clone)]
+struct Stored {
+    kind: Option<String>,
+    text: String,
+}
+
+impl Stored {
+    /// Its fields in an answer: `schema`, and `schemaType` unless Avro.
+    fn json(&self) -> Value {
+        match &self.kind {
+            Some(k) => json!({ "schema": self.text, "schemaType": k }),
+            None => json!({ "schema": self.text }),
+        }
+    }
+}
+
 #[derive(Default)]
 struct RegistryState {
-    /// Schema texts by id (id = index + 1).
-    schemas: Vec<String>,
+    /// Schemas by id (id = index + 1).
+    schemas: Vec<Stored>,
     /// Subject → schema ids, oldest version first.
     subjects: BTreeMap<String, Vec<usize>>,
     /// `BACKWARD` unless set; per subject over global.
@@ -114,10 +133,13 @@ impl SchemaRegistryDouble {
         }
     }
 
-    /// Register a schema as a client would have before the test (no delay, no checks).
+    /// Register an Avro schema as a client would have before the test (no delay, no checks).
     pub fn preload(&self, subject: &str, schema: &str) -> usize {
         let mut s = self.inner.state.lock().unwrap();
-        let id = s.id_of(schema);
+        let id = s.id_of(&Stored {
+            kind: None,
+            text: schema.to_string(),
+        });
         s.subjects.entry(subject.to_string()).or_default().push(id);
         id
     }
@@ -146,7 +168,7 @@ impl Drop for SchemaRegistryDouble {
 
 impl RegistryState {
     /// The id of `schema` (by canonical form), given a new one when unseen.
-    fn id_of(&mut self, schema: &str) -> usize {
+    fn id_of(&mut self, schema: &Stored) -> usize {
         let wanted = canonical(schema);
         match self
             .schemas
@@ -155,7 +177,7 @@ impl RegistryState {
         {
             Some(i) => i + 1,
             None => {
-                self.schemas.push(schema.to_string());
+                self.schemas.push(schema.clone());
                 self.schemas.len()
             }
         }
@@ -170,10 +192,13 @@ impl RegistryState {
     }
 }
 
-fn canonical(schema: &str) -> Option<String> {
-    apache_avro::Schema::parse_str(schema)
-        .ok()
-        .map(|s| s.canonical_form())
+fn canonical(schema: &Stored) -> Option<String> {
+    match &schema.kind {
+        Some(k) => Some(format!("{k}:{}", schema.text.trim())),
+        None => apache_avro::Schema::parse_str(&schema.text)
+            .ok()
+            .map(|s| s.canonical_form()),
+    }
 }
 
 async fn guard(State(inner): State<Arc<Inner>>, request: Request, next: Next) -> Response {
@@ -218,8 +243,8 @@ fn ok(body: Value) -> Response {
     (StatusCode::OK, [("Content-Type", MEDIA)], body.to_string()).into_response()
 }
 
-/// The body's `schema`, checked: Avro only, and parseable.
-fn schema_of(body: &Bytes) -> Result<String, Refusal> {
+/// The body's `schema`, checked: Avro or Protobuf, and parseable.
+fn schema_of(body: &Bytes) -> Result<Stored, Refusal> {
     let body: Value = serde_json::from_slice(body).map_err(|_| {
         refusal(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -227,15 +252,17 @@ fn schema_of(body: &Bytes) -> Result<String, Refusal> {
             "Either the input schema or one its references is invalid",
         )
     })?;
-    if let Some(t) = body["schemaType"].as_str()
-        && t != "AVRO"
-    {
-        return Err(refusal(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            42201,
-            &format!("Invalid schema: this double knows AVRO only, not {t}"),
-        ));
-    }
+    let kind = match body["schemaType"].as_str() {
+        None | Some("AVRO") => None,
+        Some("PROTOBUF") => Some("PROTOBUF".to_string()),
+        Some(t) => {
+            return Err(refusal(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                42201,
+                &format!("Invalid schema: this double knows AVRO and PROTOBUF, not {t}"),
+            ));
+        }
+    };
     let Some(schema) = body["schema"].as_str() else {
         return Err(refusal(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -243,6 +270,19 @@ fn schema_of(body: &Bytes) -> Result<String, Refusal> {
             "Empty schema",
         ));
     };
+    if kind.is_some() {
+        if let Err(e) = kbench_bench::schema::proto::compile(schema) {
+            return Err(refusal(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                42201,
+                &format!("Invalid schema {schema}, details: {e}"),
+            ));
+        }
+        return Ok(Stored {
+            kind,
+            text: schema.to_string(),
+        });
+    }
     if let Err(e) = apache_avro::Schema::parse_str(schema) {
         return Err(refusal(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -250,7 +290,10 @@ fn schema_of(body: &Bytes) -> Result<String, Refusal> {
             &format!("Invalid schema {schema}, details: {e}"),
         ));
     }
-    Ok(schema.to_string())
+    Ok(Stored {
+        kind: None,
+        text: schema.to_string(),
+    })
 }
 
 async fn register(
@@ -273,10 +316,13 @@ async fn register(
     {
         return ok(json!({ "id": id }));
     }
-    if let Some(&latest) = versions.last() {
+    if let Some(&latest) = versions.last()
+        && schema.kind.is_none()
+        && s.schemas[latest - 1].kind.is_none()
+    {
         let level = s.compatibility_of(&subject);
-        let old = apache_avro::Schema::parse_str(&s.schemas[latest - 1]).unwrap();
-        let new = apache_avro::Schema::parse_str(&schema).unwrap();
+        let old = apache_avro::Schema::parse_str(&s.schemas[latest - 1].text).unwrap();
+        let new = apache_avro::Schema::parse_str(&schema.text).unwrap();
         let check = match level.as_str() {
             "NONE" => Ok(()),
             "FORWARD" | "FORWARD_TRANSITIVE" => {
@@ -325,9 +371,13 @@ async fn lookup(
         .enumerate()
         .find(|(_, id)| canonical(&s.schemas[**id - 1]) == wanted)
     {
-        Some((i, &id)) => ok(json!({
-            "subject": subject, "id": id, "version": i + 1, "schema": s.schemas[id - 1],
-        })),
+        Some((i, &id)) => {
+            let mut answer = s.schemas[id - 1].json();
+            answer["subject"] = json!(subject);
+            answer["id"] = json!(id);
+            answer["version"] = json!(i + 1);
+            ok(answer)
+        }
         None => error(StatusCode::NOT_FOUND, 40403, "Schema not found"),
     }
 }
@@ -372,9 +422,11 @@ async fn version(
     match index {
         Some(i) => {
             let id = versions[i];
-            ok(json!({
-                "subject": subject, "version": i + 1, "id": id, "schema": s.schemas[id - 1],
-            }))
+            let mut answer = s.schemas[id - 1].json();
+            answer["subject"] = json!(subject);
+            answer["id"] = json!(id);
+            answer["version"] = json!(i + 1);
+            ok(answer)
         }
         None => error(StatusCode::NOT_FOUND, 40402, "Version not found."),
     }
@@ -387,7 +439,7 @@ async fn schema_by_id(State(inner): State<Arc<Inner>>, Path(id): Path<String>) -
         .ok()
         .and_then(|i| s.schemas.get(i.checked_sub(1)?))
     {
-        Some(schema) => ok(json!({ "schema": schema })),
+        Some(schema) => ok(schema.json()),
         None => error(
             StatusCode::NOT_FOUND,
             40403,
