@@ -472,7 +472,11 @@ impl E2eSpec {
             check_duration("closed_loop", bound, MAX_WAIT)?;
         }
         match (self.records, self.keep_trips) {
-            (Some(0), _) => Err(SpecError::new("records", "must be above zero")),
+            (Some(0), _) => Err(SpecError::new("num_records", "must be above zero")),
+            (Some(_), _) if !self.mode.has_producers() => Err(SpecError::new(
+                "num_records",
+                "nothing is sent in consumer-only mode (the count is the producers')",
+            )),
             _ if self.rest.is_some() && (self.keep_trips || self.closed_loop.is_some()) => Err(
                 SpecError::new("closed_loop, keep_trips", "not through a REST Proxy"),
             ),
@@ -481,7 +485,7 @@ impl E2eSpec {
                 "needs records (the count bounds them)",
             )),
             // Eight bytes a record, as Kafka's EndToEndLatency keeps a long per record.
-            (Some(n), true) => self.limits.check_memory("records", u128::from(n) * 8),
+            (Some(n), true) => self.limits.check_memory("num_records", u128::from(n) * 8),
             _ => Ok(()),
         }
     }
@@ -585,7 +589,7 @@ mod tests {
     fn the_default_spec_is_valid_and_each_bad_field_is_named() {
         assert_eq!(E2eSpec::default().validate(), Ok(()));
         let cases: [Case; 17] = [
-            ("records", |s| s.records = Some(0)),
+            ("num_records", |s| s.records = Some(0)),
             ("closed_loop", |s| s.closed_loop = Some(Duration::ZERO)),
             ("closed_loop", |s| {
                 s.closed_loop = Some(Duration::from_secs(1));

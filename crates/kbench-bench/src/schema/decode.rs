@@ -50,6 +50,8 @@ pub enum ReadSchema {
     Avro(Schema),
     /// The compiled `.proto`: a value's message indexes name its message.
     Protobuf(prost_reflect::DescriptorPool),
+    /// A JSON Schema: values are parsed as JSON (not validated against it).
+    Json,
 }
 
 /// The decoder the consumer's loop feeds.
@@ -132,6 +134,16 @@ impl Decoding {
 fn decode(report: &mut DecodeReport, id: u32, schema: Result<&ReadSchema, &String>, datum: &[u8]) {
     let schema = match schema {
         Ok(ReadSchema::Avro(s)) => s,
+        Ok(ReadSchema::Json) => {
+            match serde_json::from_slice::<serde::de::IgnoredAny>(datum) {
+                Ok(_) => report.decoded += 1,
+                Err(e) => {
+                    report.not_decoded += 1;
+                    fail(report, || format!("schema {id}: not JSON: {e}"));
+                }
+            }
+            return;
+        }
         Ok(ReadSchema::Protobuf(pool)) => {
             match super::proto::decode(pool, datum) {
                 Ok(()) => report.decoded += 1,
@@ -201,8 +213,9 @@ impl RegistryReader {
             Ok(Some((Some(kind), text))) if kind == "PROTOBUF" => super::proto::compile(&text)
                 .map(ReadSchema::Protobuf)
                 .map_err(|e| format!("the registry's .proto {e}")),
+            Ok(Some((Some(kind), _))) if kind == "JSON" => Ok(ReadSchema::Json),
             Ok(Some((Some(kind), _))) if kind != "AVRO" => Err(format!(
-                "a {kind} schema (kbench decodes Avro and Protobuf)"
+                "a {kind} schema (kbench decodes Avro, Protobuf and JSON)"
             )),
             Ok(Some((_, text))) => super::avro::parse_for_codec(&text)
                 .map(ReadSchema::Avro)

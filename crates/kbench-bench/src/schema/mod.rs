@@ -1,9 +1,11 @@
 //! Schema-encoded record values: values generated from a schema, encoded, and framed in Confluent's
-//! wire format for a Schema Registry (`--value-schema`). `avro` and `proto` are the generators (an
-//! `.avsc` or a `.proto`); this module the choice between them, the framing and the subject names.
+//! wire format for a Schema Registry (`--value-schema`). `avro`, `proto` and `json` are the
+//! generators (an `.avsc`, a `.proto`, a JSON Schema); this module the choice between them, the
+//! framing and the subject names.
 
 pub mod avro;
 pub mod decode;
+pub mod json;
 pub mod proto;
 
 use std::collections::BTreeMap;
@@ -54,6 +56,14 @@ pub struct ValueSchemaSpec {
 enum Generator {
     Avro(Box<avro::Generator>),
     Protobuf(proto::Generator),
+    Json(json::Generator),
+}
+
+/// Whether a schema file is a JSON Schema: it names its `$schema`, or its name ends in
+/// `.schema.json` (an Avro schema is JSON too, and may end in `.json`).
+pub fn is_json_schema(file: &str, text: &str) -> bool {
+    file.to_ascii_lowercase().ends_with(".schema.json")
+        || serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.get("$schema").is_some())
 }
 
 impl Generator {
@@ -67,8 +77,11 @@ impl Generator {
         }
         if let Some(m) = &spec.message {
             return Err(format!(
-                "--value-message {m}: for a .proto schema; an Avro schema has one root"
+                "--value-message {m}: for a .proto schema; Avro and JSON schemas have one root"
             ));
+        }
+        if is_json_schema(&spec.file, &spec.text) {
+            return json::Generator::new(&spec.text).map(Generator::Json);
         }
         avro::Generator::new(&spec.text)
             .map(|g| Generator::Avro(Box::new(g)))
@@ -80,6 +93,7 @@ impl Generator {
         match self {
             Generator::Avro(_) => (None, "avro"),
             Generator::Protobuf(_) => (Some("PROTOBUF"), "protobuf"),
+            Generator::Json(_) => (Some("JSON"), "json"),
         }
     }
 
@@ -88,6 +102,7 @@ impl Generator {
         match self {
             Generator::Avro(g) => g.full_name(),
             Generator::Protobuf(g) => Some(g.full_name()),
+            Generator::Json(g) => g.full_name(),
         }
     }
 
@@ -111,6 +126,7 @@ impl Generator {
                     .map(|v| [prefix.as_slice(), &v].concat())
                     .collect())
             }
+            Generator::Json(g) => g.encoded_within(count, seed, limit),
         }
     }
 }
@@ -118,7 +134,7 @@ impl Generator {
 /// How the values were made, for the result document's settings.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ValueSchema {
-    /// `avro` or `protobuf`.
+    /// `avro`, `protobuf` or `json` (JSON Schema).
     pub format: String,
     /// Protobuf: the message generated (its full name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -259,7 +275,7 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
             format: format.into(),
             message: match &generator {
                 Generator::Protobuf(g) => Some(g.full_name().to_string()),
-                Generator::Avro(_) => None,
+                Generator::Avro(_) | Generator::Json(_) => None,
             },
             file: file.clone(),
             registry: registry.as_ref().map(|(_, url)| url.clone()),

@@ -21,6 +21,10 @@ const FILE_NAME: &str = "kbench-value.proto";
 const MAX_DEPTH: usize = 6;
 /// Elements of a `repeated` field, at most (a `map` gets at most one entry).
 const MAX_ITEMS: usize = 4;
+/// Messages, list elements and map entries one value may hold: past this, lists and maps stay
+/// empty and message fields unset (a message with several repeated fields of its own type would
+/// otherwise grow as (4k)^6).
+const MAX_NODES: usize = 10_000;
 /// A `string` or `bytes` field's length, at most.
 const MAX_LENGTH: usize = 16;
 
@@ -69,13 +73,20 @@ fn messages(pool: &DescriptorPool) -> Vec<MessageDescriptor> {
 }
 
 /// A message's path in its file, as Confluent's framing writes it: its index among the top-level
-/// messages, then among each parent's nested messages.
-pub fn message_indexes(message: &MessageDescriptor) -> Vec<i32> {
+/// messages, then among each parent's nested messages — counting a `map` field's synthetic entry
+/// messages as the descriptors do (Python's and Go's serializers), or not (Java's, which reads the
+/// registered text).
+fn indexes_counting(message: &MessageDescriptor, map_entries: bool) -> Vec<i32> {
     let mut path = Vec::new();
     let mut at = message.clone();
     loop {
         let (siblings, parent): (Vec<MessageDescriptor>, _) = match at.parent_message() {
-            Some(p) => (p.child_messages().collect(), Some(p)),
+            Some(p) => (
+                p.child_messages()
+                    .filter(|c| map_entries || !c.is_map_entry())
+                    .collect(),
+                Some(p),
+            ),
             None => (at.parent_file().messages().collect(), None),
         };
         let i = siblings
@@ -90,6 +101,11 @@ pub fn message_indexes(message: &MessageDescriptor) -> Vec<i32> {
     }
     path.reverse();
     path
+}
+
+/// A message's path in its file as the descriptors count it (map entries included).
+pub fn message_indexes(message: &MessageDescriptor) -> Vec<i32> {
+    indexes_counting(message, true)
 }
 
 /// Confluent's message-index prefix: the count, then each index, as zigzag varints; the common
@@ -172,21 +188,39 @@ impl Generator {
         let all = messages(&pool);
         let message = match name {
             None => all.first().cloned().ok_or("has no message")?,
-            Some(n) => all
-                .iter()
-                .find(|m| m.full_name() == n || m.name() == n)
-                .cloned()
-                .ok_or_else(|| {
-                    format!(
-                        "has no message {n:?} (it has {})",
-                        all.iter()
+            Some(n) => {
+                let short: Vec<&MessageDescriptor> = all.iter().filter(|m| m.name() == n).collect();
+                if all.iter().all(|m| m.full_name() != n) && short.len() > 1 {
+                    return Err(format!(
+                        "--value-message {n}: several messages have that name ({}): give the full name",
+                        short
+                            .iter()
                             .map(|m| m.full_name().to_string())
                             .collect::<Vec<_>>()
                             .join(", ")
-                    )
-                })?,
+                    ));
+                }
+                all.iter()
+                    .find(|m| m.full_name() == n || m.name() == n)
+                    .cloned()
+                    .ok_or_else(|| {
+                        format!(
+                            "has no message {n:?} (it has {})",
+                            all.iter()
+                                .map(|m| m.full_name().to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    })?
+            }
         };
         let indexes = message_indexes(&message);
+        if indexes != indexes_counting(&message, false) {
+            return Err(format!(
+                "message {}: its message indexes differ between Confluent's clients (a map field of its parent is declared before it: Python and Go count the map's entry type, Java does not); declare it before its parent's map fields, or at the top level",
+                message.full_name()
+            ));
+        }
         Ok(Generator { message, indexes })
     }
 
@@ -202,7 +236,8 @@ impl Generator {
 
     /// One message.
     pub fn value(&self, rng: &mut SmallRng) -> DynamicMessage {
-        message(&self.message, rng, 0)
+        let mut budget = MAX_NODES;
+        message(&self.message, rng, 0, &mut budget)
     }
 
     /// `count` messages' encodings (no framing), from `seed`; refused once they hold more than
@@ -231,10 +266,16 @@ impl Generator {
     }
 }
 
-fn message(desc: &MessageDescriptor, rng: &mut SmallRng, depth: usize) -> DynamicMessage {
+fn message(
+    desc: &MessageDescriptor,
+    rng: &mut SmallRng,
+    depth: usize,
+    budget: &mut usize,
+) -> DynamicMessage {
     let mut m = DynamicMessage::new(desc.clone());
+    *budget = budget.saturating_sub(1);
     if desc.full_name() == "google.protobuf.Timestamp" {
-        // A time a reader can show: within the last ~30 years.
+        // A time a reader can show: between 2001 and 2033.
         m.set_field_by_name(
             "seconds",
             Value::I64(rng.random_range(1_000_000_000..2_000_000_000)),
@@ -259,7 +300,7 @@ fn message(desc: &MessageDescriptor, rng: &mut SmallRng, depth: usize) -> Dynami
         {
             continue;
         }
-        if let Some(v) = field_value(&field, rng, depth) {
+        if let Some(v) = field_value(&field, rng, depth, budget) {
             m.set_field(&field, v);
         }
     }
@@ -267,8 +308,13 @@ fn message(desc: &MessageDescriptor, rng: &mut SmallRng, depth: usize) -> Dynami
 }
 
 /// A field's value; `None` for a message field past [`MAX_DEPTH`] (left unset).
-fn field_value(field: &FieldDescriptor, rng: &mut SmallRng, depth: usize) -> Option<Value> {
-    let deep = depth >= MAX_DEPTH;
+fn field_value(
+    field: &FieldDescriptor,
+    rng: &mut SmallRng,
+    depth: usize,
+    budget: &mut usize,
+) -> Option<Value> {
+    let deep = depth >= MAX_DEPTH || *budget == 0;
     if field.is_map() {
         let Kind::Message(entry) = field.kind() else {
             return None;
@@ -280,7 +326,7 @@ fn field_value(field: &FieldDescriptor, rng: &mut SmallRng, depth: usize) -> Opt
         let mut map = std::collections::HashMap::new();
         for _ in 0..n {
             let key = map_key(&k.kind(), rng);
-            if let Some(value) = single(&v.kind(), rng, depth + 1) {
+            if let Some(value) = single(&v.kind(), rng, depth + 1, budget) {
                 map.insert(key, value);
             }
         }
@@ -290,17 +336,18 @@ fn field_value(field: &FieldDescriptor, rng: &mut SmallRng, depth: usize) -> Opt
         let n = if deep {
             0
         } else {
-            rng.random_range(0..=MAX_ITEMS)
+            rng.random_range(0..=MAX_ITEMS).min(*budget)
         };
+        *budget = budget.saturating_sub(n);
         let items = (0..n)
-            .filter_map(|_| single(&field.kind(), rng, depth + 1))
+            .filter_map(|_| single(&field.kind(), rng, depth + 1, budget))
             .collect();
         return Some(Value::List(items));
     }
-    single(&field.kind(), rng, depth + 1)
+    single(&field.kind(), rng, depth + 1, budget)
 }
 
-fn single(kind: &Kind, rng: &mut SmallRng, depth: usize) -> Option<Value> {
+fn single(kind: &Kind, rng: &mut SmallRng, depth: usize, budget: &mut usize) -> Option<Value> {
     Some(match kind {
         Kind::Double => Value::F64(rng.random_range(-1e6..1e6)),
         Kind::Float => Value::F32(rng.random_range(-1e6f32..1e6)),
@@ -315,11 +362,8 @@ fn single(kind: &Kind, rng: &mut SmallRng, depth: usize) -> Option<Value> {
             Value::Bytes((0..n).map(|_| rng.random::<u8>()).collect())
         }
         Kind::Enum(e) => Value::EnumNumber(enum_number(e, rng)),
-        Kind::Message(m) if depth > MAX_DEPTH => {
-            let _ = m;
-            return None;
-        }
-        Kind::Message(m) => Value::Message(message(m, rng, depth)),
+        Kind::Message(_) if depth > MAX_DEPTH || *budget == 0 => return None,
+        Kind::Message(m) => Value::Message(message(m, rng, depth, budget)),
     })
 }
 
@@ -335,10 +379,10 @@ fn map_key(kind: &Kind, rng: &mut SmallRng) -> MapKey {
 }
 
 fn enum_number(e: &EnumDescriptor, rng: &mut SmallRng) -> i32 {
+    use rand::seq::IndexedRandom;
     let values: Vec<i32> = e.values().map(|v| v.number()).collect();
-    values[rng
-        .random_range(0..values.len().max(1))
-        .min(values.len() - 1)]
+    // An enum has at least one value (the compiler refuses an empty one).
+    values.choose(rng).copied().unwrap_or(0)
 }
 
 /// Up to [`MAX_LENGTH`] letters and digits.
@@ -417,6 +461,14 @@ mod tests {
                 .unwrap()
                 .contains("kbench.test.Tree")
         );
+        let after_map = "syntax = \"proto3\"; message O { map<string, int32> m = 1; message A { int32 x = 1; } }";
+        let e = Generator::new(after_map, Some("A")).err().unwrap();
+        assert!(e.contains("differ between Confluent's clients"), "{e}");
+        assert_eq!(Generator::new(after_map, None).unwrap().indexes, vec![0]);
+        let twice =
+            "syntax = \"proto3\"; message A { message Item {} } message B { message Item {} }";
+        let e = Generator::new(twice, Some("Item")).err().unwrap();
+        assert!(e.contains("A.Item, B.Item"), "{e}");
         assert!(
             Generator::new("syntax = \"proto3\"; message {", None)
                 .err()

@@ -78,13 +78,16 @@ fn a_slow_service_shows_as_latency_and_as_its_groups_lag() {
     );
 }
 
-/// A service that answers in a JSON field, sends one reply to no request of the run, and stops
-/// answering after 10 requests: the 20 it never answered are counted (sent = answered +
+/// A service that answers in a JSON field (on a reply topic with more partitions than the request
+/// topic), sends one reply to no request of the run, and stops answering after 10 requests: the 20 it never answered are counted (sent = answered +
 /// unanswered), the stray reply is unmatched, and the run exits 1.
 #[test]
 fn unanswered_requests_and_unmatched_replies_are_counted() {
     let broker = TestBroker::start();
-    create_topics(&broker.addr, &["rr-stop-req", "rr-stop-rep"], 1);
+    // More reply partitions than request partitions: the reply consumer's group is on the
+    // reply topic, and reads every one of its partitions.
+    create_topics(&broker.addr, &["rr-stop-req"], 1);
+    create_topics(&broker.addr, &["rr-stop-rep"], 3);
     let mut service = EchoSpec::new("rr-stop-req", "rr-stop-rep", "rr-stop-app");
     service.header = "x-request-id".into();
     service.json_field = Some("correlationId".into());
@@ -215,4 +218,7 @@ fn bad_request_reply_flags_name_the_flag() {
     Cmd::new("e2e")
         .args(&["--reply-topic", "r", "--mode", "producers"])
         .refused("--reply-topic: needs the consumer and the producers in one process");
+    Cmd::new("e2e")
+        .args(&["--mode", "consumer", "--num-records", "5"])
+        .refused("--num-records: nothing is sent in consumer-only mode");
 }

@@ -406,3 +406,57 @@ fn protobuf_values_are_read_by_confluent_kafka_with_protocs_classes() {
         Some(1)
     );
 }
+
+/// `--value-schema FILE.schema.json`: documents generated from a JSON Schema, registered as JSON,
+/// and every one validated against the schema by confluent-kafka's JSONDeserializer (Python's
+/// jsonschema); kbench's consumer parses them back.
+#[test]
+fn json_schema_values_are_validated_by_confluent_kafka() {
+    let broker = TestBroker::start();
+    let registry = SchemaRegistryDouble::start(RegistryOptions::default());
+    let dir = TempDir::new("schemas-json");
+    let schema = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../kbench-bench/tests/data/every_type.schema.json")
+        .display()
+        .to_string();
+    let topic = "json-every-type";
+    let json = std::path::PathBuf::from(dir.file("json.json"));
+    Cmd::on("produce", &broker)
+        .topic(topic)
+        .args(&["--num-records", "1000", "--schema-values", "300"])
+        .args(&["--value-schema", &schema])
+        .args(&["-X", &format!("schema.registry.url={}", registry.url)])
+        .args(&["-X", "value.subject.name.strategy=RecordNameStrategy"])
+        .json(&json)
+        .ok(Duration::from_secs(120));
+    let doc = result_json(&json);
+    let vs = &doc["settings"]["value_schema"];
+    assert_eq!(vs["format"], "json", "{vs}");
+    // RecordNameStrategy names the schema's title, as Confluent's JSON serializer does.
+    assert_eq!(vs["subject"], "Order", "{vs}");
+    let id = vs["schema_id"].as_u64().unwrap();
+    let out = confluent_kafka(
+        "read_json_schema.py",
+        &[&broker.addr, topic, &schema, "1000"],
+    );
+    let read: Value = serde_json::from_slice(&out).expect("the reader's JSON");
+    assert_eq!(read["read"], 1000, "{read}");
+    assert_eq!(read["decoded"], 1000, "{read}");
+    assert_eq!(read["schema_ids"], serde_json::json!([id]), "{read}");
+    assert_eq!(
+        read["payments"],
+        serde_json::json!(["card", "iban"]),
+        "{read}"
+    );
+    assert_eq!(read["keys_seen"].as_array().unwrap().len(), 15, "{read}");
+
+    let consumed = std::path::PathBuf::from(dir.file("consume.json"));
+    Cmd::on("consume", &broker)
+        .topic(topic)
+        .args(&["--messages", "1000"])
+        .args(&["-X", &format!("schema.registry.url={}", registry.url)])
+        .json(&consumed)
+        .ok(Duration::from_secs(60));
+    let d = &result_json(&consumed)["value_decoding"];
+    assert_eq!(d["decoded"], 1000, "{d}");
+}

@@ -85,9 +85,10 @@ pub struct ProduceArgs {
     #[arg(long)]
     pub print_metrics: bool,
 
-    /// Values generated from this Avro schema (.avsc) or Protobuf file (.proto), seeded, and written
-    /// in Confluent's wire format (magic byte, schema id, Protobuf's message indexes, the encoded
-    /// value) as KafkaAvroSerializer and KafkaProtobufSerializer write them. The schema is
+    /// Values generated from this Avro schema (.avsc), Protobuf file (.proto) or JSON Schema (with
+    /// $schema, or *.schema.json), seeded, and written in Confluent's wire format (magic byte,
+    /// schema id, Protobuf's message indexes, the encoded value) as Confluent's serializers write
+    /// them. The schema is
     /// registered in the Schema Registry named by -X schema.registry.url=URL (subject from
     /// value.subject.name.strategy, default TopicNameStrategy: TOPIC-value;
     /// basic.auth.user.info=USER:PASSWORD; auto.register.schemas=false to look it up instead), or

@@ -10,9 +10,10 @@
 //! 401 unauthorized), HTTP basic auth on every endpoint when configured, the
 //! `application/vnd.schemaregistry.v1+json` media type, and its awkward timing: a registration is
 //! answered only after `register_delay` (the real one writes to its `_schemas` topic and waits to
-//! read it back). `AVRO` (the default `schemaType`) and `PROTOBUF`: a `.proto` is checked by
-//! compiling it (protox, through kbench-bench's `schema::proto::compile`), and its compatibility is
-//! not checked (a new `.proto` under a subject is always a new version); `JSON` is refused 42201.
+//! read it back). `AVRO` (the default `schemaType`), `PROTOBUF` and `JSON`: a `.proto` is checked by
+//! compiling it (protox, through kbench-bench's `schema::proto::compile`), a JSON Schema by parsing
+//! it as a JSON object; compatibility is checked for Avro only (a new `.proto` or JSON Schema under
+//! a subject is always a new version); another `schemaType` is refused 42201.
 
 #![allow(dead_code)]
 
@@ -254,12 +255,12 @@ fn schema_of(body: &Bytes) -> Result<Stored, Refusal> {
     })?;
     let kind = match body["schemaType"].as_str() {
         None | Some("AVRO") => None,
-        Some("PROTOBUF") => Some("PROTOBUF".to_string()),
+        Some(t @ ("PROTOBUF" | "JSON")) => Some(t.to_string()),
         Some(t) => {
             return Err(refusal(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 42201,
-                &format!("Invalid schema: this double knows AVRO and PROTOBUF, not {t}"),
+                &format!("Invalid schema: unknown schemaType {t}"),
             ));
         }
     };
@@ -270,6 +271,19 @@ fn schema_of(body: &Bytes) -> Result<Stored, Refusal> {
             "Empty schema",
         ));
     };
+    if kind.as_deref() == Some("JSON") {
+        if !serde_json::from_str::<Value>(schema).is_ok_and(|v| v.is_object() || v.is_boolean()) {
+            return Err(refusal(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                42201,
+                &format!("Invalid schema {schema}, details: not a JSON Schema"),
+            ));
+        }
+        return Ok(Stored {
+            kind,
+            text: schema.to_string(),
+        });
+    }
     if kind.is_some() {
         if let Err(e) = kbench_bench::schema::proto::compile(schema) {
             return Err(refusal(
