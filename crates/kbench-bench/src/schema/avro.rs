@@ -197,18 +197,15 @@ impl Generator {
         limit: usize,
     ) -> Result<Vec<Vec<u8>>, AvroError> {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let mut total = 0usize;
-        let mut out = Vec::with_capacity(count.min(1 << 16));
-        for _ in 0..count {
-            let v = apache_avro::to_avro_datum(&self.schema, self.value(&mut rng))
-                .map_err(|e| AvroError::Encode(e.to_string()))?;
-            total = total.saturating_add(v.len());
-            if total > limit {
-                return Err(AvroError::TooLarge { count, limit });
-            }
-            out.push(v);
-        }
-        Ok(out)
+        super::collect_within(
+            count,
+            limit,
+            || {
+                apache_avro::to_avro_datum(&self.schema, self.value(&mut rng))
+                    .map_err(|e| AvroError::Encode(e.to_string()))
+            },
+            || AvroError::TooLarge { count, limit },
+        )
     }
 
     /// Each record's rank, to a fixed point: a record is finite once all its fields are.

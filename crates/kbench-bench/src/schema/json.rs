@@ -79,20 +79,12 @@ impl Generator {
         limit: usize,
     ) -> Result<Vec<Vec<u8>>, String> {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let mut total = 0usize;
-        let mut out = Vec::with_capacity(count.min(1 << 16));
-        for _ in 0..count {
-            let v = serde_json::to_vec(&self.value(&mut rng)?).map_err(|e| e.to_string())?;
-            total = total.saturating_add(v.len());
-            if total > limit {
-                return Err(format!(
-                    "{count} values take more than {} MiB; ask for fewer (--schema-values)",
-                    limit >> 20
-                ));
-            }
-            out.push(v);
-        }
-        Ok(out)
+        super::collect_within(
+            count,
+            limit,
+            || serde_json::to_vec(&self.value(&mut rng)?).map_err(|e| e.to_string()),
+            || super::too_big(count, limit),
+        )
     }
 
     /// The schema a local `$ref` names.

@@ -355,6 +355,32 @@ pub(crate) fn registry_reason(e: &kbench_rest::RestError) -> String {
     format!("{e}{meaning}")
 }
 
+/// `count` values from `next`, refused with `too_big` once they hold more than `limit` bytes: the
+/// pool loop every generator shares.
+pub(crate) fn collect_within<E>(
+    count: usize,
+    limit: usize,
+    mut next: impl FnMut() -> Result<Vec<u8>, E>,
+    too_big: impl FnOnce() -> E,
+) -> Result<Vec<Vec<u8>>, E> {
+    let mut total = 0usize;
+    let mut out = Vec::with_capacity(count.min(1 << 16));
+    for _ in 0..count {
+        let v = next()?;
+        total = total.saturating_add(v.len());
+        if total > limit {
+            return Err(too_big());
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// The pool's refusal, as every generator says it.
+pub(crate) fn too_big(count: usize, limit: usize) -> String {
+    format!("{count} values would hold more than {limit} bytes: ask for fewer (--schema-values)")
+}
+
 /// Confluent's wire format: magic byte 0, the schema id (4 bytes, big-endian), then the encoded
 /// value — what `KafkaAvroSerializer` and confluent-kafka's `AvroSerializer` write.
 pub fn frame(schema_id: u32, encoded: &[u8]) -> Vec<u8> {

@@ -249,20 +249,12 @@ impl Generator {
         limit: usize,
     ) -> Result<Vec<Vec<u8>>, String> {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let mut total = 0usize;
-        let mut out = Vec::with_capacity(count.min(1 << 16));
-        for _ in 0..count {
-            let v = self.value(&mut rng).encode_to_vec();
-            total = total.saturating_add(v.len());
-            if total > limit {
-                return Err(format!(
-                    "{count} values take more than {} MiB; ask for fewer (--schema-values)",
-                    limit >> 20
-                ));
-            }
-            out.push(v);
-        }
-        Ok(out)
+        super::collect_within(
+            count,
+            limit,
+            || Ok(self.value(&mut rng).encode_to_vec()),
+            || super::too_big(count, limit),
+        )
     }
 }
 

@@ -11,13 +11,12 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
-from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
-from confluent_kafka.serialization import MessageField, SerializationContext
 from grpc_tools import protoc
 import grpc_tools
+
+from confluent_read import read_all
 
 bootstrap, topic, proto_file, message, expected = sys.argv[1:6]
 expected = int(expected)
@@ -34,36 +33,9 @@ try:
     for part in message.split("."):
         cls = getattr(cls, part)
     deserializer = ProtobufDeserializer(cls, {"use.deprecated.format": False})
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": "read-proto",
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-    })
-    consumer.subscribe([topic])
-    summary = {"read": 0, "decoded": 0, "failed": 0, "errors": [], "schema_ids": [],
-               "fields_set": [], "oneof": [], "colours": []}
-    ids, fields, oneof, colours = set(), set(), set(), set()
-    deadline = time.time() + 60
-    while summary["read"] < expected and time.time() < deadline:
-        msg = consumer.poll(1.0)
-        if msg is None:
-            continue
-        if msg.error():
-            if msg.error().code() != KafkaError._PARTITION_EOF:
-                summary["errors"].append(str(msg.error()))
-            continue
-        summary["read"] += 1
-        raw = msg.value()
-        ids.add(int.from_bytes(raw[1:5], "big"))
-        try:
-            value = deserializer(raw, SerializationContext(topic, MessageField.VALUE))
-        except Exception as e:  # noqa: BLE001 - every failure is counted and one is shown
-            summary["failed"] += 1
-            if len(summary["errors"]) < 3:
-                summary["errors"].append(repr(e))
-            continue
-        summary["decoded"] += 1
+    fields, oneof, colours = set(), set(), set()
+
+    def note(value):
         for field, _ in value.ListFields():
             fields.add(field.name)
         if value.DESCRIPTOR.oneofs_by_name.get("choice"):
@@ -72,8 +44,8 @@ try:
                 oneof.add(which)
         if "colour" in value.DESCRIPTOR.fields_by_name:
             colours.add(value.colour)
-    consumer.close()
-    summary["schema_ids"] = sorted(ids)
+
+    summary = read_all(bootstrap, topic, "read-proto", expected, deserializer, note)
     summary["fields_set"] = sorted(fields)
     summary["oneof"] = sorted(oneof)
     summary["colours"] = sorted(colours)
