@@ -237,6 +237,12 @@ pub struct ProduceSpec {
     pub value_schema: Option<crate::schema::ValueSchema>,
     /// Each record's key, and so its partition.
     pub keys: Keys,
+    /// With `--key-schema`: the keys themselves (one per key number of `keys`), schema-encoded.
+    #[serde(default)]
+    pub key_values: Option<Vec<bytes::Bytes>>,
+    /// With `--key-schema`, how the keys were generated.
+    #[serde(default)]
+    pub key_schema: Option<crate::schema::ValueSchema>,
     /// Records per second; `None` is unthrottled.
     pub throughput: Option<f64>,
     /// A rate that changes over the run (ramp, steps, bursts, scenario); the run ends with it.
@@ -321,6 +327,8 @@ impl Default for ProduceSpec {
             payload: Payload::Random { size: 100 },
             payload_file: None,
             value_schema: None,
+            key_values: None,
+            key_schema: None,
             keys: Keys::None,
             throughput: None,
             shape: None,
@@ -422,6 +430,18 @@ impl ProduceSpec {
                 check_range("record_size", sizes.largest(), 1..=max_record)?
             }
         }
+        if let Some(k) = &self.key_values
+            && k.len() as u64 != u64::from(self.keys.count())
+        {
+            return Err(SpecError::new(
+                "keys",
+                format!(
+                    "{} schema-encoded keys for {} key numbers (--key-schema needs --keys with a count)",
+                    k.len(),
+                    self.keys.count()
+                ),
+            ));
+        }
         match self.keys {
             Keys::None => {}
             Keys::RoundRobin { count } | Keys::Random { count } => {
@@ -521,6 +541,7 @@ impl ProduceSpec {
             "record_size_distribution": match &self.payload { Payload::Weighted { sizes, .. } => Some(sizes.buckets()), _ => None },
             "payload_file": self.payload_file,
             "value_schema": self.value_schema,
+            "key_schema": self.key_schema,
             "payload_monotonic": self.payload == Payload::Monotonic,
             "keys": self.keys.describe(),
             "throughput": self.throughput.unwrap_or(-1.0),

@@ -701,8 +701,16 @@ struct KeyChooser {
 }
 
 impl KeyChooser {
-    fn new(dist: Keys, partitions: &[i32], topic_partitions: usize) -> KeyChooser {
-        let keys: Vec<bytes::Bytes> = (0..dist.count()).map(Keys::key).collect();
+    fn new(
+        dist: Keys,
+        given: Option<&[bytes::Bytes]>,
+        partitions: &[i32],
+        topic_partitions: usize,
+    ) -> KeyChooser {
+        let keys: Vec<bytes::Bytes> = match given {
+            Some(keys) => keys.to_vec(),
+            None => (0..dist.count()).map(Keys::key).collect(),
+        };
         let batch_of = keys
             .iter()
             .map(|k| {
@@ -1183,7 +1191,12 @@ impl Records {
     ) -> Records {
         Records {
             rng,
-            keys: KeyChooser::new(spec.keys, partitions, topic_partitions),
+            keys: KeyChooser::new(
+                spec.keys,
+                spec.key_values.as_deref(),
+                partitions,
+                topic_partitions,
+            ),
             draw: match &spec.payload {
                 Payload::Uniform { min, max } => Draw::Uniform(*min, *max),
                 Payload::Monotonic => Draw::Monotonic,
@@ -1621,7 +1634,7 @@ mod tests {
     }
 
     fn counts(keys: Keys, draws: usize) -> Vec<usize> {
-        let mut chooser = KeyChooser::new(keys, &[0, 1, 2, 3], 4);
+        let mut chooser = KeyChooser::new(keys, None, &[0, 1, 2, 3], 4);
         let mut rng = SmallRng::seed_from_u64(7);
         let mut counts = vec![0; keys.count() as usize];
         for _ in 0..draws {
@@ -1679,20 +1692,20 @@ mod tests {
             100_000,
         );
         assert!(flat.iter().all(|n| (9_000..11_000).contains(n)), "{flat:?}");
-        let mut none = KeyChooser::new(Keys::None, &[0], 1);
+        let mut none = KeyChooser::new(Keys::None, None, &[0], 1);
         assert_eq!(none.choose(&mut SmallRng::seed_from_u64(1)), None);
     }
 
     #[test]
     fn a_key_goes_to_the_batch_of_its_murmur2_partition() {
         // Partitions listed out of order: the batch index is the listed position.
-        let chooser = KeyChooser::new(Keys::RoundRobin { count: 50 }, &[2, 0, 1], 3);
+        let chooser = KeyChooser::new(Keys::RoundRobin { count: 50 }, None, &[2, 0, 1], 3);
         for (k, idx) in chooser.batch_of.iter().enumerate() {
             let p = kbench_client::partitioner::partition_for_key(&Keys::key(k as u32), 3) as i32;
             assert_eq!([2, 0, 1][*idx], p);
         }
         // One partition chosen (--partition): every key goes to it.
-        let one = KeyChooser::new(Keys::Random { count: 50 }, &[5], 8);
+        let one = KeyChooser::new(Keys::Random { count: 50 }, None, &[5], 8);
         assert!(one.batch_of.iter().all(|i| *i == 0));
     }
 }

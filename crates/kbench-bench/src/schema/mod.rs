@@ -23,7 +23,8 @@ pub const MAX_POOL: usize = 1_000_000;
 pub const MAX_POOL_BYTES: usize = 256 << 20;
 
 /// The serializer's properties kbench reads.
-const KNOWN: [&str; 8] = [
+const KNOWN: [&str; 9] = [
+    "key.subject.name.strategy",
     "schema.registry.url",
     "schema.registry.ssl.truststore.location",
     "basic.auth.user.info",
@@ -49,6 +50,27 @@ pub struct ValueSchemaSpec {
     pub seed: u64,
     /// Protobuf: the message of the file to generate (`--value-message`; default its first).
     pub message: Option<String>,
+    /// Whether the values are record values or keys (`--key-schema`): the subject's suffix and
+    /// the strategy property.
+    pub role: Role,
+}
+
+/// What a schema's values become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    #[default]
+    Value,
+    Key,
+}
+
+impl Role {
+    /// `value` or `key`: the subject's suffix (`TOPIC-key`) and the properties' prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Value => "value",
+            Role::Key => "key",
+        }
+    }
 }
 
 /// The generator a schema file asks for, by its extension: `.proto` is Protobuf, anything else
@@ -171,6 +193,7 @@ pub struct SchemaError(pub String);
 /// once.
 pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
     let file = &spec.file;
+    let flag = format!("--{}-schema", spec.role.name());
     if !(1..=MAX_POOL).contains(&spec.pool) {
         return Err(SchemaError(format!(
             "--schema-values: {} (1 to {MAX_POOL})",
@@ -184,8 +207,7 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
             KNOWN.join(", ")
         )));
     }
-    let generator =
-        Generator::of(spec).map_err(|e| SchemaError(format!("--value-schema {file}: {e}")))?;
+    let generator = Generator::of(spec).map_err(|e| SchemaError(format!("{flag} {file}: {e}")))?;
     let (schema_type, format) = generator.schema_type();
     let bool_prop = |key: &str, default: bool| -> Result<bool, SchemaError> {
         match props.get(key).map(|v| v.trim().to_ascii_lowercase()) {
@@ -201,9 +223,11 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
         ));
     }
     let auto_register = bool_prop("auto.register.schemas", true)?;
-    let strategy = match props.get("value.subject.name.strategy") {
-        Some(s) => SubjectStrategy::parse(s)
-            .map_err(|e| SchemaError(format!("value.subject.name.strategy: {e}")))?,
+    let strategy_key = format!("{}.subject.name.strategy", spec.role.name());
+    let strategy = match props.get(&strategy_key) {
+        Some(s) => {
+            SubjectStrategy::parse(s).map_err(|e| SchemaError(format!("{strategy_key}: {e}")))?
+        }
         None => SubjectStrategy::Topic,
     };
     let given_id = props
@@ -219,9 +243,9 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
         None => None,
     };
     let subject = || {
-        strategy.subject(&spec.topic, generator.full_name()).ok_or_else(|| {
+        strategy.subject(&spec.topic, generator.full_name(), spec.role).ok_or_else(|| {
             SchemaError(format!(
-                "value.subject.name.strategy: {strategy:?} needs a named schema (a record, enum or fixed); {file} has none"
+                "{strategy_key}: {strategy:?} needs a named schema (a record, enum or fixed); {file} has none"
             ))
         })
     };
@@ -229,7 +253,7 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
         (Some(id), _) => (id, "given", None),
         (None, None) => {
             return Err(SchemaError(format!(
-                "--value-schema {file}: needs a Schema Registry to register it (-X schema.registry.url=URL), or the id it has there (-X use.schema.id=ID)"
+                "{flag} {file}: needs a Schema Registry to register it (-X schema.registry.url=URL), or the id it has there (-X use.schema.id=ID)"
             )));
         }
         (None, Some((client, url))) => {
@@ -263,7 +287,7 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
     let started = Instant::now();
     let encoded = generator
         .encoded_within(spec.pool, spec.seed, MAX_POOL_BYTES)
-        .map_err(|e| SchemaError(format!("--value-schema {file}: {e}")))?;
+        .map_err(|e| SchemaError(format!("{flag} {file}: {e}")))?;
     let took = started.elapsed();
     let values: Vec<Bytes> = encoded
         .iter()
@@ -418,11 +442,11 @@ impl SubjectStrategy {
         }
     }
 
-    /// The subject of a value schema for `topic`; `None` when the strategy needs a record name
-    /// and the schema's root has none.
-    pub fn subject(self, topic: &str, record: Option<&str>) -> Option<String> {
+    /// The subject of a value's (or key's) schema for `topic`; `None` when the strategy needs a
+    /// record name and the schema's root has none.
+    pub fn subject(self, topic: &str, record: Option<&str>, role: Role) -> Option<String> {
         match self {
-            SubjectStrategy::Topic => Some(format!("{topic}-value")),
+            SubjectStrategy::Topic => Some(format!("{topic}-{}", role.name())),
             SubjectStrategy::Record => record.map(String::from),
             SubjectStrategy::TopicRecord => record.map(|r| format!("{topic}-{r}")),
         }
@@ -438,18 +462,26 @@ mod tests {
         assert_eq!(frame(258, b"x"), vec![0, 0, 0, 1, 2, b'x']);
         let s = |n: &str| SubjectStrategy::parse(n).unwrap();
         assert_eq!(
-            s("io.confluent.kafka.serializers.subject.TopicNameStrategy").subject("t", None),
+            s("io.confluent.kafka.serializers.subject.TopicNameStrategy").subject(
+                "t",
+                None,
+                Role::Value
+            ),
             Some("t-value".into())
         );
         assert_eq!(
-            s("RecordNameStrategy").subject("t", Some("a.B")),
+            s("RecordNameStrategy").subject("t", Some("a.B"), Role::Value),
             Some("a.B".into())
         );
         assert_eq!(
-            s("topic-record").subject("t", Some("a.B")),
+            s("topic-record").subject("t", Some("a.B"), Role::Value),
             Some("t-a.B".into())
         );
-        assert_eq!(s("record").subject("t", None), None);
+        assert_eq!(s("record").subject("t", None, Role::Value), None);
+        assert_eq!(
+            s("TopicNameStrategy").subject("t", None, Role::Key),
+            Some("t-key".into())
+        );
         assert!(
             SubjectStrategy::parse("Nope")
                 .unwrap_err()

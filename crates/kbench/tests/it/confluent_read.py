@@ -2,14 +2,16 @@
 reads a topic from the earliest offset in a group of its own until `expected` records arrived (or
 60 s passed), each value goes through `deserialize`, and what decoded is handed to `on_value`.
 """
+import json
 import time
 
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 
-def read_all(bootstrap, topic, group, expected, deserialize, on_value):
-    """A summary: records read, decoded and failed, the first errors, the schema ids seen."""
+def read_all(bootstrap, topic, group, expected, deserialize, on_value, deserialize_key=None):
+    """A summary: records read, decoded and failed, the first errors, the schema ids seen; with
+    `deserialize_key`, the keys decoded too (`keys_decoded`, `distinct_keys`)."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": group,
@@ -17,8 +19,9 @@ def read_all(bootstrap, topic, group, expected, deserialize, on_value):
         "enable.auto.commit": False,
     })
     consumer.subscribe([topic])
-    summary = {"read": 0, "decoded": 0, "failed": 0, "errors": [], "schema_ids": []}
-    ids = set()
+    summary = {"read": 0, "decoded": 0, "failed": 0, "errors": [], "schema_ids": [],
+               "keys_decoded": 0, "distinct_keys": 0}
+    ids, keys = set(), set()
     deadline = time.time() + 60
     while summary["read"] < expected and time.time() < deadline:
         msg = consumer.poll(1.0)
@@ -32,6 +35,10 @@ def read_all(bootstrap, topic, group, expected, deserialize, on_value):
         raw = msg.value()
         ids.add(int.from_bytes(raw[1:5], "big"))
         try:
+            if deserialize_key is not None:
+                key = deserialize_key(msg.key(), SerializationContext(topic, MessageField.KEY))
+                summary["keys_decoded"] += 1
+                keys.add(json.dumps(key, sort_keys=True))
             value = deserialize(raw, SerializationContext(topic, MessageField.VALUE))
         except Exception as e:  # noqa: BLE001 - every failure is counted and one is shown
             summary["failed"] += 1
@@ -42,4 +49,5 @@ def read_all(bootstrap, topic, group, expected, deserialize, on_value):
         on_value(value)
     consumer.close()
     summary["schema_ids"] = sorted(ids)
+    summary["distinct_keys"] = len(keys)
     return summary

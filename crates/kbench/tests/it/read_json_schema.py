@@ -3,11 +3,14 @@ librdkafka (confluent-kafka's consumer) fetches the topic, and confluent-kafka's
 reads each value after its schema id and validates it against the schema (Python's jsonschema, not
 kbench's code). Prints a JSON summary for the Rust test.
 
-usage: read_json_schema.py BOOTSTRAP TOPIC SCHEMA_FILE EXPECTED
+usage: read_json_schema.py BOOTSTRAP TOPIC SCHEMA_FILE EXPECTED [REGISTRY_URL]
+With REGISTRY_URL, each record's key is read too, with confluent-kafka's AvroDeserializer.
 """
 import json
 import sys
 
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer
 
 from confluent_read import read_all
@@ -23,7 +26,11 @@ def note(value):
     payments.update(value["payment"].keys())
 
 
-summary = read_all(bootstrap, topic, "read-json-schema", int(expected), deserializer, note)
+key_reader = None
+if len(sys.argv) > 5:
+    key_reader = AvroDeserializer(SchemaRegistryClient({"url": sys.argv[5]}))
+summary = read_all(bootstrap, topic, "read-json-schema", int(expected), deserializer, note,
+                   key_reader)
 summary["keys_seen"] = sorted(keys)
 summary["payments"] = sorted(payments)
 print(json.dumps(summary))

@@ -241,6 +241,18 @@ fn bad_schema_input_is_one_error_before_any_load() {
     Cmd::new("produce")
         .args(&["--num-records", "10", "-X", &url])
         .refused("schema.registry.url: a serializer property; only with --value-schema");
+    Cmd::new("produce")
+        .args(&["--num-records", "10", "--key-schema"])
+        .arg(every_type())
+        .refused("--key-schema");
+    Cmd::new("produce")
+        .args(&[
+            "--num-records",
+            "10",
+            "--schema-registry-url",
+            "http://127.0.0.1:1",
+        ])
+        .refused("--schema-registry-url: only with --value-schema or --key-schema");
     // Nothing was registered by the refused runs but the preloaded subject.
     assert_eq!(registry.subjects().len(), 1, "{:?}", registry.subjects());
 }
@@ -409,7 +421,8 @@ fn protobuf_values_are_read_by_confluent_kafka_with_protocs_classes() {
 
 /// `--value-schema FILE.schema.json`: documents generated from a JSON Schema, registered as JSON,
 /// and every one validated against the schema by confluent-kafka's JSONDeserializer (Python's
-/// jsonschema); kbench's consumer parses them back.
+/// jsonschema); `--key-schema` keys from an Avro schema, read by its AvroDeserializer; kbench's
+/// consumer parses the values back.
 #[test]
 fn json_schema_values_are_validated_by_confluent_kafka() {
     let broker = TestBroker::start();
@@ -420,6 +433,12 @@ fn json_schema_values_are_validated_by_confluent_kafka() {
         .display()
         .to_string();
     let topic = "json-every-type";
+    let key_schema = dir.file("key.avsc");
+    std::fs::write(
+        &key_schema,
+        r#"{"type":"record","name":"OrderKey","fields":[{"name":"id","type":"string"},{"name":"region","type":"int"}]}"#,
+    )
+    .unwrap();
     let json = std::path::PathBuf::from(dir.file("json.json"));
     Cmd::on("produce", &broker)
         .topic(topic)
@@ -427,6 +446,8 @@ fn json_schema_values_are_validated_by_confluent_kafka() {
         .args(&["--value-schema", &schema])
         .args(&["-X", &format!("schema.registry.url={}", registry.url)])
         .args(&["-X", "value.subject.name.strategy=RecordNameStrategy"])
+        // Keys from an Avro schema: 50 of them, each record taking one at random.
+        .args(&["--key-schema", &key_schema, "--keys", "random:50"])
         .json(&json)
         .ok(Duration::from_secs(120));
     let doc = result_json(&json);
@@ -435,9 +456,13 @@ fn json_schema_values_are_validated_by_confluent_kafka() {
     // RecordNameStrategy names the schema's title, as Confluent's JSON serializer does.
     assert_eq!(vs["subject"], "Order", "{vs}");
     let id = vs["schema_id"].as_u64().unwrap();
+    let ks = &doc["settings"]["key_schema"];
+    assert_eq!(ks["format"], "avro", "{ks}");
+    assert_eq!(ks["subject"], "json-every-type-key", "{ks}");
+    assert_eq!(ks["pool"], 50, "{ks}");
     let out = confluent_kafka(
         "read_json_schema.py",
-        &[&broker.addr, topic, &schema, "1000"],
+        &[&broker.addr, topic, &schema, "1000", &registry.url],
     );
     let read: Value = serde_json::from_slice(&out).expect("the reader's JSON");
     assert_eq!(read["read"], 1000, "{read}");
@@ -449,6 +474,8 @@ fn json_schema_values_are_validated_by_confluent_kafka() {
         "{read}"
     );
     assert_eq!(read["keys_seen"].as_array().unwrap().len(), 15, "{read}");
+    assert_eq!(read["keys_decoded"], 1000, "{read}");
+    assert_eq!(read["distinct_keys"], 50, "{read}");
 
     let consumed = std::path::PathBuf::from(dir.file("consume.json"));
     Cmd::on("consume", &broker)

@@ -103,8 +103,19 @@ pub struct ProduceArgs {
     #[arg(long, value_name = "NAME", requires = "value_schema")]
     pub value_message: Option<String>,
 
-    /// The Schema Registry for --value-schema (the same as -X schema.registry.url=URL).
-    #[arg(long, value_name = "URL", requires = "value_schema")]
+    /// Keys generated from this schema (.avsc, .proto or JSON Schema), as --value-schema makes
+    /// values: one per key number of --keys (which must give a count: round-robin:N, random:N or
+    /// zipf:N:S), registered as TOPIC-key (key.subject.name.strategy).
+    #[arg(long, value_name = "FILE")]
+    pub key_schema: Option<PathBuf>,
+
+    /// With a .proto --key-schema: the message to generate (default: the file's first message).
+    #[arg(long, value_name = "NAME", requires = "key_schema")]
+    pub key_message: Option<String>,
+
+    /// The Schema Registry for --value-schema and --key-schema (the same as -X
+    /// schema.registry.url=URL).
+    #[arg(long, value_name = "URL")]
     pub schema_registry_url: Option<String>,
 
     /// How many distinct values --value-schema generates before the load (default 1000).
@@ -259,6 +270,8 @@ pub(crate) struct Plan {
     pub(crate) pins: Pins,
     pub(crate) spec: ProduceSpec,
     pub(crate) slo: Option<Vec<kbench_bench::slo::Condition>>,
+    /// `--key-schema`: the keys to prepare before the load, into `spec.key_values`.
+    pub(crate) key_schema: Option<ValueSchemaSpec>,
     /// `--value-schema`: what to prepare before the load (registry I/O), into `spec.payload`.
     pub(crate) value_schema: Option<ValueSchemaSpec>,
 }
@@ -379,48 +392,82 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
         _ => spec_error(&e),
     })?;
     let slo = args.slo.conditions("produce")?;
-    let value_schema = value_schema(args, &client.serializer, &spec)?;
+    let (value_schema, key_schema) = schemas(args, &client.serializer, &spec)?;
     Ok(Plan {
         connection: client.connection,
         pins,
         spec,
         slo,
         value_schema,
+        key_schema,
     })
 }
 
-/// `--value-schema` and the serializer's properties: the file read, the rest checked when it is
-/// prepared. The serializer's properties without `--value-schema` are refused: they would do nothing.
-fn value_schema(
+/// `--value-schema`, `--key-schema` and the serializer's properties: the files read, the rest
+/// checked when they are prepared. The serializer's properties without a schema are refused: they
+/// would do nothing.
+fn schemas(
     args: &ProduceArgs,
     serializer: &std::collections::BTreeMap<String, String>,
     spec: &ProduceSpec,
-) -> Result<Option<ValueSchemaSpec>, String> {
-    let Some(path) = &args.value_schema else {
-        return match serializer.keys().next() {
-            Some(key) => Err(format!(
-                "{key}: a serializer property; only with --value-schema FILE"
-            )),
-            None => Ok(None),
-        };
-    };
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--value-schema {file}: {e}"))?;
+) -> Result<(Option<ValueSchemaSpec>, Option<ValueSchemaSpec>), String> {
+    if args.value_schema.is_none() && args.key_schema.is_none() {
+        if args.schema_registry_url.is_some() {
+            return Err("--schema-registry-url: only with --value-schema or --key-schema".into());
+        }
+        if let Some(key) = serializer.keys().next() {
+            return Err(format!(
+                "{key}: a serializer property; only with --value-schema or --key-schema FILE"
+            ));
+        }
+        return Ok((None, None));
+    }
     let mut serializer = serializer.clone();
     if let Some(url) = &args.schema_registry_url {
         serializer.insert("schema.registry.url".into(), url.clone());
     }
-    Ok(Some(ValueSchemaSpec {
-        file,
-        text,
-        topic: spec.topic.clone(),
-        serializer,
-        pool: args
-            .schema_values
-            .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
-        seed: spec.seed,
-        message: args.value_message.clone(),
-    }))
+    let read = |path: &PathBuf, flag: &str, role, message: &Option<String>, pool| {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{flag} {file}: {e}"))?;
+        Ok::<_, String>(ValueSchemaSpec {
+            file,
+            text,
+            topic: spec.topic.clone(),
+            serializer: serializer.clone(),
+            pool,
+            seed: spec.seed,
+            message: message.clone(),
+            role,
+        })
+    };
+    let value = match &args.value_schema {
+        Some(path) => Some(read(
+            path,
+            "--value-schema",
+            kbench_bench::schema::Role::Value,
+            &args.value_message,
+            args.schema_values
+                .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
+        )?),
+        None => None,
+    };
+    let key = match &args.key_schema {
+        Some(path) if spec.keys.count() == 0 => {
+            return Err(format!(
+                "--key-schema {}: needs --keys with a count (round-robin:N, random:N or zipf:N:S): N keys are generated from it",
+                path.display()
+            ));
+        }
+        Some(path) => Some(read(
+            path,
+            "--key-schema",
+            kbench_bench::schema::Role::Key,
+            &args.key_message,
+            spec.keys.count() as usize,
+        )?),
+        None => None,
+    };
+    Ok((value, key))
 }
 
 /// kafka-producer-perf-test's error for a warm-up as long as the test, after the flag's name.

@@ -28,6 +28,28 @@ pub enum Mode {
 pub async fn run(args: ProduceArgs, mode: Mode) -> CliResult {
     let mut plan = plan(&args)?;
     args.output.check()?;
+    if let Some(schema) = plan.key_schema.take() {
+        let prepared = kbench_bench::schema::prepare(&schema)
+            .await
+            .map_err(|e| CliError::usage(e.to_string().replace("--schema-values", "--keys")))?;
+        eprintln!(
+            "kbench: {} keys from {} (schema id {}{})",
+            prepared.values.len(),
+            prepared.schema.file,
+            prepared.schema.schema_id,
+            prepared
+                .schema
+                .subject
+                .as_ref()
+                .map(|s| format!(", subject {s}, {}", prepared.schema.schema_id_from))
+                .unwrap_or_default(),
+        );
+        plan.spec.key_values = Some(prepared.values);
+        plan.spec.key_schema = Some(prepared.schema);
+        plan.spec
+            .validate()
+            .map_err(|e| CliError::usage(format!("--key-schema: {e}")))?;
+    }
     if let Some(schema) = plan.value_schema.take() {
         let prepared = kbench_bench::schema::prepare(&schema)
             .await
