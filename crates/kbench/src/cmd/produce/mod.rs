@@ -24,26 +24,42 @@ pub enum Mode {
     Quickstart,
 }
 
+/// `--value-schema` or `--key-schema` prepared (registered, generated, encoded), and said in one
+/// line on stderr.
+async fn prepare_schema(
+    schema: &kbench_bench::schema::ValueSchemaSpec,
+    what: &str,
+) -> Result<kbench_bench::schema::Prepared, CliError> {
+    let prepared = kbench_bench::schema::prepare(schema).await.map_err(|e| {
+        let said = e.to_string();
+        CliError::usage(if what == "keys" {
+            said.replace("--schema-values", "--keys")
+        } else {
+            said
+        })
+    })?;
+    eprintln!(
+        "kbench: {} {what} from {} (schema id {}{}), {:.0} ns each to generate and encode",
+        prepared.values.len(),
+        prepared.schema.file,
+        prepared.schema.schema_id,
+        prepared
+            .schema
+            .subject
+            .as_ref()
+            .map(|s| format!(", subject {s}, {}", prepared.schema.schema_id_from))
+            .unwrap_or_default(),
+        prepared.schema.encode_ns_per_value
+    );
+    Ok(prepared)
+}
+
 /// `kbench produce`.
 pub async fn run(args: ProduceArgs, mode: Mode) -> CliResult {
     let mut plan = plan(&args)?;
     args.output.check()?;
     if let Some(schema) = plan.key_schema.take() {
-        let prepared = kbench_bench::schema::prepare(&schema)
-            .await
-            .map_err(|e| CliError::usage(e.to_string().replace("--schema-values", "--keys")))?;
-        eprintln!(
-            "kbench: {} keys from {} (schema id {}{})",
-            prepared.values.len(),
-            prepared.schema.file,
-            prepared.schema.schema_id,
-            prepared
-                .schema
-                .subject
-                .as_ref()
-                .map(|s| format!(", subject {s}, {}", prepared.schema.schema_id_from))
-                .unwrap_or_default(),
-        );
+        let prepared = prepare_schema(&schema, "keys").await?;
         plan.spec.key_values = Some(prepared.values);
         plan.spec.key_schema = Some(prepared.schema);
         plan.spec
@@ -51,22 +67,7 @@ pub async fn run(args: ProduceArgs, mode: Mode) -> CliResult {
             .map_err(|e| CliError::usage(format!("--key-schema: {e}")))?;
     }
     if let Some(schema) = plan.value_schema.take() {
-        let prepared = kbench_bench::schema::prepare(&schema)
-            .await
-            .map_err(|e| CliError::usage(e.to_string()))?;
-        eprintln!(
-            "kbench: {} values from {} (schema id {}{}), {:.0} ns each to generate and encode",
-            prepared.values.len(),
-            prepared.schema.file,
-            prepared.schema.schema_id,
-            prepared
-                .schema
-                .subject
-                .as_ref()
-                .map(|s| format!(", subject {s}, {}", prepared.schema.schema_id_from))
-                .unwrap_or_default(),
-            prepared.schema.encode_ns_per_value
-        );
+        let prepared = prepare_schema(&schema, "values").await?;
         plan.spec.payload = kbench_bench::Payload::Lines(prepared.values);
         plan.spec.value_schema = Some(prepared.schema);
         plan.spec
