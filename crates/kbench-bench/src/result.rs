@@ -419,6 +419,10 @@ pub struct E2eResultDocument {
     /// With `--verify`: every record the consumer read, checked against what was acknowledged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::verify::VerifyReport>,
+    /// With a schema registry (`--value-schema`, or the consumer's `schema.registry.url`): every
+    /// value the consumer read, decoded with the schema its id names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_decoding: Option<crate::schema::decode::DecodeReport>,
     /// The load and drain window by window (`settings.timeline_interval_ms`): records acked,
     /// failed, consumed and their rates; each window's request duration, publish delay and whole
     /// trip percentiles.
@@ -611,6 +615,7 @@ impl E2eResultDocument {
             aborted: run.aborted.clone(),
             segments: run.segments.clone(),
             verification: run.verification.clone(),
+            value_decoding: run.value_decoding.clone(),
             intervals: crate::timeline::intervals(
                 run.started_at,
                 crate::e2e::live::TIMELINE_COUNTERS,

@@ -30,7 +30,7 @@ pub use cluster::{
 pub use config::{
     Conflict, ConnectionSettings, ConsumerProperties, ConsumerSettings, OffsetReset,
     ProducerProperties, ProducerSettings, PropertyError, is_connection_property, is_secret,
-    redacted, split_property,
+    is_serializer_property, redacted, split_property,
 };
 pub use connection::Connection;
 pub use consumer::{Consumer, ConsumerOptions, Fetched, FetchedPart};

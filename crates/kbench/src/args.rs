@@ -583,6 +583,26 @@ impl ConnectionArgs {
         Ok((settings, given))
     }
 
+    /// Take out the `-X` pairs that are Confluent serializer properties (`schema.registry.url`,
+    /// `basic.auth.user.info`, …: [`kbench_client::is_serializer_property`]), for a command that
+    /// reads schema-encoded values; the rest stay connection properties.
+    pub fn take_serializer(
+        &mut self,
+    ) -> Result<std::collections::BTreeMap<String, String>, String> {
+        let mut taken = std::collections::BTreeMap::new();
+        let mut kept = Vec::with_capacity(self.property.len());
+        for kv in std::mem::take(&mut self.property) {
+            let (k, v) = kbench_client::split_property("-X", &kv).map_err(|e| e.to_string())?;
+            if kbench_client::is_serializer_property(k) {
+                taken.insert(k.to_string(), v.to_string());
+            } else {
+                kept.push(kv);
+            }
+        }
+        self.property = kept;
+        Ok(taken)
+    }
+
     /// The arguments as a log line may show them: secret values masked.
     pub fn shown_args(&self) -> Vec<String> {
         self.as_args()

@@ -66,6 +66,8 @@ pub struct E2eLive {
     pub segments: Mutex<Segments>,
     /// `--verify`: what the producers had acknowledged and what the consumer checked.
     pub verify: Mutex<Option<E2eVerify>>,
+    /// With a schema registry: what decoding the values found (the consumer's, at its end).
+    pub value_decoding: Mutex<Option<crate::schema::decode::DecodeReport>>,
     /// What the cluster did, as the producers saw it (each adds its engine's events at its end).
     pub cluster: Mutex<kbench_client::ClusterEvents>,
     /// And as the consumer saw it.
@@ -123,6 +125,7 @@ impl Default for E2eLive {
             errors: Mutex::new(BTreeMap::new()),
             segments: Mutex::new(Segments::default()),
             verify: Mutex::new(None),
+            value_decoding: Mutex::new(None),
             cluster: Mutex::new(Default::default()),
             consumer_cluster: Mutex::new(Default::default()),
             cluster_slips: AtomicU64::new(0),
@@ -413,6 +416,8 @@ pub struct E2eRun {
     pub reply: Option<crate::e2e::ReplySpec>,
     /// With `--app-group`: the application group's lag, sampled.
     pub app_lag: Option<crate::e2e::AppLag>,
+    /// With a schema registry: the consumer's decoding of every value it read.
+    pub value_decoding: Option<crate::schema::decode::DecodeReport>,
 }
 
 /// `--verify` in an e2e run: producer `i` stamps its records as producer `base + i`; each ack is

@@ -27,6 +27,7 @@ use crate::e2e::phases::{
 use crate::e2e::reply::{Correlation, correlation_of};
 use crate::e2e::spec::{E2eMode, E2eSpec};
 use crate::error::BenchError;
+use crate::schema::decode::{Decoding, RegistryReader};
 use crate::verify::{Stamp, VERIFY_HEADER};
 
 /// The header that carries a record's send time (8 bytes, big-endian µs since the run's epoch).
@@ -399,7 +400,11 @@ async fn produce(
         run_tag,
     } = run;
     let mut pacer = Pacer::new(&spec, idx, live.clone());
-    let values = pacer.payload(spec.payload_size.max);
+    let values = if spec.values.is_some() {
+        Vec::new()
+    } else {
+        pacer.payload(spec.payload_size.max)
+    };
     let partitions: Vec<i32> = layout.partitions.iter().map(|p| p.partition).collect();
     let mut next_partition = idx as usize;
     let mut seq = 0u64;
@@ -469,11 +474,13 @@ async fn produce(
         let open = producer.open(0, Instant::now(), Some(pos));
         let timestamp = open.base_ms;
         for i in 0..count as u64 {
-            let size = pacer.size();
+            let value = match &spec.values {
+                Some(pool) => &pool[pacer.pick(pool.len())][..],
+                None => &values[..pacer.size()],
+            };
             key[8..16].copy_from_slice(&seq.to_be_bytes());
             let request = seq;
             seq += 1;
-            let value = &values[..size];
             if let Some((name, reply_topic)) = &reply {
                 crate::e2e::reply::CorrelationId {
                     tag: run_tag,
@@ -591,6 +598,8 @@ struct NativeConsumer {
     peers: bool,
     /// Consumer only, without a run tag: every kbench record counts, timed from its CreateTime (ms).
     wall_clock: bool,
+    /// With a schema registry (`deserializer`): the values' decoder, and the registry it asks.
+    decoding: Option<(Decoding, RegistryReader)>,
 }
 
 impl NativeConsumer {
@@ -656,6 +665,21 @@ impl NativeConsumer {
         let wall_clock = spec.mode == E2eMode::Consumer && !peers;
         let gap_hold = gap_hold(spec.consumer.fetch_max_wait);
         let committer = Committer::new(spec.commit, &positions);
+        let decoding = match spec.deserializer.get("schema.registry.url") {
+            Some(_) => {
+                let reader = RegistryReader::new(&spec.deserializer)
+                    .map_err(|e| BenchError::Run(e.to_string()))?;
+                let mut decoding = Decoding::new(reader.url());
+                // The run's own schema is asked for before the load, so that no answer waits
+                // on the registry.
+                if let Some(schema) = &spec.value_schema {
+                    let id = schema.schema_id;
+                    decoding.learn(id, reader.schema(id).await);
+                }
+                Some((decoding, reader))
+            }
+            None => None,
+        };
         Ok(NativeConsumer {
             run,
             cluster,
@@ -672,6 +696,7 @@ impl NativeConsumer {
             async_commits: JoinSet::new(),
             peers,
             wall_clock,
+            decoding,
         })
     }
 
@@ -719,6 +744,7 @@ impl NativeConsumer {
             }
             let answer = self.read_answer(&fetched);
             self.take_in(answer, &fetched);
+            self.learn_schemas().await;
             self.commit_if_due().await?;
         }
         Ok(())
@@ -827,6 +853,9 @@ impl NativeConsumer {
                     return;
                 }
                 answer.got += 1;
+                if let Some((d, _)) = self.decoding.as_mut() {
+                    d.value(record.value);
+                }
                 if let Some(v) = verify.as_mut() {
                     v.verifier.check(
                         *partition,
@@ -857,6 +886,18 @@ impl NativeConsumer {
             }
         }
         answer
+    }
+
+    /// Ask the registry for the schemas the values just read name and the decoder does not know
+    /// yet (each once), and decode the values held for them.
+    async fn learn_schemas(&mut self) {
+        let Some((decoding, reader)) = self.decoding.as_mut() else {
+            return;
+        };
+        for id in decoding.missing() {
+            let schema = reader.schema(id).await;
+            decoding.learn(id, schema);
+        }
     }
 
     /// Take in what an answer added: the engine's seeks, the counts by segment, the whole trips and
@@ -931,6 +972,10 @@ impl NativeConsumer {
     /// does not wait out a session; then, with records missing, read the holes passed over and
     /// the rest of each partition again to tell late records from lost ones.
     async fn finish(mut self) -> Result<ConsumerDone, BenchError> {
+        self.learn_schemas().await;
+        if let Some((decoding, _)) = self.decoding.take() {
+            *self.live.value_decoding.lock().expect("decoding lock") = Some(decoding.report());
+        }
         let live = &self.live;
         let layout = self.engine.layout();
         let events = self.engine.finish();

@@ -332,6 +332,11 @@ impl Pacer {
     pub(crate) fn size(&mut self) -> usize {
         self.size.draw(&mut self.rng)
     }
+
+    /// One of `n` values (`--value-schema`'s pool), at random from the producer's seeded draw.
+    pub(crate) fn pick(&mut self, n: usize) -> usize {
+        self.rng.random_range(0..n.max(1))
+    }
 }
 
 /// Streams (run tag, producer) whose records are tracked for duplicates. A consumer reading foreign
@@ -667,6 +672,7 @@ pub(crate) fn conclude(
         verification,
         reply: spec.reply.clone(),
         app_lag: live.app_lag.lock().expect("lag lock").clone(),
+        value_decoding: live.value_decoding.lock().expect("decoding lock").clone(),
     }
 }
 

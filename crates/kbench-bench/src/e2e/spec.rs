@@ -228,6 +228,18 @@ pub struct E2eSpec {
     /// not the records written (`--reply-topic`).
     #[serde(default)]
     pub reply: Option<ReplySpec>,
+    /// `--value-schema`: the values, schema-encoded and framed before the run; each record takes
+    /// one at random (in place of `payload_size` random bytes). Never sent to agents.
+    #[serde(skip)]
+    pub values: Option<std::sync::Arc<[bytes::Bytes]>>,
+    /// How `values` were made (the result's `settings.value_schema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_schema: Option<crate::schema::ValueSchema>,
+    /// The deserializer's properties (`schema.registry.url`, `basic.auth.user.info`, …): with a
+    /// registry, the consumer decodes every value with the schema its id names
+    /// (`value_decoding`). Never serialized: it may hold the registry's password.
+    #[serde(skip)]
+    pub deserializer: std::collections::BTreeMap<String, String>,
 }
 
 /// One agent's producers, as a distributed run's consumer needs to know them.
@@ -280,6 +292,9 @@ impl Default for E2eSpec {
             producer_base: 0,
             producer_segments: Vec::new(),
             reply: None,
+            values: None,
+            value_schema: None,
+            deserializer: Default::default(),
         }
     }
 }
@@ -416,6 +431,7 @@ impl E2eSpec {
             return Err(SpecError::new("group", "must not be empty"));
         }
         self.check_reply()?;
+        self.check_values()?;
         if let Some(rest) = &self.rest
             && rest.format == RestFormat::Avro
             && self.mode.has_producers()
@@ -428,6 +444,46 @@ impl E2eSpec {
             ));
         }
         Ok(())
+    }
+
+    /// `values` (from `--value-schema`): each no larger than a record may be, on the Kafka
+    /// protocol (the REST Proxy driver encodes its own), in this process (agents are not sent
+    /// them).
+    fn check_values(&self) -> Result<(), SpecError> {
+        let Some(values) = &self.values else {
+            return Ok(());
+        };
+        let refused = if values.is_empty() {
+            Some("no values".to_string())
+        } else if self.rest.is_some() {
+            Some("not through a REST Proxy (--rest-format and --value-schema-id choose what it sends)".into())
+        } else if self.run_tag.is_some() || self.start_at_us.is_some() {
+            Some("not over agents: the values are generated in this process".into())
+        } else {
+            values
+                .iter()
+                .map(bytes::Bytes::len)
+                .max()
+                .filter(|m| *m > self.limits.max_record_bytes)
+                .map(|m| {
+                    format!(
+                        "a value of {m} bytes is larger than a record may be ({} bytes)",
+                        self.limits.max_record_bytes
+                    )
+                })
+        };
+        match refused {
+            Some(why) => Err(SpecError::new("value_schema", why)),
+            None => Ok(()),
+        }
+    }
+
+    /// The largest value a producer sends: a schema value's, or `payload_size`'s.
+    pub fn largest_value(&self) -> usize {
+        match &self.values {
+            Some(v) => v.iter().map(bytes::Bytes::len).max().unwrap_or(0),
+            None => self.payload_size.max,
+        }
     }
 
     /// Request-reply: a valid reply topic, read by the consumer beside the producers, on the
@@ -494,7 +550,7 @@ impl E2eSpec {
     /// (records of the largest size, with their framing) and its value pool, and the consumer's
     /// Fetch response and decompression buffer.
     pub fn memory_needed(&self) -> u128 {
-        let record = self.payload_size.max as u128 + 64;
+        let record = self.largest_value() as u128 + 64;
         let producers = if self.mode.has_producers() {
             self.producers as u128
                 * (self.producer.max_in_flight as u128
@@ -555,6 +611,11 @@ impl E2eSpec {
                 "reply_correlation": r.correlation.describe(),
                 "app_group": r.app_group,
             })),
+            "value_schema": self.value_schema,
+            "value_decoding_registry": self
+                .deserializer
+                .get("schema.registry.url")
+                .map(|u| kbench_rest::redact_url(u)),
         })
     }
 }

@@ -1,6 +1,7 @@
 //! Reading schema-encoded values back (`kbench consume -X schema.registry.url=URL`): each value's
 //! Confluent framing read, the schema its id names fetched from the registry once, and the value
-//! decoded with it (Avro, or Protobuf after its message indexes) — as Confluent's deserializers do, except that a value that does not decode is
+//! decoded with it (Avro; Protobuf after its message indexes; JSON validated against its JSON
+//! Schema) — as Confluent's deserializers do, except that a value that does not decode is
 //! counted, never a failed run. The decoding runs on the consumer's loop; a schema not yet known
 //! holds its values aside until the loop has asked the registry, which it does after each fetch
 //! answer: at most one answer's values are held (`fetch.max.bytes`).
@@ -43,6 +44,33 @@ impl DecodeReport {
     pub fn failed(&self) -> u64 {
         self.not_framed + self.unknown_schema + self.not_decoded
     }
+
+    /// The summary line: values decoded of those read, per schema id, and why the rest did not.
+    pub fn line(&self) -> String {
+        let ids: Vec<String> = self
+            .schema_ids
+            .iter()
+            .map(|(id, n)| format!("schema {id}: {n}"))
+            .collect();
+        format!(
+            "Values decoded through {}: {} of {} ({}); {} without Confluent's framing, {} of a schema the registry does not have, {} that do not decode with theirs.{}",
+            self.registry,
+            self.decoded,
+            self.decoded + self.failed(),
+            if ids.is_empty() {
+                "no schema ids".into()
+            } else {
+                ids.join(", ")
+            },
+            self.not_framed,
+            self.unknown_schema,
+            self.not_decoded,
+            self.first_failure
+                .as_ref()
+                .map(|f| format!(" First: {f}."))
+                .unwrap_or_default()
+        )
+    }
 }
 
 /// A schema from the registry, ready to decode with.
@@ -50,8 +78,9 @@ pub enum ReadSchema {
     Avro(Schema),
     /// The compiled `.proto`: a value's message indexes name its message.
     Protobuf(prost_reflect::DescriptorPool),
-    /// A JSON Schema: values are parsed as JSON (not validated against it).
-    Json,
+    /// A JSON Schema: each value is parsed as JSON and validated against it (as Confluent's
+    /// `JSONDeserializer` does); one that is not valid does not decode.
+    Json(Box<jsonschema::Validator>),
 }
 
 /// The decoder the consumer's loop feeds.
@@ -134,12 +163,21 @@ impl Decoding {
 fn decode(report: &mut DecodeReport, id: u32, schema: Result<&ReadSchema, &String>, datum: &[u8]) {
     let schema = match schema {
         Ok(ReadSchema::Avro(s)) => s,
-        Ok(ReadSchema::Json) => {
-            match serde_json::from_slice::<serde::de::IgnoredAny>(datum) {
-                Ok(_) => report.decoded += 1,
-                Err(e) => {
+        Ok(ReadSchema::Json(validator)) => {
+            let why = match serde_json::from_slice::<serde_json::Value>(datum) {
+                Ok(v) => validator.validate(&v).err().map(|e| {
+                    format!(
+                        "schema {id}: not valid at {:?}: {e}",
+                        e.instance_path().as_str()
+                    )
+                }),
+                Err(e) => Some(format!("schema {id}: not JSON: {e}")),
+            };
+            match why {
+                None => report.decoded += 1,
+                Some(why) => {
                     report.not_decoded += 1;
-                    fail(report, || format!("schema {id}: not JSON: {e}"));
+                    fail(report, || why);
                 }
             }
             return;
@@ -213,7 +251,9 @@ impl RegistryReader {
             Ok(Some((Some(kind), text))) if kind == "PROTOBUF" => super::proto::compile(&text)
                 .map(ReadSchema::Protobuf)
                 .map_err(|e| format!("the registry's .proto {e}")),
-            Ok(Some((Some(kind), _))) if kind == "JSON" => Ok(ReadSchema::Json),
+            Ok(Some((Some(kind), text))) if kind == "JSON" => json_validator(&text)
+                .map(|v| ReadSchema::Json(Box::new(v)))
+                .map_err(|e| format!("the registry's JSON Schema {e}")),
             Ok(Some((Some(kind), _))) if kind != "AVRO" => Err(format!(
                 "a {kind} schema (kbench decodes Avro, Protobuf and JSON)"
             )),
@@ -226,6 +266,13 @@ impl RegistryReader {
             )),
         }
     }
+}
+
+/// A JSON Schema's validator (its own `$schema` draft, or the latest).
+pub fn json_validator(text: &str) -> Result<jsonschema::Validator, String> {
+    let schema: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("is not JSON: {e}"))?;
+    jsonschema::validator_for(&schema).map_err(|e| format!("does not compile: {e}"))
 }
 
 #[cfg(test)]
@@ -268,6 +315,24 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(r.schema_ids.get(&3), Some(&50_001));
+    }
+
+    /// A JSON Schema value decodes when it is JSON and valid against its schema.
+    #[test]
+    fn json_values_are_validated() {
+        let v = json_validator(
+            r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","required":["a"],"properties":{"a":{"type":"integer","maximum":9}}}"#,
+        )
+        .unwrap();
+        let mut d = Decoding::new("http://registry");
+        d.learn(7, Ok(ReadSchema::Json(Box::new(v))));
+        for value in [&br#"{"a":1}"#[..], br#"{"a":10}"#, br#"{"b":1}"#, b"nope"] {
+            d.value(Some(&crate::schema::frame(7, value)));
+        }
+        let r = d.report();
+        assert_eq!((r.decoded, r.not_decoded), (1, 3), "{r:?}");
+        assert!(r.first_failure.unwrap().contains("/a"));
+        assert!(json_validator("{").unwrap_err().contains("not JSON"));
     }
 
     /// Past 16 distinct ids, values are counted unasked.

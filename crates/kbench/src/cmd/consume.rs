@@ -433,29 +433,7 @@ fn conclude(
         }
     }
     if let Some(d) = &run.value_decoding {
-        let ids: Vec<String> = d
-            .schema_ids
-            .iter()
-            .map(|(id, n)| format!("schema {id}: {n}"))
-            .collect();
-        println!(
-            "Values decoded through {}: {} of {} ({}); {} without Confluent's framing, {} of a schema the registry does not have, {} that do not decode with theirs.{}",
-            d.registry,
-            d.decoded,
-            d.decoded + d.failed(),
-            if ids.is_empty() {
-                "no schema ids".into()
-            } else {
-                ids.join(", ")
-            },
-            d.not_framed,
-            d.unknown_schema,
-            d.not_decoded,
-            d.first_failure
-                .as_ref()
-                .map(|f| format!(" First: {f}."))
-                .unwrap_or_default()
-        );
+        println!("{}", d.line());
         if args.verify && d.failed() > 0 {
             code = crate::args::EXIT_VERIFY;
         }

@@ -487,3 +487,57 @@ fn json_schema_values_are_validated_by_confluent_kafka() {
     let d = &result_json(&consumed)["value_decoding"];
     assert_eq!(d["decoded"], 1000, "{d}");
 }
+
+/// `kbench e2e --value-schema`: the producers send schema values, the consumer decodes every one
+/// it reads with the schema its id names (`value_decoding`) while it times the trips, and
+/// confluent-kafka's AvroDeserializer reads the same records back.
+#[test]
+fn e2e_sends_schema_values_and_its_consumer_decodes_them() {
+    let broker = TestBroker::start();
+    let registry = SchemaRegistryDouble::start(RegistryOptions::default());
+    let dir = TempDir::new("schemas-e2e");
+    let topic = "e2e-avro";
+    let json = std::path::PathBuf::from(dir.file("e2e.json"));
+    let out = Cmd::on("e2e", &broker)
+        .topic(topic)
+        .args(&[
+            "--partitions",
+            "2",
+            "--num-records",
+            "400",
+            "--schema-values",
+            "100",
+        ])
+        .args(&["--batch-interval", "0..5ms", "--messages-per-batch", "1..8"])
+        .args(&["--reporting-interval", "0", "--verify"])
+        .arg("--value-schema")
+        .arg(every_type())
+        .args(&["--schema-registry-url", &registry.url])
+        .json(&json)
+        .ok(Duration::from_secs(120));
+    let said = text(&out.stdout);
+    assert!(said.contains("values from"), "{said}");
+    assert!(said.contains("Values decoded through"), "{said}");
+    let doc = result_json(&json);
+    let vs = &doc["settings"]["value_schema"];
+    assert_eq!(vs["format"], "avro", "{vs}");
+    assert_eq!(vs["subject"], "e2e-avro-value", "{vs}");
+    let id = vs["schema_id"].as_u64().unwrap();
+    assert_eq!(doc["records_consumed"], 400, "{doc}");
+    let d = &doc["value_decoding"];
+    assert_eq!(d["decoded"], 400, "{d}");
+    assert_eq!(d["schema_ids"][id.to_string()], 400, "{d}");
+    assert_eq!(doc["verification"]["ok"], true, "{}", doc["verification"]);
+    let read = read_with_confluent_kafka(&broker.addr, topic, &registry.url, "", 400);
+    assert_eq!(read["decoded"], 400, "{read}");
+
+    // Refused before any load, naming the flag.
+    Cmd::on("e2e", &broker)
+        .args(&["--mode", "consumer", "--duration", "1s"])
+        .arg("--value-schema")
+        .arg(every_type())
+        .refused("--value-schema: nothing is produced in consumer-only mode");
+    Cmd::on("e2e", &broker)
+        .args(&["--duration", "1s", "-X", "basic.auth.user.info=a:b"])
+        .refused("basic.auth.user.info: a serializer property");
+}

@@ -64,6 +64,23 @@ pub struct E2eArgs {
     #[arg(long, value_parser = parse_positive_span)]
     pub payload_size: Option<Span<usize>>,
 
+    /// Values generated from this Avro (.avsc), Protobuf (.proto) or JSON Schema file, as
+    /// `kbench produce --value-schema` makes them: registered in --schema-registry-url (or -X
+    /// schema.registry.url=URL; subject and credentials from -X value.subject.name.strategy,
+    /// basic.auth.user.info, …), or written with -X use.schema.id=ID; framed in Confluent's wire
+    /// format. With a registry, the consumer decodes every value it reads (`value_decoding`).
+    #[arg(long, value_name = "FILE", conflicts_with = "payload_size")]
+    pub value_schema: Option<PathBuf>,
+
+    /// With a .proto --value-schema: the message to generate (default: the file's first).
+    #[arg(long, value_name = "NAME", requires = "value_schema")]
+    pub value_message: Option<String>,
+
+    /// How many distinct values --value-schema generates before the load (default 1000); each
+    /// record takes one at random.
+    #[arg(long, value_name = "N", requires = "value_schema")]
+    pub schema_values: Option<usize>,
+
     /// Records per produce request, a range: 1 (the default), 4, 1..10.
     #[arg(long, value_parser = parse_count_span)]
     pub messages_per_batch: Option<Span<usize>>,
@@ -183,8 +200,10 @@ pub struct E2eArgs {
     #[arg(long)]
     pub value_schema_id: Option<i64>,
 
-    /// Schema Registry URL: register the seed's Avro schema as <topic>-value and use its id.
-    #[arg(long)]
+    /// Schema Registry URL (the same as -X schema.registry.url=URL): with --value-schema, where its
+    /// schema is registered and the consumer finds schemas by id; with --via rest-proxy and avro,
+    /// where the seed's schema is registered as <topic>-value.
+    #[arg(long, visible_alias = "schema-registry-url", value_name = "URL")]
     pub schema_registry: Option<String>,
 
     /// Trust this CA certificate (PEM) for an https REST Proxy / Schema Registry.
@@ -244,6 +263,63 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     Ok(spec)
 }
 
+/// `--value-schema` and the serializer's `-X` properties: the schema file read (prepared later,
+/// before the load), and the consumer's registry. Serializer properties without a schema are for
+/// the consumer (a consumer-only run decoding another producer's values): they need a registry.
+pub(crate) fn value_schema(
+    args: &E2eArgs,
+    serializer: &std::collections::BTreeMap<String, String>,
+    spec: &mut E2eSpec,
+) -> Result<Option<kbench_bench::schema::ValueSchemaSpec>, String> {
+    let mut serializer = serializer.clone();
+    if spec.rest.is_none()
+        && let Some(url) = &args.schema_registry
+    {
+        serializer.insert("schema.registry.url".into(), url.clone());
+    }
+    if serializer.is_empty() && args.value_schema.is_none() {
+        return Ok(None);
+    }
+    if args.value_schema.is_some() && !spec.mode.has_producers() {
+        return Err(
+            "--value-schema: nothing is produced in consumer-only mode (-X schema.registry.url=URL alone decodes what is read)".into(),
+        );
+    }
+    if spec.rest.is_some() {
+        let key = serializer.keys().next().cloned().unwrap_or_default();
+        return Err(format!(
+            "-X {key}: not with --via rest-proxy (--rest-format, --value-schema-id and --schema-registry choose what it sends)"
+        ));
+    }
+    let Some(path) = &args.value_schema else {
+        if !serializer.contains_key("schema.registry.url") || !spec.mode.has_consumer() {
+            let key = serializer.keys().next().cloned().unwrap_or_default();
+            return Err(format!(
+                "{key}: a serializer property; only with --value-schema FILE, or with -X schema.registry.url=URL for the consumer to decode the values"
+            ));
+        }
+        spec.deserializer = serializer;
+        return Ok(None);
+    };
+    if serializer.contains_key("schema.registry.url") && spec.mode.has_consumer() {
+        spec.deserializer = serializer.clone();
+    }
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--value-schema {file}: {e}"))?;
+    Ok(Some(kbench_bench::schema::ValueSchemaSpec {
+        file,
+        text,
+        topic: spec.topic.clone(),
+        serializer,
+        pool: args
+            .schema_values
+            .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
+        seed: spec.seed,
+        message: args.value_message.clone(),
+        role: kbench_bench::schema::Role::Value,
+    }))
+}
+
 /// The REST Proxy driver's settings from the flags; an error names the flag.
 fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
     if args.via.as_deref() != Some("rest-proxy") {
@@ -289,5 +365,10 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
     set(&mut rest.api, args.rest_api);
     rest.value_schema_id = args.value_schema_id;
     rest.schema_registry = args.schema_registry.clone();
+    if args.value_schema.is_some() {
+        return Err(
+            "--value-schema: not with --via rest-proxy (--rest-format avro, json or binary chooses what it sends)".into(),
+        );
+    }
     Ok(Some(rest))
 }

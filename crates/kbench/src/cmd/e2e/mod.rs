@@ -19,10 +19,28 @@ use crate::args::{EXIT_FAILED, EXIT_INTERRUPTED, spec_error};
 use crate::harness::{CliError, CliResult, Harness};
 
 /// `kbench e2e`.
-pub async fn run(args: E2eArgs) -> CliResult {
+pub async fn run(mut args: E2eArgs) -> CliResult {
     args.output.check()?;
+    let serializer = args.connection.take_serializer()?;
     let pins = args.pins.pins(E2eSpec::APIS)?;
     let mut spec = spec_from(&args)?;
+    let value_schema = flags::value_schema(&args, &serializer, &mut spec)?;
+    if args.distributed.given() && (value_schema.is_some() || !spec.deserializer.is_empty()) {
+        return Err(CliError::usage(
+            "--value-schema, -X schema.registry.url: not with --agents (the values are generated and decoded in this process)",
+        ));
+    }
+    if !spec.deserializer.is_empty() {
+        kbench_bench::schema::decode::RegistryReader::new(&spec.deserializer)
+            .map_err(CliError::usage)?;
+    }
+    if let Some(schema) = value_schema {
+        let prepared = crate::cmd::produce::prepare_schema(&schema, "values").await?;
+        spec.values = Some(prepared.values.into());
+        spec.value_schema = Some(prepared.schema);
+        spec.validate()
+            .map_err(|e| CliError::usage(format!("--value-schema: {e}")))?;
+    }
     args.slo.conditions("e2e")?;
     let settings = args.connection.settings()?;
     let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
@@ -75,13 +93,21 @@ async fn drive(
     if config.client_id == kbench_client::ConnectionSettings::default().client_id {
         config.client_id = "kbench-e2e".into();
     }
+    let payload = match &spec.value_schema {
+        Some(s) => format!(
+            "values from {} ({:.0} B on average)",
+            s.file, s.mean_value_bytes
+        ),
+        None => format!(
+            "payload {}..{} B",
+            spec.payload_size.min, spec.payload_size.max
+        ),
+    };
     println!(
-        "kbench e2e: {} producer(s), batch interval {}..{} ms, payload {}..{} B, {}..{} records per request, acks={}, commit {}, group {}, seed {}",
+        "kbench e2e: {} producer(s), batch interval {}..{} ms, {payload}, {}..{} records per request, acks={}, commit {}, group {}, seed {}",
         spec.producers,
         spec.batch_interval_ms.min,
         spec.batch_interval_ms.max,
-        spec.payload_size.min,
-        spec.payload_size.max,
         spec.messages_per_batch.min,
         spec.messages_per_batch.max,
         spec.producer.acks.name(),
@@ -142,6 +168,10 @@ async fn drive(
     if let Some(v) = &run.verification {
         println!("{}", v.line());
     }
+    let undecoded = run.value_decoding.as_ref().is_some_and(|d| {
+        println!("{}", d.line());
+        d.failed() > 0
+    });
     args.output
         .write_histogram_log(run.started_at, &run.timeline)?;
     for reason in &run.saturation.reasons {
@@ -167,6 +197,7 @@ async fn drive(
             .verification
             .as_ref()
             .is_some_and(|v| v.ok != Some(true))
+            || (args.verify && undecoded)
         {
             crate::args::EXIT_VERIFY
         } else if !slo_met {

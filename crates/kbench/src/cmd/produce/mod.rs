@@ -26,7 +26,7 @@ pub enum Mode {
 
 /// `--value-schema` or `--key-schema` prepared (registered, generated, encoded), and said in one
 /// line on stderr.
-async fn prepare_schema(
+pub(crate) async fn prepare_schema(
     schema: &kbench_bench::schema::ValueSchemaSpec,
     what: &str,
 ) -> Result<kbench_bench::schema::Prepared, CliError> {
