@@ -62,6 +62,12 @@ pub struct OmbSpec {
     pub topic_prefix: String,
     /// Where every producer's and consumer's timeline windows go (live metrics).
     pub window_sink: crate::timeline::WindowSink,
+    /// The driver's Confluent serializer settings (`schema.registry.url`, …), for
+    /// `--value-schema`; without one they are listed as not applied
+    /// ([`OmbSpec::serializer_not_applied`]).
+    pub serializer: BTreeMap<String, String>,
+    /// `--value-schema`: how the values (the payload's lines) were made.
+    pub value_schema: Option<crate::schema::ValueSchema>,
 }
 
 /// The largest payload pool a workload may ask for, in bytes.
@@ -115,12 +121,8 @@ impl OmbSpec {
                 }
             }
         }
-        // OMB's Kafka driver writes bytes: a serializer's settings do nothing here, and are listed.
-        for key in std::mem::take(&mut producer.serializer).keys() {
-            not_applied.push(format!(
-                "{key}: a serializer setting (OMB's driver sends bytes)"
-            ));
-        }
+        // OMB's Kafka driver writes bytes: a serializer's settings are kept for --value-schema.
+        let serializer = std::mem::take(&mut producer.serializer);
         producer.finish().map_err(|e| e.to_string())?;
         consumer.finish().map_err(|e| e.to_string())?;
         if let (Some(_), Some(file)) = (&workload.message_size_distribution, &workload.payload_file)
@@ -167,7 +169,19 @@ impl OmbSpec {
             seed,
             topic_prefix: format!("kbench-omb-{:08x}", seed as u32),
             window_sink: Default::default(),
+            serializer,
+            value_schema: None,
         })
+    }
+
+    /// Without `--value-schema`, the driver's serializer settings do nothing (OMB's driver sends
+    /// bytes): listed.
+    pub fn serializer_not_applied(&mut self) {
+        for key in self.serializer.keys() {
+            self.not_applied.push(format!(
+                "{key}: a serializer setting (OMB's driver sends bytes; --value-schema FILE uses it)"
+            ));
+        }
     }
 
     /// A record's size as OMB's result states it: the payload's, or with

@@ -372,9 +372,27 @@ pub fn kbench_result(
 /// The `consumed` block: what the consumers read, in all and per consumer.
 fn consumed(run: &OmbRun) -> Value {
     let consumed_bytes: u64 = run.consumers.iter().map(|c| c.bytes).sum();
+    // With a registry in the driver's consumer settings, each consumer decoded what it read.
+    let decoding = run
+        .consumers
+        .iter()
+        .filter_map(|c| c.value_decoding.as_ref())
+        .fold(
+            None,
+            |all: Option<crate::schema::decode::DecodeReport>, d| {
+                Some(match all {
+                    Some(mut all) => {
+                        all.merge(d);
+                        all
+                    }
+                    None => d.clone(),
+                })
+            },
+        );
     json!({
         "records": run.consumed,
         "bytes": consumed_bytes,
+        "value_decoding": decoding,
         "expected_records": run.expected_consumed,
         "consumers": run.consumers.len(),
         "per_consumer": run.consumers.iter().map(|c| json!({
@@ -429,5 +447,6 @@ fn settings(spec: &OmbSpec, workload_file: &str) -> Value {
         "warmup_s": spec.warmup.as_secs_f64(),
         "test_duration_s": spec.test_duration.as_secs_f64(),
         "reporting_interval_s": spec.reporting_interval.as_secs_f64(),
+        "value_schema": spec.value_schema,
     })
 }

@@ -45,6 +45,20 @@ impl DecodeReport {
         self.not_framed + self.unknown_schema + self.not_decoded
     }
 
+    /// Another reader's counts added (a run with several consumers).
+    pub fn merge(&mut self, other: &DecodeReport) {
+        self.decoded += other.decoded;
+        self.not_framed += other.not_framed;
+        self.unknown_schema += other.unknown_schema;
+        self.not_decoded += other.not_decoded;
+        for (id, n) in &other.schema_ids {
+            *self.schema_ids.entry(*id).or_default() += n;
+        }
+        if self.first_failure.is_none() {
+            self.first_failure.clone_from(&other.first_failure);
+        }
+    }
+
     /// The summary line: values decoded of those read, per schema id, and why the rest did not.
     pub fn line(&self) -> String {
         let ids: Vec<String> = self

@@ -188,18 +188,18 @@ pub struct Prepared {
 #[error("{0}")]
 pub struct SchemaError(pub String);
 
-/// Parse the schema, find its id (register it, look it up, or take the one given), then generate
-/// and frame the pool of values: everything before any load, so that bad input stops the run at
-/// once.
-pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
+/// Where a schema's id came from: the id, how it was found, and the subject.
+struct Found {
+    id: u32,
+    from: &'static str,
+    subject: Option<String>,
+    registry: Option<String>,
+}
+
+/// Parse the schema and find its id (register it, look it up, or take the one given).
+async fn find(spec: &ValueSchemaSpec) -> Result<(Generator, Found), SchemaError> {
     let file = &spec.file;
     let flag = format!("--{}-schema", spec.role.name());
-    if !(1..=MAX_POOL).contains(&spec.pool) {
-        return Err(SchemaError(format!(
-            "--schema-values: {} (1 to {MAX_POOL})",
-            spec.pool
-        )));
-    }
     let props = &spec.serializer;
     if let Some(key) = props.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(SchemaError(format!(
@@ -208,7 +208,7 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
         )));
     }
     let generator = Generator::of(spec).map_err(|e| SchemaError(format!("{flag} {file}: {e}")))?;
-    let (schema_type, format) = generator.schema_type();
+    let (schema_type, _) = generator.schema_type();
     let bool_prop = |key: &str, default: bool| -> Result<bool, SchemaError> {
         match props.get(key).map(|v| v.trim().to_ascii_lowercase()) {
             None => Ok(default),
@@ -284,6 +284,44 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
             (id, from, Some(subject))
         }
     };
+    let registry = registry.map(|(_, url)| url);
+    Ok((
+        generator,
+        Found {
+            id: schema_id,
+            from,
+            subject,
+            registry,
+        },
+    ))
+}
+
+/// The id `spec`'s schema has under its subject (registered, looked up, or given), without
+/// generating values: for a further topic of a run whose values were prepared for the first.
+pub async fn schema_id(spec: &ValueSchemaSpec) -> Result<u32, SchemaError> {
+    find(spec).await.map(|(_, found)| found.id)
+}
+
+/// Parse the schema, find its id (register it, look it up, or take the one given), then generate
+/// and frame the pool of values: everything before any load, so that bad input stops the run at
+/// once.
+pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
+    let file = &spec.file;
+    let flag = format!("--{}-schema", spec.role.name());
+    if !(1..=MAX_POOL).contains(&spec.pool) {
+        return Err(SchemaError(format!(
+            "--schema-values: {} (1 to {MAX_POOL})",
+            spec.pool
+        )));
+    }
+    let (generator, found) = find(spec).await?;
+    let (_, format) = generator.schema_type();
+    let Found {
+        id: schema_id,
+        from,
+        subject,
+        registry,
+    } = found;
     let started = Instant::now();
     let encoded = generator
         .encoded_within(spec.pool, spec.seed, MAX_POOL_BYTES)
@@ -302,7 +340,7 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
                 Generator::Avro(_) | Generator::Json(_) => None,
             },
             file: file.clone(),
-            registry: registry.as_ref().map(|(_, url)| url.clone()),
+            registry,
             subject,
             schema_id,
             schema_id_from: from.into(),

@@ -77,6 +77,84 @@ pub struct OmbArgs {
 
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
+
+    /// Values generated from this Avro (.avsc), Protobuf (.proto) or JSON Schema file in place of
+    /// the workload's payload, as `kbench produce --value-schema` makes them: registered under
+    /// each topic's subject in the registry the driver's producerConfig names
+    /// (schema.registry.url, basic.auth.user.info, value.subject.name.strategy, … as Confluent's
+    /// serializer reads them) or --schema-registry-url, and framed in Confluent's wire format.
+    #[arg(long, value_name = "FILE")]
+    pub value_schema: Option<PathBuf>,
+
+    /// With a .proto --value-schema: the message to generate (default: the file's first).
+    #[arg(long, value_name = "NAME", requires = "value_schema")]
+    pub value_message: Option<String>,
+
+    /// How many distinct values --value-schema generates before the load (default 1000).
+    #[arg(long, value_name = "N", requires = "value_schema")]
+    pub schema_values: Option<usize>,
+
+    /// The Schema Registry for --value-schema (over the driver's schema.registry.url).
+    #[arg(long, value_name = "URL", requires = "value_schema")]
+    pub schema_registry_url: Option<String>,
+}
+
+/// `--value-schema`: the values prepared for the first topic (registered under its subject), and
+/// the schema registered under every other topic's subject too (the same schema: the same id, as
+/// a registry gives it; a registry that gives another is refused). The workload's payload settings
+/// are then listed as not applied.
+async fn value_schema(args: &OmbArgs, spec: &mut OmbSpec) -> Result<(), CliError> {
+    let Some(path) = &args.value_schema else {
+        spec.serializer_not_applied();
+        return Ok(());
+    };
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("--value-schema {file}: {e}")))?;
+    let mut serializer = spec.serializer.clone();
+    if let Some(url) = &args.schema_registry_url {
+        serializer.insert("schema.registry.url".into(), url.clone());
+    }
+    let of_topic = |i: u32| kbench_bench::schema::ValueSchemaSpec {
+        file: file.clone(),
+        text: text.clone(),
+        topic: spec.topic(i),
+        serializer: serializer.clone(),
+        pool: args
+            .schema_values
+            .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
+        seed: spec.seed,
+        message: args.value_message.clone(),
+        role: kbench_bench::schema::Role::Value,
+    };
+    let prepared = crate::cmd::produce::prepare_schema(&of_topic(0), "values").await?;
+    for i in 1..spec.workload.topics {
+        let id = kbench_bench::schema::schema_id(&of_topic(i))
+            .await
+            .map_err(CliError::usage)?;
+        if id != prepared.schema.schema_id {
+            return Err(CliError::usage(format!(
+                "schema registry: topic {}'s subject has the schema as id {id}, topic {}'s as id {}: kbench frames every value with one id",
+                spec.topic(i),
+                spec.topic(0),
+                prepared.schema.schema_id
+            )));
+        }
+    }
+    let w = &spec.workload;
+    let overridden = if let Some(f) = &w.payload_file {
+        format!("payloadFile {f}")
+    } else if w.message_size_distribution.is_some() {
+        "messageSizeDistribution".to_string()
+    } else {
+        format!("messageSize {}", w.message_size())
+    };
+    spec.not_applied.push(format!(
+        "{overridden}: the values come from --value-schema {file}"
+    ));
+    spec.payload = kbench_bench::Payload::Lines(prepared.values);
+    spec.value_schema = Some(prepared.schema);
+    Ok(())
 }
 
 fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condition>>), String> {
@@ -150,6 +228,9 @@ pub async fn run(args: OmbArgs) -> CliResult {
     ])?;
     args.store.check()?;
     let (mut spec, slo) = plan(&args)?;
+    value_schema(&args, &mut spec).await?;
+    spec.validate()
+        .map_err(|e| CliError::usage(format!("--value-schema: {}", spec_error(&e))))?;
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
     }

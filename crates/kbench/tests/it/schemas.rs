@@ -541,3 +541,62 @@ fn e2e_sends_schema_values_and_its_consumer_decodes_them() {
         .args(&["--duration", "1s", "-X", "basic.auth.user.info=a:b"])
         .refused("basic.auth.user.info: a serializer property");
 }
+
+/// `kbench omb --value-schema`: an OMB workload of two topics sends schema values in place of its
+/// payload, the schema registered under each topic's subject (one id), and the subscriptions'
+/// consumers decode every value through the registry the driver's commonConfig names.
+#[test]
+fn omb_workload_sends_schema_values_decoded_by_its_consumers() {
+    let broker = TestBroker::start();
+    let registry = SchemaRegistryDouble::start(RegistryOptions::default());
+    let dir = TempDir::new("schemas-omb");
+    let workload = dir.file("workload.yaml");
+    std::fs::write(
+        &workload,
+        "name: schema values\ntopics: 2\npartitionsPerTopic: 2\nmessageSize: 100\n\
+         subscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nproducersPerTopic: 1\n\
+         producerRate: 400\ntestDurationMinutes: 0.05\nwarmupDurationMinutes: 0\n",
+    )
+    .unwrap();
+    let driver = dir.file("driver.yaml");
+    std::fs::write(
+        &driver,
+        format!(
+            "name: Kafka\nreplicationFactor: 1\ncommonConfig: |\n  schema.registry.url={}\nproducerConfig: |\n  acks=all\n",
+            registry.url
+        ),
+    )
+    .unwrap();
+    let (omb_path, json) = (dir.file("omb.json"), dir.file("kbench.json"));
+    let out = Cmd::on("omb", &broker)
+        .arg(&workload)
+        .args(&["--driver", &driver, "--reporting-interval", "1s"])
+        .arg("--value-schema")
+        .arg(every_type())
+        .args(&["--schema-values", "50", "-o", &omb_path, "--json", &json])
+        .ok(Duration::from_secs(120));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("not applied: messageSize 100: the values come from --value-schema"),
+        "{err}"
+    );
+    let doc = result_json(std::path::Path::new(&json));
+    let vs = &doc["settings"]["value_schema"];
+    let topics: Vec<String> = doc["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(vs["subject"], format!("{}-value", topics[0]), "{vs}");
+    let subjects = registry.subjects();
+    for t in &topics {
+        assert!(subjects.contains_key(&format!("{t}-value")), "{subjects:?}");
+    }
+    let acked = doc["records_acked"].as_u64().unwrap();
+    assert!(acked > 0, "{doc}");
+    let d = &doc["consumed"]["value_decoding"];
+    assert_eq!(d["decoded"], doc["consumed"]["records"], "{d}");
+    assert_eq!(d["decoded"], acked, "{d}");
+    assert_eq!(d["not_decoded"], 0, "{d}");
+}
