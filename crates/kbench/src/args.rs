@@ -627,3 +627,16 @@ impl ConnectionArgs {
         files.chain(props).collect()
     }
 }
+
+/// `--value-template FILE`: its name and text (JSON documents, read as a payload file is).
+pub fn read_template(path: Option<&std::path::Path>) -> Result<Option<(String, String)>, String> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let name = path.display().to_string();
+    let bytes = kbench_client::input::read(path, kbench_client::input::PAYLOAD)
+        .map_err(|e| format!("--value-template {name}: {e}"))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| format!("--value-template {name}: not UTF-8 text"))?;
+    Ok(Some((name, text)))
+}

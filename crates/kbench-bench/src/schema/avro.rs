@@ -208,6 +208,23 @@ impl Generator {
         )
     }
 
+    /// A JSON document encoded with the schema (`--value-template`): plain JSON (a record as an
+    /// object, an enum or a UUID as a string, bytes as a string), or Avro's JSON encoding, whose
+    /// union values are wrapped in an object naming their branch (`{"string": "x"}`), as
+    /// kafka-avro-console-producer reads it.
+    pub fn encode_json(&self, doc: &serde_json::Value) -> Result<Vec<u8>, String> {
+        let plain = apache_avro::to_value(doc)
+            .and_then(|v| v.resolve(&self.schema))
+            .map_err(|e| e.to_string());
+        let value = match plain {
+            Ok(v) => v,
+            Err(first) => apache_avro::to_value(unwrap_unions(doc.clone()))
+                .and_then(|v| v.resolve(&self.schema))
+                .map_err(|_| format!("does not match the schema: {first}"))?,
+        };
+        apache_avro::to_avro_datum(&self.schema, value).map_err(|e| e.to_string())
+    }
+
     /// Each record's rank, to a fixed point: a record is finite once all its fields are.
     fn rank_records(&self) -> Vec<Option<u32>> {
         let mut ranks: Vec<Option<u32>> = vec![None; self.records.len()];
@@ -894,6 +911,36 @@ fn precision(o: &serde_json::Map<String, Json>, path: &str) -> Result<u32, AvroE
             path: path.into(),
             reason: "a decimal with no positive \"precision\"".into(),
         })
+}
+
+/// Avro's JSON encoding read as plain JSON: an object of one key naming a type (a primitive, or a
+/// name with a dot or a capital, as named types are written) is the union branch's value.
+fn unwrap_unions(doc: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    const PRIMITIVES: [&str; 8] = [
+        "null", "boolean", "int", "long", "float", "double", "bytes", "string",
+    ];
+    match doc {
+        Value::Object(map) if map.len() == 1 => {
+            let (k, v) = map.into_iter().next().expect("one entry");
+            let names_a_type = PRIMITIVES.contains(&k.as_str())
+                || matches!(k.as_str(), "array" | "map")
+                || k.contains('.')
+                || k.starts_with(|c: char| c.is_ascii_uppercase());
+            if names_a_type {
+                unwrap_unions(v)
+            } else {
+                Value::Object([(k, unwrap_unions(v))].into_iter().collect())
+            }
+        }
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, unwrap_unions(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(unwrap_unions).collect()),
+        v => v,
+    }
 }
 
 #[cfg(test)]

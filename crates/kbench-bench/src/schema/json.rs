@@ -61,6 +61,34 @@ impl Generator {
         Ok(g)
     }
 
+    /// For documents given (`--value-template`), not generated: any JSON Schema the validator
+    /// compiles, whatever its keywords.
+    pub fn for_documents(text: &str) -> Result<Generator, String> {
+        let root: Value = serde_json::from_str(text).map_err(|e| format!("is not JSON: {e}"))?;
+        super::decode::json_validator(text)?;
+        let title = root
+            .get("title")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        Ok(Generator { root, title })
+    }
+
+    /// The schema's validator, for [`Generator::encode_json`].
+    pub fn validator(&self) -> Result<jsonschema::Validator, String> {
+        jsonschema::validator_for(&self.root).map_err(|e| format!("does not compile: {e}"))
+    }
+
+    /// A JSON document checked against the schema (`--value-template`) and written as it is.
+    pub fn encode_json(validator: &jsonschema::Validator, doc: &Value) -> Result<Vec<u8>, String> {
+        if let Err(e) = validator.validate(doc) {
+            return Err(format!(
+                "is not valid at {:?}: {e}",
+                e.instance_path().as_str()
+            ));
+        }
+        serde_json::to_vec(doc).map_err(|e| e.to_string())
+    }
+
     /// The schema's `title`: the name RecordNameStrategy uses, as Confluent's JSON serializer does.
     pub fn full_name(&self) -> Option<&str> {
         self.title.as_deref()

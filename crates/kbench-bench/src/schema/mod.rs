@@ -53,6 +53,9 @@ pub struct ValueSchemaSpec {
     /// Whether the values are record values or keys (`--key-schema`): the subject's suffix and
     /// the strategy property.
     pub role: Role,
+    /// `--value-template FILE`: JSON documents encoded with the schema in place of generated
+    /// values (the file's name, its text); the pool is its documents.
+    pub template: Option<(String, String)>,
 }
 
 /// What a schema's values become.
@@ -103,7 +106,11 @@ impl Generator {
             ));
         }
         if is_json_schema(&spec.file, &spec.text) {
-            return json::Generator::new(&spec.text).map(Generator::Json);
+            return match spec.template {
+                Some(_) => json::Generator::for_documents(&spec.text),
+                None => json::Generator::new(&spec.text),
+            }
+            .map(Generator::Json);
         }
         avro::Generator::new(&spec.text)
             .map(|g| Generator::Avro(Box::new(g)))
@@ -153,6 +160,65 @@ impl Generator {
     }
 }
 
+impl Generator {
+    /// Each JSON document encoded (`--value-template`), with what goes before it (Protobuf's
+    /// message indexes); refused past `limit` bytes, or at the first document that does not match
+    /// the schema, by its number.
+    fn encode_documents(
+        &self,
+        docs: &[serde_json::Value],
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, String> {
+        let validator = match self {
+            Generator::Json(g) => Some(g.validator()?),
+            _ => None,
+        };
+        let mut docs_left = docs.iter().enumerate();
+        collect_within(
+            docs.len(),
+            limit,
+            || {
+                let (i, doc) = docs_left.next().expect("one per document");
+                match (self, &validator) {
+                    (Generator::Avro(g), _) => g.encode_json(doc),
+                    (Generator::Protobuf(g), _) => g.encode_json(doc),
+                    (Generator::Json(_), Some(v)) => json::Generator::encode_json(v, doc),
+                    (Generator::Json(_), None) => unreachable!("compiled above"),
+                }
+                .map_err(|e| format!("document {}: {e}", i + 1))
+            },
+            || format!("its documents hold more than {limit} bytes"),
+        )
+    }
+}
+
+/// The documents of a `--value-template` file: JSON Lines (one document a line; blank lines and
+/// lines starting with `#` or `//` skipped), or one JSON array of documents.
+pub fn documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        return match serde_json::from_str::<serde_json::Value>(trimmed) {
+            Ok(serde_json::Value::Array(docs)) if !docs.is_empty() => Ok(docs),
+            Ok(_) => Err("an empty array".into()),
+            Err(e) => Err(format!("not a JSON array: {e}")),
+        };
+    }
+    let mut docs = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with("//") {
+            continue;
+        }
+        docs.push(
+            serde_json::from_str(line).map_err(|e| format!("line {}: not JSON: {e}", n + 1))?,
+        );
+    }
+    if docs.is_empty() {
+        return Err("no documents in it".into());
+    }
+    Ok(docs)
+}
+
 /// How the values were made, for the result document's settings.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ValueSchema {
@@ -168,8 +234,12 @@ pub struct ValueSchema {
     pub schema_id: u32,
     /// `registered`, `looked up` (auto.register.schemas=false) or `given` (use.schema.id).
     pub schema_id_from: String,
-    /// Distinct values generated before the load; each record takes one at random.
+    /// Distinct values generated before the load (or the template's documents); each record
+    /// takes one at random.
     pub pool: usize,
+    /// `--value-template`: the file whose JSON documents were encoded, not generated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
     /// Generating and encoding one value, averaged over the pool (done before the load: none of
     /// the measured phase's CPU is encoding).
     pub encode_ns_per_value: f64,
@@ -323,10 +393,26 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
         registry,
     } = found;
     let started = Instant::now();
-    let encoded = generator
-        .encoded_within(spec.pool, spec.seed, MAX_POOL_BYTES)
-        .map_err(|e| SchemaError(format!("{flag} {file}: {e}")))?;
+    let encoded = match &spec.template {
+        None => generator
+            .encoded_within(spec.pool, spec.seed, MAX_POOL_BYTES)
+            .map_err(|e| SchemaError(format!("{flag} {file}: {e}")))?,
+        Some((name, text)) => {
+            let tflag = format!("--{}-template {name}", spec.role.name());
+            let docs = documents(text).map_err(|e| SchemaError(format!("{tflag}: {e}")))?;
+            if docs.len() > MAX_POOL {
+                return Err(SchemaError(format!(
+                    "{tflag}: {} documents (at most {MAX_POOL})",
+                    docs.len()
+                )));
+            }
+            generator
+                .encode_documents(&docs, MAX_POOL_BYTES)
+                .map_err(|e| SchemaError(format!("{tflag}: {e} ({file})")))?
+        }
+    };
     let took = started.elapsed();
+    let pool = encoded.len();
     let values: Vec<Bytes> = encoded
         .iter()
         .map(|e| Bytes::from(frame(schema_id, e)))
@@ -344,8 +430,9 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
             subject,
             schema_id,
             schema_id_from: from.into(),
-            pool: spec.pool,
-            encode_ns_per_value: took.as_nanos() as f64 / spec.pool as f64,
+            pool,
+            template: spec.template.as_ref().map(|(name, _)| name.clone()),
+            encode_ns_per_value: took.as_nanos() as f64 / pool as f64,
             mean_value_bytes: mean,
         },
         values,
@@ -494,6 +581,95 @@ impl SubjectStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--value-template`: the documents of `template` encoded with `schema`, written with id 9.
+    fn templated(file: &str, schema: &str, template: &str) -> Result<Prepared, SchemaError> {
+        let spec = ValueSchemaSpec {
+            file: file.into(),
+            text: schema.into(),
+            topic: "t".into(),
+            serializer: [("use.schema.id".to_string(), "9".to_string())].into(),
+            pool: DEFAULT_POOL,
+            seed: 1,
+            message: None,
+            role: Role::Value,
+            template: Some(("docs.jsonl".into(), template.into())),
+        };
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(prepare(&spec))
+    }
+
+    #[test]
+    fn template_documents_are_encoded_in_each_format() {
+        // Avro: plain JSON and Avro's JSON encoding (a union's branch named), read back.
+        let avsc = r#"{"type":"record","name":"Order","namespace":"shop","fields":[
+            {"name":"id","type":{"type":"string","logicalType":"uuid"}},
+            {"name":"n","type":"int"},
+            {"name":"note","type":["null","string"]},
+            {"name":"colour","type":{"type":"enum","name":"Colour","symbols":["RED","BLUE"]}},
+            {"name":"tags","type":{"type":"array","items":"string"}}]}"#;
+        let docs = r#"# two orders
+{"id":"1481531d-ccc9-46d9-a56f-5b67459c0537","n":1,"note":null,"colour":"RED","tags":[]}
+{"id":"1481531d-ccc9-46d9-a56f-5b67459c0538","n":2,"note":{"string":"gift"},"colour":"BLUE","tags":["a","b"]}
+"#;
+        let p = templated("o.avsc", avsc, docs).unwrap();
+        assert_eq!((p.values.len(), p.schema.pool), (2, 2));
+        assert_eq!(p.schema.template.as_deref(), Some("docs.jsonl"));
+        let schema = avro::parse_for_codec(avsc).unwrap();
+        let mut second = &p.values[1][5..];
+        let v = apache_avro::from_avro_datum(&schema, &mut second, None).unwrap();
+        let apache_avro::types::Value::Record(fields) = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(fields[1].1, apache_avro::types::Value::Int(2));
+        assert_eq!(
+            fields[2].1,
+            apache_avro::types::Value::Union(
+                1,
+                Box::new(apache_avro::types::Value::String("gift".into()))
+            )
+        );
+        let bad = templated("o.avsc", avsc, &format!("{docs}{{\"n\":\"x\"}}\n")).unwrap_err();
+        assert!(
+            bad.0.contains("--value-template docs.jsonl: document 3"),
+            "{bad}"
+        );
+
+        // Protobuf: its JSON mapping, after the message indexes.
+        let proto = "syntax = \"proto3\";\npackage p;\nenum Colour { RED = 0; BLUE = 1; }\n\
+                     message Order { string id = 1; int64 count = 2; Colour colour = 3; repeated string tags = 4; }";
+        let p = templated(
+            "o.proto",
+            proto,
+            r#"[{"id":"a","count":"5","colour":"BLUE","tags":["x"]},{"id":"b"}]"#,
+        )
+        .unwrap();
+        let pool = proto::compile(proto).unwrap();
+        for v in &p.values {
+            proto::decode(&pool, &v[5..]).unwrap();
+        }
+        assert!(
+            templated("o.proto", proto, r#"{"id":"a","nope":1}"#)
+                .unwrap_err()
+                .0
+                .contains("document 1")
+        );
+
+        // JSON Schema: each document validated, then written as it is.
+        let schema = r#"{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","required":["id"],"properties":{"id":{"type":"string","pattern":"^o-"}}}"#;
+        let p = templated("o.schema.json", schema, "{\"id\":\"o-1\"}\n").unwrap();
+        assert_eq!(&p.values[0][5..], br#"{"id":"o-1"}"#);
+        let bad = templated("o.schema.json", schema, "{\"id\":\"x\"}\n").unwrap_err();
+        assert!(bad.0.contains("document 1: is not valid"), "{bad}");
+        assert!(
+            templated("o.schema.json", schema, "\n# nothing\n")
+                .unwrap_err()
+                .0
+                .contains("no documents")
+        );
+    }
 
     #[test]
     fn framing_and_subjects_are_confluents() {

@@ -234,6 +234,15 @@ impl Generator {
         index_prefix(&self.indexes)
     }
 
+    /// A JSON document encoded as the message (`--value-template`): Protobuf's JSON mapping
+    /// (field names as written or in lowerCamelCase, enums by name, 64-bit integers as strings or
+    /// numbers, bytes in base64, Timestamps as RFC 3339), after the message indexes.
+    pub fn encode_json(&self, doc: &serde_json::Value) -> Result<Vec<u8>, String> {
+        let m = DynamicMessage::deserialize(self.message.clone(), doc)
+            .map_err(|e| format!("is not a {}: {e}", self.message.full_name()))?;
+        Ok([self.prefix(), m.encode_to_vec()].concat())
+    }
+
     /// One message.
     pub fn value(&self, rng: &mut SmallRng) -> DynamicMessage {
         let mut budget = MAX_NODES;

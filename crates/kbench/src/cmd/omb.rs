@@ -90,6 +90,17 @@ pub struct OmbArgs {
     #[arg(long, value_name = "NAME", requires = "value_schema")]
     pub value_message: Option<String>,
 
+    /// Records from this file of JSON documents (JSON Lines, or one JSON array) encoded with
+    /// --value-schema, in place of generated values; each record takes one at random. Avro takes
+    /// plain JSON or Avro's JSON encoding (unions as {"type": value}), Protobuf its JSON mapping.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "value_schema",
+        conflicts_with = "schema_values"
+    )]
+    pub value_template: Option<PathBuf>,
+
     /// How many distinct values --value-schema generates before the load (default 1000).
     #[arg(long, value_name = "N", requires = "value_schema")]
     pub schema_values: Option<usize>,
@@ -111,6 +122,8 @@ async fn value_schema(args: &OmbArgs, spec: &mut OmbSpec) -> Result<(), CliError
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError::usage(format!("--value-schema {file}: {e}")))?;
+    let template =
+        crate::args::read_template(args.value_template.as_deref()).map_err(CliError::usage)?;
     let mut serializer = spec.serializer.clone();
     if let Some(url) = &args.schema_registry_url {
         serializer.insert("schema.registry.url".into(), url.clone());
@@ -126,6 +139,7 @@ async fn value_schema(args: &OmbArgs, spec: &mut OmbSpec) -> Result<(), CliError
         seed: spec.seed,
         message: args.value_message.clone(),
         role: kbench_bench::schema::Role::Value,
+        template: template.clone(),
     };
     let prepared = crate::cmd::produce::prepare_schema(&of_topic(0), "values").await?;
     for i in 1..spec.workload.topics {

@@ -600,3 +600,57 @@ fn omb_workload_sends_schema_values_decoded_by_its_consumers() {
     assert_eq!(d["decoded"], acked, "{d}");
     assert_eq!(d["not_decoded"], 0, "{d}");
 }
+
+/// `--value-template`: the records are the file's JSON documents (plain JSON and Avro's JSON
+/// encoding) encoded with the schema, read back by confluent-kafka's AvroDeserializer; a document
+/// that does not match is one error naming it, before any load.
+#[test]
+fn template_documents_are_encoded_and_read_by_confluent_kafka() {
+    let broker = TestBroker::start();
+    let registry = SchemaRegistryDouble::start(RegistryOptions::default());
+    let dir = TempDir::new("schemas-template");
+    let schema = dir.file("order.avsc");
+    std::fs::write(
+        &schema,
+        r#"{"type":"record","name":"Order","namespace":"shop","fields":[
+            {"name":"id","type":"long"},
+            {"name":"note","type":["null","string"]},
+            {"name":"colour","type":{"type":"enum","name":"Colour","symbols":["RED","BLUE"]}}]}"#,
+    )
+    .unwrap();
+    let template = dir.file("orders.jsonl");
+    std::fs::write(
+        &template,
+        "{\"id\":1,\"note\":null,\"colour\":\"RED\"}\n\
+         {\"id\":2,\"note\":{\"string\":\"gift\"},\"colour\":\"BLUE\"}\n\
+         {\"id\":3,\"note\":\"plain\",\"colour\":\"BLUE\"}\n",
+    )
+    .unwrap();
+    let json = std::path::PathBuf::from(dir.file("produce.json"));
+    Cmd::on("produce", &broker)
+        .topic("template-orders")
+        .args(&["--num-records", "300", "--value-schema", &schema])
+        .args(&["--value-template", &template])
+        .args(&["--schema-registry-url", &registry.url])
+        .json(&json)
+        .ok(Duration::from_secs(60));
+    let vs = &result_json(&json)["settings"]["value_schema"];
+    assert_eq!(vs["pool"], 3, "{vs}");
+    assert_eq!(vs["template"], template.as_str(), "{vs}");
+    let read = read_with_confluent_kafka(&broker.addr, "template-orders", &registry.url, "", 300);
+    assert_eq!(read["decoded"], 300, "{read}");
+    assert_eq!(read["fields"], serde_json::json!(["colour", "id", "note"]));
+    assert_eq!(
+        read["notes"],
+        serde_json::json!(["'gift'", "'plain'", "None"]),
+        "{read}"
+    );
+
+    std::fs::write(&template, "{\"id\":1,\"note\":null,\"colour\":\"GREEN\"}\n").unwrap();
+    Cmd::on("produce", &broker)
+        .topic("template-orders")
+        .args(&["--num-records", "10", "--value-schema", &schema])
+        .args(&["--value-template", &template])
+        .args(&["--schema-registry-url", &registry.url])
+        .refused("--value-template");
+}

@@ -76,6 +76,17 @@ pub struct E2eArgs {
     #[arg(long, value_name = "NAME", requires = "value_schema")]
     pub value_message: Option<String>,
 
+    /// Records from this file of JSON documents (JSON Lines, or one JSON array) encoded with
+    /// --value-schema, in place of generated values; each record takes one at random. Avro takes
+    /// plain JSON or Avro's JSON encoding (unions as {"type": value}), Protobuf its JSON mapping.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "value_schema",
+        conflicts_with = "schema_values"
+    )]
+    pub value_template: Option<PathBuf>,
+
     /// How many distinct values --value-schema generates before the load (default 1000); each
     /// record takes one at random.
     #[arg(long, value_name = "N", requires = "value_schema")]
@@ -317,6 +328,7 @@ pub(crate) fn value_schema(
         seed: spec.seed,
         message: args.value_message.clone(),
         role: kbench_bench::schema::Role::Value,
+        template: crate::args::read_template(args.value_template.as_deref())?,
     }))
 }
 

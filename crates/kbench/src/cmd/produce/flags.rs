@@ -118,6 +118,17 @@ pub struct ProduceArgs {
     #[arg(long, value_name = "URL")]
     pub schema_registry_url: Option<String>,
 
+    /// Records from this file of JSON documents (JSON Lines, or one JSON array) encoded with
+    /// --value-schema, in place of generated values; each record takes one at random. Avro takes
+    /// plain JSON or Avro's JSON encoding (unions as {"type": value}), Protobuf its JSON mapping.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "value_schema",
+        conflicts_with = "schema_values"
+    )]
+    pub value_template: Option<PathBuf>,
+
     /// How many distinct values --value-schema generates before the load (default 1000).
     #[arg(long, value_name = "N", requires = "value_schema")]
     pub schema_values: Option<usize>,
@@ -438,17 +449,21 @@ fn schemas(
             seed: spec.seed,
             message: message.clone(),
             role,
+            template: None,
         })
     };
     let value = match &args.value_schema {
-        Some(path) => Some(read(
-            path,
-            "--value-schema",
-            kbench_bench::schema::Role::Value,
-            &args.value_message,
-            args.schema_values
-                .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
-        )?),
+        Some(path) => Some(ValueSchemaSpec {
+            template: crate::args::read_template(args.value_template.as_deref())?,
+            ..read(
+                path,
+                "--value-schema",
+                kbench_bench::schema::Role::Value,
+                &args.value_message,
+                args.schema_values
+                    .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
+            )?
+        }),
         None => None,
     };
     let key = match &args.key_schema {

@@ -38,10 +38,13 @@ pub(crate) async fn prepare_schema(
             said
         })
     })?;
+    let source = match &prepared.schema.template {
+        Some(t) => format!("{t} encoded with {}", prepared.schema.file),
+        None => prepared.schema.file.clone(),
+    };
     eprintln!(
-        "kbench: {} {what} from {} (schema id {}{}), {:.0} ns each to generate and encode",
+        "kbench: {} {what} from {source} (schema id {}{}), {:.0} ns each to generate and encode",
         prepared.values.len(),
-        prepared.schema.file,
         prepared.schema.schema_id,
         prepared
             .schema
