@@ -640,3 +640,13 @@ pub fn read_template(path: Option<&std::path::Path>) -> Result<Option<(String, S
         String::from_utf8(bytes).map_err(|_| format!("--value-template {name}: not UTF-8 text"))?;
     Ok(Some((name, text)))
 }
+
+/// `--schema-hint FIELD=KIND:SPEC`: the field and the hint (checked against the schema later).
+pub fn parse_schema_hint(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((field, hint)) if !field.trim().is_empty() && hint.contains(':') => {
+            Ok((field.trim().to_string(), hint.trim().to_string()))
+        }
+        _ => Err("FIELD=KIND:SPEC (name=length:3..12, age=range:18..99, colour=values:RED,BLUE, tags=size:0..3)".into()),
+    }
+}

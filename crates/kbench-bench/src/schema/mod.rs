@@ -56,6 +56,8 @@ pub struct ValueSchemaSpec {
     /// `--value-template FILE`: JSON documents encoded with the schema in place of generated
     /// values (the file's name, its text); the pool is its documents.
     pub template: Option<(String, String)>,
+    /// Protobuf: `--schema-hint FIELD=KIND:SPEC`, as given (length, range, values, size).
+    pub hints: Vec<(String, String)>,
 }
 
 /// What a schema's values become.
@@ -97,8 +99,13 @@ impl Generator {
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("proto"));
         if is_proto {
-            return proto::Generator::new(&spec.text, spec.message.as_deref())
+            return proto::Generator::new(&spec.text, spec.message.as_deref(), &spec.hints)
                 .map(Generator::Protobuf);
+        }
+        if let Some((field, _)) = spec.hints.first() {
+            return Err(format!(
+                "--schema-hint {field}: for a .proto schema (an Avro schema's hints are its fields' arg.properties, a JSON Schema's its keywords)"
+            ));
         }
         if let Some(m) = &spec.message {
             return Err(format!(
@@ -240,6 +247,9 @@ pub struct ValueSchema {
     /// `--value-template`: the file whose JSON documents were encoded, not generated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
+    /// Protobuf: the `--schema-hint`s (`FIELD=KIND:SPEC`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<String>,
     /// Generating and encoding one value, averaged over the pool (done before the load: none of
     /// the measured phase's CPU is encoding).
     pub encode_ns_per_value: f64,
@@ -432,6 +442,7 @@ pub async fn prepare(spec: &ValueSchemaSpec) -> Result<Prepared, SchemaError> {
             schema_id_from: from.into(),
             pool,
             template: spec.template.as_ref().map(|(name, _)| name.clone()),
+            hints: spec.hints.iter().map(|(f, h)| format!("{f}={h}")).collect(),
             encode_ns_per_value: took.as_nanos() as f64 / pool as f64,
             mean_value_bytes: mean,
         },
@@ -594,6 +605,7 @@ mod tests {
             message: None,
             role: Role::Value,
             template: Some(("docs.jsonl".into(), template.into())),
+            hints: Vec::new(),
         };
         tokio::runtime::Builder::new_current_thread()
             .build()

@@ -179,11 +179,34 @@ pub fn message_at(pool: &DescriptorPool, indexes: &[i32]) -> Option<MessageDescr
 pub struct Generator {
     message: MessageDescriptor,
     indexes: Vec<i32>,
+    /// `--schema-hint`s, by the field's full name.
+    hints: Hints,
 }
 
+/// `--schema-hint FIELD=KIND:SPEC`, by the field's full name (`package.Message.field`).
+pub type Hints = std::collections::HashMap<String, FieldHint>;
+
+/// What a `--schema-hint` says of a field (a `.proto` has nowhere to say it): its string or bytes
+/// length, its numbers' range, the values it takes, or how many items a repeated or map field has.
+#[derive(Debug, Clone, Default)]
+pub struct FieldHint {
+    length: Option<(usize, usize)>,
+    range: Option<(f64, f64)>,
+    values: Option<Vec<Value>>,
+    size: Option<(usize, usize)>,
+}
+
+/// The most a hinted length or item count may be.
+const MAX_HINTED: usize = 100_000;
+
 impl Generator {
-    /// The file's message `name` (its full or short name), or its first message.
-    pub fn new(text: &str, name: Option<&str>) -> Result<Generator, String> {
+    /// The file's message `name` (its full or short name), or its first message, with `hints`
+    /// (`FIELD=KIND:SPEC`, as given).
+    pub fn new(
+        text: &str,
+        name: Option<&str>,
+        hints: &[(String, String)],
+    ) -> Result<Generator, String> {
         let pool = compile(text)?;
         let all = messages(&pool);
         let message = match name {
@@ -221,7 +244,12 @@ impl Generator {
                 message.full_name()
             ));
         }
-        Ok(Generator { message, indexes })
+        let hints = parse_hints(&pool, hints)?;
+        Ok(Generator {
+            message,
+            indexes,
+            hints,
+        })
     }
 
     /// The message's full name (RecordNameStrategy's subject).
@@ -246,7 +274,7 @@ impl Generator {
     /// One message.
     pub fn value(&self, rng: &mut SmallRng) -> DynamicMessage {
         let mut budget = MAX_NODES;
-        message(&self.message, rng, 0, &mut budget)
+        message(&self.message, &self.hints, rng, 0, &mut budget)
     }
 
     /// `count` messages' encodings (no framing), from `seed`; refused once they hold more than
@@ -269,6 +297,7 @@ impl Generator {
 
 fn message(
     desc: &MessageDescriptor,
+    hints: &Hints,
     rng: &mut SmallRng,
     depth: usize,
     budget: &mut usize,
@@ -301,7 +330,7 @@ fn message(
         {
             continue;
         }
-        if let Some(v) = field_value(&field, rng, depth, budget) {
+        if let Some(v) = field_value(&field, hints, rng, depth, budget) {
             m.set_field(&field, v);
         }
     }
@@ -311,11 +340,14 @@ fn message(
 /// A field's value; `None` for a message field past [`MAX_DEPTH`] (left unset).
 fn field_value(
     field: &FieldDescriptor,
+    hints: &Hints,
     rng: &mut SmallRng,
     depth: usize,
     budget: &mut usize,
 ) -> Option<Value> {
     let deep = depth >= MAX_DEPTH || *budget == 0;
+    let hint = hints.get(field.full_name());
+    let size = hint.and_then(|h| h.size);
     if field.is_map() {
         let Kind::Message(entry) = field.kind() else {
             return None;
@@ -323,32 +355,66 @@ fn field_value(
         let (k, v) = (entry.map_entry_key_field(), entry.map_entry_value_field());
         // At most one entry: prost-reflect holds a map in a HashMap, whose order would make the
         // same seed's bytes differ from run to run.
-        let n = if deep { 0 } else { rng.random_range(0..=1) };
+        let n = match (deep, size) {
+            (true, _) => 0,
+            (false, Some((lo, hi))) => rng.random_range(lo..=hi).min(*budget),
+            (false, None) => rng.random_range(0..=1),
+        };
+        *budget = budget.saturating_sub(n);
         let mut map = std::collections::HashMap::new();
         for _ in 0..n {
             let key = map_key(&k.kind(), rng);
-            if let Some(value) = single(&v.kind(), rng, depth + 1, budget) {
+            if let Some(value) = single(&v.kind(), None, hints, rng, depth + 1, budget) {
                 map.insert(key, value);
             }
         }
         return Some(Value::Map(map));
     }
     if field.is_list() {
+        let (lo, hi) = size.unwrap_or((0, MAX_ITEMS));
         let n = if deep {
             0
         } else {
-            rng.random_range(0..=MAX_ITEMS).min(*budget)
+            rng.random_range(lo..=hi).min(*budget)
         };
         *budget = budget.saturating_sub(n);
         let items = (0..n)
-            .filter_map(|_| single(&field.kind(), rng, depth + 1, budget))
+            .filter_map(|_| single(&field.kind(), hint, hints, rng, depth + 1, budget))
             .collect();
         return Some(Value::List(items));
     }
-    single(&field.kind(), rng, depth + 1, budget)
+    single(&field.kind(), hint, hints, rng, depth + 1, budget)
 }
 
-fn single(kind: &Kind, rng: &mut SmallRng, depth: usize, budget: &mut usize) -> Option<Value> {
+fn single(
+    kind: &Kind,
+    hint: Option<&FieldHint>,
+    hints: &Hints,
+    rng: &mut SmallRng,
+    depth: usize,
+    budget: &mut usize,
+) -> Option<Value> {
+    use rand::seq::IndexedRandom;
+    if let Some(values) = hint.and_then(|h| h.values.as_ref()) {
+        return values.choose(rng).cloned();
+    }
+    let length = || hint.and_then(|h| h.length).unwrap_or((0, MAX_LENGTH));
+    if let Some((lo, hi)) = hint.and_then(|h| h.range) {
+        let x = if lo == hi {
+            lo
+        } else {
+            rng.random_range(lo..=hi)
+        };
+        let whole = x.round();
+        return Some(match kind {
+            Kind::Double => Value::F64(x),
+            Kind::Float => Value::F32(x as f32),
+            Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Value::I32(whole as i32),
+            Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Value::I64(whole as i64),
+            Kind::Uint32 | Kind::Fixed32 => Value::U32(whole as u32),
+            _ => Value::U64(whole as u64),
+        });
+    }
     Some(match kind {
         Kind::Double => Value::F64(rng.random_range(-1e6..1e6)),
         Kind::Float => Value::F32(rng.random_range(-1e6f32..1e6)),
@@ -357,14 +423,138 @@ fn single(kind: &Kind, rng: &mut SmallRng, depth: usize, budget: &mut usize) -> 
         Kind::Uint32 | Kind::Fixed32 => Value::U32(rng.random()),
         Kind::Uint64 | Kind::Fixed64 => Value::U64(rng.random()),
         Kind::Bool => Value::Bool(rng.random()),
-        Kind::String => Value::String(text(rng)),
+        Kind::String => Value::String(text(rng, length())),
         Kind::Bytes => {
-            let n = rng.random_range(0..=MAX_LENGTH);
+            let (lo, hi) = length();
+            let n = rng.random_range(lo..=hi);
             Value::Bytes((0..n).map(|_| rng.random::<u8>()).collect())
         }
         Kind::Enum(e) => Value::EnumNumber(enum_number(e, rng)),
         Kind::Message(_) if depth > MAX_DEPTH || *budget == 0 => return None,
-        Kind::Message(m) => Value::Message(message(m, rng, depth, budget)),
+        Kind::Message(m) => Value::Message(message(m, hints, rng, depth, budget)),
+    })
+}
+
+/// `--schema-hint FIELD=KIND:SPEC` pairs, each checked against the field it names (by its full
+/// name, or `Message.field`): `length:MIN..MAX` (string, bytes), `range:MIN..MAX` (numbers),
+/// `values:A,B,…` (strings, numbers, bools, enum names), `size:MIN..MAX` (repeated, map).
+fn parse_hints(pool: &DescriptorPool, given: &[(String, String)]) -> Result<Hints, String> {
+    let mut hints = Hints::new();
+    for (name, spec) in given {
+        let said = format!("--schema-hint {name}={spec}");
+        let field = find_field(pool, name).ok_or_else(|| {
+            format!("{said}: no field {name:?} in the file (name it Message.field or package.Message.field)")
+        })?;
+        let (kind, arg) = spec
+            .split_once(':')
+            .ok_or_else(|| format!("{said}: KIND:SPEC, KIND one of length, range, values, size"))?;
+        let hint = hints.entry(field.full_name().to_string()).or_default();
+        let repeated = field.is_list() || field.is_map();
+        let span = |arg: &str| -> Result<(usize, usize), String> {
+            let (lo, hi) = arg.split_once("..").unwrap_or((arg, arg));
+            match (lo.trim().parse::<usize>(), hi.trim().parse::<usize>()) {
+                (Ok(lo), Ok(hi)) if lo <= hi && hi <= MAX_HINTED => Ok((lo, hi)),
+                _ => Err(format!(
+                    "{said}: MIN..MAX, whole numbers, MIN ≤ MAX ≤ {MAX_HINTED}"
+                )),
+            }
+        };
+        let numeric = matches!(
+            field.kind(),
+            Kind::Double
+                | Kind::Float
+                | Kind::Int32
+                | Kind::Sint32
+                | Kind::Sfixed32
+                | Kind::Int64
+                | Kind::Sint64
+                | Kind::Sfixed64
+                | Kind::Uint32
+                | Kind::Fixed32
+                | Kind::Uint64
+                | Kind::Fixed64
+        );
+        match kind {
+            "size" if repeated => hint.size = Some(span(arg)?),
+            "length" if !field.is_map() && matches!(field.kind(), Kind::String | Kind::Bytes) => {
+                hint.length = Some(span(arg)?)
+            }
+            "range" if !field.is_map() && numeric => {
+                let (lo, hi) = arg.split_once("..").unwrap_or((arg, arg));
+                let (lo, hi) = match (lo.trim().parse::<f64>(), hi.trim().parse::<f64>()) {
+                    (Ok(lo), Ok(hi)) if lo <= hi && lo.is_finite() && hi.is_finite() => (lo, hi),
+                    _ => return Err(format!("{said}: MIN..MAX, numbers, MIN ≤ MAX")),
+                };
+                let fits = |x: f64| match field.kind() {
+                    Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => {
+                        (f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&x)
+                    }
+                    Kind::Uint32 | Kind::Fixed32 => (0.0..=f64::from(u32::MAX)).contains(&x),
+                    Kind::Uint64 | Kind::Fixed64 => x >= 0.0,
+                    _ => true,
+                };
+                if !fits(lo) || !fits(hi) {
+                    return Err(format!(
+                        "{said}: outside the field's {:?} type",
+                        field.kind()
+                    ));
+                }
+                hint.range = Some((lo, hi));
+            }
+            "values" if !field.is_map() => {
+                let values = arg
+                    .split(',')
+                    .map(|v| typed(&field.kind(), v.trim()))
+                    .collect::<Option<Vec<Value>>>()
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| format!("{said}: each value must be a {:?}", field.kind()))?;
+                hint.values = Some(values);
+            }
+            "size" | "length" | "range" | "values" => {
+                return Err(format!(
+                    "{said}: {kind} does not apply to a {}{:?} field",
+                    if field.is_map() {
+                        "map "
+                    } else if field.is_list() {
+                        "repeated "
+                    } else {
+                        ""
+                    },
+                    field.kind()
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "{said}: {kind:?} is not a hint (length, range, values, size)"
+                ));
+            }
+        }
+    }
+    Ok(hints)
+}
+
+/// A field by its full name (`package.Message.field`) or `Message.field`.
+fn find_field(pool: &DescriptorPool, name: &str) -> Option<FieldDescriptor> {
+    let (message, field) = name.rsplit_once('.')?;
+    pool.all_messages()
+        .filter(|m| m.full_name() == message || m.name() == message)
+        .find_map(|m| m.get_field_by_name(field))
+}
+
+/// One of a `values:` hint's values as the field's type.
+fn typed(kind: &Kind, v: &str) -> Option<Value> {
+    Some(match kind {
+        Kind::String => Value::String(v.to_string()),
+        Kind::Bytes => Value::Bytes(v.as_bytes().to_vec().into()),
+        Kind::Bool => Value::Bool(v.parse().ok()?),
+        Kind::Double => Value::F64(v.parse().ok()?),
+        Kind::Float => Value::F32(v.parse().ok()?),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Value::I32(v.parse().ok()?),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Value::I64(v.parse().ok()?),
+        Kind::Uint32 | Kind::Fixed32 => Value::U32(v.parse().ok()?),
+        Kind::Uint64 | Kind::Fixed64 => Value::U64(v.parse().ok()?),
+        Kind::Enum(e) => Value::EnumNumber(e.get_value_by_name(v)?.number()),
+        Kind::Message(_) => return None,
     })
 }
 
@@ -375,7 +565,7 @@ fn map_key(kind: &Kind, rng: &mut SmallRng) -> MapKey {
         Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => MapKey::I64(rng.random()),
         Kind::Uint32 | Kind::Fixed32 => MapKey::U32(rng.random()),
         Kind::Uint64 | Kind::Fixed64 => MapKey::U64(rng.random()),
-        _ => MapKey::String(text(rng)),
+        _ => MapKey::String(text(rng, (0, MAX_LENGTH))),
     }
 }
 
@@ -386,10 +576,10 @@ fn enum_number(e: &EnumDescriptor, rng: &mut SmallRng) -> i32 {
     values.choose(rng).copied().unwrap_or(0)
 }
 
-/// Up to [`MAX_LENGTH`] letters and digits.
-fn text(rng: &mut SmallRng) -> String {
+/// Letters and digits, `lo..=hi` of them.
+fn text(rng: &mut SmallRng, (lo, hi): (usize, usize)) -> String {
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let n = rng.random_range(0..=MAX_LENGTH);
+    let n = rng.random_range(lo..=hi);
     (0..n)
         .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
         .collect()
@@ -426,7 +616,7 @@ mod tests {
 
     #[test]
     fn every_field_kind_is_generated_and_decodes() {
-        let g = Generator::new(EVERY, None).unwrap();
+        let g = Generator::new(EVERY, None, &[]).unwrap();
         assert_eq!(g.full_name(), "kbench.test.Everything");
         let values = g.encoded_within(500, 7, usize::MAX).unwrap();
         let pool = compile(EVERY).unwrap();
@@ -451,30 +641,89 @@ mod tests {
 
     #[test]
     fn a_nested_message_is_found_by_name_with_its_path() {
-        let g = Generator::new(EVERY, Some("Inner")).unwrap();
+        let g = Generator::new(EVERY, Some("Inner"), &[]).unwrap();
         assert_eq!(g.full_name(), "kbench.test.Everything.Inner");
         assert_eq!(g.indexes, vec![0, 0]);
-        let g = Generator::new(EVERY, Some("kbench.test.Tree")).unwrap();
+        let g = Generator::new(EVERY, Some("kbench.test.Tree"), &[]).unwrap();
         assert_eq!(g.indexes, vec![1]);
         assert!(
-            Generator::new(EVERY, Some("Nope"))
+            Generator::new(EVERY, Some("Nope"), &[])
                 .err()
                 .unwrap()
                 .contains("kbench.test.Tree")
         );
         let after_map = "syntax = \"proto3\"; message O { map<string, int32> m = 1; message A { int32 x = 1; } }";
-        let e = Generator::new(after_map, Some("A")).err().unwrap();
+        let e = Generator::new(after_map, Some("A"), &[]).err().unwrap();
         assert!(e.contains("differ between Confluent's clients"), "{e}");
-        assert_eq!(Generator::new(after_map, None).unwrap().indexes, vec![0]);
+        assert_eq!(
+            Generator::new(after_map, None, &[]).unwrap().indexes,
+            vec![0]
+        );
         let twice =
             "syntax = \"proto3\"; message A { message Item {} } message B { message Item {} }";
-        let e = Generator::new(twice, Some("Item")).err().unwrap();
+        let e = Generator::new(twice, Some("Item"), &[]).err().unwrap();
         assert!(e.contains("A.Item, B.Item"), "{e}");
         assert!(
-            Generator::new("syntax = \"proto3\"; message {", None)
+            Generator::new("syntax = \"proto3\"; message {", None, &[])
                 .err()
                 .unwrap()
                 .contains("does not compile")
         );
+    }
+
+    /// `--schema-hint`s hold in every value; a hint that does not fit its field is one error.
+    #[test]
+    fn hints_bound_lengths_ranges_values_and_sizes() {
+        let text = "syntax = \"proto3\";\npackage h;\nenum Colour { RED = 0; GREEN = 1; BLUE = 2; }\n\
+                    message M { string name = 1; int64 age = 2; Colour colour = 3; repeated string tags = 4; double score = 5; }";
+        let hint = |f: &str, h: &str| (f.to_string(), h.to_string());
+        let g = Generator::new(
+            text,
+            None,
+            &[
+                hint("M.name", "length:3..5"),
+                hint("h.M.age", "range:18..99"),
+                hint("M.colour", "values:GREEN,BLUE"),
+                hint("M.tags", "size:2..3"),
+                hint("M.tags", "values:x,y"),
+                hint("M.score", "range:0.5..1.5"),
+            ],
+        )
+        .unwrap();
+        let mut rng = SmallRng::seed_from_u64(3);
+        for _ in 0..300 {
+            let bytes = g.value(&mut rng).encode_to_vec();
+            let m = DynamicMessage::decode(g.message.clone(), bytes.as_slice()).unwrap();
+            let name = m.get_field_by_name("name").unwrap();
+            assert!((3..=5).contains(&name.as_str().unwrap().len()), "{m:?}");
+            let age = m.get_field_by_name("age").unwrap().as_i64().unwrap();
+            assert!((18..=99).contains(&age), "{age}");
+            let colour = m
+                .get_field_by_name("colour")
+                .unwrap()
+                .as_enum_number()
+                .unwrap();
+            assert!(colour == 1 || colour == 2, "{colour}");
+            let tags = m.get_field_by_name("tags").unwrap();
+            let tags = tags.as_list().unwrap();
+            assert!((2..=3).contains(&tags.len()), "{tags:?}");
+            assert!(tags.iter().all(|t| matches!(t.as_str(), Some("x" | "y"))));
+            let score = m.get_field_by_name("score").unwrap().as_f64().unwrap();
+            assert!((0.5..=1.5).contains(&score), "{score}");
+        }
+        for (h, says) in [
+            (hint("M.nope", "length:1..2"), "no field"),
+            (hint("M.age", "length:1..2"), "does not apply"),
+            (hint("M.colour", "values:PURPLE"), "each value must be"),
+            (hint("M.name", "size:1..2"), "does not apply"),
+            (hint("M.age", "range:9..1"), "MIN ≤ MAX"),
+            (hint("M.age", "often:1"), "is not a hint"),
+        ] {
+            let e = Generator::new(text, None, &[h.clone()]).err().unwrap();
+            assert!(
+                e.contains("--schema-hint") && e.contains(says),
+                "{h:?}: {e}"
+            );
+        }
     }
 }

@@ -101,6 +101,13 @@ pub struct OmbArgs {
     )]
     pub value_template: Option<PathBuf>,
 
+    /// With a .proto --value-schema, what the file cannot say of a field (repeatable):
+    /// FIELD=length:MIN..MAX (string, bytes), FIELD=range:MIN..MAX (numbers),
+    /// FIELD=values:A,B,C (strings, numbers, enum names), FIELD=size:MIN..MAX (repeated, map);
+    /// FIELD is Message.field or package.Message.field.
+    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", value_parser = crate::args::parse_schema_hint)]
+    pub schema_hint: Vec<(String, String)>,
+
     /// How many distinct values --value-schema generates before the load (default 1000).
     #[arg(long, value_name = "N", requires = "value_schema")]
     pub schema_values: Option<usize>,
@@ -140,6 +147,7 @@ async fn value_schema(args: &OmbArgs, spec: &mut OmbSpec) -> Result<(), CliError
         message: args.value_message.clone(),
         role: kbench_bench::schema::Role::Value,
         template: template.clone(),
+        hints: args.schema_hint.clone(),
     };
     let prepared = crate::cmd::produce::prepare_schema(&of_topic(0), "values").await?;
     for i in 1..spec.workload.topics {

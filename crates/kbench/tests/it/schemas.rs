@@ -253,6 +253,24 @@ fn bad_schema_input_is_one_error_before_any_load() {
             "http://127.0.0.1:1",
         ])
         .refused("--schema-registry-url: only with --value-schema or --key-schema");
+    produce("t")
+        .arg(every_type())
+        .args(&[
+            "-X",
+            "use.schema.id=3",
+            "--schema-hint",
+            "EveryType.code=length:1..2",
+        ])
+        .refused("--schema-hint EveryType.code: for a .proto schema");
+    produce("t")
+        .arg(every_type_proto())
+        .args(&[
+            "-X",
+            "use.schema.id=3",
+            "--schema-hint",
+            "Everything.nope=length:1..2",
+        ])
+        .refused("--schema-hint Everything.nope=length:1..2: no field");
     // Nothing was registered by the refused runs but the preloaded subject.
     assert_eq!(registry.subjects().len(), 1, "{:?}", registry.subjects());
 }

@@ -87,6 +87,13 @@ pub struct E2eArgs {
     )]
     pub value_template: Option<PathBuf>,
 
+    /// With a .proto --value-schema, what the file cannot say of a field (repeatable):
+    /// FIELD=length:MIN..MAX (string, bytes), FIELD=range:MIN..MAX (numbers),
+    /// FIELD=values:A,B,C (strings, numbers, enum names), FIELD=size:MIN..MAX (repeated, map);
+    /// FIELD is Message.field or package.Message.field.
+    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", value_parser = crate::args::parse_schema_hint)]
+    pub schema_hint: Vec<(String, String)>,
+
     /// How many distinct values --value-schema generates before the load (default 1000); each
     /// record takes one at random.
     #[arg(long, value_name = "N", requires = "value_schema")]
@@ -329,6 +336,7 @@ pub(crate) fn value_schema(
         message: args.value_message.clone(),
         role: kbench_bench::schema::Role::Value,
         template: crate::args::read_template(args.value_template.as_deref())?,
+        hints: args.schema_hint.clone(),
     }))
 }
 

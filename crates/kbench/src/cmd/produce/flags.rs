@@ -129,6 +129,13 @@ pub struct ProduceArgs {
     )]
     pub value_template: Option<PathBuf>,
 
+    /// With a .proto --value-schema, what the file cannot say of a field (repeatable):
+    /// FIELD=length:MIN..MAX (string, bytes), FIELD=range:MIN..MAX (numbers),
+    /// FIELD=values:A,B,C (strings, numbers, enum names), FIELD=size:MIN..MAX (repeated, map);
+    /// FIELD is Message.field or package.Message.field.
+    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", value_parser = crate::args::parse_schema_hint)]
+    pub schema_hint: Vec<(String, String)>,
+
     /// How many distinct values --value-schema generates before the load (default 1000).
     #[arg(long, value_name = "N", requires = "value_schema")]
     pub schema_values: Option<usize>,
@@ -450,11 +457,13 @@ fn schemas(
             message: message.clone(),
             role,
             template: None,
+            hints: Vec::new(),
         })
     };
     let value = match &args.value_schema {
         Some(path) => Some(ValueSchemaSpec {
             template: crate::args::read_template(args.value_template.as_deref())?,
+            hints: args.schema_hint.clone(),
             ..read(
                 path,
                 "--value-schema",
