@@ -19,6 +19,12 @@ pub use redact::{redact_text, redact_url, userinfo};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RestFormat {
     Avro,
+    /// Confluent's `protobuf` embedded format: values as Protobuf's JSON mapping, encoded by the
+    /// proxy with the schema `value_schema_id` names.
+    Protobuf,
+    /// Confluent's `jsonschema` embedded format: JSON values checked by the proxy against the
+    /// JSON Schema `value_schema_id` names.
+    JsonSchema,
     Json,
     Binary,
 }
@@ -27,8 +33,39 @@ impl RestFormat {
     pub fn name(self) -> &'static str {
         match self {
             RestFormat::Avro => "avro",
+            RestFormat::Protobuf => "protobuf",
+            RestFormat::JsonSchema => "jsonschema",
             RestFormat::Json => "json",
             RestFormat::Binary => "binary",
+        }
+    }
+
+    /// Whether values are encoded by the proxy with a schema from the registry (avro, protobuf,
+    /// jsonschema): they need a `value_schema_id`.
+    pub fn has_schema(self) -> bool {
+        matches!(
+            self,
+            RestFormat::Avro | RestFormat::Protobuf | RestFormat::JsonSchema
+        )
+    }
+
+    /// The v3 API's value `type`.
+    pub fn v3_type(self) -> &'static str {
+        match self {
+            RestFormat::Avro => "AVRO",
+            RestFormat::Protobuf => "PROTOBUF",
+            RestFormat::JsonSchema => "JSONSCHEMA",
+            RestFormat::Json => "JSON",
+            RestFormat::Binary => "BINARY",
+        }
+    }
+
+    /// The Schema Registry's `schemaType` of the format's schemas (none for Avro, the default).
+    pub fn schema_type(self) -> Option<&'static str> {
+        match self {
+            RestFormat::Protobuf => Some("PROTOBUF"),
+            RestFormat::JsonSchema => Some("JSON"),
+            _ => None,
         }
     }
 
@@ -43,9 +80,13 @@ impl std::str::FromStr for RestFormat {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "avro" => Ok(RestFormat::Avro),
+            "protobuf" => Ok(RestFormat::Protobuf),
+            "jsonschema" => Ok(RestFormat::JsonSchema),
             "json" => Ok(RestFormat::Json),
             "binary" => Ok(RestFormat::Binary),
-            other => Err(format!("unknown format {other:?} (avro, json or binary)")),
+            other => Err(format!(
+                "unknown format {other:?} (avro, protobuf, jsonschema, json or binary)"
+            )),
         }
     }
 }
@@ -629,11 +670,11 @@ fn status_error(url: &str, status: u16, body: &Value) -> RestError {
 fn v3_record(format: RestFormat, value_schema_id: Option<i64>, value: Value) -> Value {
     let mut v = json!({
         "value": {
-            "type": match format { RestFormat::Avro => "AVRO", RestFormat::Json => "JSON", RestFormat::Binary => "BINARY" },
+            "type": format.v3_type(),
             "data": value,
         }
     });
-    if let Some(id) = value_schema_id.filter(|_| format == RestFormat::Avro) {
+    if let Some(id) = value_schema_id.filter(|_| format.has_schema()) {
         v["value"]["schema_id"] = json!(id);
     }
     v

@@ -35,6 +35,23 @@ use crate::error::BenchError;
 /// The seed service's Avro value schema.
 pub const SEED_VALUE_SCHEMA: &str = r#"{"type":"record","name":"AvroRecord","fields":[{"name":"value","type":"string"},{"name":"metadata","type":{"type":"record","name":"MetaData","fields":[{"name":"eid","type":"string"},{"name":"occurred_at","type":"string"}]}}]}"#;
 
+/// The seed's record as a Protobuf message (`--rest-format protobuf`): the same fields, so that
+/// its JSON mapping is the same document.
+pub const SEED_VALUE_PROTO: &str = "syntax = \"proto3\";\n\nmessage AvroRecord {\n  string value = 1;\n  MetaData metadata = 2;\n}\n\nmessage MetaData {\n  string eid = 1;\n  string occurred_at = 2;\n}\n";
+
+/// The seed's record as a JSON Schema (`--rest-format jsonschema`).
+pub const SEED_VALUE_JSON_SCHEMA: &str = r#"{"$schema":"http://json-schema.org/draft-07/schema#","title":"AvroRecord","type":"object","required":["value","metadata"],"properties":{"value":{"type":"string"},"metadata":{"type":"object","required":["eid","occurred_at"],"properties":{"eid":{"type":"string"},"occurred_at":{"type":"string"}}}}}"#;
+
+/// The seed's record schema in a schema format, and its registry `schemaType`.
+pub fn seed_schema(format: RestFormat) -> Option<(&'static str, Option<&'static str>)> {
+    match format {
+        RestFormat::Avro => Some((SEED_VALUE_SCHEMA, None)),
+        RestFormat::Protobuf => Some((SEED_VALUE_PROTO, format.schema_type())),
+        RestFormat::JsonSchema => Some((SEED_VALUE_JSON_SCHEMA, format.schema_type())),
+        RestFormat::Json | RestFormat::Binary => None,
+    }
+}
+
 /// The clock statement for REST runs with both sides in this process.
 pub const REST_CLOCK: &str = "monotonic: producers and consumer share this process; send time carried in metadata.occurred_at as run start + monotonic elapsed";
 
@@ -85,7 +102,7 @@ impl Rest {
             RestApi::V3 | RestApi::V3Stream => Some(proxy.cluster_id().await?),
         };
         let mut rest = rest.clone();
-        if rest.format == RestFormat::Avro
+        if let Some((schema, schema_type)) = seed_schema(rest.format)
             && spec.mode.has_producers()
             && let Some(registry) = &rest.schema_registry
         {
@@ -93,8 +110,8 @@ impl Rest {
                 .register_schema(
                     registry,
                     &format!("{}-value", spec.topic),
-                    SEED_VALUE_SCHEMA,
-                    None,
+                    schema,
+                    schema_type,
                 )
                 .await
                 .map_err(|e| BenchError::Run(format!("schema registry {registry}: {e}")))?;
@@ -200,7 +217,9 @@ fn value_for(format: RestFormat, payload: &str, eid: &str, occurred_at: &str) ->
     let record =
         json!({ "value": payload, "metadata": { "eid": eid, "occurred_at": occurred_at } });
     match format {
-        RestFormat::Avro | RestFormat::Json => record,
+        RestFormat::Avro | RestFormat::Protobuf | RestFormat::JsonSchema | RestFormat::Json => {
+            record
+        }
         RestFormat::Binary => Value::String(
             base64::engine::general_purpose::STANDARD.encode(record.to_string().as_bytes()),
         ),
@@ -210,7 +229,9 @@ fn value_for(format: RestFormat, payload: &str, eid: &str, occurred_at: &str) ->
 /// `eid` and `occurred_at` back from a consumed value.
 fn read_value(format: RestFormat, v: &Value) -> Option<(String, String)> {
     let record = match format {
-        RestFormat::Avro | RestFormat::Json => v.clone(),
+        RestFormat::Avro | RestFormat::Protobuf | RestFormat::JsonSchema | RestFormat::Json => {
+            v.clone()
+        }
         RestFormat::Binary => {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(v.as_str()?)
@@ -219,10 +240,11 @@ fn read_value(format: RestFormat, v: &Value) -> Option<(String, String)> {
         }
     };
     let m = &record["metadata"];
-    Some((
-        m["eid"].as_str()?.to_string(),
-        m["occurred_at"].as_str()?.to_string(),
-    ))
+    // Protobuf's JSON mapping may name the field in lowerCamelCase.
+    let at = m["occurred_at"]
+        .as_str()
+        .or_else(|| m["occurredAt"].as_str())?;
+    Some((m["eid"].as_str()?.to_string(), at.to_string()))
 }
 
 fn eid(tag: u32, producer: u32, seq: u64) -> String {

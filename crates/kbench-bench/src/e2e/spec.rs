@@ -433,14 +433,14 @@ impl E2eSpec {
         self.check_reply()?;
         self.check_values()?;
         if let Some(rest) = &self.rest
-            && rest.format == RestFormat::Avro
+            && rest.format.has_schema()
             && self.mode.has_producers()
             && rest.value_schema_id.is_none()
             && rest.schema_registry.is_none()
         {
             return Err(SpecError::new(
                 "value_schema_id",
-                "avro needs a value schema id: give one, or a schema registry to register the seed schema in",
+                "avro, protobuf and jsonschema need a value schema id: give one, or a schema registry to register the seed schema in",
             ));
         }
         Ok(())

@@ -114,6 +114,58 @@ fn avro_through_v2_with_schema_registration_counts_every_record() {
     assert_eq!(rest["value_schema_id"], 7);
 }
 
+/// `--rest-format protobuf` and `jsonschema`: the seed's record registered in that schema format
+/// (schemaType PROTOBUF, JSON), each value sent as JSON and encoded by the proxy with the id —
+/// every record read back and counted, through v2 and v3.
+#[test]
+fn protobuf_and_json_schema_formats_register_the_seed_record_and_count_every_record() {
+    let broker = TestBroker::start();
+    let double = RestProxyDouble::start(&broker.addr, Faults::default());
+    for (format, api) in [("protobuf", "v2"), ("jsonschema", "v3")] {
+        let name = format!("rest-{format}");
+        let (code, stderr, doc) = e2e(
+            &double,
+            &name,
+            &[
+                "--rest-format",
+                format,
+                "--rest-api",
+                api,
+                "--duration",
+                "2s",
+                "--batch-interval",
+                "20ms",
+                "--messages-per-batch",
+                "1..3",
+                "--schema-registry",
+                &double.url,
+            ],
+        );
+        let doc = doc.unwrap();
+        assert_eq!(code, Some(0), "{format}: {stderr} {doc}");
+        reconciles(&doc);
+        assert!(n(&doc, "records_acked") > 20, "{doc}");
+        assert_eq!(doc["rest_proxy"]["format"], format);
+        assert!(doc["rest_proxy"]["value_schema_id"].as_i64().unwrap() > 7);
+        assert!(
+            double
+                .seen()
+                .schemas_registered
+                .lock()
+                .unwrap()
+                .contains(&format!("{name}-value"))
+        );
+    }
+    // Without an id or a registry: one error, before any load.
+    let (code, stderr, _) = e2e(
+        &double,
+        "rest-protobuf-no-id",
+        &["--rest-format", "protobuf", "--duration", "1s"],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("value schema id"), "{stderr}");
+}
+
 #[test]
 fn v3_single_and_streaming_in_json_and_binary() {
     let broker = TestBroker::start();

@@ -205,7 +205,8 @@ pub struct E2eArgs {
     #[arg(long)]
     pub rest_url: Option<String>,
 
-    /// Embedded format through the REST Proxy: avro (the seed's schema; the default), json or binary.
+    /// Embedded format through the REST Proxy: avro (the seed's schema; the default), protobuf or
+    /// jsonschema (the seed's record in that schema language), json or binary.
     #[arg(long)]
     pub rest_format: Option<kbench_rest::RestFormat>,
 
@@ -214,7 +215,8 @@ pub struct E2eArgs {
     #[arg(long)]
     pub rest_api: Option<RestApi>,
 
-    /// Value schema id for avro (otherwise --schema-registry registers the seed schema).
+    /// Value schema id for avro, protobuf or jsonschema (otherwise --schema-registry registers the
+    /// seed schema).
     #[arg(long)]
     pub value_schema_id: Option<i64>,
 
@@ -387,7 +389,7 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
     rest.schema_registry = args.schema_registry.clone();
     if args.value_schema.is_some() {
         return Err(
-            "--value-schema: not with --via rest-proxy (--rest-format avro, json or binary chooses what it sends)".into(),
+            "--value-schema: not with --via rest-proxy (--rest-format chooses what it sends: the seed's record as avro, protobuf, jsonschema, json or binary)".into(),
         );
     }
     Ok(Some(rest))

@@ -368,7 +368,7 @@ async fn list_topics(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Res
 }
 
 fn format_of(content_type: &str) -> Option<&'static str> {
-    ["avro", "json", "binary"]
+    ["avro", "protobuf", "jsonschema", "json", "binary"]
         .into_iter()
         .find(|f| content_type.contains(&format!("vnd.kafka.{f}.v2")))
 }
@@ -401,6 +401,37 @@ fn encode_value(
             let mut out = vec![0u8];
             out.extend_from_slice(&(id as i32).to_be_bytes());
             out.extend_from_slice(&datum);
+            Ok(out)
+        }
+        "protobuf" | "jsonschema" => {
+            let id = schema_id.ok_or((42202, "value_schema_id is missing".to_string()))?;
+            let text = inner
+                .schemas
+                .lock()
+                .unwrap()
+                .get((id - 1).max(0) as usize)
+                .cloned()
+                .filter(|s| !s.is_empty())
+                .ok_or((40403, format!("Schema {id} not found")))?;
+            let mut out = vec![0u8];
+            out.extend_from_slice(&(id as i32).to_be_bytes());
+            if format == "protobuf" {
+                // The schema's first message: message indexes [0], written as one 0 byte.
+                let message = first_message(&text).map_err(|e| (42201, e))?;
+                let m = prost_reflect::DynamicMessage::deserialize(message, value)
+                    .map_err(|e| (42203, format!("value does not match schema {id}: {e}")))?;
+                out.push(0);
+                out.extend_from_slice(&prost::Message::encode_to_vec(&m));
+            } else {
+                let schema: Value =
+                    serde_json::from_str(&text).map_err(|e| (42201, e.to_string()))?;
+                let validator =
+                    jsonschema::validator_for(&schema).map_err(|e| (42201, e.to_string()))?;
+                if let Err(e) = validator.validate(value) {
+                    return Err((42203, format!("value does not match schema {id}: {e}")));
+                }
+                out.extend_from_slice(value.to_string().as_bytes());
+            }
             Ok(out)
         }
         "json" => Ok(value.to_string().into_bytes()),
@@ -436,8 +467,69 @@ fn decode_value(inner: &Inner, format: &str, bytes: &[u8]) -> Value {
                 .and_then(|v| Value::try_from(v).ok())
                 .unwrap_or(Value::Null)
         }
+        "protobuf" => {
+            if bytes.len() < 6 || bytes[0] != 0 || bytes[5] != 0 {
+                return Value::Null;
+            }
+            let id = i32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
+            let text = inner
+                .schemas
+                .lock()
+                .unwrap()
+                .get(id.wrapping_sub(1))
+                .cloned();
+            let Some(Ok(message)) = text.map(|t| first_message(&t)) else {
+                return Value::Null;
+            };
+            prost_reflect::DynamicMessage::decode(message, &bytes[6..])
+                .ok()
+                .and_then(|m| serde_json::to_value(&m).ok())
+                .unwrap_or(Value::Null)
+        }
+        "jsonschema" if bytes.len() >= 5 && bytes[0] == 0 => {
+            serde_json::from_slice(&bytes[5..]).unwrap_or(Value::Null)
+        }
         "json" => serde_json::from_slice(bytes).unwrap_or(Value::Null),
+        "jsonschema" => Value::Null,
         _ => Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
+    }
+}
+
+/// A `.proto` schema's first message (what the proxy encodes a value as), compiled with protox.
+fn first_message(text: &str) -> Result<prost_reflect::MessageDescriptor, String> {
+    let file = protox::file::File::from_source("value.proto", text).map_err(|e| e.to_string())?;
+    let first = file
+        .file_descriptor_proto()
+        .message_type
+        .first()
+        .and_then(|m| m.name.clone())
+        .ok_or("the schema has no message")?;
+    let package = file
+        .file_descriptor_proto()
+        .package
+        .clone()
+        .unwrap_or_default();
+    let mut compiler = protox::Compiler::with_file_resolver(SingleFile(text.to_string()));
+    compiler
+        .open_file("value.proto")
+        .map_err(|e| e.to_string())?;
+    let full = if package.is_empty() {
+        first
+    } else {
+        format!("{package}.{first}")
+    };
+    compiler
+        .descriptor_pool()
+        .get_message_by_name(&full)
+        .ok_or_else(|| format!("no message {full}"))
+}
+
+/// The one `.proto` file a registered schema is.
+struct SingleFile(String);
+
+impl protox::file::FileResolver for SingleFile {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        protox::file::File::from_source(name, &self.0)
     }
 }
 
@@ -648,6 +740,8 @@ async fn produce_v3(
         let v = &r["value"];
         let format = match v["type"].as_str() {
             Some("AVRO") => "avro",
+            Some("PROTOBUF") => "protobuf",
+            Some("JSONSCHEMA") => "jsonschema",
             Some("JSON") => "json",
             _ => "binary",
         };
@@ -1139,7 +1233,15 @@ async fn register(
     let Some(schema) = body["schema"].as_str() else {
         return rest_error(StatusCode::UNPROCESSABLE_ENTITY, 42201, "Invalid schema");
     };
-    if apache_avro::Schema::parse_str(schema).is_err() {
+    let valid = match body["schemaType"].as_str() {
+        None | Some("AVRO") => apache_avro::Schema::parse_str(schema).is_ok(),
+        Some("PROTOBUF") => first_message(schema).is_ok(),
+        Some("JSON") => serde_json::from_str::<Value>(schema)
+            .ok()
+            .is_some_and(|s| jsonschema::validator_for(&s).is_ok()),
+        Some(_) => false,
+    };
+    if !valid {
         return rest_error(StatusCode::UNPROCESSABLE_ENTITY, 42201, "Invalid schema");
     }
     let mut schemas = inner.schemas.lock().unwrap();
