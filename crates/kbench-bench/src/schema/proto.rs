@@ -719,7 +719,9 @@ mod tests {
             (hint("M.age", "range:9..1"), "MIN ≤ MAX"),
             (hint("M.age", "often:1"), "is not a hint"),
         ] {
-            let e = Generator::new(text, None, std::slice::from_ref(&h)).err().unwrap();
+            let e = Generator::new(text, None, std::slice::from_ref(&h))
+                .err()
+                .unwrap();
             assert!(
                 e.contains("--schema-hint") && e.contains(says),
                 "{h:?}: {e}"

@@ -271,6 +271,11 @@ fn bad_schema_input_is_one_error_before_any_load() {
             "Everything.nope=length:1..2",
         ])
         .refused("--schema-hint Everything.nope=length:1..2: no field");
+    // A .proto under a subject whose schema is Avro: the registry's 409.
+    produce("taken")
+        .arg(every_type_proto())
+        .args(&["-X", &url, "-X", "basic.auth.user.info=kbench:right"])
+        .refused("different schema type");
     // Nothing was registered by the refused runs but the preloaded subject.
     assert_eq!(registry.subjects().len(), 1, "{:?}", registry.subjects());
 }

@@ -13,7 +13,8 @@
 //! read it back). `AVRO` (the default `schemaType`), `PROTOBUF` and `JSON`: a `.proto` is checked by
 //! compiling it (protox, through kbench-bench's `schema::proto::compile`), a JSON Schema by parsing
 //! it as a JSON object; compatibility is checked for Avro only (a new `.proto` or JSON Schema under
-//! a subject is always a new version); another `schemaType` is refused 42201.
+//! a subject is always a new version, but a subject's schema type cannot change: 409); another
+//! `schemaType` is refused 42201.
 
 #![allow(dead_code)]
 
@@ -329,6 +330,20 @@ async fn register(
         .find(|&&id| canonical(&s.schemas[id - 1]) == canonical_new)
     {
         return ok(json!({ "id": id }));
+    }
+    // A subject's schemas keep one type (the registry refuses another unless compatibility is
+    // NONE).
+    if let Some(&latest) = versions.last()
+        && s.schemas[latest - 1].kind != schema.kind
+        && s.compatibility_of(&subject) != "NONE"
+    {
+        return error(
+            StatusCode::CONFLICT,
+            409,
+            &format!(
+                "Schema being registered is incompatible with an earlier schema for subject \"{subject}\", details: [Incompatible because of different schema type]"
+            ),
+        );
     }
     if let Some(&latest) = versions.last()
         && schema.kind.is_none()
