@@ -199,53 +199,52 @@ fn mean_max_ms(h: &Histogram<u64>) -> (f64, f64) {
     }
 }
 
-/// kafka-producer-perf-test `--print-metrics`, from a run's figures. Under Java's producer names
+/// kafka-producer-perf-test `--print-metrics`, from a run's document (one process's, or the merge
+/// of every agent's). Under Java's producer names
 /// (`producer-metrics`) only what means the same over the run: records that failed (the total,
 /// and the rate over the measured phase rather than Java's 30 s window). Java's `record-send-*`
 /// and `records-per-request-avg` count a record again at each retry, kbench's records count once,
 /// so those and the rest are kbench's own, in `kbench-producer-metrics`.
-pub fn producer_metrics(run: &ProduceRun, client_id: &str) -> BTreeMap<String, f64> {
-    let secs = run.elapsed.as_secs_f64().max(1e-9);
+pub fn producer_metrics(doc: &ResultDocument, client_id: &str) -> BTreeMap<String, f64> {
+    let secs = doc.duration_s.max(1e-9);
     let mut m = Metrics {
         client_id,
         rows: BTreeMap::new(),
     };
     let java = "producer-metrics";
-    m.put(java, "record-error-total", run.records_failed as f64);
-    m.put(java, "record-error-rate", run.records_failed as f64 / secs);
+    m.put(java, "record-error-total", doc.records_failed as f64);
+    m.put(java, "record-error-rate", doc.records_failed as f64 / secs);
     let own = KBENCH_PRODUCER;
-    m.put(own, "records-sent-total", run.records_sent as f64);
-    m.put(own, "records-sent-rate", run.records_sent as f64 / secs);
-    m.put(own, "records-acked-total", run.records_acked as f64);
-    if run.requests > 0 {
-        let per_request = run.records_sent as f64 / run.requests as f64;
+    m.put(own, "records-sent-total", doc.records_sent as f64);
+    m.put(own, "records-sent-rate", doc.records_sent as f64 / secs);
+    m.put(own, "records-acked-total", doc.records_acked as f64);
+    if doc.produce_requests > 0 {
+        let per_request = doc.records_sent as f64 / doc.produce_requests as f64;
         m.put(own, "records-per-produce-request-avg", per_request);
     }
-    let (latency_avg, latency_max) = mean_max_ms(&run.latency);
+    // Summaries hold µs.
+    let ms = |l: &LatencySummary| (l.mean / 1000.0, l.max as f64 / 1000.0);
+    let (latency_avg, latency_max) = ms(&doc.latency);
     m.put(own, "record-latency-avg-ms", latency_avg);
     m.put(own, "record-latency-max-ms", latency_max);
-    let (service_avg, service_max) = mean_max_ms(&run.service_time);
+    let (service_avg, service_max) = ms(&doc.service_time);
     m.put(own, "record-service-time-avg-ms", service_avg);
     m.put(own, "record-service-time-max-ms", service_max);
-    m.put(
-        own,
-        "publish-delay-avg-ms",
-        mean_max_ms(&run.publish_delay).0,
-    );
-    m.put(own, "records-unsent-total", run.records_unsent as f64);
-    m.put(own, "value-bytes-acked-total", run.bytes_acked as f64);
-    m.put(own, "produce-request-total", run.requests as f64);
-    m.put(own, "record-batch-total", run.batches as f64);
-    let retries: u64 = run.cluster.retries.values().sum();
+    m.put(own, "publish-delay-avg-ms", ms(&doc.publish_delay).0);
+    m.put(own, "records-unsent-total", doc.records_unsent as f64);
+    m.put(own, "value-bytes-acked-total", doc.bytes_acked as f64);
+    m.put(own, "produce-request-total", doc.produce_requests as f64);
+    m.put(own, "record-batch-total", doc.record_batches as f64);
+    let retries: u64 = doc.cluster.retries.values().sum();
     m.put(own, "attempt-retry-total", retries as f64);
     m.put(
         own,
         "batch-rerouted-total",
-        run.cluster.batches_rerouted as f64,
+        doc.cluster.batches_rerouted as f64,
     );
-    m.cluster(own, &run.cluster);
-    m.put(own, "socket-write-total", run.socket_writes as f64);
-    if let Some(cpu) = run.cpu_us_per_record() {
+    m.cluster(own, &doc.cluster);
+    m.put(own, "socket-write-total", doc.socket_writes as f64);
+    if let Some(cpu) = doc.client_cpu_us_per_record {
         m.put(own, "client-cpu-us-per-record", cpu);
     }
     m.rows

@@ -228,6 +228,10 @@ pub struct E2eSpec {
     /// not the records written (`--reply-topic`).
     #[serde(default)]
     pub reply: Option<ReplySpec>,
+    /// Keep each timeline window's histograms whole in the result's `intervals` (a distributed
+    /// segment, for the coordinator's `--histogram-log`: windows added exactly).
+    #[serde(default)]
+    pub window_histograms: bool,
     /// `--value-schema`: the values, schema-encoded and framed before the run; each record takes
     /// one at random (in place of `payload_size` random bytes). Never sent to agents.
     #[serde(skip)]
@@ -292,6 +296,7 @@ impl Default for E2eSpec {
             producer_base: 0,
             producer_segments: Vec::new(),
             reply: None,
+            window_histograms: false,
             values: None,
             value_schema: None,
             deserializer: Default::default(),
@@ -451,7 +456,13 @@ impl E2eSpec {
     /// them).
     fn check_values(&self) -> Result<(), SpecError> {
         let Some(values) = &self.values else {
-            return Ok(());
+            return match self.value_schema {
+                Some(_) => Err(SpecError::new(
+                    "value_schema",
+                    "says how values were made, but there are none (they are never sent to agents)",
+                )),
+                None => Ok(()),
+            };
         };
         let refused = if values.is_empty() {
             Some("no values".to_string())
@@ -577,7 +588,8 @@ impl E2eSpec {
             "mode": self.mode,
             "producers": self.producers,
             "batch_interval_ms": self.batch_interval_ms,
-            "payload_size": self.payload_size,
+            // Schema values have their own sizes (`value_schema.mean_value_bytes`).
+            "payload_size": self.values.is_none().then_some(self.payload_size),
             "messages_per_batch": self.messages_per_batch,
             "acks": self.producer.acks.name(),
             "compression": self.producer.compression.name(),

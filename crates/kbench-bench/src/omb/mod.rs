@@ -188,6 +188,9 @@ impl OmbSpec {
     /// `messageSizeDistribution` the mean the weights give (rounded; OMB's is the weighted mean of
     /// each bucket's midpoint, while its records are each bucket's top: kbench's is what it sends).
     pub fn message_size(&self) -> u64 {
+        if let Some(schema) = &self.value_schema {
+            return schema.mean_value_bytes.round() as u64;
+        }
         match &self.payload {
             Payload::Weighted { sizes, .. } => sizes.mean().round() as u64,
             p => p.longest() as u64,

@@ -286,7 +286,33 @@ impl RegistryReader {
 pub fn json_validator(text: &str) -> Result<jsonschema::Validator, String> {
     let schema: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("is not JSON: {e}"))?;
-    jsonschema::validator_for(&schema).map_err(|e| format!("does not compile: {e}"))
+    json_validator_of(&schema)
+}
+
+/// A JSON Schema's validator that never fetches: a `$ref` outside the schema (an `http://` or
+/// `file://` document) makes it fail to compile, rather than block the read loop on a fetch or read
+/// a local file a registry's schema names.
+pub fn json_validator_of(schema: &serde_json::Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .with_retriever(NoExternalRefs)
+        .build(schema)
+        .map_err(|e| format!("does not compile: {e}"))
+}
+
+/// Refuses every external reference.
+struct NoExternalRefs;
+
+impl jsonschema::Retrieve for NoExternalRefs {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<serde_json::Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err(format!(
+            "{}: kbench does not fetch external references",
+            uri.as_str()
+        )
+        .into())
+    }
 }
 
 #[cfg(test)]
@@ -347,6 +373,8 @@ mod tests {
         assert_eq!((r.decoded, r.not_decoded), (1, 3), "{r:?}");
         assert!(r.first_failure.unwrap().contains("/a"));
         assert!(json_validator("{").unwrap_err().contains("not JSON"));
+        let external = json_validator(r#"{"$ref":"http://127.0.0.1:9/other.json"}"#).unwrap_err();
+        assert!(external.contains("does not fetch"), "{external}");
     }
 
     /// Past 16 distinct ids, values are counted unasked.

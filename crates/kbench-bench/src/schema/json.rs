@@ -75,7 +75,7 @@ impl Generator {
 
     /// The schema's validator, for [`Generator::encode_json`].
     pub fn validator(&self) -> Result<jsonschema::Validator, String> {
-        jsonschema::validator_for(&self.root).map_err(|e| format!("does not compile: {e}"))
+        super::decode::json_validator_of(&self.root)
     }
 
     /// A JSON document checked against the schema (`--value-template`) and written as it is.

@@ -333,7 +333,7 @@ async fn find(spec: &ValueSchemaSpec) -> Result<(Generator, Found), SchemaError>
         (Some(id), _) => (id, "given", None),
         (None, None) => {
             return Err(SchemaError(format!(
-                "{flag} {file}: needs a Schema Registry to register it (-X schema.registry.url=URL), or the id it has there (-X use.schema.id=ID)"
+                "{flag} {file}: needs a Schema Registry to register it (--schema-registry-url URL, or the serializer property schema.registry.url=URL), or the id it has there (use.schema.id=ID)"
             )));
         }
         (None, Some((client, url))) => {

@@ -196,8 +196,19 @@ pub struct FieldHint {
     size: Option<(usize, usize)>,
 }
 
-/// The most a hinted length or item count may be.
-const MAX_HINTED: usize = 100_000;
+/// The longest a hinted string or bytes may be (as an Avro hint's).
+const MAX_HINTED_LENGTH: usize = 1 << 20;
+/// The most items a hinted repeated or map field may have (as an Avro hint's).
+const MAX_HINTED_SIZE: usize = 10_000;
+/// The string and bytes one value may hold in all: past this, strings and bytes are cut short (a
+/// repeated field of long strings would otherwise hold gigabytes).
+const MAX_VALUE_BYTES: usize = 16 << 20;
+
+/// What one value may still take: messages and items, and string and bytes.
+struct Budget {
+    nodes: usize,
+    bytes: usize,
+}
 
 impl Generator {
     /// The file's message `name` (its full or short name), or its first message, with `hints`
@@ -273,7 +284,10 @@ impl Generator {
 
     /// One message.
     pub fn value(&self, rng: &mut SmallRng) -> DynamicMessage {
-        let mut budget = MAX_NODES;
+        let mut budget = Budget {
+            nodes: MAX_NODES,
+            bytes: MAX_VALUE_BYTES,
+        };
         message(&self.message, &self.hints, rng, 0, &mut budget)
     }
 
@@ -300,10 +314,10 @@ fn message(
     hints: &Hints,
     rng: &mut SmallRng,
     depth: usize,
-    budget: &mut usize,
+    budget: &mut Budget,
 ) -> DynamicMessage {
     let mut m = DynamicMessage::new(desc.clone());
-    *budget = budget.saturating_sub(1);
+    budget.nodes = budget.nodes.saturating_sub(1);
     if desc.full_name() == "google.protobuf.Timestamp" {
         // A time a reader can show: between 2001 and 2033.
         m.set_field_by_name(
@@ -343,9 +357,9 @@ fn field_value(
     hints: &Hints,
     rng: &mut SmallRng,
     depth: usize,
-    budget: &mut usize,
+    budget: &mut Budget,
 ) -> Option<Value> {
-    let deep = depth >= MAX_DEPTH || *budget == 0;
+    let deep = depth >= MAX_DEPTH || budget.nodes == 0;
     let hint = hints.get(field.full_name());
     let size = hint.and_then(|h| h.size);
     if field.is_map() {
@@ -357,10 +371,10 @@ fn field_value(
         // same seed's bytes differ from run to run.
         let n = match (deep, size) {
             (true, _) => 0,
-            (false, Some((lo, hi))) => rng.random_range(lo..=hi).min(*budget),
+            (false, Some((lo, hi))) => rng.random_range(lo..=hi).min(budget.nodes),
             (false, None) => rng.random_range(0..=1),
         };
-        *budget = budget.saturating_sub(n);
+        budget.nodes = budget.nodes.saturating_sub(n);
         let mut map = std::collections::HashMap::new();
         for _ in 0..n {
             let key = map_key(&k.kind(), rng);
@@ -375,9 +389,9 @@ fn field_value(
         let n = if deep {
             0
         } else {
-            rng.random_range(lo..=hi).min(*budget)
+            rng.random_range(lo..=hi).min(budget.nodes)
         };
-        *budget = budget.saturating_sub(n);
+        budget.nodes = budget.nodes.saturating_sub(n);
         let items = (0..n)
             .filter_map(|_| single(&field.kind(), hint, hints, rng, depth + 1, budget))
             .collect();
@@ -392,7 +406,7 @@ fn single(
     hints: &Hints,
     rng: &mut SmallRng,
     depth: usize,
-    budget: &mut usize,
+    budget: &mut Budget,
 ) -> Option<Value> {
     use rand::seq::IndexedRandom;
     if let Some(values) = hint.and_then(|h| h.values.as_ref()) {
@@ -423,14 +437,19 @@ fn single(
         Kind::Uint32 | Kind::Fixed32 => Value::U32(rng.random()),
         Kind::Uint64 | Kind::Fixed64 => Value::U64(rng.random()),
         Kind::Bool => Value::Bool(rng.random()),
-        Kind::String => Value::String(text(rng, length())),
+        Kind::String => {
+            let (lo, hi) = length();
+            let n = rng.random_range(lo..=hi).min(budget.bytes);
+            budget.bytes -= n;
+            Value::String(text(rng, n))
+        }
         Kind::Bytes => {
             let (lo, hi) = length();
             let n = rng.random_range(lo..=hi);
             Value::Bytes((0..n).map(|_| rng.random::<u8>()).collect())
         }
         Kind::Enum(e) => Value::EnumNumber(enum_number(e, rng)),
-        Kind::Message(_) if depth > MAX_DEPTH || *budget == 0 => return None,
+        Kind::Message(_) if depth > MAX_DEPTH || budget.nodes == 0 => return None,
         Kind::Message(m) => Value::Message(message(m, hints, rng, depth, budget)),
     })
 }
@@ -442,21 +461,32 @@ fn parse_hints(pool: &DescriptorPool, given: &[(String, String)]) -> Result<Hint
     let mut hints = Hints::new();
     for (name, spec) in given {
         let said = format!("--schema-hint {name}={spec}");
-        let field = find_field(pool, name).ok_or_else(|| {
-            format!("{said}: no field {name:?} in the file (name it Message.field or package.Message.field)")
-        })?;
+        let field = find_field(pool, name)
+            .map_err(|many| {
+                format!("{said}: several fields have that name ({many}): give the full name")
+            })?
+            .ok_or_else(|| {
+                format!("{said}: no field {name:?} in the file (name it Message.field or package.Message.field)")
+            })?;
         let (kind, arg) = spec
             .split_once(':')
             .ok_or_else(|| format!("{said}: KIND:SPEC, KIND one of length, range, values, size"))?;
         let hint = hints.entry(field.full_name().to_string()).or_default();
         let repeated = field.is_list() || field.is_map();
-        let span = |arg: &str| -> Result<(usize, usize), String> {
+        let span = |arg: &str, most: usize| -> Result<(usize, usize), String> {
             let (lo, hi) = arg.split_once("..").unwrap_or((arg, arg));
             match (lo.trim().parse::<usize>(), hi.trim().parse::<usize>()) {
-                (Ok(lo), Ok(hi)) if lo <= hi && hi <= MAX_HINTED => Ok((lo, hi)),
+                (Ok(lo), Ok(hi)) if lo <= hi && hi <= most => Ok((lo, hi)),
                 _ => Err(format!(
-                    "{said}: MIN..MAX, whole numbers, MIN ≤ MAX ≤ {MAX_HINTED}"
+                    "{said}: MIN..MAX, whole numbers, MIN ≤ MAX ≤ {most}"
                 )),
+            }
+        };
+        let twice = |given: bool| {
+            if given {
+                Err(format!("{said}: {kind} is given twice for {name}"))
+            } else {
+                Ok(())
             }
         };
         let numeric = matches!(
@@ -475,27 +505,45 @@ fn parse_hints(pool: &DescriptorPool, given: &[(String, String)]) -> Result<Hint
                 | Kind::Fixed64
         );
         match kind {
-            "size" if repeated => hint.size = Some(span(arg)?),
+            "size" if repeated => {
+                twice(hint.size.is_some())?;
+                hint.size = Some(span(arg, MAX_HINTED_SIZE)?);
+            }
             "length" if !field.is_map() && matches!(field.kind(), Kind::String | Kind::Bytes) => {
-                hint.length = Some(span(arg)?)
+                twice(hint.length.is_some())?;
+                hint.length = Some(span(arg, MAX_HINTED_LENGTH)?);
             }
             "range" if !field.is_map() && numeric => {
+                twice(hint.range.is_some())?;
                 let (lo, hi) = arg.split_once("..").unwrap_or((arg, arg));
                 let (lo, hi) = match (lo.trim().parse::<f64>(), hi.trim().parse::<f64>()) {
-                    (Ok(lo), Ok(hi)) if lo <= hi && lo.is_finite() && hi.is_finite() => (lo, hi),
+                    (Ok(lo), Ok(hi)) if lo <= hi && (hi - lo).is_finite() => (lo, hi),
                     _ => return Err(format!("{said}: MIN..MAX, numbers, MIN ≤ MAX")),
                 };
-                let fits = |x: f64| match field.kind() {
+                // The largest doubles below 2^63 and 2^64: i64's and u64's ends a double holds.
+                let (whole, least, most) = match field.kind() {
                     Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => {
-                        (f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&x)
+                        (true, f64::from(i32::MIN), f64::from(i32::MAX))
                     }
-                    Kind::Uint32 | Kind::Fixed32 => (0.0..=f64::from(u32::MAX)).contains(&x),
-                    Kind::Uint64 | Kind::Fixed64 => x >= 0.0,
-                    _ => true,
+                    Kind::Uint32 | Kind::Fixed32 => (true, 0.0, f64::from(u32::MAX)),
+                    Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => (
+                        true,
+                        -9_223_372_036_854_775_808.0,
+                        9_223_372_036_854_774_784.0,
+                    ),
+                    Kind::Uint64 | Kind::Fixed64 => (true, 0.0, 18_446_744_073_709_549_568.0),
+                    Kind::Float => (false, f64::from(f32::MIN), f64::from(f32::MAX)),
+                    _ => (false, f64::MIN, f64::MAX),
                 };
-                if !fits(lo) || !fits(hi) {
+                if whole && (lo.fract() != 0.0 || hi.fract() != 0.0) {
                     return Err(format!(
-                        "{said}: outside the field's {:?} type",
+                        "{said}: whole numbers for a {:?} field",
+                        field.kind()
+                    ));
+                }
+                if lo < least || hi > most {
+                    return Err(format!(
+                        "{said}: outside the field's {:?} type ({least}..{most})",
                         field.kind()
                     ));
                 }
@@ -508,6 +556,7 @@ fn parse_hints(pool: &DescriptorPool, given: &[(String, String)]) -> Result<Hint
                     .collect::<Option<Vec<Value>>>()
                     .filter(|v| !v.is_empty())
                     .ok_or_else(|| format!("{said}: each value must be a {:?}", field.kind()))?;
+                twice(hint.values.is_some())?;
                 hint.values = Some(values);
             }
             "size" | "length" | "range" | "values" => {
@@ -529,16 +578,38 @@ fn parse_hints(pool: &DescriptorPool, given: &[(String, String)]) -> Result<Hint
                 ));
             }
         }
+        if hint.values.is_some() && (hint.length.is_some() || hint.range.is_some()) {
+            return Err(format!(
+                "{said}: values names every value {name} takes; not with length or range"
+            ));
+        }
     }
     Ok(hints)
 }
 
-/// A field by its full name (`package.Message.field`) or `Message.field`.
-fn find_field(pool: &DescriptorPool, name: &str) -> Option<FieldDescriptor> {
-    let (message, field) = name.rsplit_once('.')?;
-    pool.all_messages()
-        .filter(|m| m.full_name() == message || m.name() == message)
-        .find_map(|m| m.get_field_by_name(field))
+/// A field by its full name (`package.Message.field`) or `Message.field`; a short name two
+/// messages share names none (`Err`: their full names).
+fn find_field(pool: &DescriptorPool, name: &str) -> Result<Option<FieldDescriptor>, String> {
+    let Some((message, field)) = name.rsplit_once('.') else {
+        return Ok(None);
+    };
+    if let Some(m) = pool.get_message_by_name(message) {
+        return Ok(m.get_field_by_name(field));
+    }
+    let found: Vec<FieldDescriptor> = pool
+        .all_messages()
+        .filter(|m| m.name() == message)
+        .filter_map(|m| m.get_field_by_name(field))
+        .collect();
+    match found.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(one.clone())),
+        many => Err(many
+            .iter()
+            .map(|f| f.full_name().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")),
+    }
 }
 
 /// One of a `values:` hint's values as the field's type.
@@ -565,7 +636,10 @@ fn map_key(kind: &Kind, rng: &mut SmallRng) -> MapKey {
         Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => MapKey::I64(rng.random()),
         Kind::Uint32 | Kind::Fixed32 => MapKey::U32(rng.random()),
         Kind::Uint64 | Kind::Fixed64 => MapKey::U64(rng.random()),
-        _ => MapKey::String(text(rng, (0, MAX_LENGTH))),
+        _ => {
+            let n = rng.random_range(0..=MAX_LENGTH);
+            MapKey::String(text(rng, n))
+        }
     }
 }
 
@@ -576,10 +650,9 @@ fn enum_number(e: &EnumDescriptor, rng: &mut SmallRng) -> i32 {
     values.choose(rng).copied().unwrap_or(0)
 }
 
-/// Letters and digits, `lo..=hi` of them.
-fn text(rng: &mut SmallRng, (lo, hi): (usize, usize)) -> String {
+/// `n` letters and digits.
+fn text(rng: &mut SmallRng, n: usize) -> String {
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let n = rng.random_range(lo..=hi);
     (0..n)
         .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
         .collect()
@@ -718,6 +791,10 @@ mod tests {
             (hint("M.name", "size:1..2"), "does not apply"),
             (hint("M.age", "range:9..1"), "MIN ≤ MAX"),
             (hint("M.age", "often:1"), "is not a hint"),
+            (hint("M.score", "range:-1e308..1e308"), "MIN ≤ MAX"),
+            (hint("M.age", "range:0.5..0.9"), "whole numbers"),
+            (hint("M.age", "range:0..1e19"), "outside the field's"),
+            (hint("M.tags", "size:0..10001"), "MIN ≤ MAX ≤ 10000"),
         ] {
             let e = Generator::new(text, None, std::slice::from_ref(&h))
                 .err()

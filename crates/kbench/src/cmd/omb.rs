@@ -105,7 +105,7 @@ pub struct OmbArgs {
     /// FIELD=length:MIN..MAX (string, bytes), FIELD=range:MIN..MAX (numbers),
     /// FIELD=values:A,B,C (strings, numbers, enum names), FIELD=size:MIN..MAX (repeated, map);
     /// FIELD is Message.field or package.Message.field.
-    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", value_parser = crate::args::parse_schema_hint)]
+    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", conflicts_with = "value_template", value_parser = crate::args::parse_schema_hint)]
     pub schema_hint: Vec<(String, String)>,
 
     /// How many distinct values --value-schema generates before the load (default 1000).
@@ -134,6 +134,10 @@ async fn value_schema(args: &OmbArgs, spec: &mut OmbSpec) -> Result<(), CliError
     let mut serializer = spec.serializer.clone();
     if let Some(url) = &args.schema_registry_url {
         serializer.insert("schema.registry.url".into(), url.clone());
+        // The subscriptions' consumers decode through it too, as through a driver's registry.
+        spec.consumer
+            .deserializer
+            .insert("schema.registry.url".into(), url.clone());
     }
     let of_topic = |i: u32| kbench_bench::schema::ValueSchemaSpec {
         file: file.clone(),
@@ -174,6 +178,11 @@ async fn value_schema(args: &OmbArgs, spec: &mut OmbSpec) -> Result<(), CliError
     spec.not_applied.push(format!(
         "{overridden}: the values come from --value-schema {file}"
     ));
+    if w.use_randomized_payloads {
+        spec.not_applied.push(format!(
+            "useRandomizedPayloads, randomBytesRatio, randomizedPayloadPoolSize: the values come from --value-schema {file}"
+        ));
+    }
     spec.payload = kbench_bench::Payload::Lines(prepared.values);
     spec.value_schema = Some(prepared.schema);
     Ok(())
@@ -250,13 +259,14 @@ pub async fn run(args: OmbArgs) -> CliResult {
     ])?;
     args.store.check()?;
     let (mut spec, slo) = plan(&args)?;
+    let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
+    // Registered once every other input has been checked: a refused run leaves nothing behind.
     value_schema(&args, &mut spec).await?;
     spec.validate()
         .map_err(|e| CliError::usage(format!("--value-schema: {}", spec_error(&e))))?;
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
     }
-    let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
     // A fault schedule runs against the embedded broker that kbench controls: the driver file's
     // servers (every OMB driver names some) are set aside, and said so.
     let given = match &spec.producer.connection.bootstrap_servers {

@@ -133,12 +133,18 @@ pub async fn start_e2e(
                     start_time,
                     Some(kill),
                 );
-                let doc = E2eResultDocument::of(
+                let mut doc = E2eResultDocument::of(
                     &run,
                     Target::of(&cluster, embedded),
                     spec.settings_json(),
                     spec.seed,
                 );
+                if spec.window_histograms {
+                    doc.intervals = kbench_bench::timeline::with_histograms(
+                        std::mem::take(&mut doc.intervals),
+                        &run.timeline,
+                    );
+                }
                 let mut doc = serde_json::to_value(&doc).unwrap_or(Value::Null);
                 if api == Api::PubSub {
                     doc["pub_sub_demo"] = stats.clone();

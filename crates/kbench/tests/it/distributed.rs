@@ -185,11 +185,19 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
                 "--record-size",
                 "200",
             ])
-            .args(&["--reporting-interval", "1000"])
+            .args(&["--reporting-interval", "1000", "--print-metrics"])
             .json(&json)
             .ok(LIMIT);
         let stdout = text(&out.stdout);
         assert!(stdout.contains("records sent,"), "{stdout}");
+        // --print-metrics: the table from the merged document, every agent's records in it.
+        assert!(
+            stdout.lines().any(
+                |l| l.starts_with("kbench-producer-metrics:records-acked-total:")
+                    && l.trim_end().ends_with("30001.000")
+            ),
+            "{stdout}"
+        );
         let merged = result_json(&json);
         let docs: Vec<Value> = agents.iter().map(Agent::result).collect();
         // Counts: the parts sum to the whole, and to what was asked.
@@ -261,6 +269,7 @@ fn assert_clocks_found(merged: &Value, shifts: &[i64]) {
 fn e2e_with_the_consumer_on_one_agent_corrects_whole_trip_for_the_clocks() {
     let broker = TestBroker::start();
     let dir = TempDir::new("dist-e2e");
+    let log = dir.file("merged.hlog");
     // The consumer's clock 1.5 s ahead, one producer agent 0.7 s behind, one right: uncorrected,
     // whole trips would be 2.2 s and 1.5 s too short (clamped to 1 µs).
     let agents: Vec<Agent> = [(0, 1_500), (1, -700), (2, 0)]
@@ -274,12 +283,26 @@ fn e2e_with_the_consumer_on_one_agent_corrects_whole_trip_for_the_clocks() {
         .args(&["--producers", "5", "--batch-interval", "5..15ms"])
         .args(&["--messages-per-batch", "1..4", "--partitions", "2"])
         .args(&["--duration", "4s", "--reporting-interval", "1s"])
+        .args(&["--histogram-log", &log])
         .json(&json)
         .ok(LIMIT);
     let stdout = text(&out.stdout);
     let merged = result_json(&json);
     let docs: Vec<Value> = agents.iter().map(Agent::result).collect();
     let (consumer, producers) = (&docs[0], &docs[1..]);
+    // --histogram-log from the merged windows: the producers' request durations added exactly,
+    // whole trips the consumer's; the document's own windows carry no histograms.
+    let logged = crate::timeline::read_log(&log);
+    assert_eq!(
+        logged["producer_request_duration"].0,
+        union(producers, "producer_request_duration")
+    );
+    assert_eq!(
+        logged["whole_trip"].0.len(),
+        merged["whole_trip"]["count"].as_u64().unwrap()
+    );
+    let windows = merged["intervals"].as_array().unwrap();
+    assert!(windows.iter().all(|w| w.get("histograms").is_none()));
     // Producers split 3 + 2, numbered apart; every record accounted for.
     let sum = |f: &str| {
         producers

@@ -206,7 +206,7 @@ fn bad_schema_input_is_one_error_before_any_load() {
         .refused("--value-schema");
     produce("t")
         .arg(every_type())
-        .refused("-X schema.registry.url=URL");
+        .refused("needs a Schema Registry to register it (--schema-registry-url URL");
     produce("t")
         .arg(every_type())
         .args(&["-X", &url, "-X", "basic.auth.user.info=kbench:wrong"])
@@ -517,7 +517,10 @@ fn json_schema_values_are_validated_by_confluent_kafka() {
 #[test]
 fn e2e_sends_schema_values_and_its_consumer_decodes_them() {
     let broker = TestBroker::start();
-    let registry = SchemaRegistryDouble::start(RegistryOptions::default());
+    let registry = SchemaRegistryDouble::start(RegistryOptions {
+        basic_auth: Some(("kbench".into(), "e2e-s3cr3t".into())),
+        register_delay: Duration::from_millis(100),
+    });
     let dir = TempDir::new("schemas-e2e");
     let topic = "e2e-avro";
     let json = std::path::PathBuf::from(dir.file("e2e.json"));
@@ -536,9 +539,14 @@ fn e2e_sends_schema_values_and_its_consumer_decodes_them() {
         .arg("--value-schema")
         .arg(every_type())
         .args(&["--schema-registry-url", &registry.url])
+        .args(&["-X", "basic.auth.user.info=kbench:e2e-s3cr3t"])
         .json(&json)
         .ok(Duration::from_secs(120));
     let said = text(&out.stdout);
+    let raw = std::fs::read_to_string(&json).unwrap();
+    for shown in [&said, &text(&out.stderr), &raw] {
+        assert!(!shown.contains("e2e-s3cr3t"), "the password shows: {shown}");
+    }
     assert!(said.contains("values from"), "{said}");
     assert!(said.contains("Values decoded through"), "{said}");
     let doc = result_json(&json);
@@ -551,7 +559,8 @@ fn e2e_sends_schema_values_and_its_consumer_decodes_them() {
     assert_eq!(d["decoded"], 400, "{d}");
     assert_eq!(d["schema_ids"][id.to_string()], 400, "{d}");
     assert_eq!(doc["verification"]["ok"], true, "{}", doc["verification"]);
-    let read = read_with_confluent_kafka(&broker.addr, topic, &registry.url, "", 400);
+    let read =
+        read_with_confluent_kafka(&broker.addr, topic, &registry.url, "kbench:e2e-s3cr3t", 400);
     assert_eq!(read["decoded"], 400, "{read}");
 
     // Refused before any load, naming the flag.
@@ -563,6 +572,13 @@ fn e2e_sends_schema_values_and_its_consumer_decodes_them() {
     Cmd::on("e2e", &broker)
         .args(&["--duration", "1s", "-X", "basic.auth.user.info=a:b"])
         .refused("basic.auth.user.info: a serializer property");
+    // A registry without a schema beside kbench's own producers: their bytes are not framed.
+    Cmd::on("e2e", &broker)
+        .args(&["--duration", "1s", "--schema-registry-url", &registry.url])
+        .refused("only with --value-schema FILE, or with --mode consumer");
+    Cmd::on("e2e", &broker)
+        .args(&["--duration", "1s", "--value-schema-id", "3"])
+        .refused("--value-schema-id: only with --via rest-proxy");
 }
 
 /// `kbench omb --value-schema`: an OMB workload of two topics sends schema values in place of its

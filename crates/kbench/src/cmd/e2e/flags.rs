@@ -91,7 +91,7 @@ pub struct E2eArgs {
     /// FIELD=length:MIN..MAX (string, bytes), FIELD=range:MIN..MAX (numbers),
     /// FIELD=values:A,B,C (strings, numbers, enum names), FIELD=size:MIN..MAX (repeated, map);
     /// FIELD is Message.field or package.Message.field.
-    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", value_parser = crate::args::parse_schema_hint)]
+    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", conflicts_with = "value_template", value_parser = crate::args::parse_schema_hint)]
     pub schema_hint: Vec<(String, String)>,
 
     /// How many distinct values --value-schema generates before the load (default 1000); each
@@ -312,10 +312,12 @@ pub(crate) fn value_schema(
         ));
     }
     let Some(path) = &args.value_schema else {
-        if !serializer.contains_key("schema.registry.url") || !spec.mode.has_consumer() {
+        // Without a schema, a registry is for a consumer-only run decoding another producer's
+        // values: beside kbench's own producers it would count their random bytes undecodable.
+        if !serializer.contains_key("schema.registry.url") || spec.mode.has_producers() {
             let key = serializer.keys().next().cloned().unwrap_or_default();
             return Err(format!(
-                "{key}: a serializer property; only with --value-schema FILE, or with -X schema.registry.url=URL for the consumer to decode the values"
+                "{key}: a serializer property; only with --value-schema FILE, or with --mode consumer and a schema.registry.url to decode what another producer writes"
             ));
         }
         spec.deserializer = serializer;
@@ -347,6 +349,12 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
     if args.via.as_deref() != Some("rest-proxy") {
         if args.rest_url.is_some() {
             return Err("--rest-url: only with --via rest-proxy".into());
+        }
+        if args.value_schema_id.is_some() {
+            return Err(
+                "--value-schema-id: only with --via rest-proxy (with --value-schema, give -X use.schema.id=ID)"
+                    .into(),
+            );
         }
         return Ok(None);
     }

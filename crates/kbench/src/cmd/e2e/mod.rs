@@ -34,13 +34,6 @@ pub async fn run(mut args: E2eArgs) -> CliResult {
         kbench_bench::schema::decode::RegistryReader::new(&spec.deserializer)
             .map_err(CliError::usage)?;
     }
-    if let Some(schema) = value_schema {
-        let prepared = crate::cmd::produce::prepare_schema(&schema, "values").await?;
-        spec.values = Some(prepared.values.into());
-        spec.value_schema = Some(prepared.schema);
-        spec.validate()
-            .map_err(|e| CliError::usage(format!("--value-schema: {e}")))?;
-    }
     args.slo.conditions("e2e")?;
     let settings = args.connection.settings()?;
     let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
@@ -57,6 +50,15 @@ pub async fn run(mut args: E2eArgs) -> CliResult {
             ));
         }
         None => {}
+    }
+    // Registered last, once every other input has been checked: a refused run leaves nothing
+    // behind in the registry.
+    if let Some(schema) = value_schema {
+        let prepared = crate::cmd::produce::prepare_schema(&schema, "values").await?;
+        spec.values = Some(prepared.values.into());
+        spec.value_schema = Some(prepared.schema);
+        spec.validate()
+            .map_err(|e| CliError::usage(format!("--value-schema: {e}")))?;
     }
     let topic = spec.topic.clone();
     let endpoint = args
@@ -288,6 +290,11 @@ async fn distributed(
         }
     };
     let stop = kbench_bench::Stop::new();
+    // --histogram-log: each agent keeps its windows' histograms whole, for the merge.
+    let spec = &E2eSpec {
+        window_histograms: args.output.histogram_log.is_some(),
+        ..spec.clone()
+    };
     let job = run_e2e(
         &coordinator,
         spec,
@@ -298,7 +305,9 @@ async fn distributed(
         &progress,
     );
     let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
-    let doc = merged.map_err(|e| crate::coordinator::cli_error(e, interrupted))?;
+    let mut doc = merged.map_err(|e| crate::coordinator::cli_error(e, interrupted))?;
+    args.output
+        .write_merged_histogram_log(&doc.start_time, &mut doc.intervals)?;
     print_merged(&doc);
     let slo = args.slo.conditions("e2e").unwrap_or_default();
     let c = doc.consumer.clone().unwrap_or_default();
@@ -338,11 +347,6 @@ fn consumer_agent(
     } else if spec.rest.is_some() {
         Some(
             "--via rest-proxy: a distributed run speaks the Kafka protocol; not with --agents"
-                .into(),
-        )
-    } else if args.output.histogram_log.is_some() {
-        Some(
-            "--histogram-log: not with --agents yet (each agent's windows are in its own result)"
                 .into(),
         )
     } else if args.metrics.metrics_listen.is_some() {

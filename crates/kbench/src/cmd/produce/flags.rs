@@ -133,7 +133,7 @@ pub struct ProduceArgs {
     /// FIELD=length:MIN..MAX (string, bytes), FIELD=range:MIN..MAX (numbers),
     /// FIELD=values:A,B,C (strings, numbers, enum names), FIELD=size:MIN..MAX (repeated, map);
     /// FIELD is Message.field or package.Message.field.
-    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", value_parser = crate::args::parse_schema_hint)]
+    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", conflicts_with = "value_template", value_parser = crate::args::parse_schema_hint)]
     pub schema_hint: Vec<(String, String)>,
 
     /// How many distinct values --value-schema generates before the load (default 1000).

@@ -213,7 +213,8 @@ async fn execute(
     let outcome = outcome.map_err(|e| failure(&e, &harness.bootstrap(), interrupted))?;
     let run = &outcome.run;
     if args.print_metrics {
-        let metrics = crate::perf_test::producer_metrics(run, &plan.connection.client_id);
+        let metrics =
+            crate::perf_test::producer_metrics(&outcome.document, &plan.connection.client_id);
         println!("{}", crate::perf_test::metrics_table(&metrics));
     }
     let mut code = 0;
@@ -334,7 +335,8 @@ async fn search(args: &ProduceArgs, plan: &Plan, harness: &mut Harness) -> CliRe
     }
     println!("{}", crate::perf_test::producer_final(&best.run));
     if args.print_metrics {
-        let metrics = crate::perf_test::producer_metrics(&best.run, &plan.connection.client_id);
+        let metrics =
+            crate::perf_test::producer_metrics(&best.document, &plan.connection.client_id);
         println!("{}", crate::perf_test::metrics_table(&metrics));
     }
     let (mut document, slo_met) = crate::args::check_slo(plan.slo.as_deref(), &best.document);
@@ -400,8 +402,6 @@ async fn distributed(
         )
     } else if args.metrics.metrics_listen.is_some() {
         Some("--metrics-listen: with --agents, scrape each agent's /metrics")
-    } else if args.print_metrics {
-        Some("--print-metrics: not with --agents yet (each agent's figures are in its own result)")
     } else if plan.spec.warmup_records > 0 {
         Some(
             "--warmup-records: not with --agents yet (each agent's warm-up would end at its own moment)",
@@ -459,6 +459,11 @@ async fn distributed(
         .write_merged_histogram_log(&doc.start_time, &mut doc.intervals)?;
     // kafka-producer-perf-test's final line, from the merged document.
     println!("{}", crate::perf_test::producer_final_doc(&doc));
+    if args.print_metrics {
+        // The merged document's figures: every agent's records, requests and histograms added.
+        let metrics = crate::perf_test::producer_metrics(&doc, &plan.connection.client_id);
+        println!("{}", crate::perf_test::metrics_table(&metrics));
+    }
     if doc.records_failed > 0 {
         println!("{} records failed.", doc.records_failed);
     }
