@@ -192,6 +192,9 @@ pub fn split_produce(spec: &ProduceSpec, agents: usize) -> Result<Vec<ProduceSpe
         part.shape = spec.shape.as_ref().map(|s| s.scaled(share));
         part.seed = segment_seed(spec.seed, i);
         part.interval_histograms = false;
+        // --payload-monotonic: the agents' numbers interleave, 0..N−1 once each in all.
+        part.monotonic_offset = i as u64;
+        part.monotonic_stride = agents as u64;
         part.validate()?;
         parts.push(part);
     }

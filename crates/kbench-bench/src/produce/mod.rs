@@ -270,6 +270,13 @@ pub struct ProduceSpec {
     /// percentiles, as OMB reports them), and report the last, partial window too, so that the
     /// windows add up to the run; off, a window has sums and maxima only.
     pub interval_histograms: bool,
+    /// `Payload::Monotonic` over agents: record `i`'s value is `monotonic_offset + i ×
+    /// monotonic_stride`, so that the agents' values interleave (agent k of n: k, k + n, …) and
+    /// together are 0..N−1 once each, as one process's would be.
+    #[serde(default)]
+    pub monotonic_offset: u64,
+    #[serde(default = "one")]
+    pub monotonic_stride: u64,
     /// The length of a timeline window (the result's `intervals`, `--histogram-log`).
     pub timeline_interval: Duration,
     /// Where timeline windows go as they close (live metrics).
@@ -341,6 +348,8 @@ impl Default for ProduceSpec {
             properties: Vec::new(),
             limits: Limits::default(),
             interval_histograms: false,
+            monotonic_offset: 0,
+            monotonic_stride: 1,
             start_at_us: None,
             window_histograms: false,
             timeline_interval: crate::timeline::DEFAULT_INTERVAL,
@@ -700,4 +709,9 @@ mod tests {
         let text = spec.settings_json(&cluster).to_string();
         assert!(!text.contains("hunter2") && text.contains("***"), "{text}");
     }
+}
+
+/// A serde default: 1.
+fn one() -> u64 {
+    1
 }

@@ -1167,8 +1167,8 @@ enum Draw {
     /// `Payload::Weighted`: the pooled value of the bucket a draw falls in (the buckets'
     /// cumulative shares).
     Weighted(Box<[f64]>),
-    /// `Payload::Monotonic`: the record's number, in decimal.
-    Monotonic,
+    /// `Payload::Monotonic`: the record's number (offset + index × stride), in decimal.
+    Monotonic { offset: u64, stride: u64 },
     /// A pooled value taken at random (payload file lines).
     Any,
 }
@@ -1199,7 +1199,10 @@ impl Records {
             ),
             draw: match &spec.payload {
                 Payload::Uniform { min, max } => Draw::Uniform(*min, *max),
-                Payload::Monotonic => Draw::Monotonic,
+                Payload::Monotonic => Draw::Monotonic {
+                    offset: spec.monotonic_offset,
+                    stride: spec.monotonic_stride.max(1),
+                },
                 _ if values.len() == 1 => Draw::One,
                 Payload::Weighted { sizes, .. } => Draw::Weighted(sizes.cumulative()),
                 _ => Draw::Any,
@@ -1219,7 +1222,10 @@ impl Records {
             Draw::Weighted(cumulative) => {
                 &self.values[super::sizes::pick(cumulative, self.rng.random())]
             }
-            Draw::Monotonic => self.digits.format(i).as_bytes(),
+            Draw::Monotonic { offset, stride } => self
+                .digits
+                .format(offset.saturating_add(i.saturating_mul(*stride)))
+                .as_bytes(),
             Draw::Any => &self.values[self.rng.random_range(0..self.values.len())],
         };
         Record {

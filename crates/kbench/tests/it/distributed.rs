@@ -177,13 +177,13 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
             .args(&["--agents", &urls(&agents), "--num-records", "30001"])
             .args(&["--pin", &format!("produce={produce_v}")])
             .args(&["--histogram-log", &log])
+            // --payload-monotonic: the agents' numbers interleave, 0..30000 once each in all.
             .args(&[
                 "--throughput",
                 "10000",
                 "--partitions",
                 "3",
-                "--record-size",
-                "200",
+                "--payload-monotonic",
             ])
             .args(&["--reporting-interval", "1000", "--print-metrics"])
             .json(&json)
@@ -247,6 +247,13 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
             Duration::from_secs(60),
         );
         assert_eq!(read.len(), 30_001 + warm, "{kind:?}");
+        let mut numbers: Vec<u64> = read
+            .iter()
+            .filter_map(|r| std::str::from_utf8(r.value.as_deref()?).ok()?.parse().ok())
+            .collect();
+        numbers.sort_unstable();
+        // The warm-up records are not numbers; the run's are each number once.
+        assert!(numbers.iter().copied().eq(0..30_001), "{kind:?}");
     }
 }
 

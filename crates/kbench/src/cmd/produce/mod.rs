@@ -396,10 +396,6 @@ async fn distributed(
         Some(
             "--transactional-id: not with --agents (every agent would take the same transactional.id and fence the others)",
         )
-    } else if args.payload_monotonic {
-        Some(
-            "--payload-monotonic: not with --agents (each agent would count from 0, so the values would repeat)",
-        )
     } else if args.metrics.metrics_listen.is_some() {
         Some("--metrics-listen: with --agents, scrape each agent's /metrics")
     } else if plan.spec.warmup_records > 0 {
