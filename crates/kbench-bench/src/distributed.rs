@@ -183,11 +183,15 @@ pub fn split_produce(spec: &ProduceSpec, agents: usize) -> Result<Vec<ProduceSpe
         ));
     }
     let counts = split_count(spec.num_records, agents);
+    // --warmup-records: each agent leaves out its share of the warm-up (its first records), as its
+    // records are its share of the run's.
+    let warmups = split_count(spec.warmup_records, agents);
     let share = 1.0 / agents as f64;
     let mut parts = Vec::with_capacity(agents);
     for (i, count) in counts.into_iter().enumerate() {
         let mut part = spec.clone();
         part.num_records = if unbounded { u64::MAX } else { count };
+        part.warmup_records = warmups[i];
         part.throughput = spec.throughput.map(|t| t * share);
         part.shape = spec.shape.as_ref().map(|s| s.scaled(share));
         part.seed = segment_seed(spec.seed, i);
@@ -414,6 +418,35 @@ fn merged<D>(
             .map_err(|e| format!("agent {agent}: {name}: {e}"))?;
     }
     Ok(all)
+}
+
+/// The agents' steady states (`--warmup-records`) as one: records, bytes and warm-ups summed,
+/// latencies added exactly, over the longest agent's steady-state time (the agents run at once).
+/// Agents whose run ended within their warm-up add nothing; none at all: `None`.
+fn merged_steady_state(
+    done: &[(&str, &ResultDocument)],
+) -> Result<Option<crate::result::SteadyStateSummary>, String> {
+    let steady: Vec<(&str, &crate::result::SteadyStateSummary)> = done
+        .iter()
+        .filter_map(|(a, d)| d.steady_state.as_ref().map(|s| (*a, s)))
+        .collect();
+    if steady.is_empty() {
+        return Ok(None);
+    }
+    let latency = merged(&steady, "steady-state latency", |s| &s.latency)?;
+    let records = sum(&steady, |s| s.records);
+    let bytes = sum(&steady, |s| s.bytes);
+    let duration_s = steady.iter().map(|(_, s)| s.duration_s).fold(0.0, f64::max);
+    let secs = duration_s.max(1e-9);
+    Ok(Some(crate::result::SteadyStateSummary {
+        warmup_records: sum(&steady, |s| s.warmup_records),
+        records,
+        bytes,
+        duration_s,
+        records_per_sec: records as f64 / secs,
+        mb_per_sec: bytes as f64 / secs / (1024.0 * 1024.0),
+        latency: LatencySummary::of(&latency),
+    }))
 }
 
 /// The sum of a whole-number figure over the documents.
@@ -664,6 +697,7 @@ pub fn merge_produce(parts: &[AgentPart<ResultDocument>]) -> Result<ResultDocume
         record_batches: sum(&done, |d| d.record_batches),
         frames_written: sum(&done, |d| d.frames_written),
         socket_writes: sum(&done, |d| d.socket_writes),
+        steady_state: merged_steady_state(&done)?,
         repetitions: vec![repetition],
         intervals: common.intervals,
         cluster,

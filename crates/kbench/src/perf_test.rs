@@ -8,7 +8,6 @@ use hdrhistogram::Histogram;
 use kbench_bench::cluster::ClusterReport;
 use kbench_bench::consume::{ConsumeRun, ConsumeWindow};
 use kbench_bench::measure::LatencySummary;
-use kbench_bench::produce::phase::SteadyState;
 use kbench_bench::result::ResultDocument;
 use kbench_bench::{IntervalReport, ProduceRun};
 
@@ -58,13 +57,13 @@ pub fn producer_final_doc(doc: &ResultDocument) -> String {
 
 /// kafka-producer-perf-test's steady-state line (`--warmup-records`, KIP-1052): the final line's
 /// format over the records after the warm-up, `N steady state records sent, …`.
-pub fn producer_steady_final(s: &SteadyState) -> String {
+pub fn producer_steady_final(s: &kbench_bench::result::SteadyStateSummary) -> String {
     total_line(
         s.records,
         " steady state",
-        s.records_per_sec(),
-        s.mb_per_sec(),
-        &LatencySummary::of(&s.latency),
+        s.records_per_sec,
+        s.mb_per_sec,
+        &s.latency,
     )
 }
 
@@ -458,7 +457,7 @@ mod tests {
         let mut latency = latency_histogram();
         latency.record_n(1_000, 3).unwrap();
         latency.record(2_000).unwrap();
-        let steady = SteadyState {
+        let steady = kbench_bench::produce::phase::SteadyState {
             warmup_records: 10,
             records: 4,
             bytes: 4 * 1024 * 1024,
@@ -466,7 +465,7 @@ mod tests {
             latency,
         };
         assert_eq!(
-            producer_steady_final(&steady),
+            producer_steady_final(&kbench_bench::result::SteadyStateSummary::of(&steady)),
             "4 steady state records sent, 2.000000 records/sec (2.00 MB/sec), 1.25 ms avg latency, 2.00 ms max latency, 1 ms 50th, 2 ms 95th, 2 ms 99th, 2 ms 99.9th."
         );
     }

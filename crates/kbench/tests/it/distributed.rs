@@ -186,6 +186,7 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
                 "--payload-monotonic",
             ])
             .args(&["--reporting-interval", "1000", "--print-metrics"])
+            .args(&["--warmup-records", "3000"])
             .json(&json)
             .ok(LIMIT);
         let stdout = text(&out.stdout);
@@ -200,6 +201,19 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
         );
         let merged = result_json(&json);
         let docs: Vec<Value> = agents.iter().map(Agent::result).collect();
+        // --warmup-records: each agent left out its share (1000); the steady states summed.
+        let steady = &merged["steady_state"];
+        assert_eq!(steady["warmup_records"], 3000, "{kind:?}: {steady}");
+        let agents_steady: u64 = docs
+            .iter()
+            .map(|d| d["steady_state"]["records"].as_u64().unwrap())
+            .sum();
+        assert_eq!(steady["records"], agents_steady, "{kind:?}");
+        assert_eq!(agents_steady, 27_001, "{kind:?}");
+        assert!(
+            stdout.contains("27001 steady state records sent, "),
+            "{stdout}"
+        );
         // Counts: the parts sum to the whole, and to what was asked.
         let acked: Vec<u64> = docs
             .iter()

@@ -158,9 +158,9 @@ impl ProduceObserver for Lines {
     fn finished(&self, run: &ProduceRun) {
         self.0.always(&crate::perf_test::producer_final(run));
         match &run.steady_state {
-            Some(steady) => self
-                .0
-                .always(&crate::perf_test::producer_steady_final(steady)),
+            Some(steady) => self.0.always(&crate::perf_test::producer_steady_final(
+                &kbench_bench::result::SteadyStateSummary::of(steady),
+            )),
             None if self.1 > 0 => eprintln!(
                 "kbench: the run ended within its warm-up ({} records): no steady-state figures",
                 self.1
@@ -398,10 +398,6 @@ async fn distributed(
         )
     } else if args.metrics.metrics_listen.is_some() {
         Some("--metrics-listen: with --agents, scrape each agent's /metrics")
-    } else if plan.spec.warmup_records > 0 {
-        Some(
-            "--warmup-records: not with --agents yet (each agent's warm-up would end at its own moment)",
-        )
     } else {
         None
     };
@@ -455,6 +451,14 @@ async fn distributed(
         .write_merged_histogram_log(&doc.start_time, &mut doc.intervals)?;
     // kafka-producer-perf-test's final line, from the merged document.
     println!("{}", crate::perf_test::producer_final_doc(&doc));
+    // --warmup-records: every agent left out its share; the steady state merged.
+    match &doc.steady_state {
+        Some(steady) => println!("{}", crate::perf_test::producer_steady_final(steady)),
+        None if plan.spec.warmup_records > 0 => {
+            eprintln!("kbench: every agent's run ended within its warm-up: no steady-state figures")
+        }
+        None => {}
+    }
     if args.print_metrics {
         // The merged document's figures: every agent's records, requests and histograms added.
         let metrics = crate::perf_test::producer_metrics(&doc, &plan.connection.client_id);
