@@ -698,6 +698,12 @@ pub fn merge_produce(parts: &[AgentPart<ResultDocument>]) -> Result<ResultDocume
         frames_written: sum(&done, |d| d.frames_written),
         socket_writes: sum(&done, |d| d.socket_writes),
         steady_state: merged_steady_state(&done)?,
+        verification: crate::verify::VerifyReport::merged(
+            &done
+                .iter()
+                .filter_map(|(a, d)| d.verification.as_ref().map(|v| (*a, v)))
+                .collect::<Vec<_>>(),
+        ),
         repetitions: vec![repetition],
         intervals: common.intervals,
         cluster,

@@ -335,6 +335,55 @@ impl VerifyReport {
         self.records_verified == 0 && (self.records_read > 0 || self.records_acked != Some(0))
     }
 
+    /// Agents' verifications of one topic as one (`--verify` over agents): each agent stamped its
+    /// records with producer ids of its own and read the whole topic back, checking only those, so
+    /// the checked counts add exactly. `records_read` is the most any agent read (each read the
+    /// whole topic, at its own end), `foreign` what of that no agent's stamp claimed. OK when every
+    /// agent's is; unknown when any agent's could not finish (its error, named).
+    pub fn merged(reports: &[(&str, &VerifyReport)]) -> Option<VerifyReport> {
+        let (_, first) = reports.first()?;
+        let sum = |f: fn(&VerifyReport) -> u64| reports.iter().map(|(_, r)| f(r)).sum::<u64>();
+        let sum_known = |f: fn(&VerifyReport) -> Option<u64>| {
+            reports
+                .iter()
+                .map(|(_, r)| f(r))
+                .try_fold(0u64, |a, x| x.map(|x| a + x))
+        };
+        let records_read = reports
+            .iter()
+            .map(|(_, r)| r.records_read)
+            .max()
+            .unwrap_or(0);
+        let records_verified = sum(|r| r.records_verified);
+        let merged = VerifyReport {
+            records_read,
+            records_verified,
+            records_acked: sum_known(|r| r.records_acked),
+            lost: sum(|r| r.lost),
+            lost_from: first.lost_from.clone(),
+            duplicated: sum(|r| r.duplicated),
+            reordered: sum(|r| r.reordered),
+            corrupted: sum(|r| r.corrupted),
+            unexpected: sum_known(|r| r.unexpected),
+            foreign: records_read.saturating_sub(records_verified),
+            untracked: sum(|r| r.untracked),
+            sequence_gaps: sum(|r| r.sequence_gaps),
+            offset_regressions: sum(|r| r.offset_regressions),
+            producers: sum(|r| r.producers),
+            ok: None,
+            error: None,
+        };
+        Some(
+            match reports
+                .iter()
+                .find_map(|(agent, r)| r.error.as_ref().map(|e| format!("agent {agent}: {e}")))
+            {
+                Some(e) => merged.failed(e),
+                None => merged.judged(),
+            },
+        )
+    }
+
     /// A verification that could not finish.
     pub fn failed(mut self, error: String) -> VerifyReport {
         self.error = Some(error);
@@ -643,5 +692,51 @@ mod tests {
         let r = v.report(None);
         assert_eq!(r.untracked, 10);
         assert_eq!(r.duplicated, 0);
+    }
+
+    /// Agents' reports add exactly; one that could not finish makes the whole unknown, named.
+    #[test]
+    fn agents_reports_merge_exactly() {
+        let report = |verified: u64, lost: u64| {
+            VerifyReport {
+                records_read: 100,
+                records_verified: verified,
+                records_acked: Some(verified + lost),
+                lost,
+                lost_from: "acknowledged records not read".into(),
+                duplicated: 1,
+                reordered: 0,
+                corrupted: 0,
+                unexpected: Some(0),
+                foreign: 100 - verified,
+                untracked: 0,
+                sequence_gaps: 0,
+                offset_regressions: 0,
+                producers: 1,
+                ok: None,
+                error: None,
+            }
+            .judged()
+        };
+        let (a, b) = (report(60, 0), report(40, 0));
+        let m = VerifyReport::merged(&[("a", &a), ("b", &b)]).unwrap();
+        assert_eq!(
+            (
+                m.records_read,
+                m.records_verified,
+                m.records_acked,
+                m.foreign
+            ),
+            (100, 100, Some(100), 0)
+        );
+        assert_eq!((m.duplicated, m.producers, m.ok), (2, 2, Some(true)));
+        let lossy = report(40, 3);
+        let m = VerifyReport::merged(&[("a", &a), ("b", &lossy)]).unwrap();
+        assert_eq!((m.lost, m.ok), (3, Some(false)));
+        let broken = report(40, 0).failed("read-back timed out".into());
+        let m = VerifyReport::merged(&[("a", &a), ("b", &broken)]).unwrap();
+        assert_eq!(m.ok, None);
+        assert!(m.error.unwrap().contains("agent b: read-back timed out"));
+        assert!(VerifyReport::merged(&[]).is_none());
     }
 }

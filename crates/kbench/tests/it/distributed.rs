@@ -186,7 +186,7 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
                 "--payload-monotonic",
             ])
             .args(&["--reporting-interval", "1000", "--print-metrics"])
-            .args(&["--warmup-records", "3000"])
+            .args(&["--warmup-records", "3000", "--verify"])
             .json(&json)
             .ok(LIMIT);
         let stdout = text(&out.stdout);
@@ -201,6 +201,17 @@ fn produce_over_three_agents_merges_exactly_on_both_brokers() {
         );
         let merged = result_json(&json);
         let docs: Vec<Value> = agents.iter().map(Agent::result).collect();
+        // --verify: each agent read the topic back from the run's start and checked its own
+        // records; the merge adds them exactly, and every record read is some agent's.
+        let v = &merged["verification"];
+        assert_eq!(v["ok"], true, "{kind:?}: {v}");
+        assert_eq!(v["records_verified"], 30_001, "{kind:?}: {v}");
+        assert_eq!(v["records_acked"], 30_001, "{kind:?}: {v}");
+        assert_eq!(v["lost"], 0, "{kind:?}: {v}");
+        assert_eq!(v["producers"], 3, "{kind:?}: {v}");
+        assert_eq!(v["foreign"], 0, "{kind:?}: {v}");
+        assert_eq!(v["records_read"], 30_001, "{kind:?}: {v}");
+        assert!(stdout.contains("Verification"), "{stdout}");
         // --warmup-records: each agent left out its share (1000); the steady states summed.
         let steady = &merged["steady_state"];
         assert_eq!(steady["warmup_records"], 3000, "{kind:?}: {steady}");

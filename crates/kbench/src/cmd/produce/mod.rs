@@ -390,8 +390,6 @@ async fn distributed(
     use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_produce};
     let refused = if args.find_max_rate {
         Some("--find-max-rate: searches from one machine; not with --agents")
-    } else if args.verify {
-        Some("--verify: not with --agents yet (verify each agent's topic separately)")
     } else if plan.spec.producer.transactional_id.is_some() {
         Some(
             "--transactional-id: not with --agents (every agent would take the same transactional.id and fence the others)",
@@ -467,14 +465,24 @@ async fn distributed(
     if doc.records_failed > 0 {
         println!("{} records failed.", doc.records_failed);
     }
-    cli_finish(
+    // --verify: every agent read the topic back and checked its own records; merged exactly.
+    let verified = doc.verification.as_ref().map(|v| {
+        println!("{}", v.line());
+        v.ok == Some(true)
+    });
+    let code = cli_finish(
         &doc,
         doc.distributed.as_ref(),
         plan.slo.as_deref(),
         args.output.json.as_deref(),
         doc.records_failed > 0,
         interrupted,
-    )
+    )?;
+    Ok(if code == 0 && verified == Some(false) {
+        crate::args::EXIT_VERIFY
+    } else {
+        code
+    })
 }
 
 /// `kbench quickstart`: 100-byte records, unthrottled, acks=1, for `--duration`, to an embedded
