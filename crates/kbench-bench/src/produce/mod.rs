@@ -582,6 +582,11 @@ impl ProduceSpec {
     }
 }
 
+/// A serde default: 1.
+fn one() -> u64 {
+    1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -709,9 +714,4 @@ mod tests {
         let text = spec.settings_json(&cluster).to_string();
         assert!(!text.contains("hunter2") && text.contains("***"), "{text}");
     }
-}
-
-/// A serde default: 1.
-fn one() -> u64 {
-    1
 }
