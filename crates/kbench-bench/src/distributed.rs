@@ -246,18 +246,32 @@ pub fn split_e2e(
         mode: E2eMode::Consumer,
         producers: 0,
         duration: None,
+        records: None,
         run_tag: Some(run_tag),
         ..spec.clone()
     };
     consumer.validate()?;
     let mut producers = Vec::with_capacity(producer_agents);
     let mut base = 0u32;
-    for count in split_count(spec.producers as u64, producer_agents) {
+    let all = spec.producers as u64;
+    for count in split_count(all, producer_agents) {
+        // `records`: the agent's producers' shares, as one process splits them (producer p sends
+        // r / n, one more while p < r mod n), so that the agents' counts sum to the whole.
+        let records = spec
+            .records
+            .map(|r| count * (r / all) + (r % all).saturating_sub(u64::from(base)).min(count));
+        if let (Some(0), Some(r)) = (records, spec.records) {
+            return Err(SpecError::new(
+                "num_records",
+                format!("{r} records cannot be split over {producer_agents} producer agents"),
+            ));
+        }
         let part = E2eSpec {
             mode: E2eMode::Producers,
             producers: count as usize,
             producer_base: base,
             run_tag: Some(run_tag),
+            records,
             ..spec.clone()
         };
         part.validate()?;
@@ -994,6 +1008,23 @@ mod tests {
         assert!(producers.iter().all(|p| p.run_tag == Some(7)));
         assert_eq!(split_e2e(&spec, 6, 7).unwrap_err().field, "producers");
         assert_eq!(split_e2e(&spec, 0, 7).unwrap_err().field, "agents");
+        // 13 records over 5 producers: 3, 3, 3, 2, 2 — the first agent's three send 9.
+        let counted = E2eSpec {
+            records: Some(13),
+            ..spec.clone()
+        };
+        let (consumer, producers) = split_e2e(&counted, 2, 7).unwrap();
+        assert_eq!(consumer.records, None);
+        assert_eq!(
+            producers.iter().map(|p| p.records).collect::<Vec<_>>(),
+            vec![Some(9), Some(4)]
+        );
+        let few = E2eSpec {
+            producers: 2,
+            records: Some(1),
+            ..spec
+        };
+        assert_eq!(split_e2e(&few, 2, 7).unwrap_err().field, "num_records");
     }
 
     fn part(agent: &str, values: &[u64], acked: u64) -> AgentPart<ResultDocument> {

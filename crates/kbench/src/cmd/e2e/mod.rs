@@ -353,8 +353,6 @@ fn consumer_agent(
         Some("--metrics-listen: with --agents, scrape each agent's /metrics".into())
     } else if args.mode.is_some() {
         Some("--mode: a distributed run places the consumer and the producers itself".into())
-    } else if args.num_records.is_some() {
-        Some("--num-records: not with --agents yet (use --duration)".into())
     } else if spec.reply.is_some() {
         Some("--reply-topic: not with --agents (the reply consumer times requests sent in its own process)".into())
     } else if args.verify {
