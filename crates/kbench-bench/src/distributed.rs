@@ -24,7 +24,7 @@ use crate::timeline::{Figure, Interval};
 /// group), and it holds a lease that the coordinator's polls renew: a segment nobody asks about
 /// for the agent's lease time is stopped and marked `abandoned`.
 /// 4: a segment carries the run's `--pin`s, which its agent negotiates and holds.
-pub const AGENT_PROTOCOL: u32 = 4;
+pub const AGENT_PROTOCOL: u32 = 5;
 
 /// What one agent runs of a distributed run: the very spec the coordinator's front end built,
 /// split; the cluster to reach and its connection properties (secrets included: the agent needs
@@ -186,6 +186,16 @@ pub fn split_produce(spec: &ProduceSpec, agents: usize) -> Result<Vec<ProduceSpe
     // --warmup-records: each agent leaves out its share of the warm-up (its first records), as its
     // records are its share of the run's.
     let warmups = split_count(spec.warmup_records, agents);
+    if !unbounded && let Some((w, n)) = warmups.iter().zip(&counts).find(|(w, n)| **w > 0 && w >= n)
+    {
+        return Err(SpecError::new(
+            "warmup_records",
+            format!(
+                "over {agents} agents each leaves out its share of the warm-up, which must be fewer than its records ({w} of {n}): give at most {}",
+                spec.num_records.saturating_sub(agents as u64)
+            ),
+        ));
+    }
     let share = 1.0 / agents as f64;
     let mut parts = Vec::with_capacity(agents);
     for (i, count) in counts.into_iter().enumerate() {
@@ -263,7 +273,11 @@ pub fn split_e2e(
         if let (Some(0), Some(r)) = (records, spec.records) {
             return Err(SpecError::new(
                 "num_records",
-                format!("{r} records cannot be split over {producer_agents} producer agents"),
+                format!(
+                    "{r} records over {} producers leave the producers of agent {} none: give at least one a producer",
+                    spec.producers,
+                    producers.len() + 1
+                ),
             ));
         }
         let part = E2eSpec {
@@ -452,8 +466,13 @@ fn merged_steady_state(
     let bytes = sum(&steady, |s| s.bytes);
     let duration_s = steady.iter().map(|(_, s)| s.duration_s).fold(0.0, f64::max);
     let secs = duration_s.max(1e-9);
+    // Every agent's warm-up, those that ended within theirs included.
+    let warmup_records = done
+        .iter()
+        .map(|(_, d)| d.settings["warmup_records"].as_u64().unwrap_or(0))
+        .sum();
     Ok(Some(crate::result::SteadyStateSummary {
-        warmup_records: sum(&steady, |s| s.warmup_records),
+        warmup_records,
         records,
         bytes,
         duration_s,
@@ -461,6 +480,28 @@ fn merged_steady_state(
         mb_per_sec: bytes as f64 / secs / (1024.0 * 1024.0),
         latency: LatencySummary::of(&latency),
     }))
+}
+
+/// `--verify` over agents: the agents' checks as one ([`crate::verify::VerifyReport::merged`]);
+/// an agent lost, or finished without a check, leaves its records unchecked: the verification is
+/// then unknown, naming it — never OK over the others alone.
+fn merged_verification(parts: &[AgentPart<ResultDocument>]) -> Option<crate::verify::VerifyReport> {
+    let checked: Vec<(&str, &crate::verify::VerifyReport)> = parts
+        .iter()
+        .filter_map(|p| Some((p.agent.as_str(), p.result.as_ref()?.verification.as_ref()?)))
+        .collect();
+    let merged = crate::verify::VerifyReport::merged(&checked)?;
+    match parts
+        .iter()
+        .find(|p| p.result.as_ref().is_none_or(|d| d.verification.is_none()))
+    {
+        Some(p) if merged.error.is_none() => Some(merged.failed(format!(
+            "agent {}: its records were not verified ({})",
+            p.agent,
+            p.lost.as_deref().unwrap_or("no verification in its result")
+        ))),
+        _ => Some(merged),
+    }
 }
 
 /// The sum of a whole-number figure over the documents.
@@ -712,12 +753,7 @@ pub fn merge_produce(parts: &[AgentPart<ResultDocument>]) -> Result<ResultDocume
         frames_written: sum(&done, |d| d.frames_written),
         socket_writes: sum(&done, |d| d.socket_writes),
         steady_state: merged_steady_state(&done)?,
-        verification: crate::verify::VerifyReport::merged(
-            &done
-                .iter()
-                .filter_map(|(a, d)| d.verification.as_ref().map(|v| (*a, v)))
-                .collect::<Vec<_>>(),
-        ),
+        verification: merged_verification(parts),
         repetitions: vec![repetition],
         intervals: common.intervals,
         cluster,
@@ -970,6 +1006,32 @@ mod tests {
         let rate: f64 = parts.iter().map(|p| p.throughput.unwrap()).sum();
         assert!((rate - 999.0).abs() < 1e-9);
         assert_ne!(parts[0].seed, parts[1].seed);
+        // --payload-monotonic: offsets 0, 1, 2 and a stride of 3.
+        assert_eq!(
+            parts
+                .iter()
+                .map(|p| (p.monotonic_offset, p.monotonic_stride))
+                .collect::<Vec<_>>(),
+            vec![(0, 3), (1, 3), (2, 3)]
+        );
+        // --warmup-records: split as the records are; a share as large as its records is refused.
+        let warm = |w: u64| {
+            split_produce(
+                &ProduceSpec {
+                    num_records: 1_000,
+                    warmup_records: w,
+                    ..ProduceSpec::default()
+                },
+                3,
+            )
+        };
+        let parts = warm(100).unwrap();
+        assert_eq!(
+            parts.iter().map(|p| p.warmup_records).collect::<Vec<_>>(),
+            vec![34, 33, 33]
+        );
+        assert_eq!(warm(998).unwrap_err().field, "warmup_records");
+        assert!(warm(997).is_ok());
         let e = split_produce(
             &ProduceSpec {
                 num_records: 2,

@@ -86,6 +86,9 @@ pub async fn run_job<O: ProduceObserver>(
     check_apis(spec, &cluster)?;
     let topic = ensure_topic(spec, &cluster, observer.as_ref(), &mut settings).await?;
     let cluster = Arc::new(cluster);
+    // Where the read-back starts: taken before any agent of a distributed run may write (before
+    // the barrier), so that every agent reads every agent's records.
+    let verify_from = verify_start(spec, &cluster, &topic).await?;
     // A distributed segment: connected and ready, every agent starts at the one instant.
     if let Some(at) = spec.start_at_us
         && !crate::clock::sleep_until_wall(at, &cancel).await
@@ -93,7 +96,6 @@ pub async fn run_job<O: ProduceObserver>(
         cluster.close(Duration::from_secs(1)).await;
         return Err(BenchError::Run("stopped before the barrier start".into()));
     }
-    let verify_from = verify_start(spec, &cluster, &topic).await?;
     let runs = repetitions(spec, &cluster, &topic, &stop, &observer).await;
     let run =
         ProduceRun::pooled(&runs).ok_or_else(|| BenchError::Run("no repetition ran".into()))?;

@@ -405,6 +405,12 @@ impl ProduceSpec {
         check_range("partitions", self.partitions, 1..=MAX_PARTITIONS)?;
         check_range("replication_factor", self.replication_factor, 1..=i16::MAX)?;
         check_range("num_records", self.num_records, 1..=u64::MAX)?;
+        if self.monotonic_stride == 0 || self.monotonic_offset >= self.monotonic_stride {
+            return Err(SpecError::new(
+                "monotonic_offset, monotonic_stride",
+                "the stride must be at least 1 and the offset below it (agent k of n: k, n)",
+            ));
+        }
         if self.warmup_records >= self.num_records {
             return Err(SpecError::new(
                 "warmup_records",

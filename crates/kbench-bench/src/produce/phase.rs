@@ -1201,7 +1201,7 @@ impl Records {
                 Payload::Uniform { min, max } => Draw::Uniform(*min, *max),
                 Payload::Monotonic => Draw::Monotonic {
                     offset: spec.monotonic_offset,
-                    stride: spec.monotonic_stride.max(1),
+                    stride: spec.monotonic_stride,
                 },
                 _ if values.len() == 1 => Draw::One,
                 Payload::Weighted { sizes, .. } => Draw::Weighted(sizes.cumulative()),

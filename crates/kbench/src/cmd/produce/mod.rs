@@ -478,11 +478,14 @@ async fn distributed(
         doc.records_failed > 0,
         interrupted,
     )?;
-    Ok(if code == 0 && verified == Some(false) {
-        crate::args::EXIT_VERIFY
-    } else {
-        code
-    })
+    // As one process: a failed verification (5) before an SLO not met (3).
+    Ok(
+        if (code == 0 || code == crate::args::EXIT_SLO) && verified == Some(false) {
+            crate::args::EXIT_VERIFY
+        } else {
+            code
+        },
+    )
 }
 
 /// `kbench quickstart`: 100-byte records, unthrottled, acks=1, for `--duration`, to an embedded
