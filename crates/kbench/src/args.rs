@@ -650,3 +650,65 @@ pub fn parse_schema_hint(s: &str) -> Result<(String, String), String> {
         _ => Err("FIELD=KIND:SPEC (name=length:3..12, age=range:18..99, colour=values:RED,BLUE, tags=size:0..3)".into()),
     }
 }
+
+/// The flags that shape `--value-schema`'s values, one declaration for produce, e2e and omb.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SchemaValueArgs {
+    /// With a .proto --value-schema: the message to generate, by its full or short name (default:
+    /// the file's first message).
+    #[arg(long, value_name = "NAME", requires = "value_schema")]
+    pub value_message: Option<String>,
+
+    /// Records from this file of JSON documents (JSON Lines, or one JSON array) encoded with
+    /// --value-schema, in place of generated values; each record takes one at random. Avro takes
+    /// plain JSON or Avro's JSON encoding (unions as {"type": value}), Protobuf its JSON mapping.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "value_schema",
+        conflicts_with = "schema_values"
+    )]
+    pub value_template: Option<std::path::PathBuf>,
+
+    /// With a .proto --value-schema, what the file cannot say of a field (repeatable):
+    /// FIELD=length:MIN..MAX (string, bytes), FIELD=range:MIN..MAX (numbers),
+    /// FIELD=values:A,B,C (strings, numbers, enum names), FIELD=size:MIN..MAX (repeated, map);
+    /// FIELD is Message.field or package.Message.field.
+    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", conflicts_with = "value_template", value_parser = parse_schema_hint)]
+    pub schema_hint: Vec<(String, String)>,
+
+    /// How many distinct values --value-schema generates before the load (default 1000); each
+    /// record takes one at random.
+    #[arg(long, value_name = "N", requires = "value_schema")]
+    pub schema_values: Option<usize>,
+}
+
+impl SchemaValueArgs {
+    /// `--value-schema FILE` read, with these flags, for `topic`: what `schema::prepare` takes
+    /// (the registry and the serializer's properties are checked there).
+    pub fn value_spec(
+        &self,
+        path: &std::path::Path,
+        topic: &str,
+        serializer: std::collections::BTreeMap<String, String>,
+        seed: u64,
+    ) -> Result<kbench_bench::schema::ValueSchemaSpec, String> {
+        let file = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("--value-schema {file}: {e}"))?;
+        Ok(kbench_bench::schema::ValueSchemaSpec {
+            file,
+            text,
+            topic: topic.to_string(),
+            serializer,
+            pool: self
+                .schema_values
+                .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
+            seed,
+            message: self.value_message.clone(),
+            role: kbench_bench::schema::Role::Value,
+            template: read_template(self.value_template.as_deref())?,
+            hints: self.schema_hint.clone(),
+        })
+    }
+}

@@ -86,31 +86,8 @@ pub struct OmbArgs {
     #[arg(long, value_name = "FILE")]
     pub value_schema: Option<PathBuf>,
 
-    /// With a .proto --value-schema: the message to generate (default: the file's first).
-    #[arg(long, value_name = "NAME", requires = "value_schema")]
-    pub value_message: Option<String>,
-
-    /// Records from this file of JSON documents (JSON Lines, or one JSON array) encoded with
-    /// --value-schema, in place of generated values; each record takes one at random. Avro takes
-    /// plain JSON or Avro's JSON encoding (unions as {"type": value}), Protobuf its JSON mapping.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "value_schema",
-        conflicts_with = "schema_values"
-    )]
-    pub value_template: Option<PathBuf>,
-
-    /// With a .proto --value-schema, what the file cannot say of a field (repeatable):
-    /// FIELD=length:MIN..MAX (string, bytes), FIELD=range:MIN..MAX (numbers),
-    /// FIELD=values:A,B,C (strings, numbers, enum names), FIELD=size:MIN..MAX (repeated, map);
-    /// FIELD is Message.field or package.Message.field.
-    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", conflicts_with = "value_template", value_parser = crate::args::parse_schema_hint)]
-    pub schema_hint: Vec<(String, String)>,
-
-    /// How many distinct values --value-schema generates before the load (default 1000).
-    #[arg(long, value_name = "N", requires = "value_schema")]
-    pub schema_values: Option<usize>,
+    #[command(flatten)]
+    pub schema: crate::args::SchemaValueArgs,
 
     /// The Schema Registry for --value-schema (over the driver's schema.registry.url).
     #[arg(long, value_name = "URL", requires = "value_schema")]
@@ -127,10 +104,6 @@ async fn value_schema(args: &OmbArgs, spec: &mut OmbSpec) -> Result<(), CliError
         return Ok(());
     };
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(format!("--value-schema {file}: {e}")))?;
-    let template =
-        crate::args::read_template(args.value_template.as_deref()).map_err(CliError::usage)?;
     let mut serializer = spec.serializer.clone();
     if let Some(url) = &args.schema_registry_url {
         serializer.insert("schema.registry.url".into(), url.clone());
@@ -139,19 +112,13 @@ async fn value_schema(args: &OmbArgs, spec: &mut OmbSpec) -> Result<(), CliError
             .deserializer
             .insert("schema.registry.url".into(), url.clone());
     }
+    let first = args
+        .schema
+        .value_spec(path, &spec.topic(0), serializer, spec.seed)
+        .map_err(CliError::usage)?;
     let of_topic = |i: u32| kbench_bench::schema::ValueSchemaSpec {
-        file: file.clone(),
-        text: text.clone(),
         topic: spec.topic(i),
-        serializer: serializer.clone(),
-        pool: args
-            .schema_values
-            .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
-        seed: spec.seed,
-        message: args.value_message.clone(),
-        role: kbench_bench::schema::Role::Value,
-        template: template.clone(),
-        hints: args.schema_hint.clone(),
+        ..first.clone()
     };
     let prepared = crate::cmd::produce::prepare_schema(&of_topic(0), "values").await?;
     for i in 1..spec.workload.topics {

@@ -72,32 +72,8 @@ pub struct E2eArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "payload_size")]
     pub value_schema: Option<PathBuf>,
 
-    /// With a .proto --value-schema: the message to generate (default: the file's first).
-    #[arg(long, value_name = "NAME", requires = "value_schema")]
-    pub value_message: Option<String>,
-
-    /// Records from this file of JSON documents (JSON Lines, or one JSON array) encoded with
-    /// --value-schema, in place of generated values; each record takes one at random. Avro takes
-    /// plain JSON or Avro's JSON encoding (unions as {"type": value}), Protobuf its JSON mapping.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "value_schema",
-        conflicts_with = "schema_values"
-    )]
-    pub value_template: Option<PathBuf>,
-
-    /// With a .proto --value-schema, what the file cannot say of a field (repeatable):
-    /// FIELD=length:MIN..MAX (string, bytes), FIELD=range:MIN..MAX (numbers),
-    /// FIELD=values:A,B,C (strings, numbers, enum names), FIELD=size:MIN..MAX (repeated, map);
-    /// FIELD is Message.field or package.Message.field.
-    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", conflicts_with = "value_template", value_parser = crate::args::parse_schema_hint)]
-    pub schema_hint: Vec<(String, String)>,
-
-    /// How many distinct values --value-schema generates before the load (default 1000); each
-    /// record takes one at random.
-    #[arg(long, value_name = "N", requires = "value_schema")]
-    pub schema_values: Option<usize>,
+    #[command(flatten)]
+    pub schema: crate::args::SchemaValueArgs,
 
     /// Records per produce request, a range: 1 (the default), 4, 1..10.
     #[arg(long, value_parser = parse_count_span)]
@@ -326,22 +302,9 @@ pub(crate) fn value_schema(
     if serializer.contains_key("schema.registry.url") && spec.mode.has_consumer() {
         spec.deserializer = serializer.clone();
     }
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--value-schema {file}: {e}"))?;
-    Ok(Some(kbench_bench::schema::ValueSchemaSpec {
-        file,
-        text,
-        topic: spec.topic.clone(),
-        serializer,
-        pool: args
-            .schema_values
-            .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
-        seed: spec.seed,
-        message: args.value_message.clone(),
-        role: kbench_bench::schema::Role::Value,
-        template: crate::args::read_template(args.value_template.as_deref())?,
-        hints: args.schema_hint.clone(),
-    }))
+    args.schema
+        .value_spec(path, &spec.topic, serializer, spec.seed)
+        .map(Some)
 }
 
 /// The REST Proxy driver's settings from the flags; an error names the flag.

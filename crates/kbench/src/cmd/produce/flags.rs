@@ -98,11 +98,6 @@ pub struct ProduceArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["payload_file", "record_size", "payload_monotonic"])]
     pub value_schema: Option<PathBuf>,
 
-    /// With a .proto --value-schema: the message to generate, by its full or short name (default:
-    /// the file's first message).
-    #[arg(long, value_name = "NAME", requires = "value_schema")]
-    pub value_message: Option<String>,
-
     /// Keys generated from this schema (.avsc, .proto or JSON Schema), as --value-schema makes
     /// values: one per key number of --keys (which must give a count: round-robin:N, random:N or
     /// zipf:N:S), registered as TOPIC-key (key.subject.name.strategy).
@@ -118,27 +113,8 @@ pub struct ProduceArgs {
     #[arg(long, value_name = "URL")]
     pub schema_registry_url: Option<String>,
 
-    /// Records from this file of JSON documents (JSON Lines, or one JSON array) encoded with
-    /// --value-schema, in place of generated values; each record takes one at random. Avro takes
-    /// plain JSON or Avro's JSON encoding (unions as {"type": value}), Protobuf its JSON mapping.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "value_schema",
-        conflicts_with = "schema_values"
-    )]
-    pub value_template: Option<PathBuf>,
-
-    /// With a .proto --value-schema, what the file cannot say of a field (repeatable):
-    /// FIELD=length:MIN..MAX (string, bytes), FIELD=range:MIN..MAX (numbers),
-    /// FIELD=values:A,B,C (strings, numbers, enum names), FIELD=size:MIN..MAX (repeated, map);
-    /// FIELD is Message.field or package.Message.field.
-    #[arg(long, value_name = "FIELD=HINT", requires = "value_schema", conflicts_with = "value_template", value_parser = crate::args::parse_schema_hint)]
-    pub schema_hint: Vec<(String, String)>,
-
-    /// How many distinct values --value-schema generates before the load (default 1000).
-    #[arg(long, value_name = "N", requires = "value_schema")]
-    pub schema_values: Option<usize>,
+    #[command(flatten)]
+    pub schema: crate::args::SchemaValueArgs,
 
     /// Delimiter between payloads in --payload-file (default: a newline).
     #[arg(long)]
@@ -461,18 +437,12 @@ fn schemas(
         })
     };
     let value = match &args.value_schema {
-        Some(path) => Some(ValueSchemaSpec {
-            template: crate::args::read_template(args.value_template.as_deref())?,
-            hints: args.schema_hint.clone(),
-            ..read(
-                path,
-                "--value-schema",
-                kbench_bench::schema::Role::Value,
-                &args.value_message,
-                args.schema_values
-                    .unwrap_or(kbench_bench::schema::DEFAULT_POOL),
-            )?
-        }),
+        Some(path) => {
+            Some(
+                args.schema
+                    .value_spec(path, &spec.topic, serializer.clone(), spec.seed)?,
+            )
+        }
         None => None,
     };
     let key = match &args.key_schema {
