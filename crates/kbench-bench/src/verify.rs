@@ -83,8 +83,19 @@ pub fn new_producer_id() -> u64 {
 pub struct Written {
     /// The producers that wrote (one per run; repetitions add theirs).
     pub producers: Vec<u64>,
-    /// Acknowledged sequence numbers per (producer, partition).
+    /// Acknowledged sequence numbers per (producer, partition); transactional, of committed
+    /// transactions only.
     pub acked: BTreeMap<(u64, i32), RangeSet>,
+    /// Transactional: the open transaction's acknowledged sequence numbers, until it ends
+    /// ([`Written::settle`]); a transaction whose EndTxn never answered stays here, neither
+    /// expected nor forbidden.
+    pub pending: BTreeMap<(u64, i32), RangeSet>,
+    /// Transactional: the acknowledged sequence numbers of aborted transactions, which a
+    /// `read_committed` reader must never see.
+    pub aborted: BTreeMap<(u64, i32), RangeSet>,
+    /// Written in transactions: acknowledgements wait in `pending` for the transaction's end, and
+    /// the topic is read back `read_committed`.
+    pub transactional: bool,
 }
 
 impl Written {
@@ -95,26 +106,62 @@ impl Written {
         }
     }
 
-    /// A batch of `count` records, sequence numbers from `first_seq`, acknowledged.
+    /// A transactional producer's writes: see [`Written::settle`].
+    pub fn transactional(producer: u64) -> Written {
+        Written {
+            transactional: true,
+            ..Written::for_producer(producer)
+        }
+    }
+
+    /// A batch of `count` records, sequence numbers from `first_seq`, acknowledged (transactional:
+    /// pending until its transaction ends).
     pub fn ack(&mut self, producer: u64, partition: i32, first_seq: u64, count: u64) {
-        self.acked
-            .entry((producer, partition))
+        let into = if self.transactional {
+            &mut self.pending
+        } else {
+            &mut self.acked
+        };
+        into.entry((producer, partition))
             .or_default()
             .insert_range(first_seq, first_seq + count);
+    }
+
+    /// The open transaction ended (EndTxn answered): its records committed, or aborted.
+    pub fn settle(&mut self, committed: bool) {
+        let into = if committed {
+            &mut self.acked
+        } else {
+            &mut self.aborted
+        };
+        add_all(into, &std::mem::take(&mut self.pending));
     }
 
     pub fn acked_total(&self) -> u64 {
         self.acked.values().map(RangeSet::len).sum::<u64>()
     }
 
+    /// Acknowledged records of aborted transactions.
+    pub fn aborted_total(&self) -> u64 {
+        self.aborted.values().map(RangeSet::len).sum::<u64>()
+    }
+
     /// Another repetition's writes, added.
     pub fn merge(&mut self, other: &Written) {
         self.producers.extend(&other.producers);
-        for (k, r) in &other.acked {
-            let mine = self.acked.entry(*k).or_default();
-            for (s, e) in r.iter() {
-                mine.insert_range(s, e);
-            }
+        self.transactional |= other.transactional;
+        add_all(&mut self.acked, &other.acked);
+        add_all(&mut self.pending, &other.pending);
+        add_all(&mut self.aborted, &other.aborted);
+    }
+}
+
+/// Every range of `from` into `into`.
+fn add_all(into: &mut BTreeMap<(u64, i32), RangeSet>, from: &BTreeMap<(u64, i32), RangeSet>) {
+    for (k, r) in from {
+        let mine = into.entry(*k).or_default();
+        for (s, e) in r.iter() {
+            mine.insert_range(s, e);
         }
     }
 }
@@ -123,6 +170,8 @@ impl Written {
 struct Stream {
     next: u64,
     seen: RangeSet,
+    /// Read committed: sequences of aborted transactions the reader passed over (not gaps).
+    passed: RangeSet,
     /// The lowest sequence read: where a reader that did not start at the beginning begins.
     first: u64,
 }
@@ -147,6 +196,8 @@ pub struct Verifier {
     foreign: u64,
     untracked: u64,
     offset_regressions: u64,
+    /// Read committed: stamped records of aborted transactions passed over.
+    aborted_skipped: u64,
 }
 
 impl Verifier {
@@ -212,6 +263,29 @@ impl Verifier {
         }
     }
 
+    /// A record of an aborted transaction that a `read_committed` reader passed over (the broker
+    /// listed its transaction as aborted): not read, and not a gap in its producer's sequence.
+    pub fn passed_over(&mut self, partition: i32, stamp: Option<Stamp>) {
+        let Some(stamp) = stamp else { return };
+        if !self.producers.is_empty() && !self.producers.contains(&stamp.producer) {
+            return;
+        }
+        self.aborted_skipped += 1;
+        if let Some(s) = self.streams.get_mut(&(stamp.producer, partition)) {
+            s.passed.insert(stamp.sequence);
+        } else if self.streams.len() < MAX_STREAMS {
+            let s = self
+                .streams
+                .entry((stamp.producer, partition))
+                .or_insert(Stream {
+                    first: stamp.sequence,
+                    next: stamp.sequence + 1,
+                    ..Stream::default()
+                });
+            s.passed.insert(stamp.sequence);
+        }
+    }
+
     /// The verdict. With `written` (the writing side's acknowledgements), lost and unexpected come
     /// from acknowledged offsets; without, lost is the gaps in each producer's sequences.
     pub fn report(&self, written: Option<&Written>) -> VerifyReport {
@@ -220,14 +294,28 @@ impl Verifier {
         let gaps: u64 = self
             .streams
             .values()
-            .map(|s| match s.seen.max() {
-                Some(hi) => (hi - s.first + 1) - s.seen.len(),
-                None => 0,
+            .map(|s| {
+                // A record passed over (of an aborted transaction) is not a gap.
+                let held = s.seen.len() + s.passed.count_missing_from(&s.seen);
+                match s.seen.max().max(s.passed.max()) {
+                    Some(hi) => (hi - s.first + 1).saturating_sub(held),
+                    None => 0,
+                }
             })
             .sum();
+        let empty = RangeSet::new();
+        // Records of aborted transactions read: a reader that reads committed must see none.
+        let aborted_read = written.map(|w| {
+            w.aborted
+                .iter()
+                .map(|(k, aborted)| {
+                    let seen = self.streams.get(k).map_or(&empty, |s| &s.seen);
+                    aborted.len() - aborted.count_missing_from(seen)
+                })
+                .sum::<u64>()
+        });
         let (lost, unexpected, acked) = match written {
             Some(w) => {
-                let empty = RangeSet::new();
                 let lost: u64 = w
                     .acked
                     .iter()
@@ -235,10 +323,20 @@ impl Verifier {
                         acked.count_missing_from(self.streams.get(k).map_or(&empty, |s| &s.seen))
                     })
                     .sum();
+                // Read, and neither acknowledged nor of a transaction whose end is unknown (aborted
+                // ones read are counted apart).
                 let unexpected: u64 = self
                     .streams
                     .iter()
-                    .map(|(k, s)| s.seen.count_missing_from(w.acked.get(k).unwrap_or(&empty)))
+                    .map(|(k, s)| {
+                        let mut known = w.acked.get(k).cloned().unwrap_or_default();
+                        for m in [&w.pending, &w.aborted] {
+                            for (a, b) in m.get(k).into_iter().flat_map(RangeSet::iter) {
+                                known.insert_range(a, b);
+                            }
+                        }
+                        s.seen.count_missing_from(&known)
+                    })
                     .sum();
                 (Some(lost), Some(unexpected), Some(w.acked_total()))
             }
@@ -263,6 +361,11 @@ impl Verifier {
             untracked: self.untracked,
             sequence_gaps: gaps,
             offset_regressions: self.offset_regressions,
+            records_aborted: written
+                .filter(|w| w.transactional)
+                .map(Written::aborted_total),
+            aborted_read: aborted_read.unwrap_or(0),
+            aborted_skipped: self.aborted_skipped,
             producers: self
                 .streams
                 .keys()
@@ -306,6 +409,18 @@ pub struct VerifyReport {
     pub sequence_gaps: u64,
     /// Offsets that did not go up, within a partition.
     pub offset_regressions: u64,
+    /// Transactional writes: the acknowledged records of aborted transactions, which a
+    /// `read_committed` reader must not see (null: not written in transactions, or no writer to
+    /// ask).
+    #[serde(default)]
+    pub records_aborted: Option<u64>,
+    /// Records of aborted transactions that were read: a failure when reading committed.
+    #[serde(default)]
+    pub aborted_read: u64,
+    /// Read committed: stamped records the reader passed over because the broker listed their
+    /// transaction as aborted.
+    #[serde(default)]
+    pub aborted_skipped: u64,
     /// Producers whose records were read.
     pub producers: u64,
     /// Whether nothing was lost, corrupted, reordered or out of order (duplicates are reported,
@@ -323,6 +438,7 @@ impl VerifyReport {
                 && self.corrupted == 0
                 && self.reordered == 0
                 && self.offset_regressions == 0
+                && self.aborted_read == 0
                 && self.error.is_none()
                 && !self.nothing_verified(),
         );
@@ -374,6 +490,9 @@ impl VerifyReport {
                 .map(|(_, r)| r.offset_regressions)
                 .max()
                 .unwrap_or(0),
+            records_aborted: sum_known(|r| r.records_aborted),
+            aborted_read: sum(|r| r.aborted_read),
+            aborted_skipped: sum(|r| r.aborted_skipped),
             producers: sum(|r| r.producers),
             ok: None,
             error: None,
@@ -412,8 +531,23 @@ impl VerifyReport {
             }
             _ => "FAILED".into(),
         };
+        let aborted = match self.records_aborted {
+            Some(n) if self.aborted_read > 0 && self.aborted_skipped == 0 => format!(
+                " Transactions: {} of {n} aborted records read: the broker lists no aborted transaction in its Fetch answers (it does not isolate them from read_committed readers).",
+                self.aborted_read
+            ),
+            Some(n) => format!(
+                " Transactions: {} of {n} aborted records read, {} passed over.",
+                self.aborted_read, self.aborted_skipped
+            ),
+            None if self.aborted_skipped > 0 => format!(
+                " Transactions: {} records of aborted transactions passed over.",
+                self.aborted_skipped
+            ),
+            None => String::new(),
+        };
         format!(
-            "Verification {verdict}: {} records read, {} verified, {} lost, {} duplicated, {} reordered, {} corrupted, {unexpected} unexpected, {} foreign.",
+            "Verification {verdict}: {} records read, {} verified, {} lost, {} duplicated, {} reordered, {} corrupted, {unexpected} unexpected, {} foreign.{aborted}",
             self.records_read,
             self.records_verified,
             self.lost,
@@ -468,7 +602,7 @@ pub async fn read_back(
             partition_max_bytes: 8 * 1024 * 1024,
             max_bytes: 64 * 1024 * 1024,
             max_wait: Duration::from_millis(100),
-            read_committed: false,
+            read_committed: written.transactional,
             reset: OffsetReset::Earliest,
             retry_backoff: Duration::from_millis(100),
         },
@@ -506,9 +640,20 @@ pub async fn read_back(
             };
             let before = part.from;
             let mut offset = before;
+            let mut aborted = kbench_wire::records::AbortedFilter::new(&part.data.aborted);
             let decoded = decoder.decode_all(&part.data.records, |header, record| {
                 offset = offset.max(header.base_offset + i64::from(header.last_offset_delta) + 1);
-                if record.offset < before || record.offset >= end || header.is_control() {
+                if header.is_control() {
+                    // The marker that closes an aborted transaction, passed over.
+                    aborted.skips(header);
+                    return;
+                }
+                let in_aborted = header.is_transactional() && aborted.skips(header);
+                if record.offset < before || record.offset >= end {
+                    return;
+                }
+                if in_aborted {
+                    verifier.passed_over(partition, Stamp::of(&record));
                     return;
                 }
                 verifier.check(
@@ -587,6 +732,60 @@ mod tests {
         );
         assert_eq!(r.unexpected, Some(0));
         assert_eq!(r.duplicated, 0);
+    }
+
+    #[test]
+    fn transactions_settle_as_committed_or_aborted_and_aborted_records_must_not_be_read() {
+        let mut w = Written::transactional(3);
+        w.ack(3, 0, 0, 4);
+        w.settle(true);
+        w.ack(3, 0, 4, 3);
+        w.settle(false);
+        w.ack(3, 0, 7, 2);
+        w.settle(true);
+        w.ack(3, 0, 9, 1); // its EndTxn never answered: neither expected nor forbidden
+        assert_eq!((w.acked_total(), w.aborted_total()), (6, 3));
+        // A read committed reader: the committed records read, the aborted ones passed over.
+        let mut v = Verifier::for_producers(&[3]);
+        for s in 0..4 {
+            v.check(0, s as i64, stamp(3, s, b"c"), b"c");
+        }
+        for s in 4..7 {
+            v.passed_over(0, stamp(3, s, b"a"));
+        }
+        v.passed_over(0, stamp(99, 0, b"x")); // another producer's: not counted
+        for s in 7..10 {
+            v.check(0, s as i64 + 1, stamp(3, s, b"c"), b"c");
+        }
+        let r = v.report(Some(&w));
+        assert_eq!(r.ok, Some(true), "{r:?}");
+        assert_eq!(
+            (r.lost, r.sequence_gaps, r.aborted_read, r.aborted_skipped),
+            (0, 0, 0, 3)
+        );
+        assert_eq!((r.records_aborted, r.unexpected), (Some(3), Some(0)));
+        assert!(
+            r.line()
+                .contains("0 of 3 aborted records read, 3 passed over")
+        );
+        // A reader that saw an aborted record (read uncommitted, or a broker that did not list
+        // the transaction as aborted) fails.
+        let mut v = Verifier::for_producers(&[3]);
+        for s in 0..10 {
+            v.check(0, s as i64, stamp(3, s, b"c"), b"c");
+        }
+        let r = v.report(Some(&w));
+        assert_eq!(
+            (r.ok, r.aborted_read, r.unexpected),
+            (Some(false), 3, Some(0))
+        );
+        // Without the writer, a reader that passed over aborted records sees no gap there.
+        let mut v = Verifier::any_producer();
+        v.check(0, 0, stamp(3, 0, b"c"), b"c");
+        v.passed_over(0, stamp(3, 1, b"a"));
+        v.check(0, 3, stamp(3, 2, b"c"), b"c");
+        let r = v.report(None);
+        assert_eq!((r.ok, r.sequence_gaps, r.lost), (Some(true), 0, 0), "{r:?}");
     }
 
     #[test]
@@ -717,6 +916,9 @@ mod tests {
                 untracked: 0,
                 sequence_gaps: 0,
                 offset_regressions: 0,
+                records_aborted: None,
+                aborted_read: 0,
+                aborted_skipped: 0,
                 producers: 1,
                 ok: None,
                 error: None,

@@ -101,6 +101,17 @@ impl WriteStats {
     }
 }
 
+/// A Produce request's fields around its batches ([`Connection::produce`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ProduceCall<'a> {
+    pub version: i16,
+    pub acks: i16,
+    pub timeout_ms: i32,
+    pub topic: kbench_wire::TopicRef<'a>,
+    /// A transactional producer's `transactional.id`.
+    pub transactional_id: Option<&'a str>,
+}
+
 /// A live connection to one broker.
 pub struct Connection {
     addr: String,
@@ -580,18 +591,22 @@ impl Connection {
         Ok((correlation_id, response))
     }
 
-    /// Produce record batches, one per partition of `topic`, at `version` in one request; the
+    /// Produce record batches, one per partition of `call.topic`, at `call.version` in one request; the
     /// batches are sent as they are (never copied into the frame). With `acks=0` (`answered` false)
     /// the broker does not answer; `None` then.
     pub async fn produce(
         &self,
-        version: i16,
-        acks: i16,
-        timeout_ms: i32,
-        topic: kbench_wire::TopicRef<'_>,
+        call: ProduceCall<'_>,
         batches: &[(i32, Bytes)],
         answered: bool,
     ) -> Result<Option<kafka_protocol::messages::ProduceResponse>, ClientError> {
+        let ProduceCall {
+            version,
+            acks,
+            timeout_ms,
+            topic,
+            transactional_id,
+        } = call;
         let permit = self.acquire().await?;
         let client_id = self.client_id.as_str();
         let (correlation_id, reply) = self
@@ -604,6 +619,7 @@ impl Connection {
                         acks,
                         timeout_ms,
                         topic,
+                        transactional_id,
                     };
                     let shape: Vec<(i32, usize)> =
                         batches.iter().map(|(p, b)| (*p, b.len())).collect();

@@ -58,6 +58,9 @@ pub struct ProducerOptions {
     pub max_request_size: usize,
     /// One open batch per partition (records placed by key); otherwise one open batch at a time.
     pub per_partition: bool,
+    /// A transactional producer's `transactional.id`, named in every Produce request (brokers
+    /// count a batch into the producer's open transaction only then).
+    pub transactional_id: Option<String>,
 }
 
 /// A batch acknowledged by its partition's leader.
@@ -220,6 +223,11 @@ struct Buffer<M> {
     unavailable_since: Option<Instant>,
     /// Order of the next batch to close (retries go back by it).
     next_order: u64,
+    /// Idempotent: the order of a batch that failed for good after it was sent. Its sequence
+    /// numbers are a gap the broker never sees filled, so a later batch answered out of order
+    /// fails at once instead of being retried until its delivery timeout; a later batch
+    /// acknowledged (under a new producer epoch) clears it.
+    gap_after: Option<u64>,
 }
 
 struct Queued<M> {
@@ -303,6 +311,7 @@ impl<M: Default + Send + 'static> Producer<M> {
                 listed: None,
                 unavailable_since: None,
                 next_order: 0,
+                gap_after: None,
             })
             .collect();
         let slots = if options.per_partition {
@@ -899,10 +908,13 @@ impl<M: Send + 'static> Shared<M> {
         let answered = config.acks != Acks::None;
         let response = conn
             .produce(
-                version,
-                config.acks.wire_value(),
-                config.request_timeout.as_millis().min(i32::MAX as u128) as i32,
-                topic_ref,
+                crate::connection::ProduceCall {
+                    version,
+                    acks: config.acks.wire_value(),
+                    timeout_ms: config.request_timeout.as_millis().min(i32::MAX as u128) as i32,
+                    topic: topic_ref,
+                    transactional_id: self.options.transactional_id.as_deref(),
+                },
                 batches,
                 answered,
             )
@@ -998,6 +1010,9 @@ impl<M: Send + 'static> Shared<M> {
             match answer {
                 Ok(acked) => {
                     let b = &mut st.buffers[idx];
+                    if b.gap_after.is_some_and(|o| batch.order > o) {
+                        b.gap_after = None;
+                    }
                     if let Some(since) = b.unavailable_since.take() {
                         *st.events.unavailable.entry(b.partition).or_default() += now - since;
                     }
@@ -1038,11 +1053,21 @@ impl<M: Send + 'static> Shared<M> {
         let class = error.class();
         // Behind a retried batch, an idempotent batch arrives out of order: Java's sender retries
         // it, and so does the engine (the delivery timeout still bounds it).
+        // But not behind a batch that failed for good: the gap it left never fills.
         let out_of_order = config.idempotent && error.code() == Some(OUT_OF_ORDER_SEQUENCE_NUMBER);
-        let retriable = class != ErrorClass::Fatal || out_of_order;
+        let behind_gap = out_of_order && st.buffers[idx].gap_after.is_some_and(|o| batch.order > o);
+        let retriable = (class != ErrorClass::Fatal || out_of_order) && !behind_gap;
         let expired = now + config.retry_backoff >= batch.created + config.delivery_timeout;
         if !retriable || batch.attempts > config.retries || expired {
-            let error = if retriable && expired {
+            if config.idempotent {
+                let b = &mut st.buffers[idx];
+                b.gap_after = Some(b.gap_after.map_or(batch.order, |o| o.min(batch.order)));
+            }
+            let error = if behind_gap {
+                ClientError::Other(format!(
+                    "{error}, behind a batch of this partition that failed: its sequence numbers are a gap the broker never sees filled"
+                ))
+            } else if retriable && expired {
                 self.note_expiry(st, now);
                 ClientError::Other(format!(
                     "delivery.timeout.ms ({} ms) passed; the last attempt: {error}",
@@ -1329,6 +1354,7 @@ pub async fn deliver_one(
         max_in_flight: 1,
         max_request_size: usize::MAX,
         per_partition: false,
+        transactional_id: None,
     };
     let mut producer = Producer::new(cluster, topic, vec![partition], options, answer.clone());
     producer.send_built(0, batch, records, ());

@@ -4,8 +4,9 @@
 //! batches themselves are sent as they are, never copied into the frame. At 1 MB batches that copy
 //! was a tenth of the client's CPU (docs/PERFORMANCE.md).
 //!
-//! Produce v3–v13 for one topic and one or more partitions, no transactional id; byte for byte what
-//! `kafka-protocol` encodes for the same request (checked for every version below).
+//! Produce v3–v13 for one topic and one or more partitions, with or without a transactional id;
+//! byte for byte what `kafka-protocol` encodes for the same request (checked for every version
+//! below).
 
 use bytes::{BufMut, BytesMut};
 
@@ -27,6 +28,9 @@ pub struct ProduceHead<'a> {
     pub acks: i16,
     pub timeout_ms: i32,
     pub topic: TopicRef<'a>,
+    /// A transactional producer's `transactional.id`: brokers count the batches as part of its
+    /// open transaction only when the request names it.
+    pub transactional_id: Option<&'a str>,
 }
 
 /// Why a frame could not be written.
@@ -76,11 +80,17 @@ pub fn encode_produce_frame(
     if flexible {
         out.put_u8(0); // header tagged fields
     }
-    // transactional_id: null.
-    if flexible {
-        out.put_u8(0);
-    } else {
-        out.put_i16(-1);
+    match (head.transactional_id, flexible) {
+        (None, true) => out.put_u8(0),
+        (None, false) => out.put_i16(-1),
+        (Some(id), true) => {
+            put_uvarint(out, id.len() as u64 + 1);
+            out.put_slice(id.as_bytes());
+        }
+        (Some(id), false) => {
+            out.put_i16(id.len() as i16);
+            out.put_slice(id.as_bytes());
+        }
     }
     out.put_i16(head.acks);
     out.put_i32(head.timeout_ms);
@@ -148,6 +158,7 @@ mod tests {
             acks: -1,
             timeout_ms: 30_000,
             topic,
+            transactional_id: None,
         }
     }
 
@@ -166,7 +177,10 @@ mod tests {
             &[(0, 200), (3, 61)],
             &[(2, 200), (0, 20_000), (9, 130)],
         ];
-        for shape in shapes {
+        for (shape, txn) in shapes
+            .iter()
+            .flat_map(|s| [(*s, None), (*s, Some("kbench-txn"))])
+        {
             let batches: Vec<(i32, Bytes)> = shape
                 .iter()
                 .map(|&(p, len)| (p, batch(len, p as u8)))
@@ -188,6 +202,9 @@ mod tests {
                     data.with_name(TopicName(StrBytes::from_static_str("bench-topic")))
                 };
                 let request = ProduceRequest::default()
+                    .with_transactional_id(txn.map(|t| {
+                        kafka_protocol::messages::TransactionalId(StrBytes::from_static_str(t))
+                    }))
                     .with_acks(-1)
                     .with_timeout_ms(30_000)
                     .with_topic_data(vec![data]);
@@ -208,7 +225,11 @@ mod tests {
                     TopicRef::Name("bench-topic")
                 };
                 let mut pieces = BytesMut::new();
-                let cuts = encode_produce_frame(&mut pieces, &head(version, topic), shape).unwrap();
+                let head = ProduceHead {
+                    transactional_id: txn,
+                    ..head(version, topic)
+                };
+                let cuts = encode_produce_frame(&mut pieces, &head, shape).unwrap();
                 let mut got = BytesMut::new();
                 let mut from = 0;
                 for (cut, (_, b)) in cuts.iter().zip(&batches) {
@@ -217,7 +238,7 @@ mod tests {
                     from = *cut;
                 }
                 got.extend_from_slice(&pieces[from..]);
-                assert_eq!(got, expected, "Produce v{version}, {shape:?}");
+                assert_eq!(got, expected, "Produce v{version}, {shape:?}, {txn:?}");
             }
         }
     }

@@ -101,6 +101,14 @@ pub fn fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A share from 0 to 1 (an abort rate, a tombstone share).
+pub fn share(s: &str) -> Result<f64, String> {
+    match fraction(s)? {
+        v if v <= 1.0 => Ok(v),
+        v => Err(format!("{v} is more than 1: expected a share from 0 to 1")),
+    }
+}
+
 pub fn parse_acks(s: &str) -> Result<kbench_client::Acks, String> {
     s.parse()
 }

@@ -476,6 +476,11 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 // transaction, its marker closing it) are passed over, never counted.
                 if header.is_control() {
                     aborted.skips(header);
+                } else if record.offset >= next
+                    && taken < wanted
+                    && let Some(v) = self.verifier.as_mut()
+                {
+                    v.passed_over(*partition, crate::verify::Stamp::of(&record));
                 }
                 if taken < wanted {
                     next = next.max(record.offset + 1);

@@ -298,6 +298,11 @@ pub struct ProduceSpec {
     /// is committed (EndTxn) (kafka-producer-perf-test's `--transaction-duration-ms`).
     #[serde(default = "default_transaction_duration")]
     pub transaction_duration: Duration,
+    /// With a `transactional.id`: the share of transactions aborted on purpose as they end
+    /// (kgo-verifier's `--transaction-abort-rate`), drawn from the run's seed; 0 commits every
+    /// transaction whose records were all acknowledged.
+    #[serde(default)]
+    pub transaction_abort_rate: f64,
     /// The first this many records of each repetition are its warm-up (KIP-1052's
     /// `--warmup-records`): counted in the run's figures, left out of the steady-state ones
     /// ([`phase::SteadyState`]). 0: no warm-up. Fewer than `num_records`.
@@ -315,6 +320,8 @@ fn default_transaction_duration() -> Duration {
 pub struct TransactionSpec {
     pub transactional_id: String,
     pub duration: Duration,
+    /// The share of transactions aborted on purpose.
+    pub abort_rate: f64,
 }
 
 /// kafka-producer-perf-test's `--transaction-duration-ms` default.
@@ -356,6 +363,7 @@ impl Default for ProduceSpec {
             window_sink: Default::default(),
             verify: false,
             transaction_duration: DEFAULT_TRANSACTION_DURATION,
+            transaction_abort_rate: 0.0,
             warmup_records: 0,
         }
     }
@@ -377,6 +385,7 @@ impl ProduceSpec {
             .map(|id| TransactionSpec {
                 transactional_id: id.clone(),
                 duration: self.transaction_duration,
+                abort_rate: self.transaction_abort_rate,
             })
     }
 
@@ -428,6 +437,18 @@ impl ProduceSpec {
             if t.transactional_id.is_empty() {
                 return Err(SpecError::new("transactional_id", "must not be empty"));
             }
+        }
+        if !(0.0..=1.0).contains(&self.transaction_abort_rate) {
+            return Err(SpecError::new(
+                "transaction_abort_rate",
+                "must be a share from 0 to 1",
+            ));
+        }
+        if self.transaction_abort_rate > 0.0 && self.transaction().is_none() {
+            return Err(SpecError::new(
+                "transaction_abort_rate",
+                "only with a transactional_id",
+            ));
         }
         let max_record = self.limits.max_record_bytes;
         match &self.payload {
@@ -578,6 +599,7 @@ impl ProduceSpec {
             "enable_idempotence": p.idempotent(),
             "transactional_id": transaction.as_ref().map(|t| &t.transactional_id),
             "transaction_duration_ms": transaction.as_ref().map(|t| t.duration.as_millis() as u64),
+            "transaction_abort_rate": transaction.as_ref().map(|t| t.abort_rate),
             "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "repetitions": self.repetitions,

@@ -148,6 +148,10 @@ pub struct ProducerReport {
     pub transactions_committed: u64,
     pub transactions_aborted: u64,
     pub records_in_aborted_transactions: u64,
+    /// Of `transactions_aborted`, those the abort rate (`--transaction-abort-rate`) aborted on
+    /// purpose; the rest were aborted because a record of theirs failed.
+    #[serde(default)]
+    pub transactions_aborted_on_purpose: u64,
 }
 
 impl ProducerReport {
@@ -157,6 +161,7 @@ impl ProducerReport {
         self.transactions_committed += other.transactions_committed;
         self.transactions_aborted += other.transactions_aborted;
         self.records_in_aborted_transactions += other.records_in_aborted_transactions;
+        self.transactions_aborted_on_purpose += other.transactions_aborted_on_purpose;
     }
 }
 
@@ -404,7 +409,11 @@ impl Tally {
                 ..IntervalReport::default()
             },
             window_start: start,
-            written: verify_producer.map(crate::verify::Written::for_producer),
+            written: verify_producer.map(if spec.transaction().is_some() {
+                crate::verify::Written::transactional
+            } else {
+                crate::verify::Written::for_producer
+            }),
             duplicate_batches: 0,
             steady: None,
             window_restarted: None,
@@ -572,6 +581,11 @@ struct TxnState {
     committed: u64,
     aborted: u64,
     records_aborted: u64,
+    /// The share of transactions aborted on purpose, drawn by `draws` (seeded by the run's seed).
+    abort_rate: f64,
+    draws: SmallRng,
+    /// Transactions aborted on purpose (of `aborted`).
+    aborted_on_purpose: u64,
 }
 
 /// How long the coordinator keeps a transaction open without an EndTxn (`transaction.timeout.ms`,
@@ -595,6 +609,7 @@ impl TxnState {
         engine: &Engine,
         tally: &Mutex<Tally>,
         spec: &super::TransactionSpec,
+        seed: u64,
     ) -> Result<TxnState, String> {
         let txns =
             init_transactions(engine.cluster(), &spec.transactional_id, spec.duration).await?;
@@ -609,6 +624,10 @@ impl TxnState {
             committed: 0,
             aborted: 0,
             records_aborted: 0,
+            abort_rate: spec.abort_rate,
+            // Its own stream, so that the abort draws leave the payloads as they were.
+            draws: SmallRng::seed_from_u64(seed ^ 0x7478_6e5f_6162_6f72),
+            aborted_on_purpose: 0,
         };
         state.begin(engine, tally).await?;
         Ok(state)
@@ -640,7 +659,8 @@ impl TxnState {
     }
 
     /// EndTxn: commit when `commit` and no record of the transaction failed, else abort; whether
-    /// it committed.
+    /// it committed. With `--verify`, the transaction's acknowledged records are settled as
+    /// committed or aborted once the coordinator answered.
     async fn end(
         &mut self,
         cluster: &Cluster,
@@ -656,6 +676,9 @@ impl TxnState {
             .end(cluster, commit)
             .await
             .map_err(|e| e.to_string())?;
+        if let Some(w) = tally.lock().expect("tally lock").written.as_mut() {
+            w.settle(commit);
+        }
         if commit {
             self.committed += 1;
         } else {
@@ -663,6 +686,11 @@ impl TxnState {
             self.records_aborted += acked - self.acked_at;
         }
         Ok(commit)
+    }
+
+    /// Whether the transaction ending now is one the abort rate aborts on purpose.
+    fn draw_abort(&mut self) -> bool {
+        self.abort_rate > 0.0 && self.draws.random::<f64>() < self.abort_rate
     }
 
     /// A transaction past its duration: every batch of it sent and answered, then committed
@@ -677,7 +705,12 @@ impl TxnState {
         if !engine.flush(until).await {
             return Ok(false);
         }
-        if !self.end(engine.cluster(), tally, true).await? {
+        let on_purpose = self.draw_abort();
+        let committed = self.end(engine.cluster(), tally, !on_purpose).await?;
+        if on_purpose {
+            self.aborted_on_purpose += 1;
+        }
+        if !committed && self.failed_at != tally.lock().expect("tally lock").failed {
             // Aborted: a batch of it failed, and its partition's sequence has a gap the broker
             // will not fill. As Java's producer does, the producer starts again under a new epoch
             // (InitProducerId), every sequence from 0.
@@ -1104,6 +1137,10 @@ impl<'a, F: Fn(&IntervalReport) + Send + Sync + 'static> Phase<'a, F> {
                 transactional_id: spec.producer.transactional_id.clone(),
                 transactions_committed: ending.txn.as_ref().map_or(0, |s| s.committed),
                 transactions_aborted: ending.txn.as_ref().map_or(0, |s| s.aborted),
+                transactions_aborted_on_purpose: ending
+                    .txn
+                    .as_ref()
+                    .map_or(0, |s| s.aborted_on_purpose),
                 records_in_aborted_transactions: ending
                     .txn
                     .as_ref()
@@ -1355,7 +1392,7 @@ impl RecordLoop<'_> {
     /// the transaction coordinator's, and the first transaction begun.
     async fn begin(&mut self, cluster: &Cluster) {
         if let Some(t) = &self.spec.transaction() {
-            match TxnState::begin_first(&self.feed.engine, &self.tally, t).await {
+            match TxnState::begin_first(&self.feed.engine, &self.tally, t, self.spec.seed).await {
                 Ok(state) => {
                     self.feed
                         .engine
@@ -1456,8 +1493,13 @@ impl RecordLoop<'_> {
             self.stop_error = Some(self.gone(since));
             return false;
         }
+        // A transaction ends when its time is up, or (as Java's producer's abortable error
+        // makes the application abort) as soon as a record of it failed: the records after it
+        // could only fail too.
         if let Some(state) = self.txn.as_mut()
-            && now >= state.due
+            && (now >= state.due
+                || (self.i.is_multiple_of(256)
+                    && self.tally.lock().expect("tally lock").failed != state.failed_at))
         {
             match state
                 .roll(&mut self.feed.engine, &self.tally, &self.feed.until)

@@ -201,6 +201,7 @@ impl ProducerSettings {
             max_in_flight: self.max_in_flight.max(1),
             max_request_size: self.max_request_size.max(1),
             per_partition: false,
+            transactional_id: self.transactional_id.clone(),
         }
     }
 }

@@ -312,7 +312,12 @@ fn a_failed_batch_aborts_its_transaction_and_the_run_goes_on() {
     assert!(failed > 0, "{doc}\n{}", text(&out.stderr));
     assert_eq!(sent, acked + failed, "{doc}");
     assert_eq!(n(producer, "transactions_aborted"), 1, "{producer}");
-    assert!(n(producer, "transactions_committed") >= 2, "{producer}");
+    assert!(
+        n(producer, "transactions_committed") >= 2,
+        "{producer}\n{}\n{}",
+        doc["errors"],
+        text(&out.stderr)
+    );
     assert_eq!(
         producer["identities"].as_array().map(Vec::len),
         Some(2),
@@ -380,6 +385,198 @@ fn transactions_commit_against_the_upstream_tansu_binary() {
     assert_eq!(read.len() as u64, acked);
 }
 
+/// Transactions aborted on purpose (`--transaction-abort-rate 0.3`, 3 s of 200 ms transactions)
+/// on the upstream Tansu binary, which serves EndTxn. What a `read_committed` reader must see is
+/// the broker's to serve (the aborted transactions it lists in each Fetch answer): kbench's
+/// read-back (`--verify`), kbench's consumer and librdkafka's, all read committed, must agree
+/// about it — and Tansu 0.6 lists none, so all three see the aborted records, and kbench's
+/// verification fails naming them.
+#[test]
+fn aborted_transactions_read_committed_kbench_and_librdkafka_agree_on_the_upstream_tansu_binary() {
+    let broker = TestBroker::standalone();
+    aborts_on(&broker.addr, "", |topic| {
+        Cmd::new("produce")
+            .args(&["--bootstrap-server", &broker.addr])
+            .topic(topic)
+            .args(&["--num-records", "1"])
+            .ok(LIMIT);
+    });
+}
+
+/// The same on librdkafka's mock cluster, three brokers: a second implementation, which does not
+/// list aborted transactions either.
+#[test]
+fn aborted_transactions_read_committed_kbench_and_librdkafka_agree_on_librdkafka_mock_cluster() {
+    let mock = rdkafka::mocking::MockCluster::new(3).expect("mock cluster");
+    mock.create_topic("txn-abort", 3, 1).expect("mock topic");
+    aborts_on(&mock.bootstrap_servers(), ",fetch=12", |topic| {
+        mock.create_topic(topic, 1, 1).expect("mock topic");
+    });
+}
+
+/// `kbench produce --transaction-abort-rate 0.3 --verify` into `txn-abort` (3 partitions) at
+/// `bootstrap`, then the records read back by librdkafka and by `kbench consume`, read committed
+/// and not. Whether the broker hides aborted transactions is learnt from librdkafka's own: three
+/// transactions of 10 records (committed, aborted, committed) into a topic `create` makes.
+/// `fetch_pin` is added to the consumer's `--pin metadata=8`.
+fn aborts_on(bootstrap: &str, fetch_pin: &str, create: impl FnOnce(&str)) {
+    let peer_topic = "txn-abort-librdkafka";
+    create(peer_topic);
+    librdkafka::produce_transactions(bootstrap, peer_topic, 10, &[true, false, true]);
+    let peer_read = librdkafka::read_with(
+        &[("isolation.level", "read_committed")],
+        bootstrap,
+        peer_topic,
+        1,
+        20,
+        Duration::from_secs(1),
+        LIMIT,
+    );
+    let peer_values = peer_read.iter().filter(|r| {
+        r.value
+            .as_ref()
+            .is_some_and(|v| v.starts_with(b"librdkafka-txn"))
+    });
+    let isolates = match peer_values.count() {
+        20 => true,
+        30 => false,
+        n => panic!("librdkafka read {n} of its 30 transactional records (20 committed)"),
+    };
+
+    let topic = "txn-abort";
+    let dir = TempDir::new("txn-abort-rate");
+    let json = dir.path().join("produce.json");
+    let out = Cmd::new("produce")
+        .args(&["--bootstrap-server", bootstrap])
+        .topic(topic)
+        .args(&[
+            "--pin",
+            "metadata=8",
+            "--partitions",
+            "3",
+            "--duration",
+            "3s",
+            "--throughput",
+            "3000",
+            "--record-size",
+            "100",
+            "--transactional-id",
+            "kbench-abort-test",
+            "--transaction-duration-ms",
+            "200",
+            "--transaction-abort-rate",
+            "0.3",
+            "--seed",
+            "7",
+            "--verify",
+        ])
+        .json(&json)
+        .run(LIMIT);
+    let doc = result_json(&json);
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    let producer = &doc["producer"];
+    let (committed, aborted) = (
+        n(producer, "transactions_committed"),
+        n(producer, "transactions_aborted"),
+    );
+    assert!(committed >= 3 && aborted >= 1, "{producer}\n{err}");
+    assert_eq!(
+        n(producer, "transactions_aborted_on_purpose"),
+        aborted,
+        "no record failed, so every abort was on purpose: {producer}"
+    );
+    assert_eq!(doc["settings"]["transaction_abort_rate"], 0.3);
+    let acked = n(&doc, "records_acked");
+    let in_aborted = n(producer, "records_in_aborted_transactions");
+    assert_eq!(n(&doc, "records_sent"), acked);
+    assert!(in_aborted > 0 && in_aborted < acked, "{producer}");
+    let v = &doc["verification"];
+    assert_eq!(n(v, "records_aborted"), in_aborted, "{v}");
+    assert_eq!((n(v, "lost"), n(v, "unexpected")), (0, 0), "{v}");
+    assert!(stdout.contains("aborted records read"), "{stdout}");
+    // What kbench's read-back saw of the aborted transactions is what librdkafka saw of its own.
+    let visible = if isolates {
+        assert_eq!(out.status.code(), Some(0), "{stdout}\n{err}");
+        assert_eq!(v["ok"], true, "{v}");
+        assert_eq!(
+            (n(v, "aborted_read"), n(v, "aborted_skipped")),
+            (0, in_aborted)
+        );
+        acked - in_aborted
+    } else {
+        assert_eq!(
+            out.status.code(),
+            Some(5),
+            "a failed verification: {stdout}\n{err}"
+        );
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(
+            (n(v, "aborted_read"), n(v, "aborted_skipped")),
+            (in_aborted, 0)
+        );
+        assert!(stdout.contains("lists no aborted transaction"), "{stdout}");
+        acked
+    };
+
+    // librdkafka, read committed: the records kbench's read-back saw, each once.
+    let read = librdkafka::read_with(
+        &[("isolation.level", "read_committed")],
+        bootstrap,
+        topic,
+        3,
+        visible as usize,
+        Duration::from_millis(500),
+        LIMIT,
+    );
+    assert_eq!(read.len() as u64, visible);
+    // A stamp's sequence is its partition's.
+    let stamps: std::collections::HashSet<(i32, Vec<u8>)> = read
+        .iter()
+        .filter_map(|r| {
+            r.headers
+                .iter()
+                .find(|(k, _)| k == "kbench-verify")
+                .and_then(|(_, v)| v.clone())
+                .map(|v| (r.partition, v))
+        })
+        .collect();
+    assert_eq!(stamps.len() as u64, visible, "one stamp per record");
+
+    // kbench's own consumer, read committed and verifying, partition by partition.
+    let (mut consumed, mut passed) = (0, 0);
+    for partition in 0..3 {
+        let json = dir.path().join(format!("consume-{partition}.json"));
+        let out = Cmd::new("consume")
+            .args(&["--bootstrap-server", bootstrap])
+            .topic(topic)
+            .args(&[
+                "--pin",
+                &format!("metadata=8{fetch_pin}"),
+                "--partition",
+                &partition.to_string(),
+                "--offset",
+                "0",
+                "--messages",
+                &acked.to_string(),
+                "--timeout",
+                "3000",
+                "--verify",
+                "-X",
+                "isolation.level=read_committed",
+            ])
+            .json(&json)
+            .ok(LIMIT);
+        let doc = result_json(&json);
+        let v = &doc["verification"];
+        assert_eq!(v["ok"], true, "{v}\n{}", text(&out.stderr));
+        assert_eq!((n(v, "lost"), n(v, "sequence_gaps")), (0, 0), "{v}");
+        consumed += n(&doc, "records_consumed");
+        passed += n(v, "aborted_skipped");
+    }
+    assert_eq!(consumed, visible);
+    assert_eq!(passed, acked - visible);
+}
+
 /// The embedded Tansu answers InitProducerId for a transactional id, FindCoordinator for its coordinator and
 /// AddPartitionsToTxn, but not EndTxn: a transactional run is refused before any load, naming the
 /// missing API; the conversation Tansu does answer works from kbench's client.
@@ -430,6 +627,14 @@ fn idempotence_settings_that_cannot_work_are_refused() {
     Cmd::new("produce")
         .args(&["--transaction-duration-ms", "100"])
         .refused("--transactional-id");
+    Cmd::new("produce")
+        .args(&["--transaction-abort-rate", "0.2"])
+        .refused("--transactional-id");
+    for bad in ["1.5", "-0.1", "NaN", "often"] {
+        Cmd::new("produce")
+            .args(&["--transactional-id", "t", "--transaction-abort-rate", bad])
+            .refused("--transaction-abort-rate");
+    }
     Cmd::new("produce")
         .args(&["-X", "enable.idempotence=maybe"])
         .refused("enable.idempotence");

@@ -222,6 +222,12 @@ pub struct ProduceArgs {
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=900_000))]
     pub transaction_duration_ms: Option<u64>,
 
+    /// The share of transactions aborted on purpose as they end, 0 to 1 (kgo-verifier's flag),
+    /// drawn from --seed: a `read_committed` reader must see none of their records (with
+    /// --verify, the read-back checks exactly that). Only with --transactional-id.
+    #[arg(long, value_name = "P", value_parser = crate::args::share, allow_negative_numbers = true)]
+    pub transaction_abort_rate: Option<f64>,
+
     /// Seed for the payload generator (default: random; printed and stored in the result).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -301,11 +307,23 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
         }
         producer.transactional_id = Some(id.clone());
     }
-    if args.transaction_duration_ms.is_some() && producer.transactional_id.is_none() {
-        return Err(
-            "--transaction-duration-ms: only with --transactional-id (or -X transactional.id=…)"
-                .into(),
-        );
+    if producer.transactional_id.is_none() {
+        for (given, flag) in [
+            (
+                args.transaction_duration_ms.is_some(),
+                "--transaction-duration-ms",
+            ),
+            (
+                args.transaction_abort_rate.is_some(),
+                "--transaction-abort-rate",
+            ),
+        ] {
+            if given {
+                return Err(format!(
+                    "{flag}: only with --transactional-id (or -X transactional.id=…)"
+                ));
+            }
+        }
     }
     let pins = args.pins.pins(ProduceSpec::APIS)?;
     let compression = client.producer.compression;
@@ -360,6 +378,10 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
     set(
         &mut spec.transaction_duration,
         args.transaction_duration_ms.map(Duration::from_millis),
+    );
+    set(
+        &mut spec.transaction_abort_rate,
+        args.transaction_abort_rate,
     );
     spec.duration = args.duration;
     spec.partition = args.partition;

@@ -192,6 +192,38 @@ pub fn produce_with_headers(
 }
 
 /// A librdkafka producer with acks=all counting its delivery reports, and `properties` besides.
+/// librdkafka's own transactions into partition 0 of `topic`: for each entry of `commits`, a
+/// transaction of `records` records, committed when true and aborted when false.
+pub fn produce_transactions(bootstrap: &str, topic: &str, records: usize, commits: &[bool]) {
+    let producer = producer(bootstrap, &[("transactional.id", "librdkafka-peer-txn")]);
+    let timeout = Duration::from_secs(30);
+    producer
+        .init_transactions(timeout)
+        .expect("librdkafka init_transactions");
+    for (t, &commit) in commits.iter().enumerate() {
+        producer
+            .begin_transaction()
+            .expect("librdkafka begin_transaction");
+        for i in 0..records {
+            let value = format!("librdkafka-txn-{t}-{i}");
+            producer
+                .send(BaseRecord::<(), _>::to(topic).partition(0).payload(&value))
+                .map_err(|(e, _)| e)
+                .expect("librdkafka transactional send");
+        }
+        producer.flush(timeout).expect("librdkafka flush");
+        if commit {
+            producer
+                .commit_transaction(timeout)
+                .expect("librdkafka commit_transaction");
+        } else {
+            producer
+                .abort_transaction(timeout)
+                .expect("librdkafka abort_transaction");
+        }
+    }
+}
+
 fn producer(bootstrap: &str, properties: &[(&str, &str)]) -> BaseProducer<Deliveries> {
     let mut config = ClientConfig::new();
     for (k, v) in properties {
