@@ -19,6 +19,7 @@ pub mod error;
 pub mod fault;
 pub mod history;
 pub mod iso8601;
+pub mod latest;
 pub mod measure;
 pub mod omb;
 pub mod produce;

@@ -101,6 +101,16 @@ pub fn fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A topic config, KEY=VALUE.
+pub fn topic_config(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err(format!(
+            "{s:?} is not KEY=VALUE (e.g. cleanup.policy=compact)"
+        )),
+    }
+}
+
 /// A share from 0 to 1 (an abort rate, a tombstone share).
 pub fn share(s: &str) -> Result<f64, String> {
     match fraction(s)? {

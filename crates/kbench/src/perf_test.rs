@@ -435,6 +435,7 @@ mod tests {
             member_id: None,
             end_to_end: latency_histogram(),
             verification: None,
+            latest_values: None,
             value_decoding: None,
             cluster: Default::default(),
         };

@@ -81,6 +81,9 @@ pub struct ConsumeSpec {
     /// The deserializer's properties (`schema.registry.url`, `basic.auth.user.info`, …): with a
     /// registry, every value is decoded with the schema its id names ([`crate::schema::decode`]).
     pub deserializer: BTreeMap<String, String>,
+    /// `--latest-values FILE`: every key's last value read is checked against the file's
+    /// ([`crate::latest`]).
+    pub latest_values: Option<crate::latest::LatestFile>,
 }
 
 /// A consume timeline's counters.
@@ -110,6 +113,7 @@ impl Default for ConsumeSpec {
             window_sink: Default::default(),
             verify: false,
             deserializer: BTreeMap::new(),
+            latest_values: None,
         }
     }
 }
@@ -162,6 +166,19 @@ impl ConsumeSpec {
             return Err(SpecError::new("timeline_interval", "must be at least 10ms"));
         }
         check_duration("timeline_interval", self.timeline_interval, MAX_WAIT)?;
+        if let Some(file) = &self.latest_values {
+            crate::latest::LatestChecker::new(file)
+                .map_err(|e| SpecError::new("latest_values", e))?;
+            if file.topic != self.topic {
+                return Err(SpecError::new(
+                    "latest_values",
+                    format!(
+                        "the file is topic {:?}'s, not {:?}'s",
+                        file.topic, self.topic
+                    ),
+                ));
+            }
+        }
         match &self.mode {
             ConsumeMode::Group { group_id } => {
                 if group_id.is_empty() || group_id.len() > 255 {
@@ -314,6 +331,8 @@ pub struct ConsumeRun {
     pub timeline: Vec<crate::timeline::Window>,
     /// With `--verify`: what the records' stamps said.
     pub verification: Option<crate::verify::VerifyReport>,
+    /// With `--latest-values`: each key's last value read, judged.
+    pub latest_values: Option<crate::latest::LatestReport>,
     /// With a schema registry: what decoding every value found.
     pub value_decoding: Option<crate::schema::decode::DecodeReport>,
     /// What the cluster did: leader changes, retries by cause, refreshes, stalls.
@@ -376,6 +395,9 @@ pub struct ConsumeResultDocument {
     /// With `--verify`: every record's stamp checked (no writer to ask: lost is sequence gaps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::verify::VerifyReport>,
+    /// With `--latest-values FILE`: each key's last value read against the file's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_values: Option<crate::latest::LatestReport>,
     /// With `-X schema.registry.url=URL`: every value decoded with the schema its id names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_decoding: Option<crate::schema::decode::DecodeReport>,
@@ -433,6 +455,7 @@ impl ConsumeResultDocument {
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),
             verification: run.verification.clone(),
+            latest_values: run.latest_values.clone(),
             value_decoding: run.value_decoding.clone(),
             cluster: run.cluster.clone(),
             protocol_anomalies: BTreeMap::new(),

@@ -86,6 +86,8 @@ struct Reading<'a, O> {
     /// The end-to-end latencies of the answer being read, for [`ConsumeObserver::fetched`].
     fetch_e2e: Vec<u64>,
     verifier: Option<crate::verify::Verifier>,
+    /// `--latest-values`: each expected key's last value read.
+    latest: Option<crate::latest::LatestChecker>,
     /// With a schema registry: the values' decoder, and the registry it asks.
     decoding: Option<(
         crate::schema::decode::Decoding,
@@ -207,6 +209,11 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             end_to_end: latency_histogram(),
             fetch_e2e: Vec::new(),
             verifier: spec.verify.then(crate::verify::Verifier::any_producer),
+            // Checked by `ConsumeSpec::validate`.
+            latest: spec
+                .latest_values
+                .as_ref()
+                .and_then(|f| crate::latest::LatestChecker::new(f).ok()),
             decoding,
             last_record: Instant::now(),
             timed_out: false,
@@ -492,6 +499,9 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             }
             skipped += (record.offset - next) as u64;
             taken += 1;
+            if let Some(l) = self.latest.as_mut() {
+                l.record(*partition, record.offset, record.key, record.value);
+            }
             if let Some(v) = self.verifier.as_mut() {
                 v.check(
                     *partition,
@@ -603,6 +613,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             end_to_end: self.end_to_end,
             timeline: self.timeline.into_windows(),
             verification: self.verifier.map(|v| v.report(None)),
+            latest_values: self.latest.map(|l| l.report()),
             value_decoding: self.decoding.map(|(d, _)| d.report()),
             cluster: crate::cluster::ClusterReport::of(
                 &cluster_events,

@@ -184,7 +184,12 @@ async fn ensure_topic<O: ProduceObserver>(
     settings: &mut serde_json::Value,
 ) -> Result<TopicLayout, BenchError> {
     let topic = cluster
-        .ensure_topic(&spec.topic, spec.partitions, spec.replication_factor)
+        .ensure_topic_with(
+            &spec.topic,
+            spec.partitions,
+            spec.replication_factor,
+            &spec.topic_configs,
+        )
         .await
         .map_err(|e| BenchError::topic(&spec.topic, e))?;
     if let Some(p) = spec.partition

@@ -303,6 +303,17 @@ pub struct ProduceSpec {
     /// transaction whose records were all acknowledged.
     #[serde(default)]
     pub transaction_abort_rate: f64,
+    /// With keys: the share of records written as tombstones (a null value), drawn from the
+    /// seed (`--tombstones`).
+    #[serde(default)]
+    pub tombstones: f64,
+    /// Keep every key's last acknowledged write ([`crate::latest`]), for `--latest-values`: the
+    /// run's [`phase::ProduceRun::latest`].
+    #[serde(default)]
+    pub latest_values: bool,
+    /// Topic configs a topic the run creates carries (`--topic-config cleanup.policy=compact`).
+    #[serde(default)]
+    pub topic_configs: Vec<(String, String)>,
     /// The first this many records of each repetition are its warm-up (KIP-1052's
     /// `--warmup-records`): counted in the run's figures, left out of the steady-state ones
     /// ([`phase::SteadyState`]). 0: no warm-up. Fewer than `num_records`.
@@ -364,6 +375,9 @@ impl Default for ProduceSpec {
             verify: false,
             transaction_duration: DEFAULT_TRANSACTION_DURATION,
             transaction_abort_rate: 0.0,
+            tombstones: 0.0,
+            latest_values: false,
+            topic_configs: Vec::new(),
             warmup_records: 0,
         }
     }
@@ -443,6 +457,33 @@ impl ProduceSpec {
                 "transaction_abort_rate",
                 "must be a share from 0 to 1",
             ));
+        }
+        if !(0.0..=1.0).contains(&self.tombstones) {
+            return Err(SpecError::new("tombstones", "must be a share from 0 to 1"));
+        }
+        if self.keys == Keys::None && (self.tombstones > 0.0 || self.latest_values) {
+            return Err(SpecError::new(
+                if self.latest_values {
+                    "latest_values"
+                } else {
+                    "tombstones"
+                },
+                "needs keyed records (keys, key_space)",
+            ));
+        }
+        if self.latest_values {
+            if self.producer.acks == kbench_client::Acks::None {
+                return Err(SpecError::new(
+                    "latest_values",
+                    "needs the offsets acknowledgements give: not with acks=0",
+                ));
+            }
+            if self.transaction().is_some() {
+                return Err(SpecError::new(
+                    "latest_values",
+                    "not with a transactional_id (an aborted write is never a key's last value; not followed yet)",
+                ));
+            }
         }
         if self.transaction_abort_rate > 0.0 && self.transaction().is_none() {
             return Err(SpecError::new(
@@ -600,6 +641,9 @@ impl ProduceSpec {
             "transactional_id": transaction.as_ref().map(|t| &t.transactional_id),
             "transaction_duration_ms": transaction.as_ref().map(|t| t.duration.as_millis() as u64),
             "transaction_abort_rate": transaction.as_ref().map(|t| t.abort_rate),
+            "tombstones": self.tombstones,
+            "latest_values": self.latest_values,
+            "topic_configs": self.topic_configs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
             "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "repetitions": self.repetitions,

@@ -122,6 +122,8 @@ pub struct ProduceRun {
     pub timeline: Vec<crate::timeline::Window>,
     /// With `--verify`: this run's producer id and the offsets the broker acknowledged.
     pub written: Option<crate::verify::Written>,
+    /// With `ProduceSpec::latest_values`: every key's last acknowledged write.
+    pub latest: Option<crate::latest::LatestWritten>,
     /// What the cluster did: leader changes, retries by cause, refreshes, stalls.
     pub cluster: crate::cluster::ClusterReport,
     /// Responses read with bytes left after their body, by kind (a protocol anomaly).
@@ -232,6 +234,9 @@ impl ProduceRun {
                 all.aborted = r.aborted.clone();
             }
             all.timeline.extend(r.timeline.iter().cloned());
+            if let (Some(mine), Some(theirs)) = (all.latest.as_mut(), r.latest.as_ref()) {
+                mine.merge(theirs);
+            }
             if let (Some(mine), Some(theirs)) = (all.written.as_mut(), r.written.as_ref()) {
                 mine.merge(theirs);
             }
@@ -371,6 +376,8 @@ struct Tally {
     window_start: Instant,
     /// With `--verify`: what was acknowledged where.
     written: Option<crate::verify::Written>,
+    /// With `ProduceSpec::latest_values`: every key's last acknowledged write.
+    latest: Option<crate::latest::LatestWritten>,
     /// Idempotent batches acknowledged as duplicates of ones the broker held.
     duplicate_batches: u64,
     /// From the warm-up's end (`ProduceSpec::warmup_records`): the steady state's figures.
@@ -409,6 +416,12 @@ impl Tally {
                 ..IntervalReport::default()
             },
             window_start: start,
+            latest: spec.latest_values.then(|| {
+                crate::latest::LatestWritten::new(match &spec.key_values {
+                    Some(keys) => keys.clone(),
+                    None => (0..spec.keys.count()).map(Keys::key).collect(),
+                })
+            }),
             written: verify_producer.map(if spec.transaction().is_some() {
                 crate::verify::Written::transactional
             } else {
@@ -496,6 +509,9 @@ struct Batch {
     /// warm-up's (a prefix: records are appended in order).
     warmup: usize,
     warmup_bytes: u64,
+    /// With `ProduceSpec::latest_values`: each record's key number and its value's CRC-32C
+    /// (`None`: a tombstone), in order.
+    latest: Vec<(u32, Option<u32>)>,
 }
 
 /// The run's side of the engine: every batch's outcome into the tally.
@@ -531,6 +547,16 @@ impl kbench_client::Delivery<Batch> for Accounting {
         match outcome.result {
             Ok(acked) => {
                 t.duplicate_batches += u64::from(acked.duplicate);
+                if let Some(l) = t.latest.as_mut() {
+                    for (i, (key, value)) in b.latest.iter().enumerate() {
+                        let offset = if acked.base_offset < 0 {
+                            -1
+                        } else {
+                            acked.base_offset + i as i64
+                        };
+                        l.acked(*key, b.partition, offset, *value);
+                    }
+                }
                 if let Some(w) = t.written.as_mut() {
                     let producer = w.producers[0];
                     w.ack(producer, b.partition, b.first_seq, count);
@@ -556,6 +582,11 @@ impl kbench_client::Delivery<Batch> for Accounting {
                 t.window.bytes += b.value_bytes - warm_bytes;
             }
             Err(error) => {
+                if let Some(l) = t.latest.as_mut() {
+                    for (key, _) in &b.latest {
+                        l.failed(*key);
+                    }
+                }
                 t.failed += count;
                 t.window.failed += count;
                 *t.errors.entry(error.to_string()).or_default() += count;
@@ -926,6 +957,7 @@ pub async fn run_produce_until(
             verify_producer,
             waited: Duration::ZERO,
             warmup: spec.warmup_records,
+            latest: spec.latest_values,
         },
         txn: None,
         stop_error: None,
@@ -1122,6 +1154,7 @@ impl<'a, F: Fn(&IntervalReport) + Send + Sync + 'static> Phase<'a, F> {
             socket_writes: writes_after.1 - self.writes_before.1,
             timeline,
             written: t.written.take(),
+            latest: t.latest.take(),
             cluster: crate::cluster::ClusterReport::of(
                 &ending.cluster_events,
                 self.start,
@@ -1192,6 +1225,8 @@ struct Records {
     keys: KeyChooser,
     draw: Draw,
     digits: itoa::Buffer,
+    /// `ProduceSpec::tombstones`: the share of keyed records written with a null value.
+    tombstones: f64,
 }
 
 /// How a record's value is taken from the pooled values: decided once per run, so that a fixed
@@ -1213,8 +1248,12 @@ enum Draw {
 /// One record to append: its key, the open batch it goes into, and its value.
 struct Record<'a> {
     key: Option<&'a [u8]>,
+    /// The key's number (with a key).
+    key_no: Option<u32>,
     slot: usize,
     value: &'a [u8],
+    /// Written with a null value (`value` unused).
+    tombstone: bool,
 }
 
 impl Records {
@@ -1246,6 +1285,7 @@ impl Records {
             },
             values,
             digits: itoa::Buffer::new(),
+            tombstones: spec.tombstones,
         }
     }
 
@@ -1265,10 +1305,14 @@ impl Records {
                 .as_bytes(),
             Draw::Any => &self.values[self.rng.random_range(0..self.values.len())],
         };
+        let tombstone =
+            key.is_some() && self.tombstones > 0.0 && self.rng.random::<f64>() < self.tombstones;
         Record {
             key: key.map(|k| &self.keys.keys[k][..]),
+            key_no: key.map(|k| k as u32),
             slot,
             value,
+            tombstone,
         }
     }
 }
@@ -1286,6 +1330,8 @@ struct Feed<'a> {
     waited: Duration,
     /// `ProduceSpec::warmup_records`: records numbered below it are the warm-up's.
     warmup: u64,
+    /// `ProduceSpec::latest_values`: each record's key and value checksum kept with its batch.
+    latest: bool,
 }
 
 impl Feed<'_> {
@@ -1335,19 +1381,21 @@ impl Feed<'_> {
         }
         let timestamp =
             open.base_ms + (clock.now_us.saturating_sub(open.meta.opened_us) / 1000) as i64;
+        let value = (!record.tombstone).then_some(record.value);
         match self.verify_producer {
-            None => open
-                .builder
-                .append(timestamp, record.key, Some(record.value), &[]),
+            None => open.builder.append(timestamp, record.key, value, &[]),
             Some(producer_id) => {
                 let pos = open.pos();
-                let stamp =
-                    crate::verify::Stamp::encode(producer_id, self.sequences[pos], record.value);
+                let stamp = crate::verify::Stamp::encode(
+                    producer_id,
+                    self.sequences[pos],
+                    value.unwrap_or(&[]),
+                );
                 self.sequences[pos] += 1;
                 open.builder.append(
                     timestamp,
                     record.key,
-                    Some(record.value),
+                    value,
                     &[RecordHeader {
                         key: crate::verify::VERIFY_HEADER,
                         value: Some(&stamp),
@@ -1355,11 +1403,17 @@ impl Feed<'_> {
                 );
             }
         }
+        if self.latest
+            && let Some(key) = record.key_no
+        {
+            open.meta.latest.push((key, value.map(crc32c::crc32c)));
+        }
+        let value_len = value.map_or(0, <[u8]>::len) as u64;
         open.meta.intended_us.push(intended_us);
-        open.meta.value_bytes += record.value.len() as u64;
+        open.meta.value_bytes += value_len;
         if i < self.warmup {
             open.meta.warmup += 1;
-            open.meta.warmup_bytes += record.value.len() as u64;
+            open.meta.warmup_bytes += value_len;
         }
     }
 }

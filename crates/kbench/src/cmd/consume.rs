@@ -134,6 +134,13 @@ pub struct ConsumeArgs {
     #[arg(long)]
     pub verify: bool,
 
+    /// Check that every key's last value read is its last write, as FILE says (`kbench produce
+    /// --latest-values FILE` wrote it): what a compacted topic must keep (kgo-verifier's
+    /// latest-value map). Read the whole topic (the default: from the earliest offset, until
+    /// --messages or --timeout); exit code 5 when a key is missing, stale or resurrected.
+    #[arg(long, value_name = "FILE", conflicts_with = "produce_first")]
+    pub latest_values: Option<PathBuf>,
+
     #[command(flatten)]
     pub output: crate::args::OutputArgs,
 
@@ -180,6 +187,13 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
         spec.start = StartAt::Reset(OffsetReset::Latest);
     }
     spec.verify = args.verify;
+    if let Some(path) = &args.latest_values {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--latest-values {}: {e}", path.display()))?;
+        let file: kbench_bench::latest::LatestFile = serde_json::from_str(&text)
+            .map_err(|e| format!("--latest-values {}: {e}", path.display()))?;
+        spec.latest_values = Some(file);
+    }
     if !spec.deserializer.is_empty() {
         if !spec.deserializer.contains_key("schema.registry.url") {
             let key = spec.deserializer.keys().next().cloned().unwrap_or_default();
@@ -429,6 +443,12 @@ fn conclude(
     if let Some(v) = &run.verification {
         println!("{}", v.line());
         if v.ok != Some(true) {
+            code = crate::args::EXIT_VERIFY;
+        }
+    }
+    if let Some(l) = &run.latest_values {
+        println!("{}", l.line());
+        if !l.ok {
             code = crate::args::EXIT_VERIFY;
         }
     }

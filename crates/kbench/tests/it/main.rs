@@ -34,6 +34,7 @@ mod faults;
 mod history;
 mod idempotence;
 mod legacy;
+mod log_semantics;
 mod metrics;
 mod omb;
 mod open_loop;

@@ -61,6 +61,26 @@ pub struct ProduceArgs {
     #[arg(long, value_parser = Keys::parse)]
     pub keys: Option<Keys>,
 
+    /// Keys drawn uniformly from N (kgo-verifier's --key-set-cardinality): --keys random:N.
+    #[arg(long, value_name = "N", conflicts_with = "keys", value_parser = clap::value_parser!(u32).range(1..))]
+    pub key_space: Option<u32>,
+
+    /// The share of keyed records written as tombstones (a null value), 0 to 1, drawn from
+    /// --seed: a compacted topic deletes their keys. Needs --keys or --key-space.
+    #[arg(long, value_name = "P", value_parser = crate::args::share, allow_negative_numbers = true)]
+    pub tombstones: Option<f64>,
+
+    /// Write every key's last acknowledged value (a CRC-32C, or null for a tombstone) to FILE
+    /// when the run ends: what `kbench consume --latest-values FILE` checks a (compacted) topic
+    /// against. Needs keyed records and acks.
+    #[arg(long, value_name = "FILE", conflicts_with = "find_max_rate")]
+    pub latest_values: Option<PathBuf>,
+
+    /// A topic config for a topic the run creates, KEY=VALUE (kafka-topics' --config), e.g.
+    /// cleanup.policy=compact; repeatable. A topic that exists keeps its own.
+    #[arg(long = "topic-config", value_name = "KEY=VALUE", value_parser = crate::args::topic_config)]
+    pub topic_configs: Vec<(String, String)>,
+
     /// File whose lines (split by --payload-delimiter) are the record values, chosen at random.
     #[arg(long)]
     pub payload_file: Option<PathBuf>,
@@ -366,6 +386,24 @@ pub(crate) fn plan(args: &ProduceArgs) -> Result<Plan, String> {
         };
     }
     set(&mut spec.keys, args.keys);
+    if let Some(n) = args.key_space {
+        spec.keys = Keys::Random { count: n };
+    }
+    set(&mut spec.tombstones, args.tombstones);
+    spec.latest_values = args.latest_values.is_some();
+    spec.topic_configs = args.topic_configs.clone();
+    if spec.keys == Keys::None {
+        for (given, flag) in [
+            (args.tombstones.is_some(), "--tombstones"),
+            (args.latest_values.is_some(), "--latest-values"),
+        ] {
+            if given {
+                return Err(format!(
+                    "{flag}: needs keyed records (--keys or --key-space)"
+                ));
+            }
+        }
+    }
     set(&mut spec.topic, args.topic.clone());
     set(&mut spec.num_records, args.num_records);
     set(&mut spec.partitions, args.partitions);

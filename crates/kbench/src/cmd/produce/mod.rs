@@ -212,6 +212,17 @@ async fn execute(
     let interrupted = harness.interrupted();
     let outcome = outcome.map_err(|e| failure(&e, &harness.bootstrap(), interrupted))?;
     let run = &outcome.run;
+    if let (Some(path), Some(latest)) = (&args.latest_values, &run.latest) {
+        let file = latest.file(&plan.spec.topic);
+        write_json(path, &file).map_err(|e| CliError::failed(format!("--latest-values {e}")))?;
+        eprintln!(
+            "kbench: wrote {} ({} keys, {} deleted, {} uncertain)",
+            path.display(),
+            file.keys.len(),
+            file.keys.values().filter(|v| v.deleted()).count(),
+            file.uncertain.len()
+        );
+    }
     if args.print_metrics {
         let metrics =
             crate::perf_test::producer_metrics(&outcome.document, &plan.connection.client_id);
@@ -390,6 +401,8 @@ async fn distributed(
     use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_produce};
     let refused = if args.find_max_rate {
         Some("--find-max-rate: searches from one machine; not with --agents")
+    } else if args.latest_values.is_some() {
+        Some("--latest-values: not with --agents yet (each agent knows only its own writes)")
     } else if plan.spec.producer.transactional_id.is_some() {
         Some(
             "--transactional-id: not with --agents (every agent would take the same transactional.id and fence the others)",
