@@ -37,6 +37,13 @@ pub enum FaultAction {
         #[serde(with = "opt_secs")]
         for_: Option<Duration>,
     },
+    /// `consume --consumers`: this many more members join the group.
+    ConsumerJoin { count: u32 },
+    /// This many members commit, leave the group (LeaveGroup) and stop.
+    ConsumerLeave { count: u32 },
+    /// This many members stop dead: no commit, no LeaveGroup, no heartbeat — the coordinator's
+    /// session timeout decides when the group notices.
+    ConsumerCrash { count: u32 },
 }
 
 mod secs {
@@ -64,6 +71,16 @@ impl FaultAction {
     /// Whether it acts on the connection (the fault proxy), not the broker process.
     pub fn is_network(&self) -> bool {
         matches!(self, FaultAction::Delay { .. } | FaultAction::Loss { .. })
+    }
+
+    /// Whether it acts on the group's members (the consume run applies it), not the broker.
+    pub fn is_member(&self) -> bool {
+        matches!(
+            self,
+            FaultAction::ConsumerJoin { .. }
+                | FaultAction::ConsumerLeave { .. }
+                | FaultAction::ConsumerCrash { .. }
+        )
     }
 }
 
@@ -127,6 +144,24 @@ impl Fault {
                     return Err(err(format!("{key} takes no value")));
                 }
                 "kill-broker" => set(&mut action, FaultAction::KillBroker)?,
+                "consumer-join" | "consumer-leave" | "consumer-crash" => {
+                    let count = value
+                        .and_then(|v| v.parse::<u32>().ok())
+                        .filter(|n| (1..=64).contains(n))
+                        .ok_or_else(|| {
+                            err(format!(
+                                "{key} needs a count of members from 1 to 64, e.g. {key}=1"
+                            ))
+                        })?;
+                    set(
+                        &mut action,
+                        match key {
+                            "consumer-join" => FaultAction::ConsumerJoin { count },
+                            "consumer-leave" => FaultAction::ConsumerLeave { count },
+                            _ => FaultAction::ConsumerCrash { count },
+                        },
+                    )?
+                }
                 "restart-broker" => set(&mut action, FaultAction::RestartBroker)?,
                 "delay" => {
                     let d = duration(value)?;
@@ -162,14 +197,14 @@ impl Fault {
                 }
                 other => {
                     return Err(err(format!(
-                        "unknown {other:?} (at=, pause-broker=, kill-broker, restart-broker, delay=, loss=, for=)"
+                        "unknown {other:?} (at=, pause-broker=, kill-broker, restart-broker, delay=, loss=, for=, consumer-join=, consumer-leave=, consumer-crash=)"
                     )));
                 }
             }
         }
         let at = at.ok_or_else(|| err("when? give at=DURATION (e.g. at=20s)".into()))?;
         let mut action = action.ok_or_else(|| {
-            err("what? pause-broker=, kill-broker, restart-broker, delay= or loss=".into())
+            err("what? pause-broker=, kill-broker, restart-broker, delay=, loss=, consumer-join=, consumer-leave= or consumer-crash=".into())
         })?;
         match (&mut action, for_) {
             (FaultAction::Delay { for_: f, .. } | FaultAction::Loss { for_: f, .. }, Some(d)) => {
@@ -228,6 +263,9 @@ impl FaultAction {
             FaultAction::RestartBroker => "restart-broker",
             FaultAction::Delay { .. } => "delay",
             FaultAction::Loss { .. } => "loss",
+            FaultAction::ConsumerJoin { .. } => "consumer-join",
+            FaultAction::ConsumerLeave { .. } => "consumer-leave",
+            FaultAction::ConsumerCrash { .. } => "consumer-crash",
         }
     }
 }
@@ -235,6 +273,28 @@ impl FaultAction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn group_faults_parse_with_a_count() {
+        let f = Fault::parse("at=2s consumer-join=2").unwrap();
+        assert_eq!(f.action, FaultAction::ConsumerJoin { count: 2 });
+        assert!(f.action.is_member() && !f.action.is_network());
+        assert_eq!(
+            Fault::parse("at=1s consumer-crash=1")
+                .unwrap()
+                .action
+                .kind(),
+            "consumer-crash"
+        );
+        for bad in [
+            "at=1s consumer-leave",
+            "at=1s consumer-leave=0",
+            "at=1s consumer-leave=x",
+        ] {
+            let e = Fault::parse(bad).unwrap_err();
+            assert!(e.reason.contains("consumer-leave needs a count"), "{e:?}");
+        }
+    }
 
     #[test]
     fn the_forms_of_the_issue_parse() {

@@ -159,6 +159,57 @@ impl Timeline {
     }
 }
 
+/// Several timelines of the same counters and histograms (one per group member, say) as one:
+/// window `k` holds every window that began in `[start + k·every, start + (k+1)·every)`, counts
+/// added and histograms added exactly.
+pub fn merge_by_slot(windows: Vec<Window>, start: SystemTime, every: Duration) -> Vec<Window> {
+    let start_us = micros(start);
+    let every_us = every.as_micros().max(1) as u64;
+    let mut slots: BTreeMap<u64, (Window, Vec<Histogram<u64>>)> = BTreeMap::new();
+    for w in windows {
+        let k = w.start_us.saturating_sub(start_us) / every_us;
+        let hists: Vec<Histogram<u64>> = w
+            .histograms
+            .iter()
+            .map(|(_, bytes)| {
+                Deserializer::new()
+                    .deserialize(&mut bytes.as_slice())
+                    .unwrap_or_else(|_| crate::measure::latency_histogram())
+            })
+            .collect();
+        match slots.get_mut(&k) {
+            Some((into, into_hists)) => {
+                for (a, b) in into.counts.iter_mut().zip(&w.counts) {
+                    *a += b;
+                }
+                let end = (into.start_us + into.duration.as_micros() as u64)
+                    .max(w.start_us + w.duration.as_micros() as u64);
+                into.start_us = into.start_us.min(w.start_us);
+                into.duration = Duration::from_micros(end - into.start_us);
+                for (a, b) in into_hists.iter_mut().zip(&hists) {
+                    let _ = a.add(b);
+                }
+            }
+            None => {
+                slots.insert(k, (w, hists));
+            }
+        }
+    }
+    let mut serializer = V2DeflateSerializer::new();
+    slots
+        .into_values()
+        .map(|(mut w, hists)| {
+            for ((_, bytes), h) in w.histograms.iter_mut().zip(&hists) {
+                bytes.clear();
+                if serializer.serialize(h, bytes).is_err() {
+                    bytes.clear();
+                }
+            }
+            w
+        })
+        .collect()
+}
+
 fn micros(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)

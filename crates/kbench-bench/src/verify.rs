@@ -214,8 +214,15 @@ impl Verifier {
         }
     }
 
-    /// One record read from `partition`.
-    pub fn check(&mut self, partition: i32, offset: i64, stamp: Option<Stamp>, value: &[u8]) {
+    /// One record read from `partition`; `false` when it is a duplicate of a record read before
+    /// (its producer and sequence seen already).
+    pub fn check(
+        &mut self,
+        partition: i32,
+        offset: i64,
+        stamp: Option<Stamp>,
+        value: &[u8],
+    ) -> bool {
         self.read += 1;
         let p = self.partitions.entry(partition).or_default();
         if p.last_offset.is_some_and(|last| offset <= last) {
@@ -227,11 +234,11 @@ impl Verifier {
         }
         let Some(stamp) = stamp else {
             self.foreign += 1;
-            return;
+            return true;
         };
         if !self.producers.is_empty() && !self.producers.contains(&stamp.producer) {
             self.foreign += 1;
-            return;
+            return true;
         }
         self.stamped += 1;
         if crc32c::crc32c(value) != stamp.crc {
@@ -242,7 +249,7 @@ impl Verifier {
             Some(s) => s,
             None if full => {
                 self.untracked += 1;
-                return;
+                return true;
             }
             None => self
                 .streams
@@ -253,13 +260,23 @@ impl Verifier {
                 }),
         };
         if !stream.seen.insert(stamp.sequence) {
-            return; // a duplicate: counted at the end, as stamped − unique
+            return false; // a duplicate: counted at the end, as stamped − unique
         }
         stream.first = stream.first.min(stamp.sequence);
         if stamp.sequence < stream.next {
             self.reordered += 1;
         } else {
             stream.next = stamp.sequence + 1;
+        }
+        true
+    }
+
+    /// `partition` changes hands in a group: its next reader starts where the group last
+    /// committed, so its offsets start again below where the last reader was (a re-read across
+    /// the handover, counted as duplicates), not a regression.
+    pub fn handover(&mut self, partition: i32) {
+        if let Some(p) = self.partitions.get_mut(&partition) {
+            p.last_offset = None;
         }
     }
 

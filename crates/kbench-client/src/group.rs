@@ -81,6 +81,9 @@ pub struct GroupMember {
     generation_id: i32,
     /// The partitions of `config.topic` this member was assigned.
     assignment: Vec<i32>,
+    /// The last join's phases: how long the coordinator held its JoinGroup (every round of it,
+    /// KIP-394's included), and its SyncGroup.
+    phases: (Duration, Duration),
 }
 
 impl std::fmt::Debug for GroupMember {
@@ -115,6 +118,7 @@ impl GroupMember {
             member_id: String::new(),
             generation_id: -1,
             assignment: Vec::new(),
+            phases: (Duration::ZERO, Duration::ZERO),
         };
         member.rejoin().await?;
         Ok(member)
@@ -130,6 +134,11 @@ impl GroupMember {
 
     pub fn assignment(&self) -> &[i32] {
         &self.assignment
+    }
+
+    /// The last successful join's phases: (JoinGroup held, SyncGroup).
+    pub fn phases(&self) -> (Duration, Duration) {
+        self.phases
     }
 
     pub fn group_id(&self) -> &str {
@@ -225,6 +234,15 @@ impl GroupMember {
                     self.coordinator =
                         find_coordinator(&self.cluster, &self.config.group_id).await?;
                 }
+                // librdkafka's mock cluster answers some SyncGroups (those it fails, in the middle
+                // of a rebalance) with a null assignment, which the protocol does not allow and
+                // which does not decode: join again, as for a rebalance in progress.
+                Err(ClientError::Frame(reason))
+                    if reason.contains("SyncGroup") && tokio::time::Instant::now() < deadline =>
+                {
+                    tracing::debug!(%reason, "SyncGroup answer that does not decode: joining again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
                 Err(ClientError::Kafka { code, .. }) if code == UNKNOWN_MEMBER_ID => {
                     self.member_id.clear();
                     if tokio::time::Instant::now() >= deadline {
@@ -248,6 +266,7 @@ impl GroupMember {
         )?;
         let mut response: JoinGroupResponse;
         let mut rounds = 0;
+        let joining = tokio::time::Instant::now();
         loop {
             rounds += 1;
             let request = JoinGroupRequest::default()
@@ -318,6 +337,7 @@ impl GroupMember {
         }
         self.member_id = response.member_id.to_string();
         self.generation_id = response.generation_id;
+        let joined = joining.elapsed();
         let is_leader = response.leader.as_str() == self.member_id;
         let assignments = if is_leader && !response.skip_assignment {
             self.lead(&response).await?
@@ -342,6 +362,7 @@ impl GroupMember {
                         .or(Some(str_bytes(self.offered()[0].name()))),
                 );
         }
+        let syncing = tokio::time::Instant::now();
         let sync: SyncGroupResponse = match self
             .coordinator
             .request_at(ApiKey::SyncGroup, sync_version, &request)
@@ -366,6 +387,7 @@ impl GroupMember {
             return Err(group_error("SyncGroup", &group, sync.error_code));
         }
         self.assignment = decode_assignment(&sync.assignment, &self.config.topic)?;
+        self.phases = (joined, syncing.elapsed());
         Ok(())
     }
 

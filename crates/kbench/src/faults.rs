@@ -37,15 +37,35 @@ pub const RTO: Duration = Duration::from_millis(200);
 /// The schedule, checked; an error names `--fault` (or `--bootstrap-server`, which faults cannot
 /// reach).
 pub fn plan(args: &FaultArgs, bootstrap: Option<&str>) -> Result<Vec<Fault>, String> {
-    let faults = kbench_bench::fault::parse_schedule(&args.faults)
+    let (faults, members) = plan_consume(args, bootstrap)?;
+    if let Some(f) = members.first() {
+        return Err(format!(
+            "--fault {:?}: {} acts on a consumer group's members: only on `kbench consume`",
+            f.spec,
+            f.action.kind()
+        ));
+    }
+    Ok(faults)
+}
+
+/// `kbench consume`'s schedule: the broker's faults (as [`plan`]) and its group members' faults
+/// (`consumer-join=`, `consumer-leave=`, `consumer-crash=`), which the run applies itself and which
+/// work on any cluster.
+pub fn plan_consume(
+    args: &FaultArgs,
+    bootstrap: Option<&str>,
+) -> Result<(Vec<Fault>, Vec<Fault>), String> {
+    let all = kbench_bench::fault::parse_schedule(&args.faults)
         .map_err(|e| format!("--fault {}", e.reason))?;
+    let (members, faults): (Vec<Fault>, Vec<Fault>) =
+        all.into_iter().partition(|f| f.action.is_member());
     if !faults.is_empty() && bootstrap.is_some() {
         return Err(
             "--fault: applies to the embedded broker that kbench starts and controls; not with --bootstrap-server"
                 .into(),
         );
     }
-    Ok(faults)
+    Ok((faults, members))
 }
 
 /// The embedded broker for a faulted run: behind a fault proxy when the schedule has network
@@ -288,6 +308,12 @@ pub async fn drive(
                     }
                     None => entry.error = Some("no fault proxy in front of the broker".into()),
                 }
+            }
+            // Never here: the consume run applies its members' faults itself (`plan_consume`).
+            FaultAction::ConsumerJoin { .. }
+            | FaultAction::ConsumerLeave { .. }
+            | FaultAction::ConsumerCrash { .. } => {
+                entry.error = Some("a group member's fault: the consume run applies it".into());
             }
         }
         applied.push(entry);

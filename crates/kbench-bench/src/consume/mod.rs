@@ -14,6 +14,8 @@ mod phase;
 
 pub use phase::run_consume;
 
+pub mod group;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -84,7 +86,17 @@ pub struct ConsumeSpec {
     /// `--latest-values FILE`: every key's last value read is checked against the file's
     /// ([`crate::latest`]).
     pub latest_values: Option<crate::latest::LatestFile>,
+    /// Members of the group reading together (`--consumers`), each with its own connections and
+    /// member id ([`group`]); 1 is kafka-consumer-perf-test's one consumer.
+    pub consumers: u32,
+    /// Group faults (`--fault at=T consumer-join=K`, `consumer-leave=K`, `consumer-crash=K`),
+    /// applied by the run, in time order.
+    pub member_faults: Vec<crate::fault::Fault>,
 }
+
+/// The most members a group run may start (`--consumers` and every `consumer-join` together are
+/// not bounded by it; each `consumer-join` is at most 64).
+pub const MAX_CONSUMERS: u32 = 64;
 
 /// A consume timeline's counters.
 pub const TIMELINE_COUNTERS: &[&str] = &["consumed", "bytes_consumed"];
@@ -114,6 +126,8 @@ impl Default for ConsumeSpec {
             verify: false,
             deserializer: BTreeMap::new(),
             latest_values: None,
+            consumers: 1,
+            member_faults: Vec::new(),
         }
     }
 }
@@ -166,6 +180,26 @@ impl ConsumeSpec {
             return Err(SpecError::new("timeline_interval", "must be at least 10ms"));
         }
         check_duration("timeline_interval", self.timeline_interval, MAX_WAIT)?;
+        check_range("consumers", self.consumers, 1..=MAX_CONSUMERS)?;
+        if self.consumers > 1 || !self.member_faults.is_empty() {
+            let what = if self.consumers > 1 {
+                "consumers"
+            } else {
+                "fault"
+            };
+            if !matches!(self.mode, ConsumeMode::Group { .. }) {
+                return Err(SpecError::new(
+                    what,
+                    "group members need a group (not with --partition)",
+                ));
+            }
+            if self.latest_values.is_some() {
+                return Err(SpecError::new(
+                    "latest_values",
+                    "one consumer only (each member sees only its partitions' keys)",
+                ));
+            }
+        }
         if let Some(file) = &self.latest_values {
             crate::latest::LatestChecker::new(file)
                 .map_err(|e| SpecError::new("latest_values", e))?;
@@ -234,6 +268,8 @@ impl ConsumeSpec {
             "reporting_interval_ms": self.reporting_interval.as_millis() as u64,
             "timeline_interval_ms": self.timeline_interval.as_millis() as u64,
             "commit": self.commit,
+            "consumers": self.consumers,
+            "member_faults": self.member_faults.iter().map(|f| &f.spec).collect::<Vec<_>>(),
             "auto_commit_interval_ms": c.auto_commit_interval.as_millis() as u64,
             "session_timeout_ms": c.session_timeout.as_millis() as u64,
             "heartbeat_interval_ms": c.heartbeat_interval.as_millis() as u64,
@@ -398,6 +434,9 @@ pub struct ConsumeResultDocument {
     /// With `--latest-values FILE`: each key's last value read against the file's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_values: Option<crate::latest::LatestReport>,
+    /// With `--consumers N` or group faults: every member, every rebalance, every fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<group::GroupReport>,
     /// With `-X schema.registry.url=URL`: every value decoded with the schema its id names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_decoding: Option<crate::schema::decode::DecodeReport>,
@@ -456,6 +495,7 @@ impl ConsumeResultDocument {
             aborted: run.aborted.clone(),
             verification: run.verification.clone(),
             latest_values: run.latest_values.clone(),
+            group: None,
             value_decoding: run.value_decoding.clone(),
             cluster: run.cluster.clone(),
             protocol_anomalies: BTreeMap::new(),
@@ -525,7 +565,22 @@ pub async fn run_consume_job<O: ConsumeObserver>(
         .into());
     }
     let cluster = Arc::new(cluster);
-    let run = run_consume(cluster.clone(), layout, spec, stop, observer).await?;
+    let (run, group) = if spec.consumers > 1 || !spec.member_faults.is_empty() {
+        let (run, report) = group::run_group(
+            cluster.clone(),
+            layout,
+            Arc::new(spec.clone()),
+            stop,
+            observer,
+        )
+        .await?;
+        (run, Some(report))
+    } else {
+        (
+            run_consume(cluster.clone(), layout, spec, stop, observer).await?,
+            None,
+        )
+    };
     cluster.close(Duration::from_secs(2)).await;
     let negotiated: BTreeMap<String, i16> = cluster.negotiated().named().collect();
     let pinned: BTreeMap<String, i16> = pins.iter().map(|(a, v)| (api_name(a), v)).collect();
@@ -542,6 +597,7 @@ pub async fn run_consume_job<O: ConsumeObserver>(
     );
     let document = ConsumeResultDocument {
         protocol_anomalies: cluster.protocol_anomalies(),
+        group,
         ..document
     };
     Ok(ConsumeOutcome { run, document })

@@ -12,6 +12,7 @@ use kbench_client::{Cluster, FetchedPart, GroupConfig, GroupMember, Membership, 
 use kbench_wire::BatchDecoder;
 use tokio_util::sync::CancellationToken;
 
+use super::group::{MemberCtx, MemberJoin, MemberRun};
 use super::{
     ConsumeMode, ConsumeObserver, ConsumeRun, ConsumeSpec, ConsumeWindow, PartitionSpan,
     TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS, batches_end, engine_options, start_positions,
@@ -29,7 +30,22 @@ pub async fn run_consume<O: ConsumeObserver>(
     stop: Stop,
     observer: Arc<O>,
 ) -> Result<ConsumeRun, BenchError> {
-    let mut reading = Reading::join(cluster, layout, spec, stop, observer).await?;
+    let mut reading = Reading::join(cluster, layout, spec, stop, observer, None).await?;
+    reading.fetch_until_done().await?;
+    Ok(reading.finish().await.run)
+}
+
+/// One member of a group run ([`super::group`]): join, read until the group is done or this
+/// member is stopped (a leave, a crash), finish as it was told.
+pub(crate) async fn run_member<O: ConsumeObserver>(
+    cluster: Arc<Cluster>,
+    layout: TopicLayout,
+    spec: &ConsumeSpec,
+    stop: Stop,
+    observer: Arc<O>,
+    ctx: MemberCtx,
+) -> Result<MemberRun, BenchError> {
+    let mut reading = Reading::join(cluster, layout, spec, stop, observer, Some(ctx)).await?;
     reading.fetch_until_done().await?;
     Ok(reading.finish().await)
 }
@@ -85,7 +101,13 @@ struct Reading<'a, O> {
     end_to_end: Histogram<u64>,
     /// The end-to-end latencies of the answer being read, for [`ConsumeObserver::fetched`].
     fetch_e2e: Vec<u64>,
-    verifier: Option<crate::verify::Verifier>,
+    /// `--verify`: the run's verifier (a group's members share one).
+    verifier: Option<Arc<std::sync::Mutex<crate::verify::Verifier>>>,
+    /// A group run's member: what it shares with the others, and its joins.
+    group: Option<MemberCtx>,
+    joins: Vec<MemberJoin>,
+    /// `--verify`: records this member read that had been read before.
+    duplicated: u64,
     /// `--latest-values`: each expected key's last value read.
     latest: Option<crate::latest::LatestChecker>,
     /// With a schema registry: the values' decoder, and the registry it asks.
@@ -148,8 +170,11 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         spec: &'a ConsumeSpec,
         stop: Stop,
         observer: Arc<O>,
+        group: Option<MemberCtx>,
     ) -> Result<Self, BenchError> {
-        let cancel = stop.token().clone();
+        let cancel = group
+            .as_ref()
+            .map_or_else(|| stop.token().clone(), |g| g.cancel.clone());
         let began = Began {
             wall: SystemTime::now(),
             at: Instant::now(),
@@ -161,6 +186,12 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         } else {
             Duration::ZERO
         };
+        let mut joins = Vec::new();
+        if let (Some(g), Some(m)) = (group.as_ref(), member.as_ref()) {
+            joins.push(member_join(g, m, began.at, join));
+            g.share.owner(g.index, assigned.iter().copied(), true);
+            g.joined.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let positions = start_positions(&cluster, &layout, member.as_ref(), &assigned, spec.start)
             .await
             .map_err(|e| BenchError::topic(&spec.topic, e))?;
@@ -208,7 +239,17 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             fetch_latency: latency_histogram(),
             end_to_end: latency_histogram(),
             fetch_e2e: Vec::new(),
-            verifier: spec.verify.then(crate::verify::Verifier::any_producer),
+            verifier: match group.as_ref() {
+                Some(g) => g.share.verifier.clone(),
+                None => spec.verify.then(|| {
+                    Arc::new(std::sync::Mutex::new(
+                        crate::verify::Verifier::any_producer(),
+                    ))
+                }),
+            },
+            group,
+            joins,
+            duplicated: 0,
             // Checked by `ConsumeSpec::validate`.
             latest: spec
                 .latest_values
@@ -239,12 +280,16 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         // How often the loop looks up from the answers (heartbeats, windows, the time-out) when none
         // comes.
         let tick = Duration::from_millis(20);
-        while self.records < self.spec.messages {
+        while self.total() < self.spec.messages {
             if self.cancel.is_cancelled() {
                 break;
             }
             let now = Instant::now();
-            if now - self.last_record > self.spec.timeout {
+            let idle = match self.group.as_ref() {
+                Some(g) => g.share.idle().min(now - self.began.at),
+                None => now - self.last_record,
+            };
+            if idle > self.spec.timeout {
                 self.timed_out = true;
                 break;
             }
@@ -283,6 +328,13 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             self.learn_schemas().await?;
         }
         Ok(())
+    }
+
+    /// Records read: this member's, or the whole group's.
+    fn total(&self) -> u64 {
+        self.group
+            .as_ref()
+            .map_or(self.records, |g| g.share.records())
     }
 
     /// Ask the registry for the schemas the values just read name and the decoder does not know
@@ -364,10 +416,22 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
     /// Join the group again and position the new assignment; partitions kept keep the position
     /// reached. The time it takes is join time.
     async fn rejoin(&mut self) -> Result<(), BenchError> {
+        if self.member.is_none() {
+            return Ok(());
+        }
+        let began = Instant::now();
+        // As Java's consumer does before it rejoins (onJoinPrepare): the positions reached are
+        // committed, so that the partitions' next owners start where this member stopped.
+        if self.spec.commit && self.positions != self.committed {
+            self.commit().await;
+        }
+        if let Some(g) = self.group.as_ref() {
+            g.share
+                .owner(g.index, self.positions.keys().copied(), false);
+        }
         let Some(m) = self.member.as_mut() else {
             return Ok(());
         };
-        let began = Instant::now();
         m.rejoin()
             .await
             .map_err(|e| BenchError::Run(format!("rejoining the group: {e}")))?;
@@ -390,6 +454,10 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         self.positions = fresh;
         self.consumer.assign(&self.positions);
         let took = began.elapsed();
+        if let (Some(g), Some(m)) = (self.group.as_ref(), self.member.as_ref()) {
+            self.joins.push(member_join(g, m, began, took));
+            g.share.owner(g.index, self.positions.keys().copied(), true);
+        }
         self.join += took;
         self.window.join += took;
         Ok(())
@@ -444,7 +512,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         self.fetch_e2e.clear();
         for part in &fetched.parts {
             self.read_part(part, arrived_ms);
-            if self.records >= self.spec.messages {
+            if self.total() >= self.spec.messages {
                 break;
             }
         }
@@ -468,8 +536,13 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         let Some(position) = self.positions.get(partition).copied() else {
             return;
         };
-        let wanted = self.spec.messages - self.records;
+        let wanted = self.spec.messages.saturating_sub(self.total());
         let mut taken = 0u64;
+        let mut duplicated = 0u64;
+        let mut verifier = self
+            .verifier
+            .as_ref()
+            .map(|v| v.lock().expect("verifier lock"));
         let mut taken_bytes = 0u64;
         let mut skipped = 0u64;
         let mut next = position;
@@ -485,7 +558,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                     aborted.skips(header);
                 } else if record.offset >= next
                     && taken < wanted
-                    && let Some(v) = self.verifier.as_mut()
+                    && let Some(v) = verifier.as_deref_mut()
                 {
                     v.passed_over(*partition, crate::verify::Stamp::of(&record));
                 }
@@ -502,13 +575,15 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             if let Some(l) = self.latest.as_mut() {
                 l.record(*partition, record.offset, record.key, record.value);
             }
-            if let Some(v) = self.verifier.as_mut() {
-                v.check(
+            if let Some(v) = verifier.as_deref_mut()
+                && !v.check(
                     *partition,
                     record.offset,
                     crate::verify::Stamp::of(&record),
                     record.value.unwrap_or(&[]),
-                );
+                )
+            {
+                duplicated += 1;
             }
             if let Some((d, _)) = self.decoding.as_mut() {
                 d.value(record.value);
@@ -542,6 +617,13 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                     .or_default() += 1;
             }
         }
+        drop(verifier);
+        self.duplicated += duplicated;
+        if let Some(g) = self.group.as_ref()
+            && taken > 0
+        {
+            g.share.read(taken);
+        }
         self.records += taken;
         self.bytes += taken_bytes;
         self.window.records += taken;
@@ -568,7 +650,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
 
     /// End the run: stop the engine, close the last timeline window, commit what was read and
     /// leave the group (group mode), and gather the figures.
-    async fn finish(mut self) -> ConsumeRun {
+    async fn finish(mut self) -> MemberRun {
         let cluster_events = self.consumer.finish();
         let elapsed = self.began.at.elapsed();
         let cpu = CpuTime::now().since(self.began.cpu);
@@ -579,7 +661,18 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             &[self.records, self.bytes],
             vec![self.fetch_latency.clone(), self.end_to_end.clone()],
         );
-        if let Some(m) = self.member.as_ref() {
+        let crashed = self
+            .group
+            .as_ref()
+            .is_some_and(|g| g.crash.load(std::sync::atomic::Ordering::SeqCst));
+        if let Some(g) = self.group.as_ref()
+            && g.stopped.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            g.share
+                .owner(g.index, self.positions.keys().copied(), false);
+        }
+        // A crashed member says nothing more to the group: its session runs out.
+        if let Some(m) = self.member.as_ref().filter(|_| !crashed) {
             if self.spec.commit && self.positions != self.committed {
                 match m.commit(&self.layout, &self.positions).await {
                     Ok(_) => self.commits += 1,
@@ -591,7 +684,8 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             }
         }
         let aborted = self.stop.reason();
-        ConsumeRun {
+        let duplicated = self.verifier.is_some().then_some(self.duplicated);
+        let run = ConsumeRun {
             records: self.records,
             bytes: self.bytes,
             batches: self.batches,
@@ -612,7 +706,10 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             member_id: self.member.map(|m| m.member_id().to_string()),
             end_to_end: self.end_to_end,
             timeline: self.timeline.into_windows(),
-            verification: self.verifier.map(|v| v.report(None)),
+            verification: self
+                .verifier
+                .as_ref()
+                .map(|v| v.lock().expect("verifier lock").report(None)),
             latest_values: self.latest.map(|l| l.report()),
             value_decoding: self.decoding.map(|(d, _)| d.report()),
             cluster: crate::cluster::ClusterReport::of(
@@ -620,7 +717,25 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 self.began.at,
                 self.began.wall,
             ),
+        };
+        MemberRun {
+            run,
+            joins: self.joins,
+            duplicated,
         }
+    }
+}
+
+/// A member's join that began at `began` and took `took`, as the group report keeps it.
+fn member_join(g: &MemberCtx, m: &GroupMember, began: Instant, took: Duration) -> MemberJoin {
+    let (join, sync) = m.phases();
+    MemberJoin {
+        at_s: began.saturating_duration_since(g.share.start).as_secs_f64(),
+        join_group_ms: join.as_secs_f64() * 1e3,
+        sync_group_ms: sync.as_secs_f64() * 1e3,
+        took_ms: took.as_secs_f64() * 1e3,
+        generation_id: m.generation_id(),
+        assigned: m.assignment().to_vec(),
     }
 }
 

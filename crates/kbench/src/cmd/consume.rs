@@ -141,6 +141,14 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "produce_first")]
     pub latest_values: Option<PathBuf>,
 
+    /// Members of the group reading together, each with its own connections and member id
+    /// (default 1): they share --messages and --timeout, and the result's `group` block has
+    /// each member, each rebalance (JoinGroup and SyncGroup times, how long each partition had no
+    /// member reading it) and each group fault (--fault 'at=5s consumer-join=1',
+    /// 'consumer-leave=1', 'consumer-crash=1').
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub consumers: Option<u32>,
+
     #[command(flatten)]
     pub output: crate::args::OutputArgs,
 
@@ -187,6 +195,9 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
         spec.start = StartAt::Reset(OffsetReset::Latest);
     }
     spec.verify = args.verify;
+    if let Some(n) = args.consumers {
+        spec.consumers = n;
+    }
     if let Some(path) = &args.latest_values {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--latest-values {}: {e}", path.display()))?;
@@ -294,7 +305,12 @@ impl ConsumeObserver for Lines {
 pub async fn run(args: ConsumeArgs) -> CliResult {
     let mut plan = plan(&args)?;
     args.output.check()?;
-    let faults = crate::faults::plan(&args.fault, plan.connection.bootstrap_servers.as_deref())?;
+    let (faults, members) =
+        crate::faults::plan_consume(&args.fault, plan.connection.bootstrap_servers.as_deref())?;
+    plan.spec.member_faults = members;
+    plan.spec
+        .validate()
+        .map_err(|e| crate::args::spec_error(&e))?;
     let topic = plan.spec.topic.clone();
     let endpoint = args
         .metrics
@@ -446,6 +462,11 @@ fn conclude(
             code = crate::args::EXIT_VERIFY;
         }
     }
+    if let Some(g) = &outcome.document.group {
+        for line in group_lines(g) {
+            println!("{line}");
+        }
+    }
     if let Some(l) = &run.latest_values {
         println!("{}", l.line());
         if !l.ok {
@@ -483,6 +504,58 @@ fn conclude(
     harness.report_faults(&mut document);
     args.output.write_json(&document)?;
     Ok(code)
+}
+
+/// A group run, said: its members, each rebalance and each fault that did less than asked.
+fn group_lines(g: &kbench_bench::consume::group::GroupReport) -> Vec<String> {
+    let mut out = Vec::new();
+    let records: Vec<String> = g
+        .members
+        .iter()
+        .map(|m| {
+            let dup = m
+                .duplicated
+                .map_or_else(String::new, |d| format!(", {d} duplicated"));
+            format!("#{} {} records{dup} ({})", m.member, m.records, m.ended)
+        })
+        .collect();
+    out.push(format!(
+        "Group: {} members: {}.",
+        g.members.len(),
+        records.join("; ")
+    ));
+    for r in &g.rebalances {
+        let worst = r
+            .partitions_unowned_ms
+            .values()
+            .fold(0.0f64, |a, b| a.max(*b));
+        out.push(format!(
+            "Rebalance at {:.1} s ({}): {:.0} ms; JoinGroup up to {:.0} ms, SyncGroup up to {:.0} ms; {} partitions without a reader, the longest {worst:.0} ms.",
+            r.began_s,
+            r.cause,
+            (r.ended_s - r.began_s) * 1e3,
+            r.join_group_ms_max,
+            r.sync_group_ms_max,
+            r.partitions_unowned_ms.len()
+        ));
+    }
+    if !g.partitions_unowned_at_end_ms.is_empty() {
+        let list: Vec<String> = g
+            .partitions_unowned_at_end_ms
+            .iter()
+            .map(|(p, ms)| format!("{p} (for {:.1} s)", ms / 1e3))
+            .collect();
+        out.push(format!(
+            "WARNING: partitions without a reader when the run ended: {}. The coordinator never gave them to a live member; what was written to them since is not in these figures.",
+            list.join(", ")
+        ));
+    }
+    for f in &g.faults {
+        if let Some(e) = &f.error {
+            out.push(format!("Group fault {}: {e}.", f.fault));
+        }
+    }
+    out
 }
 
 /// The producer beside the drain, said: its line, its saturation warnings, its errors when records

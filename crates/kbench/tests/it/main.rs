@@ -31,6 +31,7 @@ mod e2e;
 mod e2e_latency;
 mod failures;
 mod faults;
+mod groups;
 mod history;
 mod idempotence;
 mod legacy;

@@ -1,0 +1,556 @@
+//! Several members in one consumer group (`consume --consumers N`), and the group faults on the
+//! run's schedule (`consumer-join=K`, `consumer-leave=K`, `consumer-crash=K`): each member a
+//! [`super::phase`] reading of its own — its own connections, its own member id — sharing the
+//! record target, the idle time-out and (with `--verify`) one verifier, so that a record read by
+//! two members across a handover is a duplicate, counted against the member that read it second.
+//!
+//! Every member says when it owned which partition; the group's rebalances are the spans in which
+//! members were joining, and for each the time each partition had no member reading it: from the
+//! moment its owner stopped (it began rejoining, left, or crashed) to the moment a member had it
+//! again.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use kbench_client::{Cluster, TopicLayout};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::{ConsumeObserver, ConsumeRun, ConsumeSpec};
+use crate::error::BenchError;
+use crate::fault::FaultAction;
+use crate::stop::Stop;
+
+/// What the members share.
+pub(crate) struct GroupShare {
+    pub start: Instant,
+    /// Records read by every member together.
+    pub records: AtomicU64,
+    /// When any member last read a record, µs from `start`.
+    pub last_record_us: AtomicU64,
+    /// One verifier for the group (`--verify`).
+    pub verifier: Option<Arc<Mutex<crate::verify::Verifier>>>,
+    /// Ownership changes, in the order they happened.
+    pub events: Mutex<Vec<OwnerEvent>>,
+}
+
+impl GroupShare {
+    pub fn records(&self) -> u64 {
+        self.records.load(Ordering::Relaxed)
+    }
+
+    /// Records were just read.
+    pub fn read(&self, n: u64) {
+        self.records.fetch_add(n, Ordering::Relaxed);
+        self.last_record_us
+            .store(self.start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// How long since any member read a record.
+    pub fn idle(&self) -> Duration {
+        self.start.elapsed().saturating_sub(Duration::from_micros(
+            self.last_record_us.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// `member` took (`owned`) or stopped reading (`!owned`) `partitions`, now. A partition taken
+    /// is a handover for the verifier.
+    pub fn owner(&self, member: usize, partitions: impl IntoIterator<Item = i32>, owned: bool) {
+        let at = self.start.elapsed();
+        let partitions: Vec<i32> = partitions.into_iter().collect();
+        if owned && let Some(v) = self.verifier.as_ref() {
+            let mut v = v.lock().expect("verifier lock");
+            for p in &partitions {
+                v.handover(*p);
+            }
+        }
+        let mut events = self.events.lock().expect("events lock");
+        events.extend(partitions.into_iter().map(|partition| OwnerEvent {
+            at,
+            member,
+            partition,
+            owned,
+        }));
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OwnerEvent {
+    pub at: Duration,
+    pub member: usize,
+    pub partition: i32,
+    pub owned: bool,
+}
+
+/// A member's part in the group run.
+pub(crate) struct MemberCtx {
+    pub index: usize,
+    /// Cancelled when the member is to stop (the run's end, a leave, a crash).
+    pub cancel: CancellationToken,
+    /// Set before `cancel` for a crash: no commit, no LeaveGroup.
+    pub crash: Arc<AtomicBool>,
+    /// Set before `cancel` for a leave or a crash: its partitions are left without a reader
+    /// (at the run's end they are not).
+    pub stopped: Arc<AtomicBool>,
+    /// Set once the member first joined (a leave or a crash picks joined members first).
+    pub joined: Arc<AtomicBool>,
+    pub share: Arc<GroupShare>,
+}
+
+/// One join of one member: when it began, its phases, and what it gave up and got.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MemberJoin {
+    /// Seconds from the group run's start.
+    pub at_s: f64,
+    /// JoinGroup held, SyncGroup, and the whole join (committing first, positioning after).
+    pub join_group_ms: f64,
+    pub sync_group_ms: f64,
+    pub took_ms: f64,
+    pub generation_id: i32,
+    pub assigned: Vec<i32>,
+}
+
+/// One member of the group run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MemberReport {
+    pub member: usize,
+    pub member_id: Option<String>,
+    /// Seconds from the group run's start: when it began, and when it stopped.
+    pub started_s: f64,
+    pub ended_s: f64,
+    /// How it ended: `run-ended`, `left` (consumer-leave) or `crashed` (consumer-crash).
+    pub ended: String,
+    pub records: u64,
+    /// With `--verify`: records it read that another member (or it) had read before.
+    pub duplicated: Option<u64>,
+    pub joins: Vec<MemberJoin>,
+    /// Why it read nothing, when it was stopped (a fault) before it had joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One rebalance: a span in which members were joining.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Rebalance {
+    /// Seconds from the group run's start.
+    pub began_s: f64,
+    pub ended_s: f64,
+    /// What set it off: `start`, a fault as given, or `unknown` (the coordinator's own).
+    pub cause: String,
+    /// The longest JoinGroup and SyncGroup of the members that joined in it, ms.
+    pub join_group_ms_max: f64,
+    pub sync_group_ms_max: f64,
+    /// Per partition: how long no member read it, ms, for the gaps that closed in this span.
+    pub partitions_unowned_ms: BTreeMap<i32, f64>,
+}
+
+/// A group fault as applied.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GroupFault {
+    pub fault: String,
+    pub at_s: f64,
+    /// The members it acted on (a join: the new ones).
+    pub members: Vec<usize>,
+    /// Why it did less than asked (too few members left), if it did.
+    pub error: Option<String>,
+}
+
+/// The `group` block of a consume result with several members or group faults.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GroupReport {
+    pub consumers: u32,
+    pub members: Vec<MemberReport>,
+    pub rebalances: Vec<Rebalance>,
+    pub faults: Vec<GroupFault>,
+    /// Per partition, all the time no member read it after it was first read, ms (the gaps
+    /// still open at the end included).
+    pub partitions_unowned_ms: BTreeMap<i32, f64>,
+    /// Partitions no member was reading when the run ended, and for how long by then, ms: a
+    /// crashed member's partitions that the coordinator never gave to another, say.
+    pub partitions_unowned_at_end_ms: BTreeMap<i32, f64>,
+}
+
+/// What a member's reading hands back.
+pub(crate) struct MemberRun {
+    pub run: ConsumeRun,
+    pub joins: Vec<MemberJoin>,
+    pub duplicated: Option<u64>,
+}
+
+struct Running {
+    index: usize,
+    started: Duration,
+    cancel: CancellationToken,
+    crash: Arc<AtomicBool>,
+    stopped: Arc<AtomicBool>,
+    joined: Arc<AtomicBool>,
+    ended_by: Option<String>,
+    ended_at: Option<Duration>,
+    task: tokio::task::JoinHandle<Result<MemberRun, BenchError>>,
+}
+
+/// Run `spec.consumers` members in `spec`'s group (and the members `spec.member_faults` add and
+/// stop), each over a cluster of its own from `connect`; the pooled run and the group's report.
+pub(crate) async fn run_group<O: ConsumeObserver>(
+    first: Arc<Cluster>,
+    layout: TopicLayout,
+    spec: Arc<ConsumeSpec>,
+    stop: Stop,
+    observer: Arc<O>,
+) -> Result<(ConsumeRun, GroupReport), BenchError> {
+    let share = Arc::new(GroupShare {
+        start: Instant::now(),
+        records: AtomicU64::new(0),
+        last_record_us: AtomicU64::new(0),
+        verifier: spec
+            .verify
+            .then(|| Arc::new(Mutex::new(crate::verify::Verifier::any_producer()))),
+        events: Mutex::new(Vec::new()),
+    });
+    let started_wall = SystemTime::now();
+    let mut members: Vec<Running> = Vec::new();
+    let spawn = |index: usize, cluster: Arc<Cluster>| {
+        let cancel = stop.token().child_token();
+        let crash = Arc::new(AtomicBool::new(false));
+        let joined = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::new(AtomicBool::new(false));
+        let ctx = MemberCtx {
+            index,
+            cancel: cancel.clone(),
+            crash: crash.clone(),
+            stopped: stopped.clone(),
+            joined: joined.clone(),
+            share: share.clone(),
+        };
+        let (layout, spec, stop, observer) =
+            (layout.clone(), spec.clone(), stop.clone(), observer.clone());
+        let task = tokio::spawn(async move {
+            super::phase::run_member(cluster, layout, &spec, stop, observer, ctx).await
+        });
+        Running {
+            index,
+            started: share.start.elapsed(),
+            cancel,
+            crash,
+            stopped,
+            joined,
+            ended_by: None,
+            ended_at: None,
+            task,
+        }
+    };
+    // A member's own connections; the cluster's brokers learnt (a coordinator or a leader may be
+    // one the bootstrap answer did not name).
+    let connect = || async {
+        let cluster = Cluster::connect(first.config().clone())
+            .await
+            .map_err(|e| BenchError::Run(format!("a group member's connection: {e}")))?;
+        cluster
+            .metadata(&layout.name)
+            .await
+            .map_err(|e| BenchError::topic(&layout.name, e))?;
+        Ok::<_, BenchError>(Arc::new(cluster))
+    };
+    for i in 0..spec.consumers as usize {
+        let cluster = if i == 0 {
+            first.clone()
+        } else {
+            connect().await?
+        };
+        members.push(spawn(i, cluster));
+    }
+    let mut applied = Vec::new();
+    for fault in &spec.member_faults {
+        // Wait for the fault's time, unless every member finished first (the run is over).
+        let due = share.start + fault.at;
+        let mut over = false;
+        while Instant::now() < due {
+            over = members.iter().all(|m| m.task.is_finished()) || stop.token().is_cancelled();
+            if over {
+                break;
+            }
+            let step = (due - Instant::now()).min(Duration::from_millis(50));
+            tokio::time::sleep(step).await;
+        }
+        if over {
+            break;
+        }
+        let at = share.start.elapsed();
+        let mut acted = Vec::new();
+        let mut error = None;
+        match fault.action {
+            FaultAction::ConsumerJoin { count } => {
+                for _ in 0..count {
+                    match connect().await {
+                        Ok(cluster) => {
+                            let index = members.len();
+                            members.push(spawn(index, cluster));
+                            acted.push(index);
+                        }
+                        Err(e) => error = Some(e.to_string()),
+                    }
+                }
+            }
+            FaultAction::ConsumerLeave { count } | FaultAction::ConsumerCrash { count } => {
+                let crash = matches!(fault.action, FaultAction::ConsumerCrash { .. });
+                // The newest members that have joined go first, then any still running.
+                let mut order: Vec<usize> = (0..members.len()).rev().collect();
+                order.sort_by_key(|i| !members[*i].joined.load(Ordering::SeqCst));
+                let chosen: Vec<usize> = order
+                    .into_iter()
+                    .filter(|i| members[*i].ended_by.is_none() && !members[*i].task.is_finished())
+                    .take(count as usize)
+                    .collect();
+                for i in chosen {
+                    let m = &mut members[i];
+                    m.crash.store(crash, Ordering::SeqCst);
+                    m.stopped.store(true, Ordering::SeqCst);
+                    m.ended_by = Some(if crash { "crashed" } else { "left" }.into());
+                    m.ended_at = Some(at);
+                    m.cancel.cancel();
+                    acted.push(m.index);
+                }
+                if acted.len() < count as usize {
+                    error = Some(format!(
+                        "{} of {count} members were still reading",
+                        acted.len()
+                    ));
+                }
+            }
+            _ => error = Some("not a group member's fault".into()),
+        }
+        applied.push(GroupFault {
+            fault: fault.spec.clone(),
+            at_s: at.as_secs_f64(),
+            members: acted,
+            error,
+        });
+    }
+    let mut runs = Vec::new();
+    let mut reports = Vec::new();
+    for m in members {
+        let out = m
+            .task
+            .await
+            .map_err(|e| BenchError::Run(format!("group member {}: {e}", m.index)))?;
+        let out = match out {
+            Ok(out) => out,
+            // Stopped by a fault before it had joined: a member that read nothing.
+            Err(e) if m.ended_by.is_some() => {
+                reports.push(MemberReport {
+                    member: m.index,
+                    member_id: None,
+                    started_s: m.started.as_secs_f64(),
+                    ended_s: m.ended_at.unwrap_or_default().as_secs_f64(),
+                    ended: m.ended_by.unwrap_or_default(),
+                    records: 0,
+                    duplicated: None,
+                    joins: Vec::new(),
+                    error: Some(e.to_string()),
+                });
+                continue;
+            }
+            // A member that could not join is the run's failure (the others are told to stop).
+            Err(e) => {
+                stop.token().cancel();
+                return Err(e);
+            }
+        };
+        let ended_s = m.ended_at.map_or_else(
+            || {
+                out.run
+                    .ended_at
+                    .duration_since(started_wall)
+                    .unwrap_or_default()
+                    .as_secs_f64()
+            },
+            |d| d.as_secs_f64(),
+        );
+        reports.push(MemberReport {
+            member: m.index,
+            member_id: out.run.member_id.clone(),
+            started_s: m.started.as_secs_f64(),
+            ended_s,
+            ended: m.ended_by.unwrap_or_else(|| "run-ended".into()),
+            records: out.run.records,
+            duplicated: out.duplicated,
+            joins: out.joins,
+            error: None,
+        });
+        runs.push(out.run);
+    }
+    let events = share.events.lock().expect("events lock").clone();
+    let (rebalances, unowned, at_end) =
+        rebalances(&reports, &events, &applied, share.start.elapsed());
+    let mut run = pooled(runs, started_wall, spec.timeline_interval)
+        .ok_or_else(|| BenchError::Run("no group member ran".into()))?;
+    run.verification = share
+        .verifier
+        .as_ref()
+        .map(|v| v.lock().expect("verifier lock").report(None));
+    Ok((
+        run,
+        GroupReport {
+            consumers: spec.consumers,
+            members: reports,
+            rebalances,
+            faults: applied,
+            partitions_unowned_ms: unowned,
+            partitions_unowned_at_end_ms: at_end,
+        },
+    ))
+}
+
+/// The group's rebalances: spans where members' joins overlap (each join from its start to its
+/// end), with what set each off, its longest phases, and the partition gaps that closed in it.
+fn rebalances(
+    members: &[MemberReport],
+    events: &[OwnerEvent],
+    faults: &[GroupFault],
+    end: Duration,
+) -> (Vec<Rebalance>, BTreeMap<i32, f64>, BTreeMap<i32, f64>) {
+    let mut joins: Vec<(f64, f64, &MemberJoin)> = members
+        .iter()
+        .flat_map(|m| {
+            m.joins
+                .iter()
+                .map(|j| (j.at_s, j.at_s + j.took_ms / 1000.0, j))
+        })
+        .collect();
+    joins.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<Rebalance> = Vec::new();
+    for (from, to, j) in joins {
+        match out.last_mut() {
+            Some(r) if from <= r.ended_s => {
+                r.ended_s = r.ended_s.max(to);
+                r.join_group_ms_max = r.join_group_ms_max.max(j.join_group_ms);
+                r.sync_group_ms_max = r.sync_group_ms_max.max(j.sync_group_ms);
+            }
+            _ => out.push(Rebalance {
+                began_s: from,
+                ended_s: to,
+                cause: String::new(),
+                join_group_ms_max: j.join_group_ms,
+                sync_group_ms_max: j.sync_group_ms,
+                partitions_unowned_ms: BTreeMap::new(),
+            }),
+        }
+    }
+    // What set each off: the start (the first), and the faults applied from just before it
+    // began (the latest one before, which a member noticed late) to its end.
+    for i in 0..out.len() {
+        let (began, ended) = (out[i].began_s, out[i].ended_s);
+        let previous_end = if i == 0 { f64::MIN } else { out[i - 1].ended_s };
+        let mut causes: Vec<String> = Vec::new();
+        if i == 0 {
+            causes.push("start".into());
+        }
+        causes.extend(
+            faults
+                .iter()
+                .filter(|f| f.at_s > previous_end && f.at_s <= ended)
+                .map(|f| f.fault.clone()),
+        );
+        if causes.is_empty() {
+            causes.push(
+                faults
+                    .iter()
+                    .rev()
+                    .find(|f| f.at_s <= began)
+                    .map_or_else(|| "unknown".into(), |f| f.fault.clone()),
+            );
+        }
+        out[i].cause = causes.join(", ");
+    }
+    // Ownership: per partition, the owners reading it; a gap runs from when the last one stopped
+    // to when one took it again (before the first owner, the partition had not begun).
+    let mut owners: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    let mut since: BTreeMap<i32, Duration> = BTreeMap::new();
+    let mut total: BTreeMap<i32, f64> = BTreeMap::new();
+    for e in events {
+        let o = owners.entry(e.partition).or_default();
+        if e.owned {
+            if o.is_empty()
+                && let Some(gap_from) = since.remove(&e.partition)
+            {
+                let ms = (e.at.saturating_sub(gap_from)).as_secs_f64() * 1e3;
+                *total.entry(e.partition).or_default() += ms;
+                let at_s = e.at.as_secs_f64();
+                if let Some(r) = out.iter_mut().rev().find(|r| r.began_s <= at_s + 1e-3) {
+                    *r.partitions_unowned_ms.entry(e.partition).or_default() += ms;
+                }
+            }
+            if !o.contains(&e.member) {
+                o.push(e.member);
+            }
+        } else if let Some(pos) = o.iter().position(|m| *m == e.member) {
+            o.remove(pos);
+            if o.is_empty() {
+                since.insert(e.partition, e.at);
+            }
+        }
+    }
+    // Gaps still open when the run ended (members that read to the end say nothing when they
+    // stop: only a leave, a crash or a rejoin leaves a partition without its reader).
+    let mut at_end = BTreeMap::new();
+    for (p, from) in since {
+        let ms = end.saturating_sub(from).as_secs_f64() * 1e3;
+        at_end.insert(p, ms);
+        *total.entry(p).or_default() += ms;
+    }
+    (out, total, at_end)
+}
+
+/// The members' runs as one: counts summed, histograms added, windows merged by wall-clock slot
+/// of `every` from `start`, the span from the first start to the last end.
+fn pooled(runs: Vec<ConsumeRun>, start: SystemTime, every: Duration) -> Option<ConsumeRun> {
+    let mut iter = runs.into_iter();
+    let mut all = iter.next()?;
+    let mut windows = std::mem::take(&mut all.timeline);
+    for r in iter {
+        all.records += r.records;
+        all.bytes += r.bytes;
+        all.batches += r.batches;
+        all.started_at = all.started_at.min(r.started_at);
+        all.ended_at = all.ended_at.max(r.ended_at);
+        all.join = all.join.max(r.join);
+        let _ = all.fetch_latency.add(&r.fetch_latency);
+        let _ = all.end_to_end.add(&r.end_to_end);
+        all.fetches += r.fetches;
+        all.empty_fetches += r.empty_fetches;
+        all.commits += r.commits;
+        all.timed_out |= r.timed_out;
+        if all.aborted.is_none() {
+            all.aborted = r.aborted;
+        }
+        for (k, n) in r.errors {
+            *all.errors.entry(k).or_default() += n;
+        }
+        for (p, span) in r.partitions {
+            match all.partitions.get_mut(&p) {
+                Some(s) => {
+                    s.start_offset = s.start_offset.min(span.start_offset);
+                    s.end_offset = s.end_offset.max(span.end_offset);
+                    s.records += span.records;
+                    s.skipped += span.skipped;
+                }
+                None => {
+                    all.partitions.insert(p, span);
+                }
+            }
+        }
+        windows.extend(r.timeline);
+        if let (Some(a), Some(b)) = (all.value_decoding.as_mut(), r.value_decoding.as_ref()) {
+            a.merge(b);
+        }
+    }
+    all.elapsed = all
+        .ended_at
+        .duration_since(all.started_at)
+        .unwrap_or_default();
+    all.member_id = None;
+    all.timeline = crate::timeline::merge_by_slot(windows, start, every);
+    Some(all)
+}
