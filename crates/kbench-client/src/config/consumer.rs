@@ -109,6 +109,16 @@ impl ConsumerSettings {
                     _ => return Err(bad("expected read_uncommitted or read_committed")),
                 }
             }
+            // KIP-848's protocol is refused by name, not taken for the classic one.
+            "group.protocol" => match value.to_ascii_lowercase().as_str() {
+                "classic" => {}
+                "consumer" => {
+                    return Err(bad(
+                        "KIP-848's consumer protocol (ConsumerGroupHeartbeat, API key 68) is not spoken by kbench yet; it speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat): use group.protocol=classic",
+                    ));
+                }
+                _ => return Err(bad("expected classic or consumer")),
+            },
             "partition.assignment.strategy" => {
                 self.assignors = Assignor::parse_list(value).map_err(|e| bad(&e))?
             }

@@ -219,4 +219,11 @@ fn group_flags_refuse_what_cannot_work() {
     Cmd::new("produce")
         .args(&["--fault", "at=1s consumer-join=1"])
         .refused("only on `kbench consume`");
+    // KIP-848 is refused by name, not run as the classic protocol.
+    Cmd::new("consume")
+        .args(&["-X", "group.protocol=consumer"])
+        .refused("ConsumerGroupHeartbeat");
+    Cmd::new("consume")
+        .args(&["-X", "group.protocol=modern"])
+        .refused("group.protocol");
 }
