@@ -163,8 +163,8 @@ fn key_bytes(text: &str) -> Result<Vec<u8>, String> {
     let Some(h) = text.strip_prefix("hex:") else {
         return Ok(text.as_bytes().to_vec());
     };
-    if h.len() % 2 != 0 {
-        return Err(format!("key {text:?}: an odd number of hex digits"));
+    if !h.is_ascii() || h.len() % 2 != 0 {
+        return Err(format!("key {text:?}: not an even number of hex digits"));
     }
     (0..h.len())
         .step_by(2)
@@ -447,5 +447,6 @@ mod tests {
         assert_eq!(key_text(&[0xff]), "hex:ff");
         assert_eq!(key_text(b"hex:1"), "hex:6865783a31");
         assert_eq!(key_bytes("hex:6865783a31").unwrap(), b"hex:1");
+        assert!(key_bytes("hex:aéb").is_err());
     }
 }

@@ -238,7 +238,9 @@ impl GroupMember {
                 // of a rebalance) with a null assignment, which the protocol does not allow and
                 // which does not decode: join again, as for a rebalance in progress.
                 Err(ClientError::Frame(reason))
-                    if reason.contains("SyncGroup") && tokio::time::Instant::now() < deadline =>
+                    if reason.contains("SyncGroup")
+                        && reason.contains("negative")
+                        && tokio::time::Instant::now() < deadline =>
                 {
                     tracing::debug!(%reason, "SyncGroup answer that does not decode: joining again");
                     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -372,6 +372,11 @@ impl<M: Default + Send + 'static> Producer<M> {
     pub fn set_identity(&mut self, identity: Option<ProducerIdentity>, transactional: bool) {
         self.identity = identity.map(|i| (i, transactional));
         self.sequences.fill(0);
+        // A gap in the old epoch's sequences is not one in the new epoch's.
+        let mut st = self.shared.state.lock().expect("producer state lock");
+        for b in &mut st.buffers {
+            b.gap_after = None;
+        }
     }
 
     pub fn identity(&self) -> Option<ProducerIdentity> {

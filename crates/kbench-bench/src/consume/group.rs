@@ -26,8 +26,9 @@ use crate::stop::Stop;
 /// What the members share.
 pub(crate) struct GroupShare {
     pub start: Instant,
-    /// Records read by every member together.
+    /// Records read by every member together, and their key and value bytes.
     pub records: AtomicU64,
+    pub bytes: AtomicU64,
     /// When any member last read a record, µs from `start`.
     pub last_record_us: AtomicU64,
     /// One verifier for the group (`--verify`).
@@ -42,8 +43,9 @@ impl GroupShare {
     }
 
     /// Records were just read.
-    pub fn read(&self, n: u64) {
+    pub fn read(&self, n: u64, bytes: u64) {
         self.records.fetch_add(n, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.last_record_us
             .store(self.start.elapsed().as_micros() as u64, Ordering::Relaxed);
     }
@@ -200,9 +202,11 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
     stop: Stop,
     observer: Arc<O>,
 ) -> Result<(ConsumeRun, GroupReport), BenchError> {
+    let cpu_start = crate::measure::CpuTime::now();
     let share = Arc::new(GroupShare {
         start: Instant::now(),
         records: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
         last_record_us: AtomicU64::new(0),
         verifier: spec
             .verify
@@ -253,28 +257,38 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
             .map_err(|e| BenchError::topic(&layout.name, e))?;
         Ok::<_, BenchError>(Arc::new(cluster))
     };
-    for i in 0..spec.consumers as usize {
-        let cluster = if i == 0 {
-            first.clone()
-        } else {
-            connect().await?
-        };
+    // Every first member's connections before any member starts: a failure here leaves nothing
+    // running.
+    let mut clusters = vec![first.clone()];
+    for _ in 1..spec.consumers {
+        clusters.push(connect().await?);
+    }
+    for (i, cluster) in clusters.into_iter().enumerate() {
         members.push(spawn(i, cluster));
     }
+    // The progress windows of the whole group (a member's own would each say only its part).
+    let reporter = tokio::spawn(report_windows(
+        share.clone(),
+        spec.reporting_interval,
+        observer.clone(),
+    ));
     let mut applied = Vec::new();
     for fault in &spec.member_faults {
-        // Wait for the fault's time, unless every member finished first (the run is over).
+        // Wait for the fault's time, unless the run is over first: stopped, or a member finished
+        // because the group read all it was to read or went idle (members that a fault stopped
+        // are not the run's end: a later join may follow).
         let due = share.start + fault.at;
-        let mut over = false;
-        while Instant::now() < due {
-            over = members.iter().all(|m| m.task.is_finished()) || stop.token().is_cancelled();
-            if over {
-                break;
-            }
+        let over = |members: &[Running]| {
+            stop.token().is_cancelled()
+                || members
+                    .iter()
+                    .any(|m| m.ended_by.is_none() && m.task.is_finished())
+        };
+        while Instant::now() < due && !over(&members) {
             let step = (due - Instant::now()).min(Duration::from_millis(50));
             tokio::time::sleep(step).await;
         }
-        if over {
+        if over(&members) {
             break;
         }
         let at = share.start.elapsed();
@@ -328,13 +342,22 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
             error,
         });
     }
+    for fault in &spec.member_faults[applied.len()..] {
+        applied.push(GroupFault {
+            fault: fault.spec.clone(),
+            at_s: fault.at.as_secs_f64(),
+            members: Vec::new(),
+            error: Some("not applied: the run had ended".into()),
+        });
+    }
     let mut runs = Vec::new();
     let mut reports = Vec::new();
-    for m in members {
-        let out = m
-            .task
-            .await
-            .map_err(|e| BenchError::Run(format!("group member {}: {e}", m.index)))?;
+    let mut members = members.into_iter();
+    while let Some(m) = members.next() {
+        let out = match m.task.await {
+            Ok(out) => out,
+            Err(e) => Err(BenchError::Run(format!("group member {}: {e}", m.index))),
+        };
         let out = match out {
             Ok(out) => out,
             // Stopped by a fault before it had joined: a member that read nothing.
@@ -352,9 +375,13 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
                 });
                 continue;
             }
-            // A member that could not join is the run's failure (the others are told to stop).
+            // A member that could not join is the run's failure: the others are stopped first.
             Err(e) => {
-                stop.token().cancel();
+                for rest in members {
+                    rest.cancel.cancel();
+                    let _ = rest.task.await;
+                }
+                reporter.abort();
                 return Err(e);
             }
         };
@@ -381,11 +408,14 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
         });
         runs.push(out.run);
     }
+    reporter.abort();
     let events = share.events.lock().expect("events lock").clone();
     let (rebalances, unowned, at_end) =
         rebalances(&reports, &events, &applied, share.start.elapsed());
     let mut run = pooled(runs, started_wall, spec.timeline_interval)
         .ok_or_else(|| BenchError::Run("no group member ran".into()))?;
+    // One process: its CPU over the whole group run.
+    run.cpu = crate::measure::CpuTime::now().since(cpu_start);
     run.verification = share
         .verifier
         .as_ref()
@@ -401,6 +431,35 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
             partitions_unowned_at_end_ms: at_end,
         },
     ))
+}
+
+/// Every `every`, the group's progress window (records and bytes of every member) to `observer`,
+/// as one consumer's would be.
+async fn report_windows<O: ConsumeObserver>(
+    share: Arc<GroupShare>,
+    every: Duration,
+    observer: Arc<O>,
+) {
+    let mut last = (0u64, 0u64, Instant::now());
+    loop {
+        tokio::time::sleep(every).await;
+        let (records, bytes) = (
+            share.records.load(Ordering::Relaxed),
+            share.bytes.load(Ordering::Relaxed),
+        );
+        let now = Instant::now();
+        observer.interval(&super::ConsumeWindow {
+            at: SystemTime::now(),
+            elapsed: now - last.2,
+            total_records: records,
+            total_bytes: bytes,
+            records: records - last.0,
+            bytes: bytes - last.1,
+            join: Duration::ZERO,
+            end_to_end: None,
+        });
+        last = (records, bytes, now);
+    }
 }
 
 /// The group's rebalances: spans where members' joins overlap (each join from its start to its
@@ -438,31 +497,34 @@ fn rebalances(
             }),
         }
     }
-    // What set each off: the start (the first), and the faults applied from just before it
-    // began (the latest one before, which a member noticed late) to its end.
-    for i in 0..out.len() {
-        let (began, ended) = (out[i].began_s, out[i].ended_s);
-        let previous_end = if i == 0 { f64::MIN } else { out[i - 1].ended_s };
-        let mut causes: Vec<String> = Vec::new();
-        if i == 0 {
-            causes.push("start".into());
+    // What set each off: the start (the first); a join, the rebalance its new members joined
+    // in (the one under way at the fault, or the next); a leave or a crash, the first rebalance
+    // that began at or after it (the coordinator learns of a crash only later).
+    let mut causes: Vec<Vec<String>> = vec![Vec::new(); out.len()];
+    if let Some(c) = causes.first_mut() {
+        c.push("start".into());
+    }
+    for f in faults
+        .iter()
+        .filter(|f| f.error.is_none() || !f.members.is_empty())
+    {
+        let join = f.fault.contains("consumer-join");
+        let at = f.at_s - 1e-3;
+        let i = if join {
+            out.iter().position(|r| r.ended_s >= at)
+        } else {
+            out.iter().position(|r| r.began_s >= at)
+        };
+        if let Some(i) = i {
+            causes[i].push(f.fault.clone());
         }
-        causes.extend(
-            faults
-                .iter()
-                .filter(|f| f.at_s > previous_end && f.at_s <= ended)
-                .map(|f| f.fault.clone()),
-        );
-        if causes.is_empty() {
-            causes.push(
-                faults
-                    .iter()
-                    .rev()
-                    .find(|f| f.at_s <= began)
-                    .map_or_else(|| "unknown".into(), |f| f.fault.clone()),
-            );
-        }
-        out[i].cause = causes.join(", ");
+    }
+    for (r, c) in out.iter_mut().zip(causes) {
+        r.cause = if c.is_empty() {
+            "unknown".into()
+        } else {
+            c.join(", ")
+        };
     }
     // Ownership: per partition, the owners reading it; a gap runs from when the last one stopped
     // to when one took it again (before the first owner, the partition had not begun).
@@ -518,6 +580,8 @@ fn pooled(runs: Vec<ConsumeRun>, start: SystemTime, every: Duration) -> Option<C
         all.join = all.join.max(r.join);
         let _ = all.fetch_latency.add(&r.fetch_latency);
         let _ = all.end_to_end.add(&r.end_to_end);
+        all.peak_rss_kib = all.peak_rss_kib.max(r.peak_rss_kib);
+        all.cluster.merge(&r.cluster);
         all.fetches += r.fetches;
         all.empty_fetches += r.empty_fetches;
         all.commits += r.commits;

@@ -362,19 +362,22 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         }
         let window = &mut self.window;
         if now - window.start >= self.spec.reporting_interval {
-            self.observer.interval(&ConsumeWindow {
-                at: SystemTime::now(),
-                elapsed: now - window.start,
-                total_records: self.records,
-                total_bytes: self.bytes,
-                records: window.records,
-                bytes: window.bytes,
-                join: window.join,
-                end_to_end: window.end_to_end.as_mut().map(|h| {
-                    let fresh = Histogram::new_from(h);
-                    std::mem::replace(h, fresh)
-                }),
-            });
+            // A group's members report together ([`super::group`]), not one by one.
+            if self.group.is_none() {
+                self.observer.interval(&ConsumeWindow {
+                    at: SystemTime::now(),
+                    elapsed: now - window.start,
+                    total_records: self.records,
+                    total_bytes: self.bytes,
+                    records: window.records,
+                    bytes: window.bytes,
+                    join: window.join,
+                    end_to_end: window.end_to_end.as_mut().map(|h| {
+                        let fresh = Histogram::new_from(h);
+                        std::mem::replace(h, fresh)
+                    }),
+                });
+            }
             window.start = now;
             (window.records, window.bytes) = (0, 0);
             window.join = Duration::ZERO;
@@ -422,8 +425,19 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         let began = Instant::now();
         // As Java's consumer does before it rejoins (onJoinPrepare): the positions reached are
         // committed, so that the partitions' next owners start where this member stopped.
-        if self.spec.commit && self.positions != self.committed {
-            self.commit().await;
+        // Its failure (the member's generation already gone) is what Java's consumer logs and
+        // moves on from: not an error of the run.
+        if self.spec.commit
+            && self.positions != self.committed
+            && let Some(m) = self.member.as_ref()
+        {
+            match m.commit(&self.layout, &self.positions).await {
+                Ok(_) => {
+                    self.commits += 1;
+                    self.committed = self.positions.clone();
+                }
+                Err(e) => tracing::debug!(%e, "commit before rejoining"),
+            }
         }
         if let Some(g) = self.group.as_ref() {
             g.share
@@ -622,7 +636,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         if let Some(g) = self.group.as_ref()
             && taken > 0
         {
-            g.share.read(taken);
+            g.share.read(taken, taken_bytes);
         }
         self.records += taken;
         self.bytes += taken_bytes;

@@ -448,9 +448,12 @@ impl ProduceSpec {
                 t.duration.as_millis(),
                 1..=900_000,
             )?;
-            if t.transactional_id.is_empty() {
-                return Err(SpecError::new("transactional_id", "must not be empty"));
-            }
+            // A string of the protocol: at most 32 767 bytes.
+            check_range(
+                "transactional_id",
+                t.transactional_id.len(),
+                1..=i16::MAX as usize,
+            )?;
         }
         if !(0.0..=1.0).contains(&self.transaction_abort_rate) {
             return Err(SpecError::new(

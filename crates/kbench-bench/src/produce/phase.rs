@@ -736,7 +736,9 @@ impl TxnState {
         if !engine.flush(until).await {
             return Ok(false);
         }
-        let on_purpose = self.draw_abort();
+        // Drawn only for a transaction that would commit: one whose record failed aborts anyway.
+        let failed = self.failed_at != tally.lock().expect("tally lock").failed;
+        let on_purpose = !failed && self.draw_abort();
         let committed = self.end(engine.cluster(), tally, !on_purpose).await?;
         if on_purpose {
             self.aborted_on_purpose += 1;
@@ -1630,8 +1632,16 @@ impl RecordLoop<'_> {
             && self.stop_error.is_none()
         {
             let complete = flushed && !self.cancel.is_cancelled();
-            if let Err(e) = state.end(cluster, &self.tally, complete).await {
-                self.stop_error = Some(e);
+            let failed = state.failed_at != self.tally.lock().expect("tally lock").failed;
+            // The last transaction is drawn too, as every other that would commit.
+            let on_purpose = complete && !failed && state.draw_abort();
+            match state
+                .end(cluster, &self.tally, complete && !on_purpose)
+                .await
+            {
+                Ok(_) if on_purpose => state.aborted_on_purpose += 1,
+                Ok(_) => {}
+                Err(e) => self.stop_error = Some(e),
             }
         }
         let aborted = self.stop_error.clone().or_else(|| stop.reason());
