@@ -618,3 +618,118 @@ fn pooled(runs: Vec<ConsumeRun>, start: SystemTime, every: Duration) -> Option<C
     all.timeline = crate::timeline::merge_by_slot(windows, start, every);
     Some(all)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn join(at_s: f64, took_ms: f64, assigned: &[i32]) -> MemberJoin {
+        MemberJoin {
+            at_s,
+            join_group_ms: took_ms - 1.0,
+            sync_group_ms: 1.0,
+            took_ms,
+            generation_id: 1,
+            assigned: assigned.to_vec(),
+        }
+    }
+
+    fn member(index: usize, joins: Vec<MemberJoin>) -> MemberReport {
+        MemberReport {
+            member: index,
+            member_id: None,
+            started_s: 0.0,
+            ended_s: 30.0,
+            ended: "run-ended".into(),
+            records: 0,
+            duplicated: None,
+            joins,
+            error: None,
+        }
+    }
+
+    fn event(at_s: f64, member: usize, partition: i32, owned: bool) -> OwnerEvent {
+        OwnerEvent {
+            at: Duration::from_secs_f64(at_s),
+            member,
+            partition,
+            owned,
+        }
+    }
+
+    fn fault(text: &str, at_s: f64) -> GroupFault {
+        GroupFault {
+            fault: text.into(),
+            at_s,
+            members: vec![1],
+            error: None,
+        }
+    }
+
+    /// Two members start; a third joins at 5 s (its join overlaps the others' rejoins: one
+    /// rebalance); member 1 crashes at 10 s and the group notices at 16 s. Partition 1 was member
+    /// 1's: without a reader from 10 s to 19 s; partition 2 never found a reader again.
+    #[test]
+    fn rebalances_are_the_overlapping_joins_and_gaps_run_from_the_last_reader_to_the_next() {
+        let members = [
+            member(
+                0,
+                vec![
+                    join(0.0, 3000.0, &[0]),
+                    join(5.2, 3000.0, &[0]),
+                    join(16.0, 3000.0, &[0, 1]),
+                ],
+            ),
+            member(
+                1,
+                vec![join(0.0, 3000.0, &[1, 2]), join(5.3, 2800.0, &[1, 2])],
+            ),
+            member(2, vec![join(5.0, 3100.0, &[])]),
+        ];
+        let events = [
+            event(3.0, 0, 0, true),
+            event(3.0, 1, 1, true),
+            event(3.0, 1, 2, true),
+            event(5.2, 0, 0, false),
+            event(5.3, 1, 1, false),
+            event(5.3, 1, 2, false),
+            event(8.1, 1, 1, true),
+            event(8.1, 1, 2, true),
+            event(8.2, 0, 0, true),
+            event(10.0, 1, 1, false),
+            event(10.0, 1, 2, false),
+            event(16.0, 0, 0, false),
+            event(19.0, 0, 0, true),
+            event(19.0, 0, 1, true),
+        ];
+        let faults = [
+            fault("at=5s consumer-join=1", 5.0),
+            fault("at=10s consumer-crash=1", 10.0),
+        ];
+        let (r, total, at_end) = rebalances(&members, &events, &faults, Duration::from_secs(30));
+        assert_eq!(r.len(), 3, "{r:?}");
+        assert_eq!(r[0].cause, "start");
+        assert_eq!(r[1].cause, "at=5s consumer-join=1");
+        assert_eq!(r[2].cause, "at=10s consumer-crash=1");
+        assert!((r[1].began_s - 5.0).abs() < 1e-9 && (r[1].ended_s - 8.2).abs() < 1e-9);
+        let ms = |m: &BTreeMap<i32, f64>, p: i32| m.get(&p).copied().unwrap_or(0.0).round();
+        // Partition 0: 5.2 → 8.2 s, then 16 → 19 s; partition 1: 5.3 → 8.1 s, then 10 → 19 s.
+        assert_eq!(
+            (
+                ms(&r[1].partitions_unowned_ms, 0),
+                ms(&r[1].partitions_unowned_ms, 1)
+            ),
+            (3000.0, 2800.0)
+        );
+        assert_eq!(
+            (
+                ms(&r[2].partitions_unowned_ms, 0),
+                ms(&r[2].partitions_unowned_ms, 1)
+            ),
+            (3000.0, 9000.0)
+        );
+        assert_eq!(at_end.keys().copied().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(ms(&at_end, 2), 20000.0);
+        assert_eq!(ms(&total, 2), 2800.0 + 20000.0);
+    }
+}
