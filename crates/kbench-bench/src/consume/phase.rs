@@ -429,15 +429,9 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         // moves on from: not an error of the run.
         if self.spec.commit
             && self.positions != self.committed
-            && let Some(m) = self.member.as_ref()
+            && let Err(e) = self.try_commit().await
         {
-            match m.commit(&self.layout, &self.positions).await {
-                Ok(_) => {
-                    self.commits += 1;
-                    self.committed = self.positions.clone();
-                }
-                Err(e) => tracing::debug!(%e, "commit before rejoining"),
-            }
+            tracing::debug!(%e, "commit before rejoining");
         }
         if let Some(g) = self.group.as_ref() {
             g.share
@@ -479,16 +473,20 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
 
     /// Commit the positions reached (group mode); an error is counted.
     async fn commit(&mut self) {
-        let Some(m) = self.member.as_ref() else {
-            return;
-        };
-        match m.commit(&self.layout, &self.positions).await {
-            Ok(_) => {
-                self.commits += 1;
-                self.committed = self.positions.clone();
-            }
-            Err(e) => *self.errors.entry(format!("commit: {e}")).or_default() += 1,
+        if let Err(e) = self.try_commit().await {
+            *self.errors.entry(format!("commit: {e}")).or_default() += 1;
         }
+    }
+
+    /// Commit the positions reached (group mode), counted when it succeeds; the error when not.
+    async fn try_commit(&mut self) -> Result<(), kbench_client::ClientError> {
+        let Some(m) = self.member.as_ref() else {
+            return Ok(());
+        };
+        m.commit(&self.layout, &self.positions).await?;
+        self.commits += 1;
+        self.committed = self.positions.clone();
+        Ok(())
     }
 
     /// Count one Fetch answer: its latency, its errors and offset resets, then its records, up to
