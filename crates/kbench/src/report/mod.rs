@@ -345,6 +345,7 @@ fn timelines(h: &mut String, runs: &[(&str, &Run, &Doc)]) {
     };
     let mut bands = fault_bands(&with);
     bands.extend(cluster_bands(&with));
+    bands.extend(rebalance_bands(&with));
     h.push_str(&svg::lines(&svg::Lines {
         bands: bands.clone(),
         name: "timeline-throughput",
@@ -445,6 +446,30 @@ fn cluster_bands(runs: &[&(&str, &Run, &Doc)]) -> Vec<(String, f64, f64)> {
                 format!("{prefix}no answer from {}", stall.addr),
                 stall.from_s,
                 stall.from_s + stall.for_s,
+            ));
+        }
+    }
+    bands
+}
+
+/// A consumer group's rebalances (`group.rebalances`), shaded the way faults are: each from when
+/// its first member began joining to when its last had its partitions (at least 0.2 s wide),
+/// named by its cause. Seconds from the group run's start, which is the consume's.
+fn rebalance_bands(runs: &[&(&str, &Run, &Doc)]) -> Vec<(String, f64, f64)> {
+    let mut bands = Vec::new();
+    for (label, run, _) in runs {
+        let Run::Consume(d) = run else { continue };
+        let Some(g) = d.group.as_ref() else { continue };
+        let prefix = if runs.len() > 1 {
+            format!("{label}: ")
+        } else {
+            String::new()
+        };
+        for r in &g.rebalances {
+            bands.push((
+                format!("{prefix}rebalance ({})", r.cause),
+                r.began_s,
+                r.ended_s.max(r.began_s + 0.2),
             ));
         }
     }

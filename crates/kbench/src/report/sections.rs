@@ -116,6 +116,58 @@ pub(super) fn accounting(h: &mut String, label: &str, run: &Run) {
         row(h, "settings", escape(&list.join(", ")));
     }
     h.push_str("</table>");
+    if let Run::Consume(d) = run
+        && let Some(g) = d.group.as_ref()
+    {
+        group(h, g);
+    }
+}
+
+/// A consumer group run's members, rebalances and stranded partitions (`group`).
+fn group(h: &mut String, g: &kbench_bench::consume::group::GroupReport) {
+    let ms = |v: f64| format!("{v:.0}");
+    let partitions = |m: &std::collections::BTreeMap<i32, f64>| {
+        m.iter()
+            .map(|(p, v)| format!("{p}: {} ms", ms(*v)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    h.push_str("<h3>Consumer group</h3><table><tr><th class=\"l\">member</th><th>started s</th><th>ended s</th><th class=\"l\">ended</th><th>records</th><th>duplicated</th><th>joins</th></tr>");
+    for m in &g.members {
+        let _ = write!(
+            h,
+            "<tr><td class=\"l\">#{}</td><td>{:.1}</td><td>{:.1}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            m.member,
+            m.started_s,
+            m.ended_s,
+            escape(&m.ended),
+            m.records,
+            m.duplicated
+                .map_or_else(|| Cell::Unknown.text(), |d| d.to_string()),
+            m.joins.len()
+        );
+    }
+    h.push_str("</table><table><tr><th>rebalance at s</th><th>took ms</th><th class=\"l\">cause</th><th>JoinGroup max ms</th><th>SyncGroup max ms</th><th class=\"l\">partitions without a reader</th></tr>");
+    for r in &g.rebalances {
+        let _ = write!(
+            h,
+            "<tr><td>{:.1}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+            r.began_s,
+            ms((r.ended_s - r.began_s) * 1e3),
+            escape(&r.cause),
+            ms(r.join_group_ms_max),
+            ms(r.sync_group_ms_max),
+            escape(&partitions(&r.partitions_unowned_ms))
+        );
+    }
+    h.push_str("</table>");
+    if !g.partitions_unowned_at_end_ms.is_empty() {
+        let _ = write!(
+            h,
+            "<p class=\"bad\">Partitions without a reader when the run ended: {}</p>",
+            escape(&partitions(&g.partitions_unowned_at_end_ms))
+        );
+    }
 }
 
 /// A heat-map colour for a ratio against the reference (1 = white; worse red, better green).
