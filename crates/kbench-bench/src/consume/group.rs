@@ -112,6 +112,11 @@ pub struct MemberJoin {
     pub took_ms: f64,
     pub generation_id: i32,
     pub assigned: Vec<i32>,
+    /// Under the consumer protocol (KIP-848), the coordinator's heartbeat interval, in seconds:
+    /// the members' steps of one incremental rebalance come up to that far apart (each learns
+    /// its part at its next heartbeat). 0 with the classic protocol.
+    #[serde(skip)]
+    pub step_s: f64,
 }
 
 /// One member of the group run.
@@ -482,7 +487,9 @@ fn rebalances(
     let mut out: Vec<Rebalance> = Vec::new();
     for (from, to, j) in joins {
         match out.last_mut() {
-            Some(r) if from <= r.ended_s => {
+            // Overlapping joins; or, under the consumer protocol, the next step of the same
+            // incremental rebalance (a heartbeat and a half later at most).
+            Some(r) if from <= r.ended_s + 1.5 * j.step_s => {
                 r.ended_s = r.ended_s.max(to);
                 r.join_group_ms_max = r.join_group_ms_max.max(j.join_group_ms);
                 r.sync_group_ms_max = r.sync_group_ms_max.max(j.sync_group_ms);
@@ -631,6 +638,7 @@ mod tests {
             took_ms,
             generation_id: 1,
             assigned: assigned.to_vec(),
+            step_s: 0.0,
         }
     }
 

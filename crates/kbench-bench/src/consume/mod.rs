@@ -273,6 +273,9 @@ impl ConsumeSpec {
             "auto_commit_interval_ms": c.auto_commit_interval.as_millis() as u64,
             "session_timeout_ms": c.session_timeout.as_millis() as u64,
             "heartbeat_interval_ms": c.heartbeat_interval.as_millis() as u64,
+            "group_protocol": c.group_protocol.name(),
+            "partition_assignment_strategy": c.assignors.iter().map(|a| a.name()).collect::<Vec<_>>(),
+            "group_remote_assignor": c.remote_assignor,
             "client_id": cluster.client_id,
             "properties": kbench_client::redacted(&self.properties),
         })
@@ -526,14 +529,17 @@ pub async fn run_consume_job<O: ConsumeObserver>(
     let cluster = crate::produce::job::connect_bounded(cluster, stop.token()).await?;
     let mut needed = vec![ApiKey::Metadata, ApiKey::Fetch, ApiKey::ListOffsets];
     if let ConsumeMode::Group { .. } = spec.mode {
-        needed.extend([
-            ApiKey::FindCoordinator,
-            ApiKey::JoinGroup,
-            ApiKey::SyncGroup,
-            ApiKey::Heartbeat,
-            ApiKey::OffsetFetch,
-            ApiKey::LeaveGroup,
-        ]);
+        needed.extend([ApiKey::FindCoordinator, ApiKey::OffsetFetch]);
+        // The consumer protocol's ConsumerGroupHeartbeat is checked as the member joins, with
+        // an error that names it and the coordinator.
+        if spec.consumer.group_protocol == kbench_client::config::GroupProtocol::Classic {
+            needed.extend([
+                ApiKey::JoinGroup,
+                ApiKey::SyncGroup,
+                ApiKey::Heartbeat,
+                ApiKey::LeaveGroup,
+            ]);
+        }
         if spec.commit {
             needed.push(ApiKey::OffsetCommit);
         }

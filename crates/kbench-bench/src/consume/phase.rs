@@ -144,6 +144,8 @@ async fn join_or_assign(
                 session_timeout: spec.consumer.session_timeout,
                 rebalance_timeout: spec.consumer.session_timeout.max(Duration::from_secs(30)),
                 assignors: spec.consumer.assignors.clone(),
+                protocol: spec.consumer.group_protocol,
+                remote_assignor: spec.consumer.remote_assignor.clone(),
             };
             let joined = tokio::select! {
                 m = GroupMember::join(cluster.clone(), config) => m,
@@ -389,7 +391,12 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         if self.member.is_none() {
             return Ok(());
         }
-        if now - self.last_heartbeat >= self.spec.consumer.heartbeat_interval {
+        let interval = self
+            .member
+            .as_ref()
+            .and_then(|m| m.heartbeat_interval())
+            .unwrap_or(self.spec.consumer.heartbeat_interval);
+        if now - self.last_heartbeat >= interval {
             self.last_heartbeat = now;
             self.heartbeat().await?;
         }
@@ -433,9 +440,20 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         {
             tracing::debug!(%e, "commit before rejoining");
         }
+        // The partitions given up stop being read here; with the consumer protocol (KIP-848)
+        // those kept are read on.
+        let kept: Vec<i32> = self
+            .member
+            .as_ref()
+            .and_then(|m| m.incoming())
+            .map(|next| next.to_vec())
+            .unwrap_or_default();
         if let Some(g) = self.group.as_ref() {
-            g.share
-                .owner(g.index, self.positions.keys().copied(), false);
+            g.share.owner(
+                g.index,
+                self.positions.keys().copied().filter(|p| !kept.contains(p)),
+                false,
+            );
         }
         let Some(m) = self.member.as_mut() else {
             return Ok(());
@@ -461,6 +479,16 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         }
         self.positions = fresh;
         self.consumer.assign(&self.positions);
+        // The consumer protocol: the next heartbeat, at once, tells the coordinator what this
+        // member now owns (the partitions it gave up can go to their next owners).
+        if m.protocol() == kbench_client::group::GroupProtocol::Consumer {
+            let every = m
+                .heartbeat_interval()
+                .unwrap_or(self.spec.consumer.heartbeat_interval);
+            self.last_heartbeat = Instant::now()
+                .checked_sub(every)
+                .unwrap_or(self.last_heartbeat);
+        }
         let took = began.elapsed();
         if let (Some(g), Some(m)) = (self.group.as_ref(), self.member.as_ref()) {
             self.joins.push(member_join(g, m, began, took));
@@ -483,7 +511,15 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         let Some(m) = self.member.as_ref() else {
             return Ok(());
         };
-        m.commit(&self.layout, &self.positions).await?;
+        // A commit the coordinator refused for the membership (a rebalance, a stale epoch) did
+        // not commit: an error, not counted.
+        if m.commit(&self.layout, &self.positions).await? == Membership::RejoinNeeded {
+            return Err(kbench_client::ClientError::Other(format!(
+                "OffsetCommit refused: member {} of group {:?} is not in the current generation (a rebalance is under way, or its epoch is stale)",
+                m.member_id(),
+                m.group_id()
+            )));
+        }
         self.commits += 1;
         self.committed = self.positions.clone();
         Ok(())
@@ -748,6 +784,7 @@ fn member_join(g: &MemberCtx, m: &GroupMember, began: Instant, took: Duration) -
         took_ms: took.as_secs_f64() * 1e3,
         generation_id: m.generation_id(),
         assigned: m.assignment().to_vec(),
+        step_s: m.heartbeat_interval().map_or(0.0, |d| d.as_secs_f64()),
     }
 }
 

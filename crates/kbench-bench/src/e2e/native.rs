@@ -620,6 +620,16 @@ impl NativeConsumer {
             self.positions.extend(latest);
         }
         self.engine.assign(&self.positions);
+        // The consumer protocol: the next heartbeat, at once, says what this member now owns.
+        if self.member.protocol() == kbench_client::group::GroupProtocol::Consumer {
+            let every = self
+                .member
+                .heartbeat_interval()
+                .unwrap_or(self.run.spec.consumer.heartbeat_interval);
+            self.last_heartbeat = Instant::now()
+                .checked_sub(every)
+                .unwrap_or(self.last_heartbeat);
+        }
         Ok(())
     }
 
@@ -637,6 +647,8 @@ impl NativeConsumer {
             session_timeout: spec.consumer.session_timeout,
             rebalance_timeout: spec.rebalance_timeout(),
             assignors: spec.consumer.assignors.clone(),
+            protocol: spec.consumer.group_protocol,
+            remote_assignor: spec.consumer.remote_assignor.clone(),
         };
         let setup = async {
             let member = GroupMember::join(cluster.clone(), config).await?;
@@ -716,8 +728,12 @@ impl NativeConsumer {
 
     /// Heartbeat, poll, count and commit until stopped.
     async fn consume_until(&mut self, stop: &CancellationToken) -> Result<(), BenchError> {
-        let heartbeat_interval = self.run.spec.consumer.heartbeat_interval;
         while !stop.is_cancelled() {
+            // The consumer protocol's coordinator sets the interval (KIP-848).
+            let heartbeat_interval = self
+                .member
+                .heartbeat_interval()
+                .unwrap_or(self.run.spec.consumer.heartbeat_interval);
             if self.last_heartbeat.elapsed() >= heartbeat_interval {
                 self.heartbeat().await?;
             }

@@ -380,6 +380,14 @@ impl E2eSpec {
         self.producer
             .check()
             .map_err(|c| SpecError::new(c.key, c.reason))?;
+        if self.consumer.group_protocol == kbench_client::config::GroupProtocol::Consumer
+            && self.rest.is_some()
+        {
+            return Err(SpecError::new(
+                "group_protocol",
+                "consumer (KIP-848) is kbench's own consumer's; through a REST Proxy, the proxy's consumer joins the group",
+            ));
+        }
         if self.verify && self.rest.is_some() {
             return Err(SpecError::new(
                 "verify",
@@ -601,6 +609,7 @@ impl E2eSpec {
             "consume_max_bytes": self.consumer.fetch_max_bytes,
             "session_timeout_ms": self.consumer.session_timeout.as_millis() as u64,
             "heartbeat_interval_ms": self.consumer.heartbeat_interval.as_millis() as u64,
+            "group_protocol": self.consumer.group_protocol.name(),
             "duration_s": self.duration.map(|d| d.as_secs_f64()),
             "records": self.records,
             "closed_loop_ms": self.closed_loop.map(|d| d.as_millis() as u64),

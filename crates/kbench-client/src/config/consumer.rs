@@ -35,6 +35,26 @@ impl std::str::FromStr for OffsetReset {
     }
 }
 
+/// `group.protocol`: the classic group protocol (JoinGroup, SyncGroup, Heartbeat), or KIP-848's
+/// consumer protocol (ConsumerGroupHeartbeat: the coordinator assigns, and partitions move one
+/// by one, incrementally).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupProtocol {
+    #[default]
+    Classic,
+    Consumer,
+}
+
+impl GroupProtocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupProtocol::Classic => "classic",
+            GroupProtocol::Consumer => "consumer",
+        }
+    }
+}
+
 /// Consumer settings with their Java defaults (Kafka 4.x).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ConsumerSettings {
@@ -56,6 +76,13 @@ pub struct ConsumerSettings {
     /// cooperative-sticky, which kbench does not run).
     #[serde(default = "default_assignors")]
     pub assignors: Vec<Assignor>,
+    /// `group.protocol`.
+    #[serde(default)]
+    pub group_protocol: GroupProtocol,
+    /// `group.remote.assignor`: with the consumer protocol, the assignor the coordinator is asked
+    /// to run (none: the broker's default).
+    #[serde(default)]
+    pub remote_assignor: Option<String>,
 }
 
 fn default_assignors() -> Vec<Assignor> {
@@ -73,6 +100,8 @@ impl Default for ConsumerSettings {
             fetch_max_bytes: 52_428_800,
             read_committed: false,
             assignors: default_assignors(),
+            group_protocol: GroupProtocol::Classic,
+            remote_assignor: None,
         }
     }
 }
@@ -109,16 +138,19 @@ impl ConsumerSettings {
                     _ => return Err(bad("expected read_uncommitted or read_committed")),
                 }
             }
-            // KIP-848's protocol is refused by name, not taken for the classic one.
-            "group.protocol" => match value.to_ascii_lowercase().as_str() {
-                "classic" => {}
-                "consumer" => {
-                    return Err(bad(
-                        "KIP-848's consumer protocol (ConsumerGroupHeartbeat, API key 68) is not spoken by kbench yet; it speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat): use group.protocol=classic",
-                    ));
+            "group.protocol" => {
+                self.group_protocol = match value.to_ascii_lowercase().as_str() {
+                    "classic" => GroupProtocol::Classic,
+                    "consumer" => GroupProtocol::Consumer,
+                    _ => return Err(bad("expected classic or consumer")),
                 }
-                _ => return Err(bad("expected classic or consumer")),
-            },
+            }
+            "group.remote.assignor" => {
+                if value.is_empty() {
+                    return Err(bad("expected an assignor's name (uniform, range)"));
+                }
+                self.remote_assignor = Some(value.to_string());
+            }
             "partition.assignment.strategy" => {
                 self.assignors = Assignor::parse_list(value).map_err(|e| bad(&e))?
             }
@@ -129,6 +161,41 @@ impl ConsumerSettings {
 
     /// The combinations Java's consumer refuses.
     pub fn check(&self) -> Result<(), Conflict> {
+        // Kafka 4.x's consumer refuses the settings the other group protocol has no use for:
+        // under KIP-848 the coordinator owns the session, the heartbeat interval and the
+        // assignor.
+        let defaults = ConsumerSettings::default();
+        match self.group_protocol {
+            GroupProtocol::Consumer => {
+                let unused = [
+                    (
+                        "session.timeout.ms",
+                        self.session_timeout != defaults.session_timeout,
+                    ),
+                    (
+                        "heartbeat.interval.ms",
+                        self.heartbeat_interval != defaults.heartbeat_interval,
+                    ),
+                    (
+                        "partition.assignment.strategy",
+                        self.assignors != defaults.assignors,
+                    ),
+                ];
+                if let Some(&(key, _)) = unused.iter().find(|(_, set)| *set) {
+                    return Err(Conflict {
+                        key,
+                        reason: "cannot be set with group.protocol=consumer (KIP-848: the group coordinator keeps the session, the heartbeat interval and the assignor; the broker's group.consumer.* settings, and group.remote.assignor, choose them)".into(),
+                    });
+                }
+            }
+            GroupProtocol::Classic if self.remote_assignor.is_some() => {
+                return Err(Conflict {
+                    key: "group.remote.assignor",
+                    reason: "is for group.protocol=consumer (KIP-848); the classic protocol's members assign, with partition.assignment.strategy".into(),
+                });
+            }
+            GroupProtocol::Classic => {}
+        }
         if self.heartbeat_interval.is_zero() || self.heartbeat_interval >= self.session_timeout {
             return Err(Conflict {
                 key: "heartbeat.interval.ms",

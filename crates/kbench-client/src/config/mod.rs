@@ -16,7 +16,7 @@ mod properties;
 use std::collections::BTreeMap;
 
 pub use connection::{ConnectionSettings, MAX_IN_FLIGHT, is_connection_property};
-pub use consumer::{ConsumerSettings, OffsetReset};
+pub use consumer::{ConsumerSettings, GroupProtocol, OffsetReset};
 pub use producer::{ProducerSettings, RETRY_BACKOFF};
 pub use properties::{PropertiesSyntax, parse_properties};
 
@@ -348,6 +348,38 @@ mod tests {
             let err = c.apply("-X", producer_key, "1").unwrap_err().to_string();
             assert!(err.contains("a producer property"), "{err}");
         }
+    }
+
+    #[test]
+    fn each_group_protocol_refuses_the_settings_of_the_other() {
+        let mut c = ConsumerSettings::default();
+        c.apply("-X", "group.protocol", "CONSUMER").unwrap();
+        assert_eq!(c.group_protocol, GroupProtocol::Consumer);
+        c.check().unwrap();
+        c.apply("-X", "group.remote.assignor", "uniform").unwrap();
+        c.check().unwrap();
+        for (key, value) in [
+            ("session.timeout.ms", "10000"),
+            ("heartbeat.interval.ms", "1000"),
+            ("partition.assignment.strategy", "roundrobin"),
+        ] {
+            let mut set = c.clone();
+            set.apply("-X", key, value).unwrap();
+            let conflict = set.check().unwrap_err();
+            assert_eq!(conflict.key, key);
+            assert!(
+                conflict.reason.contains("group.protocol=consumer"),
+                "{}",
+                conflict.reason
+            );
+        }
+        let mut classic = ConsumerSettings::default();
+        classic
+            .apply("-X", "group.remote.assignor", "range")
+            .unwrap();
+        assert_eq!(classic.check().unwrap_err().key, "group.remote.assignor");
+        let bad = classic.apply("-X", "group.protocol", "modern").unwrap_err();
+        assert!(bad.to_string().contains("classic or consumer"), "{bad}");
     }
 
     #[test]

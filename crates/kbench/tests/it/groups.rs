@@ -14,13 +14,13 @@ const LIMIT: Duration = Duration::from_secs(180);
 #[test]
 fn a_join_a_leave_and_a_crash_lose_nothing_on_the_embedded_broker() {
     let broker = TestBroker::of(BrokerKind::Embedded);
-    changing_group(&broker.addr, &[], "embedded");
+    changing_group(&broker.addr, &[], "embedded", &CLASSIC);
 }
 
 #[test]
 fn a_join_a_leave_and_a_crash_lose_nothing_on_the_upstream_tansu_binary() {
     let broker = TestBroker::of(BrokerKind::Standalone);
-    changing_group(&broker.addr, &[], "upstream");
+    changing_group(&broker.addr, &[], "upstream", &CLASSIC);
 }
 
 /// The mock cluster has no CreateTopics: the topic is made there, its leaders spread over the
@@ -29,14 +29,94 @@ fn a_join_a_leave_and_a_crash_lose_nothing_on_the_upstream_tansu_binary() {
 fn a_join_a_leave_and_a_crash_lose_nothing_on_librdkafka_mock_cluster() {
     let mock = crate::mock::Mock::new(3);
     mock.topic("changing", 6);
-    changing_group(&mock.bootstrap, &[], "mock");
+    changing_group(&mock.bootstrap, &[], "mock", &CLASSIC);
 }
 
-/// 26 s of 1 000 records/s into 6 partitions (`--verify` stamps); meanwhile 2 members read, a
-/// third joins at 6 s, one leaves at 14 s and one crashes at 20 s (a 6 s session). Far enough
-/// apart for the upstream Tansu binary, which holds each JoinGroup 3 s and forms a group whose
-/// members keep changing in several rounds.
-fn changing_group(bootstrap: &str, pin: &[&str], name: &str) {
+/// KIP-848's consumer protocol (`group.protocol=consumer`, ConsumerGroupHeartbeat) on the one
+/// broker here that serves it: librdkafka's mock cluster, its coordinator's session set to 4 s and
+/// its heartbeat interval to 500 ms. The coordinator assigns; partitions move one by one, a
+/// member keeping those it is not asked to give up.
+#[test]
+fn a_join_a_leave_and_a_crash_lose_nothing_with_the_consumer_protocol_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Kip848Mock::new(3, 4000, 500);
+    mock.topic("changing", 6);
+    changing_group(&mock.bootstrap, &[], "mock-kip848", &KIP848);
+}
+
+/// Where the broker does not serve ConsumerGroupHeartbeat (Tansu 0.6), `group.protocol=consumer`
+/// fails naming the API, not run as the classic protocol.
+#[test]
+fn the_consumer_protocol_is_refused_naming_the_api_where_the_broker_lacks_it() {
+    let broker = TestBroker::of(BrokerKind::Embedded);
+    let out = Cmd::new("consume")
+        .args(&["--bootstrap-server", &broker.addr])
+        .topic("no-kip848")
+        .args(&[
+            "--group",
+            "kip848",
+            "--produce-first",
+            "--messages",
+            "1",
+            "--timeout",
+            "2000",
+            "-X",
+            "group.protocol=consumer",
+        ])
+        .run(LIMIT);
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("ConsumerGroupHeartbeat (API key 68, KIP-848)")
+            && err.contains("group.protocol=classic"),
+        "{err}"
+    );
+}
+
+/// One schedule of a changing group: records produced at 1 000/s, the consumers' properties, the
+/// three faults (a join, a leave, a crash), the idle time-out that ends the consume, and the least
+/// time the crashed member's partitions had no reader (its session, less a heartbeat).
+struct Schedule {
+    records: u64,
+    timeout_ms: &'static str,
+    props: &'static [&'static str],
+    faults: [&'static str; 3],
+    min_unowned_ms: f64,
+}
+
+/// The classic protocol: 26 s of records; 2 members read, a third joins at 6 s, one leaves at
+/// 14 s and one crashes at 20 s (a 6 s session). Far enough apart for the upstream Tansu binary,
+/// which holds each JoinGroup 3 s and forms a group whose members keep changing in several rounds.
+/// Records read again across a handover count as consumed: the run ends when none came for 12 s
+/// (longer than the crash's stall: a session, and a JoinGroup held).
+const CLASSIC: Schedule = Schedule {
+    records: 26_000,
+    timeout_ms: "12000",
+    props: &["session.timeout.ms=6000", "heartbeat.interval.ms=500"],
+    faults: [
+        "at=6s consumer-join=1",
+        "at=14s consumer-leave=1",
+        "at=20s consumer-crash=1",
+    ],
+    min_unowned_ms: 5000.0,
+};
+
+/// The consumer protocol, whose session and heartbeat the coordinator sets (4 s, 500 ms here):
+/// 15 s of records, a join at 3 s, a leave at 7 s, a crash at 11 s.
+const KIP848: Schedule = Schedule {
+    records: 15_000,
+    timeout_ms: "7000",
+    props: &["group.protocol=consumer"],
+    faults: [
+        "at=3s consumer-join=1",
+        "at=7s consumer-leave=1",
+        "at=11s consumer-crash=1",
+    ],
+    min_unowned_ms: 3000.0,
+};
+
+/// `schedule`'s records at 1 000/s into 6 partitions (`--verify` stamps); meanwhile 2 members
+/// read, a third joins, one leaves and one crashes.
+fn changing_group(bootstrap: &str, pin: &[&str], name: &str, schedule: &Schedule) {
     let dir = TempDir::new("groups");
     let produced = dir.path().join("produce.json");
     let producer = {
@@ -48,7 +128,7 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str) {
                 "--partitions",
                 "6",
                 "--num-records",
-                "26000",
+                &schedule.records.to_string(),
                 "--throughput",
                 "1000",
                 "--verify",
@@ -58,7 +138,7 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str) {
     };
     std::thread::sleep(Duration::from_millis(500));
     let consumed = dir.path().join("consume.json");
-    let out = Cmd::new("consume")
+    let mut consume = Cmd::new("consume")
         .args(&["--bootstrap-server", bootstrap])
         .args(pin)
         .topic("changing")
@@ -67,26 +147,19 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str) {
             &format!("changing-{name}"),
             "--consumers",
             "2",
-            // Records read again across a handover count as consumed: the run ends when none
-            // came for 12 s (longer than the crash's stall: a session, and a JoinGroup held).
             "--messages",
             "1000000",
             "--timeout",
-            "12000",
+            schedule.timeout_ms,
             "--verify",
-            "-X",
-            "session.timeout.ms=6000",
-            "-X",
-            "heartbeat.interval.ms=500",
-            "--fault",
-            "at=6s consumer-join=1",
-            "--fault",
-            "at=14s consumer-leave=1",
-            "--fault",
-            "at=20s consumer-crash=1",
-        ])
-        .json(&consumed)
-        .run(LIMIT);
+        ]);
+    for prop in schedule.props {
+        consume = consume.args(&["-X", prop]);
+    }
+    for fault in &schedule.faults {
+        consume = consume.args(&["--fault", fault]);
+    }
+    let out = consume.json(&consumed).run(LIMIT);
     let produce_out = producer.join().expect("the producer thread");
     let stdout = text(&out.stdout);
     assert_eq!(
@@ -96,7 +169,7 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str) {
         text(&produce_out.stderr)
     );
     let p = result_json(&produced);
-    assert_eq!(n(&p, "records_acked"), 26000, "{name}");
+    assert_eq!(n(&p, "records_acked"), schedule.records, "{name}");
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -105,6 +178,12 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str) {
     );
     let doc = result_json(&consumed);
     assert_eq!(doc["settings"]["consumers"], 2);
+    let protocol = if schedule.props.contains(&"group.protocol=consumer") {
+        "consumer"
+    } else {
+        "classic"
+    };
+    assert_eq!(doc["settings"]["group_protocol"], protocol, "{name}");
     assert_eq!(doc["timed_out"], true, "{name}");
     // Every record produced was read, none lost; duplicates only across handovers.
     let v = &doc["verification"];
@@ -121,7 +200,7 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str) {
     if stranded.is_empty() {
         // The coordinator gave the crashed member's partitions to a live one after its session:
         // every record was read.
-        assert_eq!(unique, 26000, "{name}: {v}\n{g}\n{stdout}");
+        assert_eq!(unique, schedule.records, "{name}: {v}\n{g}\n{stdout}");
     } else {
         // The embedded Tansu keeps a crashed member in the group: its partitions are never
         // handed on. That must be in the figures: the stranded partitions are the crashed
@@ -140,7 +219,7 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str) {
             .map(|p| p.as_i64().unwrap())
             .collect();
         assert_eq!(stranded, last, "{g}");
-        assert!(unique < 26000, "{v}");
+        assert!(unique < schedule.records, "{v}");
         assert!(
             stdout.contains("WARNING: partitions without a reader when the run ended"),
             "{stdout}"
@@ -195,14 +274,25 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str) {
         "{name}: {g}"
     );
     // The crashed member's partitions had no reader until the coordinator gave up on it: a
-    // session timeout (6 s) after the crash, less a heartbeat.
+    // session timeout after the crash, less a heartbeat.
     let unowned = g["partitions_unowned_ms"].as_object().unwrap();
     let longest = unowned
         .values()
         .map(|v| v.as_f64().unwrap())
         .fold(0.0, f64::max);
-    assert!(longest >= 5000.0, "{name}: {g}");
+    assert!(longest >= schedule.min_unowned_ms, "{name}: {g}");
     assert!(stdout.contains("Rebalance at"), "{stdout}");
+    // `kbench report` shows the group: its members, its rebalances (also as bands on the
+    // timeline), named by their causes.
+    let html_path = dir.path().join("report.html");
+    Cmd::new("report")
+        .arg(consumed.to_str().unwrap())
+        .args(&["-o", html_path.to_str().unwrap()])
+        .ok(LIMIT);
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.contains("<h3>Consumer group</h3>"), "{name}");
+    assert!(html.contains("rebalance (start"), "{name}");
+    assert!(html.contains(&schedule.faults[1].to_string()), "{name}");
 }
 
 #[test]
@@ -219,11 +309,223 @@ fn group_flags_refuse_what_cannot_work() {
     Cmd::new("produce")
         .args(&["--fault", "at=1s consumer-join=1"])
         .refused("only on `kbench consume`");
-    // KIP-848 is refused by name, not run as the classic protocol.
+    // Each group protocol refuses the other's settings, as Kafka 4.x's consumer does.
     Cmd::new("consume")
-        .args(&["-X", "group.protocol=consumer"])
-        .refused("ConsumerGroupHeartbeat");
+        .args(&[
+            "-X",
+            "group.protocol=consumer",
+            "-X",
+            "session.timeout.ms=6000",
+        ])
+        .refused("session.timeout.ms");
+    Cmd::new("consume")
+        .args(&["-X", "group.remote.assignor=uniform"])
+        .refused("group.remote.assignor");
     Cmd::new("consume")
         .args(&["-X", "group.protocol=modern"])
         .refused("group.protocol");
+}
+
+/// librdkafka's consumer and kbench's in one group, speaking the classic protocol (range, which
+/// both offer) on librdkafka's mock cluster: each reads its own partitions.
+#[test]
+fn kbench_and_librdkafka_share_a_classic_group_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Mock::new(3);
+    mock.topic("shared", 6);
+    shares_a_group_with_librdkafka(
+        &mock.bootstrap,
+        &[
+            ("group.protocol", "classic"),
+            ("session.timeout.ms", "6000"),
+            ("heartbeat.interval.ms", "500"),
+        ],
+        "classic",
+    );
+}
+
+/// The same in KIP-848's consumer protocol, the coordinator assigning (the mock's heartbeat
+/// interval 500 ms).
+#[test]
+fn kbench_and_librdkafka_share_a_consumer_protocol_group_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Kip848Mock::new(3, 6000, 500);
+    mock.topic("shared", 6);
+    shares_a_group_with_librdkafka(&mock.bootstrap, &[("group.protocol", "consumer")], "kip848");
+}
+
+/// A librdkafka consumer joins the group first, kbench's second; once the partitions were shared
+/// out, 6 000 records arrive over 6 s. Each consumer's partitions (those it read records of) are
+/// its own, between them they are every partition, and every record was read once.
+fn shares_a_group_with_librdkafka(bootstrap: &str, props: &[(&str, &str)], name: &str) {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const RECORDS: u64 = 6000;
+    let group = format!("shared-{name}");
+    let stop = Arc::new(AtomicBool::new(false));
+    let peer = {
+        let mut config = rdkafka::ClientConfig::new();
+        for (k, v) in props {
+            config.set(*k, *v);
+        }
+        let consumer: BaseConsumer = config
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", &group)
+            .set("auto.offset.reset", "earliest")
+            .set("enable.partition.eof", "false")
+            .set("client.id", "librdkafka-peer")
+            .create()
+            .expect("librdkafka consumer");
+        consumer.subscribe(&["shared"]).expect("subscribe");
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut read: BTreeMap<i32, u64> = BTreeMap::new();
+            let started = std::time::Instant::now();
+            while !stop.load(Ordering::SeqCst) && started.elapsed() < LIMIT {
+                match consumer.poll(Duration::from_millis(100)) {
+                    Some(Ok(m)) => *read.entry(m.partition()).or_default() += 1,
+                    // librdkafka reports passing coordinator errors this way; the counts below
+                    // say whether anything was lost.
+                    Some(Err(e)) => eprintln!("librdkafka consumer: {e}"),
+                    None => {}
+                }
+            }
+            read
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let dir = TempDir::new("shared-group");
+    let consumed = dir.path().join("consume.json");
+    let consumer = {
+        let mut consume = Cmd::new("consume")
+            .args(&["--bootstrap-server", bootstrap])
+            .topic("shared")
+            .args(&[
+                "--group",
+                &group,
+                "--messages",
+                "1000000",
+                "--timeout",
+                "6000",
+            ]);
+        for (k, v) in props {
+            consume = consume.args(&["-X", &format!("{k}={v}")]);
+        }
+        let consume = consume.json(&consumed);
+        std::thread::spawn(move || consume.run(LIMIT))
+    };
+    // Both in the group, the partitions shared out, before any record arrives.
+    std::thread::sleep(Duration::from_secs(5));
+    let produced = Cmd::new("produce")
+        .args(&["--bootstrap-server", bootstrap])
+        .topic("shared")
+        .args(&["--num-records", "6000", "--throughput", "1000"])
+        .run(LIMIT);
+    assert_eq!(
+        produced.status.code(),
+        Some(0),
+        "{}",
+        text(&produced.stderr)
+    );
+    let out = consumer.join().expect("the kbench consumer");
+    stop.store(true, Ordering::SeqCst);
+    let theirs = peer.join().expect("the librdkafka consumer");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{name}: {}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let doc = result_json(&consumed);
+    assert_eq!(
+        doc["settings"]["group_protocol"],
+        if name == "kip848" {
+            "consumer"
+        } else {
+            "classic"
+        }
+    );
+    let ours: BTreeMap<i32, u64> = doc["partitions"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(p, v)| (p.parse().unwrap(), n(v, "records")))
+        .filter(|(_, records)| *records > 0)
+        .collect();
+    let mine: Vec<i32> = ours.keys().copied().collect();
+    let peers: Vec<i32> = theirs.keys().copied().collect();
+    assert!(
+        !mine.is_empty() && !peers.is_empty(),
+        "{name}: kbench read {ours:?}, librdkafka {theirs:?}"
+    );
+    assert!(
+        mine.iter().all(|p| !peers.contains(p)),
+        "{name}: a partition read by both: kbench {ours:?}, librdkafka {theirs:?}"
+    );
+    let mut all: Vec<i32> = mine.iter().chain(&peers).copied().collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (0..6).collect::<Vec<_>>(),
+        "{name}: {ours:?} {theirs:?}"
+    );
+    let total: u64 = ours.values().sum::<u64>() + theirs.values().sum::<u64>();
+    assert_eq!(
+        total, RECORDS,
+        "{name}: kbench {ours:?}, librdkafka {theirs:?}"
+    );
+}
+
+/// `e2e` reads through a consumer-protocol group: its one member is given every partition by the
+/// coordinator, and every acknowledged record comes back.
+#[test]
+fn e2e_reads_through_a_consumer_protocol_group_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Kip848Mock::new(3, 6000, 500);
+    mock.topic("e2e-kip848", 6);
+    let dir = TempDir::new("e2e-kip848");
+    let json = dir.path().join("e2e.json");
+    let out = Cmd::new("e2e")
+        .args(&["--bootstrap-server", &mock.bootstrap])
+        .topic("e2e-kip848")
+        .args(&[
+            "--producers",
+            "2",
+            "--batch-interval",
+            "50ms",
+            "--duration",
+            "4s",
+            "--verify",
+            "--group-protocol",
+            "consumer",
+        ])
+        .json(&json)
+        .run(LIMIT);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let doc = result_json(&json);
+    assert_eq!(doc["settings"]["group_protocol"], "consumer");
+    assert_eq!(
+        doc["assigned_partitions"].as_array().unwrap().len(),
+        6,
+        "{doc}"
+    );
+    assert!(n(&doc, "records_acked") > 0);
+    assert_eq!(n(&doc, "records_lost"), 0);
+    assert_eq!(n(&doc, "records_consumed"), n(&doc, "records_acked"));
+    assert!(
+        doc["negotiated_versions"]
+            .as_object()
+            .unwrap()
+            .contains_key("ConsumerGroupHeartbeat"),
+        "{}",
+        doc["negotiated_versions"]
+    );
 }

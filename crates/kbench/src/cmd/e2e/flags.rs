@@ -121,6 +121,12 @@ pub struct E2eArgs {
     #[arg(long)]
     pub consumer_id: Option<String>,
 
+    /// The consumer's group protocol (Java's group.protocol): classic (JoinGroup, SyncGroup,
+    /// Heartbeat; the default) or consumer (KIP-848's ConsumerGroupHeartbeat, where the broker
+    /// serves it).
+    #[arg(long, value_name = "classic|consumer", value_parser = parse_group_protocol)]
+    pub group_protocol: Option<kbench_client::config::GroupProtocol>,
+
     /// Run only part of the pipe: consumer-and-producers (the default), producers, consumer.
     #[arg(long)]
     pub mode: Option<E2eMode>,
@@ -241,6 +247,7 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     set(&mut spec.producer.compression, args.compression);
     set(&mut spec.group_id, args.group.clone());
     set(&mut spec.consumer_id, args.consumer_id.clone());
+    set(&mut spec.consumer.group_protocol, args.group_protocol);
     set(&mut spec.mode, args.mode);
     set(&mut spec.seed, args.seed);
     set(&mut spec.timeline_interval, args.output.timeline_interval);
@@ -364,4 +371,11 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
         );
     }
     Ok(Some(rest))
+}
+
+fn parse_group_protocol(s: &str) -> Result<kbench_client::config::GroupProtocol, String> {
+    let mut c = kbench_client::ConsumerSettings::default();
+    c.apply("--group-protocol", "group.protocol", s)
+        .map_err(|e| e.to_string())?;
+    Ok(c.group_protocol)
 }

@@ -65,3 +65,81 @@ impl Mock {
         }
     }
 }
+
+/// librdkafka's mock cluster with its KIP-848 group coordinator's session timeout and heartbeat
+/// interval set (`rd_kafka_mock_set_group_consumer_session_timeout_ms` and `…_heartbeat_interval_ms`,
+/// which the `rdkafka` crate does not wrap; 30 s and 3 s by default). The mock is made by a client
+/// of its own (`test.mock.num.brokers`), whose handle gives the mock's pointer.
+pub struct Kip848Mock {
+    /// Owns the mock cluster: it ends with this client.
+    _client: rdkafka::producer::BaseProducer,
+    cluster: *mut rdkafka::bindings::rd_kafka_mock_cluster_t,
+    pub bootstrap: String,
+    pub brokers: i32,
+}
+
+unsafe extern "C" {
+    fn rd_kafka_mock_set_group_consumer_session_timeout_ms(
+        mcluster: *mut rdkafka::bindings::rd_kafka_mock_cluster_t,
+        group_consumer_session_timeout_ms: std::ffi::c_int,
+    );
+    fn rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(
+        mcluster: *mut rdkafka::bindings::rd_kafka_mock_cluster_t,
+        group_consumer_heartbeat_interval_ms: std::ffi::c_int,
+    );
+}
+
+impl Kip848Mock {
+    pub fn new(brokers: i32, session_ms: i32, heartbeat_ms: i32) -> Kip848Mock {
+        use rdkafka::producer::Producer as _;
+        let client: rdkafka::producer::BaseProducer = rdkafka::ClientConfig::new()
+            .set("test.mock.num.brokers", brokers.to_string())
+            .create()
+            .expect("a client with a mock cluster");
+        // SAFETY: the handle is the live client's; the mock it returns lives as long as the
+        // client, which this struct owns.
+        let cluster = unsafe {
+            rdkafka::bindings::rd_kafka_handle_mock_cluster(client.client().native_ptr())
+        };
+        assert!(!cluster.is_null(), "the client made no mock cluster");
+        // SAFETY: `cluster` is the live mock; both setters only store the value for groups made
+        // after them.
+        let bootstrap = unsafe {
+            rd_kafka_mock_set_group_consumer_session_timeout_ms(cluster, session_ms);
+            rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(cluster, heartbeat_ms);
+            std::ffi::CStr::from_ptr(rdkafka::bindings::rd_kafka_mock_cluster_bootstraps(cluster))
+                .to_string_lossy()
+                .into_owned()
+        };
+        Kip848Mock {
+            _client: client,
+            cluster,
+            bootstrap,
+            brokers,
+        }
+    }
+
+    /// `topic` with `partitions`, partition p led by broker `1 + p % brokers`.
+    pub fn topic(&self, topic: &str, partitions: i32) {
+        let name = std::ffi::CString::new(topic).unwrap();
+        // SAFETY: the live mock, and a NUL-terminated name that outlives the calls.
+        unsafe {
+            let err = rdkafka::bindings::rd_kafka_mock_topic_create(
+                self.cluster,
+                name.as_ptr(),
+                partitions,
+                self.brokers,
+            );
+            assert_eq!(err as i32, 0, "mock topic {topic}");
+            for p in 0..partitions {
+                let err = rdkafka::bindings::rd_kafka_mock_partition_set_leader(
+                    self.cluster,
+                    name.as_ptr(),
+                    p,
+                    1 + p % self.brokers,
+                );
+                assert_eq!(err as i32, 0, "mock leader of {topic}-{p}");
+            }
+        }
+    }
+}
