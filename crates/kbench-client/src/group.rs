@@ -124,6 +124,8 @@ struct Kip848 {
     send_full: bool,
     /// The last assignment the coordinator gave: what an answer without one leaves in place.
     given: Vec<i32>,
+    /// The next heartbeat is due at once (see [`GroupMember::heartbeat_due_in`]).
+    ack_due: bool,
     /// The heartbeat interval the coordinator asks for.
     interval: Option<Duration>,
 }
@@ -179,6 +181,22 @@ impl GroupMember {
     /// member's own `heartbeat.interval.ms`.
     pub fn heartbeat_interval(&self) -> Option<Duration> {
         self.kip848.interval
+    }
+
+    /// How often this member heartbeats: the coordinator's interval (the consumer protocol's),
+    /// else `configured` (`heartbeat.interval.ms`).
+    pub fn heartbeat_every(&self, configured: Duration) -> Duration {
+        self.kip848.interval.unwrap_or(configured)
+    }
+
+    /// How long until the next heartbeat is due, `since` the last one. None at all when the
+    /// member has to tell the coordinator at once what it now owns (the consumer protocol, after
+    /// it took an assignment or found a new coordinator): once, whatever the answer.
+    pub fn heartbeat_due_in(&self, since: Duration, configured: Duration) -> Duration {
+        if self.kip848.ack_due {
+            return Duration::ZERO;
+        }
+        self.heartbeat_every(configured).saturating_sub(since)
     }
 
     /// The consumer protocol's next assignment, known before [`rejoin`](Self::rejoin) takes it:
@@ -736,6 +754,7 @@ impl GroupMember {
             self.new_coordinator().await?;
         }
         let request = self.kip848_request(self.generation_id, self.kip848.send_full);
+        self.kip848.ack_due = false;
         let response = self.send_kip848(&request).await?;
         match response.error_code {
             0 => {
@@ -773,6 +792,7 @@ impl GroupMember {
         self.coordinator = find_coordinator(&self.cluster, &self.config.group_id).await?;
         self.kip848.send_full = true;
         self.kip848.report_owned = true;
+        self.kip848.ack_due = true;
         Ok(())
     }
 
@@ -786,6 +806,7 @@ impl GroupMember {
             if let Some(next) = self.kip848.next.take() {
                 self.assignment = next;
                 self.kip848.report_owned = true;
+                self.kip848.ack_due = true;
             }
             self.phases = (Duration::ZERO, Duration::ZERO);
             return Ok(());
@@ -813,6 +834,7 @@ impl GroupMember {
                         };
                         // The first heartbeat after an assignment says it was taken.
                         self.kip848.report_owned = true;
+                        self.kip848.ack_due = true;
                         self.kip848.send_full = false;
                         self.phases = (joining.elapsed(), Duration::ZERO);
                         return Ok(());

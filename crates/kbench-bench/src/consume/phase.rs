@@ -310,9 +310,11 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 let wait = if self.paused {
                     tick
                 } else {
-                    self.spec
-                        .consumer
-                        .heartbeat_interval
+                    self.member
+                        .as_ref()
+                        .map_or(self.spec.consumer.heartbeat_interval, |m| {
+                            m.heartbeat_every(self.spec.consumer.heartbeat_interval)
+                        })
                         .min(Duration::from_millis(500))
                 };
                 tokio::select! {
@@ -391,12 +393,14 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         if self.member.is_none() {
             return Ok(());
         }
-        let interval = self
-            .member
-            .as_ref()
-            .and_then(|m| m.heartbeat_interval())
-            .unwrap_or(self.spec.consumer.heartbeat_interval);
-        if now - self.last_heartbeat >= interval {
+        let due = self.member.as_ref().is_some_and(|m| {
+            m.heartbeat_due_in(
+                now - self.last_heartbeat,
+                self.spec.consumer.heartbeat_interval,
+            )
+            .is_zero()
+        });
+        if due {
             self.last_heartbeat = now;
             self.heartbeat().await?;
         }
@@ -479,16 +483,6 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         }
         self.positions = fresh;
         self.consumer.assign(&self.positions);
-        // The consumer protocol: the next heartbeat, at once, tells the coordinator what this
-        // member now owns (the partitions it gave up can go to their next owners).
-        if m.protocol() == kbench_client::group::GroupProtocol::Consumer {
-            let every = m
-                .heartbeat_interval()
-                .unwrap_or(self.spec.consumer.heartbeat_interval);
-            self.last_heartbeat = Instant::now()
-                .checked_sub(every)
-                .unwrap_or(self.last_heartbeat);
-        }
         let took = began.elapsed();
         if let (Some(g), Some(m)) = (self.group.as_ref(), self.member.as_ref()) {
             self.joins.push(member_join(g, m, began, took));

@@ -620,16 +620,6 @@ impl NativeConsumer {
             self.positions.extend(latest);
         }
         self.engine.assign(&self.positions);
-        // The consumer protocol: the next heartbeat, at once, says what this member now owns.
-        if self.member.protocol() == kbench_client::group::GroupProtocol::Consumer {
-            let every = self
-                .member
-                .heartbeat_interval()
-                .unwrap_or(self.run.spec.consumer.heartbeat_interval);
-            self.last_heartbeat = Instant::now()
-                .checked_sub(every)
-                .unwrap_or(self.last_heartbeat);
-        }
         Ok(())
     }
 
@@ -730,24 +720,27 @@ impl NativeConsumer {
     async fn consume_until(&mut self, stop: &CancellationToken) -> Result<(), BenchError> {
         while !stop.is_cancelled() {
             // The consumer protocol's coordinator sets the interval (KIP-848).
-            let heartbeat_interval = self
+            let configured = self.run.spec.consumer.heartbeat_interval;
+            if self
                 .member
-                .heartbeat_interval()
-                .unwrap_or(self.run.spec.consumer.heartbeat_interval);
-            if self.last_heartbeat.elapsed() >= heartbeat_interval {
+                .heartbeat_due_in(self.last_heartbeat.elapsed(), configured)
+                .is_zero()
+            {
                 self.heartbeat().await?;
             }
             if self.positions.is_empty() {
                 // Nothing assigned (another member has every partition): wait for a rebalance.
                 tokio::select! {
                     _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(heartbeat_interval) => continue,
+                    _ = tokio::time::sleep(self.member.heartbeat_every(configured)) => continue,
                 }
             }
             // The next answer of any broker's fetch loop (each broker is fetched from
             // concurrently, on connections of their own); the heartbeat's turn comes between
             // answers.
-            let until_heartbeat = heartbeat_interval.saturating_sub(self.last_heartbeat.elapsed());
+            let until_heartbeat = self
+                .member
+                .heartbeat_due_in(self.last_heartbeat.elapsed(), configured);
             let fetched = tokio::select! {
                 _ = stop.cancelled() => break,
                 f = self.engine.poll() => f,
