@@ -62,7 +62,7 @@ const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
 const FENCED_MEMBER_EPOCH: i16 = 110;
 const STALE_MEMBER_EPOCH: i16 = 113;
 
-pub use crate::config::GroupProtocol;
+use crate::config::GroupProtocol;
 
 /// How a group member is configured.
 #[derive(Debug, Clone)]
@@ -170,11 +170,6 @@ impl GroupMember {
         }
         member.rejoin().await?;
         Ok(member)
-    }
-
-    /// The group protocol this member speaks.
-    pub fn protocol(&self) -> GroupProtocol {
-        self.config.protocol
     }
 
     /// The heartbeat interval the coordinator set (the consumer protocol's); `None`: the
