@@ -275,6 +275,27 @@ impl Cluster {
         true
     }
 
+    /// A broker answered `api` at `version` in bytes that do not decode, where `max` is read as
+    /// the protocol says (librdkafka's mock cluster reads every LeaveGroup as v0–2 and so finds
+    /// no member in a v3+ request): from now on `api` is asked at `max`, counted as a protocol
+    /// anomaly. `false` when it is pinned or capped there already.
+    pub fn cap_at(&self, api: ApiKey, version: i16, max: i16, why: &str) -> bool {
+        if self.config.pins.get(api).is_some() {
+            return false;
+        }
+        let mut caps = self.caps.lock().expect("caps lock");
+        if caps.get(&(api as i16)).is_some_and(|c| *c <= max) {
+            return false;
+        }
+        caps.insert(api as i16, max);
+        drop(caps);
+        self.write_stats.anomaly(format!(
+            "{} v{version} response {why} (v{max} used instead)",
+            api_name(api)
+        ));
+        true
+    }
+
     /// The version of `api` for a request about a topic with `topic_id`: as [`version_on`]
     /// (Self::version_on), but a topic the broker gave no id (the zero UUID: some Kafka-compatible
     /// brokers never assign one) is addressed by name, so Produce and Fetch stay at v12 at most, as

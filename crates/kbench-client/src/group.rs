@@ -2,8 +2,12 @@
 //!
 //! - **classic**: FindCoordinator, JoinGroup (with the MEMBER_ID_REQUIRED round trip of KIP-394),
 //!   SyncGroup — with kbench, when it leads, running the assignor the coordinator chose from those
-//!   `partition.assignment.strategy` offered ([`crate::assignor`]: range, roundrobin) over every
-//!   member's subscription —, Heartbeat, OffsetCommit and LeaveGroup;
+//!   `partition.assignment.strategy` offered ([`crate::assignor`]: range, roundrobin,
+//!   cooperative-sticky) over every member's subscription —, Heartbeat, OffsetCommit and
+//!   LeaveGroup. With cooperative-sticky alone (Java's rule: every assignor offered must be
+//!   cooperative) the member rebalances incrementally (KIP-429): it says in JoinGroup what it
+//!   owns, keeps it through the rebalance, gives up only what the new assignment leaves out, and
+//!   then joins again at once so that those partitions reach their new owners;
 //! - **consumer** (KIP-848): ConsumerGroupHeartbeat alone. The coordinator assigns; a member
 //!   learns its next assignment from a heartbeat's answer, takes it (giving up the partitions it
 //!   no longer has, keeping the others) and says so in its next heartbeat; a partition another
@@ -24,6 +28,7 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as OwnedPartitions;
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedPartition;
+use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition as OwnedTopic;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -103,6 +108,12 @@ pub struct GroupMember {
     /// The last join's phases: how long the coordinator held its JoinGroup (every round of it,
     /// KIP-394's included), and its SyncGroup.
     phases: (Duration, Duration),
+    /// The classic protocol, cooperatively (KIP-429): the last join took partitions away, so the
+    /// member joins again at once (the second round, which hands them on).
+    second_round: bool,
+    /// The classic protocol, cooperatively: the coordinator no longer knows this member or its
+    /// generation, so what it owned is lost (Java's `onPartitionsLost`): given up, not claimed.
+    lost: bool,
     /// The consumer protocol's own state.
     kip848: Kip848,
 }
@@ -163,6 +174,8 @@ impl GroupMember {
             generation_id: -1,
             assignment: Vec::new(),
             phases: (Duration::ZERO, Duration::ZERO),
+            second_round: false,
+            lost: false,
             kip848: Kip848::default(),
         };
         if member.config.protocol == GroupProtocol::Consumer {
@@ -188,20 +201,33 @@ impl GroupMember {
     /// member has to tell the coordinator at once what it now owns (the consumer protocol, after
     /// it took an assignment or found a new coordinator): once, whatever the answer.
     pub fn heartbeat_due_in(&self, since: Duration, configured: Duration) -> Duration {
-        if self.kip848.ack_due {
+        if self.kip848.ack_due || self.second_round {
             return Duration::ZERO;
         }
         self.heartbeat_every(configured).saturating_sub(since)
     }
 
-    /// The consumer protocol's next assignment, known before [`rejoin`](Self::rejoin) takes it:
-    /// the partitions kept are read on while the others are given up. `None` with the classic
-    /// protocol (every partition is given up at a rejoin) and after a fence.
+    /// The partitions read on through the next [`rejoin`](Self::rejoin), the others being given
+    /// up before it: the consumer protocol's next assignment (known before the rejoin takes it),
+    /// or, with the classic protocol rebalancing cooperatively, every partition the member owns
+    /// (the rejoin's answer may take some away). `None` where every partition is given up: the
+    /// classic protocol's eager rebalance, and a member fenced or lost.
     pub fn incoming(&self) -> Option<&[i32]> {
+        if self.config.protocol == GroupProtocol::Classic {
+            return (self.cooperative() && !self.lost).then_some(self.assignment.as_slice());
+        }
         if self.kip848.fenced {
             return None;
         }
         self.kip848.next.as_deref()
+    }
+
+    /// Whether the member rebalances incrementally in the classic protocol (KIP-429): as Java
+    /// decides it, when every assignor offered is cooperative (`cooperative-sticky` alone; Java's
+    /// default `range, cooperative-sticky` stays eager until range is taken out).
+    pub fn cooperative(&self) -> bool {
+        self.config.protocol == GroupProtocol::Classic
+            && self.offered().iter().all(|a| a.is_cooperative())
     }
 
     pub fn member_id(&self) -> &str {
@@ -252,11 +278,9 @@ impl GroupMember {
         };
         let mut members = Vec::with_capacity(response.members.len());
         for m in &response.members {
-            members.push(Member {
-                member_id: m.member_id.to_string(),
-                instance_id: m.group_instance_id.as_ref().map(|i| i.to_string()),
-                topics: decode_subscription(&m.metadata, m.member_id.as_str())?,
-            });
+            let mut member = decode_subscription(&m.metadata, m.member_id.as_str())?;
+            member.instance_id = m.group_instance_id.as_ref().map(|i| i.to_string());
+            members.push(member);
         }
         let topics: std::collections::BTreeSet<&String> =
             members.iter().flat_map(|m| &m.topics).collect();
@@ -285,6 +309,11 @@ impl GroupMember {
     pub async fn rejoin(&mut self) -> Result<(), ClientError> {
         if self.config.protocol == GroupProtocol::Consumer {
             return self.rejoin_kip848().await;
+        }
+        self.second_round = false;
+        if !self.cooperative() || self.lost {
+            // Eager, or lost: nothing is owned through the join (and none claimed in it).
+            self.assignment.clear();
         }
         let deadline = tokio::time::Instant::now() + self.config.rebalance_timeout;
         loop {
@@ -330,6 +359,9 @@ impl GroupMember {
                 }
                 Err(ClientError::Kafka { code, .. }) if code == UNKNOWN_MEMBER_ID => {
                     self.member_id.clear();
+                    // Out of the group: what it owned is lost, not claimed.
+                    self.lost = true;
+                    self.assignment.clear();
                     if tokio::time::Instant::now() >= deadline {
                         return Err(group_error("JoinGroup", &self.config.group_id, code));
                     }
@@ -344,11 +376,32 @@ impl GroupMember {
         let version = self
             .cluster
             .version_on(&self.coordinator, ApiKey::JoinGroup)?;
-        let subscription = encode_versioned(
-            &ConsumerProtocolSubscription::default()
-                .with_topics(vec![str_bytes(&self.config.topic)]),
-            0,
-        )?;
+        // What every assignor offered is told (ConsumerProtocolSubscription v3, as Java and
+        // librdkafka send it): the topic, the partitions owned through the join (cooperatively;
+        // none when eager) and the generation they were owned in — and, for cooperative-sticky,
+        // that generation again in the user data, where Java's older leaders read it.
+        let owned = if self.assignment.is_empty() {
+            Vec::new()
+        } else {
+            vec![
+                OwnedTopic::default()
+                    .with_topic(topic_name(&self.config.topic))
+                    .with_partitions(self.assignment.clone()),
+            ]
+        };
+        let mut subscriptions = Vec::new();
+        for a in self.offered() {
+            let body = ConsumerProtocolSubscription::default()
+                .with_topics(vec![str_bytes(&self.config.topic)])
+                .with_owned_partitions(owned.clone())
+                .with_generation_id(self.generation_id)
+                .with_user_data(
+                    a.is_cooperative()
+                        .then(|| Bytes::copy_from_slice(&self.generation_id.to_be_bytes())),
+                );
+            subscriptions.push((a.name(), encode_versioned(&body, 3)?));
+        }
+        let before = self.assignment.clone();
         let mut response: JoinGroupResponse;
         let mut rounds = 0;
         let joining = tokio::time::Instant::now();
@@ -361,12 +414,12 @@ impl GroupMember {
                 .with_member_id(str_bytes(&self.member_id))
                 .with_protocol_type(str_bytes("consumer"))
                 .with_protocols(
-                    self.offered()
+                    subscriptions
                         .iter()
-                        .map(|a| {
+                        .map(|(name, metadata)| {
                             JoinGroupRequestProtocol::default()
-                                .with_name(str_bytes(a.name()))
-                                .with_metadata(subscription.clone())
+                                .with_name(str_bytes(name))
+                                .with_metadata(metadata.clone())
                         })
                         .collect(),
                 );
@@ -473,6 +526,10 @@ impl GroupMember {
         }
         self.assignment = decode_assignment(&sync.assignment, &self.config.topic)?;
         self.phases = (joined, syncing.elapsed());
+        // KIP-429: partitions taken away are given up now, and the member joins again at once.
+        self.second_round =
+            self.cooperative() && before.iter().any(|p| !self.assignment.contains(p));
+        self.lost = false;
         Ok(())
     }
 
@@ -481,6 +538,9 @@ impl GroupMember {
     pub async fn heartbeat(&mut self) -> Result<Membership, ClientError> {
         if self.config.protocol == GroupProtocol::Consumer {
             return self.heartbeat_kip848().await;
+        }
+        if self.second_round {
+            return Ok(Membership::RejoinNeeded);
         }
         let version = self
             .cluster
@@ -493,6 +553,11 @@ impl GroupMember {
             .coordinator
             .request_at(ApiKey::Heartbeat, version, &request)
             .await?;
+        // Out of the group (its generation or its id gone): what it owned is lost.
+        self.lost |= matches!(
+            response.error_code,
+            ILLEGAL_GENERATION | UNKNOWN_MEMBER_ID | FENCED_INSTANCE_ID
+        );
         membership("Heartbeat", &self.config.group_id, response.error_code)
     }
 
@@ -578,9 +643,20 @@ impl GroupMember {
                 )),
             };
         }
-        let version = self
+        let mut version = self
             .cluster
             .version_on(&self.coordinator, ApiKey::LeaveGroup)?;
+        loop {
+            match self.leave_at(version).await? {
+                Some(v) => version = v,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// One LeaveGroup at `version`; `Some(v)`: ask again at `v`, the answer having shown that
+    /// the coordinator reads only older versions.
+    async fn leave_at(&self, version: i16) -> Result<Option<i16>, ClientError> {
         let mut request =
             LeaveGroupRequest::default().with_group_id(GroupId(str_bytes(&self.config.group_id)));
         request = if version >= 3 {
@@ -602,14 +678,24 @@ impl GroupMember {
             .await
         {
             Ok(r) => r,
-            // The coordinator answered (the member has left), in bytes that do not decode
-            // (librdkafka's mock cluster writes a null members array at v4): counted as a
-            // protocol anomaly, not a failed leave.
+            // An answer that does not decode at v3+: librdkafka's mock cluster, which reads
+            // every LeaveGroup as v0-2 (so finds no member in a batched one, and leaves it in the
+            // group until its session ends) and answers without the members array. Asked again
+            // at v2, counted as a protocol anomaly.
+            Err(ClientError::Frame(reason)) if version >= 3 => {
+                self.cluster.cap_at(
+                    ApiKey::LeaveGroup,
+                    version,
+                    2,
+                    &format!("that does not decode ({reason})"),
+                );
+                return Ok(Some(2));
+            }
             Err(ClientError::Frame(reason)) => {
                 self.cluster.note_anomaly(format!(
                     "LeaveGroup v{version} response that does not decode ({reason})"
                 ));
-                return Ok(());
+                return Ok(None);
             }
             Err(e) => return Err(e),
         };
@@ -622,7 +708,7 @@ impl GroupMember {
         if code != 0 && code != UNKNOWN_MEMBER_ID {
             return Err(group_error("LeaveGroup", &self.config.group_id, code));
         }
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -1071,9 +1157,11 @@ fn encode_assignment(
         .collect()
 }
 
-/// The topics a member's JoinGroup metadata subscribes to (ConsumerProtocolSubscription, any
-/// version: a newer one is read as the newest known, as Java reads it).
-fn decode_subscription(bytes: &Bytes, member: &str) -> Result<Vec<String>, ClientError> {
+/// A member as its JoinGroup metadata says (ConsumerProtocolSubscription, any version: a newer
+/// one is read as the newest known, as Java reads it): the topics it subscribes to, the
+/// partitions it owns (v1+) and their generation (v2+; before, the 4 bytes of user data
+/// cooperative-sticky keeps it in, as Java's `CooperativeStickyAssignor` reads it).
+fn decode_subscription(bytes: &Bytes, member: &str) -> Result<Member, ClientError> {
     let bad = |e: &dyn std::fmt::Display| {
         ClientError::Frame(format!("JoinGroup: member {member}'s subscription: {e}"))
     };
@@ -1084,11 +1172,21 @@ fn decode_subscription(bytes: &Bytes, member: &str) -> Result<Vec<String>, Clien
     let version = buf.get_i16().clamp(0, 3);
     let subscription =
         ConsumerProtocolSubscription::decode(&mut buf, version).map_err(|e| bad(&e))?;
-    Ok(subscription
-        .topics
-        .into_iter()
-        .map(|t| t.to_string())
-        .collect())
+    let topics: Vec<String> = subscription.topics.iter().map(|t| t.to_string()).collect();
+    let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let mut out = Member::new(member, &topics);
+    for t in &subscription.owned_partitions {
+        out.owned
+            .entry(t.topic.0.to_string())
+            .or_default()
+            .extend(&t.partitions);
+    }
+    out.generation = match (version, subscription.user_data.as_deref()) {
+        (2.., _) => subscription.generation_id,
+        (_, Some([a, b, c, d])) => i32::from_be_bytes([*a, *b, *c, *d]),
+        _ => -1,
+    };
+    Ok(out)
 }
 
 /// The consumer protocol's embedded structs: an i16 version, then the struct at that version.
@@ -1268,7 +1366,30 @@ mod tests {
                 version,
             )
             .unwrap();
-            assert_eq!(decode_subscription(&bytes, "m").unwrap(), ["t1", "t2"]);
+            assert_eq!(
+                decode_subscription(&bytes, "m").unwrap().topics,
+                ["t1", "t2"]
+            );
+        }
+        // What a cooperative member owns, and since when: the v2+ field, or before v2 the
+        // generation cooperative-sticky keeps in its user data.
+        for (version, generation) in [(1, 7), (3, 9)] {
+            let bytes = encode_versioned(
+                &ConsumerProtocolSubscription::default()
+                    .with_topics(vec![str_bytes("t")])
+                    .with_owned_partitions(vec![
+                        OwnedTopic::default()
+                            .with_topic(topic_name("t"))
+                            .with_partitions(vec![2, 0]),
+                    ])
+                    .with_generation_id(9)
+                    .with_user_data(Some(Bytes::copy_from_slice(&7i32.to_be_bytes()))),
+                version,
+            )
+            .unwrap();
+            let m = decode_subscription(&bytes, "m").unwrap();
+            assert_eq!(m.owned["t"], [2, 0]);
+            assert_eq!(m.generation, generation, "v{version}");
         }
         let err = decode_subscription(&Bytes::from_static(&[0]), "m").unwrap_err();
         assert!(err.to_string().contains("member m's subscription"), "{err}");

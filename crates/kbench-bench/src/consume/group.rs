@@ -506,7 +506,8 @@ fn rebalances(
     }
     // What set each off: the start (the first); a join, the rebalance its new members joined
     // in (the one under way at the fault, or the next); a leave or a crash, the first rebalance
-    // that began at or after it (the coordinator learns of a crash only later).
+    // that began at or after it (the coordinator learns of a crash only later), else the one
+    // under way.
     let mut causes: Vec<Vec<String>> = vec![Vec::new(); out.len()];
     if let Some(c) = causes.first_mut() {
         c.push("start".into());
@@ -520,7 +521,10 @@ fn rebalances(
         let i = if join {
             out.iter().position(|r| r.ended_s >= at)
         } else {
-            out.iter().position(|r| r.began_s >= at)
+            // Or, when none began after it, the one under way (it took the member's leave in).
+            out.iter()
+                .position(|r| r.began_s >= at)
+                .or_else(|| out.iter().position(|r| r.ended_s >= at))
         };
         if let Some(i) = i {
             causes[i].push(f.fault.clone());

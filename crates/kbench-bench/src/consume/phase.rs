@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
-use kbench_client::{Cluster, FetchedPart, GroupConfig, GroupMember, Membership, TopicLayout};
+use kbench_client::{
+    ClientError, Cluster, FetchedPart, GroupConfig, GroupMember, Membership, TopicLayout,
+};
 use kbench_wire::BatchDecoder;
 use tokio_util::sync::CancellationToken;
 
@@ -69,6 +71,12 @@ struct ProgressWindow {
     end_to_end: Option<Histogram<u64>>,
 }
 
+/// A cooperative rejoin under way (KIP-429): the member, moved into the join, comes back with
+/// its outcome; the partitions it owns are read on meanwhile.
+type Joining = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (GroupMember, Result<(), ClientError>)> + Send>,
+>;
+
 /// A consume run between joining and the end: the consumer, where it is in each partition, and
 /// every figure the [`ConsumeRun`] reports.
 struct Reading<'a, O> {
@@ -78,8 +86,10 @@ struct Reading<'a, O> {
     cancel: CancellationToken,
     cluster: Arc<Cluster>,
     layout: Arc<TopicLayout>,
-    /// Group mode: kbench's membership of the group.
+    /// Group mode: kbench's membership of the group (`None` while [`Reading::joining`] has it).
     member: Option<GroupMember>,
+    /// A cooperative rejoin under way, and when it began.
+    joining: Option<(Joining, Instant)>,
     consumer: kbench_client::Consumer,
     decoder: BatchDecoder,
     began: Began,
@@ -190,7 +200,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         };
         let mut joins = Vec::new();
         if let (Some(g), Some(m)) = (group.as_ref(), member.as_ref()) {
-            joins.push(member_join(g, m, began.at, join));
+            joins.push(member_join(g, m, began.at, join, spec));
             g.share.owner(g.index, assigned.iter().copied(), true);
             g.joined.store(true, std::sync::atomic::Ordering::SeqCst);
         }
@@ -225,6 +235,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             cluster,
             layout,
             member,
+            joining: None,
             consumer,
             decoder: BatchDecoder::new(),
             positions,
@@ -320,12 +331,20 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 tokio::select! {
                     _ = self.cancel.cancelled() => break,
                     _ = tokio::time::sleep(wait) => continue,
+                    (m, r, began) = joined(&mut self.joining) => {
+                        self.rejoined(m, r, began).await?;
+                        continue;
+                    }
                 }
             }
             let fetched = tokio::select! {
                 f = self.consumer.poll() => f,
                 _ = self.cancel.cancelled() => break,
                 _ = tokio::time::sleep(tick) => continue,
+                (m, r, began) = joined(&mut self.joining) => {
+                    self.rejoined(m, r, began).await?;
+                    continue;
+                }
             };
             let Some(fetched) = fetched else { break };
             self.on_fetched(&fetched);
@@ -459,12 +478,51 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 false,
             );
         }
-        let Some(m) = self.member.as_mut() else {
+        let Some(mut m) = self.member.take() else {
             return Ok(());
         };
-        m.rejoin()
-            .await
-            .map_err(|e| BenchError::Run(format!("rejoining the group: {e}")))?;
+        if m.cooperative() {
+            // KIP-429: the partitions owned are read on while the coordinator holds the join
+            // (none when the member was lost: those are neither read nor committed).
+            self.positions.retain(|p, _| kept.contains(p));
+            self.consumer.assign(&self.positions);
+            let join: Joining = Box::pin(async move {
+                let r = m.rejoin().await;
+                (m, r)
+            });
+            self.joining = Some((join, began));
+            return Ok(());
+        }
+        let r = m.rejoin().await;
+        self.rejoined(m, r, began).await
+    }
+
+    /// A rejoin's end: the new assignment positioned, partitions kept keep the position reached;
+    /// cooperatively, those taken away are committed where this member stopped and given up (the
+    /// member then joins again at once, [`GroupMember::heartbeat_due_in`]). The time from the
+    /// rejoin's start is join time.
+    async fn rejoined(
+        &mut self,
+        m: GroupMember,
+        joined: Result<(), ClientError>,
+        began: Instant,
+    ) -> Result<(), BenchError> {
+        self.member = Some(m);
+        joined.map_err(|e| BenchError::Run(format!("rejoining the group: {e}")))?;
+        let revoked = self.member.as_ref().is_some_and(|m| {
+            m.cooperative() && self.positions.keys().any(|p| !m.assignment().contains(p))
+        });
+        if revoked && self.spec.commit && self.positions != self.committed {
+            // Java's onPartitionsRevoked: the next owner starts where this member stopped. A
+            // refusal (the next round already under way) is what Java logs and moves on from,
+            // as before a rejoin.
+            if let Err(e) = self.try_commit().await {
+                tracing::debug!(%e, "commit of the partitions given up");
+            }
+        }
+        let Some(m) = self.member.as_ref() else {
+            return Ok(());
+        };
         let assigned = m.assignment().to_vec();
         let mut fresh = start_positions(
             &self.cluster,
@@ -481,15 +539,30 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             }
             self.spans.entry(*p).or_insert(fresh_span(*o));
         }
+        if let Some(g) = self.group.as_ref() {
+            g.share.owner(
+                g.index,
+                self.positions
+                    .keys()
+                    .copied()
+                    .filter(|p| !fresh.contains_key(p)),
+                false,
+            );
+        }
         self.positions = fresh;
         self.consumer.assign(&self.positions);
         let took = began.elapsed();
+        let cooperative = self.member.as_ref().is_some_and(|m| m.cooperative());
         if let (Some(g), Some(m)) = (self.group.as_ref(), self.member.as_ref()) {
-            self.joins.push(member_join(g, m, began, took));
+            self.joins.push(member_join(g, m, began, took, self.spec));
             g.share.owner(g.index, self.positions.keys().copied(), true);
         }
-        self.join += took;
-        self.window.join += took;
+        // The tool's rebalance time is time not reading; a cooperative join went on beside the
+        // reading (it is in the group's report, not here).
+        if !cooperative {
+            self.join += took;
+            self.window.join += took;
+        }
         Ok(())
     }
 
@@ -713,6 +786,32 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             g.share
                 .owner(g.index, self.positions.keys().copied(), false);
         }
+        // A cooperative rejoin under way ends first (a crashed member's is dropped): the member
+        // then commits and leaves as any other. A coordinator that holds it past a session is
+        // left to find the member gone.
+        if let Some((join, began)) = self.joining.take()
+            && !crashed
+        {
+            let patience = self.spec.consumer.session_timeout.min(FINISH_JOIN_WAIT);
+            match tokio::time::timeout(patience, join).await {
+                Ok((m, joined)) => {
+                    if let (Ok(()), Some(g)) = (joined, self.group.as_ref()) {
+                        self.joins
+                            .push(member_join(g, &m, began, began.elapsed(), self.spec));
+                    }
+                    self.member = Some(m);
+                }
+                Err(_) => {
+                    *self
+                        .errors
+                        .entry(format!(
+                            "leave: the group's rebalance did not end within {} ms of the member's end; it was left to its session timeout",
+                            patience.as_millis()
+                        ))
+                        .or_default() += 1;
+                }
+            }
+        }
         // A crashed member says nothing more to the group: its session runs out.
         if let Some(m) = self.member.as_ref().filter(|_| !crashed) {
             if self.spec.commit && self.positions != self.committed {
@@ -768,8 +867,33 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
     }
 }
 
+/// How long a member that ends during a cooperative rebalance waits for it, to commit and leave.
+const FINISH_JOIN_WAIT: Duration = Duration::from_secs(10);
+
+/// The rejoin under way, once it ends (never, when none is).
+async fn joined(
+    joining: &mut Option<(Joining, Instant)>,
+) -> (GroupMember, Result<(), ClientError>, Instant) {
+    let Some((join, _)) = joining.as_mut() else {
+        return std::future::pending().await;
+    };
+    let (m, r) = join.await;
+    let began = joining.take().map_or_else(Instant::now, |(_, b)| b);
+    (m, r, began)
+}
+
 /// A member's join that began at `began` and took `took`, as the group report keeps it.
-fn member_join(g: &MemberCtx, m: &GroupMember, began: Instant, took: Duration) -> MemberJoin {
+fn member_join(
+    g: &MemberCtx,
+    m: &GroupMember,
+    began: Instant,
+    took: Duration,
+    spec: &ConsumeSpec,
+) -> MemberJoin {
+    // An incremental rebalance goes in steps (KIP-848's heartbeats; KIP-429's second round,
+    // which follows the first at once): a heartbeat apart at most.
+    let incremental = m.cooperative() || m.heartbeat_interval().is_some();
+    let step = m.heartbeat_every(spec.consumer.heartbeat_interval);
     let (join, sync) = m.phases();
     MemberJoin {
         at_s: began.saturating_duration_since(g.share.start).as_secs_f64(),
@@ -778,7 +902,7 @@ fn member_join(g: &MemberCtx, m: &GroupMember, began: Instant, took: Duration) -
         took_ms: took.as_secs_f64() * 1e3,
         generation_id: m.generation_id(),
         assigned: m.assignment().to_vec(),
-        step_s: m.heartbeat_interval().map_or(0.0, |d| d.as_secs_f64()),
+        step_s: if incremental { step.as_secs_f64() } else { 0.0 },
     }
 }
 

@@ -73,7 +73,8 @@ pub struct ConsumerSettings {
     pub read_committed: bool,
     /// `partition.assignment.strategy`, in order of preference: offered in JoinGroup, and run by
     /// kbench when it leads the group. Default `range` (Java's is range then
-    /// cooperative-sticky, which kbench does not run).
+    /// cooperative-sticky, which rebalances eagerly and picks range wherever every member offers
+    /// it: kbench's default joins such groups the same way).
     #[serde(default = "default_assignors")]
     pub assignors: Vec<Assignor>,
     /// `group.protocol`.

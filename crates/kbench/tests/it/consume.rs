@@ -324,7 +324,7 @@ fn bad_consume_input_names_what_is_wrong() {
                 "--topic",
                 "exists",
                 "-X",
-                "partition.assignment.strategy=cooperative-sticky",
+                "partition.assignment.strategy=sticky",
             ],
             "partition.assignment.strategy",
             2,

@@ -32,6 +32,23 @@ fn a_join_a_leave_and_a_crash_lose_nothing_on_librdkafka_mock_cluster() {
     changing_group(&mock.bootstrap, &[], "mock", &CLASSIC);
 }
 
+/// Cooperative-sticky (KIP-429) in the classic protocol: members keep reading the partitions they
+/// own through a rebalance, and only those that move have no reader for a while. kbench leads the
+/// group and runs the assignor; the mock cluster's coordinator, like Kafka's, knows nothing of
+/// it.
+#[test]
+fn a_join_a_leave_and_a_crash_lose_nothing_cooperatively_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Mock::new(3);
+    mock.topic("changing", 6);
+    changing_group(&mock.bootstrap, &[], "mock-cooperative", &COOPERATIVE);
+}
+
+#[test]
+fn a_join_a_leave_and_a_crash_lose_nothing_cooperatively_on_the_upstream_tansu_binary() {
+    let broker = TestBroker::of(BrokerKind::Standalone);
+    changing_group(&broker.addr, &[], "upstream-cooperative", &COOPERATIVE);
+}
+
 /// KIP-848's consumer protocol (`group.protocol=consumer`, ConsumerGroupHeartbeat) on the one
 /// broker here that serves it: librdkafka's mock cluster, its coordinator's session set to 4 s and
 /// its heartbeat interval to 500 ms. The coordinator assigns; partitions move one by one, a
@@ -98,6 +115,26 @@ const CLASSIC: Schedule = Schedule {
         "at=20s consumer-crash=1",
     ],
     min_unowned_ms: 5000.0,
+};
+
+/// Cooperatively (`partition.assignment.strategy=cooperative-sticky`), where a join takes two
+/// rounds, each held by the coordinator (the mock holds a rebalance a second less than the
+/// session, Tansu half of it): 4 s sessions, and the faults far enough apart that each
+/// rebalance has ended before the next fault — a join at 6 s, a leave at 16 s, a crash at 22 s.
+const COOPERATIVE: Schedule = Schedule {
+    records: 28_000,
+    timeout_ms: "12000",
+    props: &[
+        "session.timeout.ms=4000",
+        "heartbeat.interval.ms=500",
+        "partition.assignment.strategy=cooperative-sticky",
+    ],
+    faults: [
+        "at=6s consumer-join=1",
+        "at=16s consumer-leave=1",
+        "at=22s consumer-crash=1",
+    ],
+    min_unowned_ms: 3000.0,
 };
 
 /// The consumer protocol, whose session and heartbeat the coordinator sets (4 s, 500 ms here):
@@ -184,6 +221,16 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str, schedule: &Schedule
         "classic"
     };
     assert_eq!(doc["settings"]["group_protocol"], protocol, "{name}");
+    let cooperative = schedule
+        .props
+        .contains(&"partition.assignment.strategy=cooperative-sticky");
+    if cooperative {
+        assert_eq!(
+            doc["settings"]["partition_assignment_strategy"],
+            serde_json::json!(["cooperative-sticky"]),
+            "{name}"
+        );
+    }
     assert_eq!(doc["timed_out"], true, "{name}");
     // Every record produced was read, none lost; duplicates only across handovers.
     let v = &doc["verification"];
@@ -281,6 +328,18 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str, schedule: &Schedule
         .map(|v| v.as_f64().unwrap())
         .fold(0.0, f64::max);
     assert!(longest >= schedule.min_unowned_ms, "{name}: {g}");
+    // Cooperatively (where the coordinator forms the group in one round: the mock cluster), a
+    // member's join moves only the partitions the newcomer takes — 2 of the 6, from 2 members of
+    // 3 each — and the others are read on throughout. (Eagerly all 6 stop; the mock's KIP-848
+    // assignor is not sticky and moves 3.)
+    if name == "mock-cooperative" {
+        let join = rebalances
+            .iter()
+            .find(|r| r["cause"].as_str().unwrap().contains("consumer-join"))
+            .expect("the join's rebalance");
+        let moved = join["partitions_unowned_ms"].as_object().unwrap().len();
+        assert!((1..=2).contains(&moved), "{name}: {join}\n{g}");
+    }
     assert!(stdout.contains("Rebalance at"), "{stdout}");
     // `kbench report` shows the group: its members, its rebalances (also as bands on the
     // timeline), named by their causes.
@@ -292,7 +351,18 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str, schedule: &Schedule
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.contains("<h3>Consumer group</h3>"), "{name}");
     assert!(html.contains("rebalance (start"), "{name}");
-    assert!(html.contains(&schedule.faults[1].to_string()), "{name}");
+    for r in rebalances {
+        let cause = r["cause"].as_str().unwrap();
+        assert!(html.contains(cause), "{name}: {cause}");
+    }
+    let causes: Vec<&str> = rebalances
+        .iter()
+        .map(|r| r["cause"].as_str().unwrap())
+        .collect();
+    assert!(
+        causes.iter().any(|c| c.contains(schedule.faults[1])),
+        "{name}: the leave names a rebalance: {causes:?}"
+    );
 }
 
 #[test]
@@ -340,6 +410,25 @@ fn kbench_and_librdkafka_share_a_classic_group_on_librdkafka_mock_cluster() {
             ("heartbeat.interval.ms", "500"),
         ],
         "classic",
+    );
+}
+
+/// The same with cooperative-sticky (KIP-429) on both sides: librdkafka leads (it joined first)
+/// and runs its own sticky assignor over kbench's subscription; kbench gives up and takes
+/// partitions in two rounds as librdkafka does.
+#[test]
+fn kbench_and_librdkafka_share_a_cooperative_group_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Mock::new(3);
+    mock.topic("shared", 6);
+    shares_a_group_with_librdkafka(
+        &mock.bootstrap,
+        &[
+            ("group.protocol", "classic"),
+            ("session.timeout.ms", "4000"),
+            ("heartbeat.interval.ms", "500"),
+            ("partition.assignment.strategy", "cooperative-sticky"),
+        ],
+        "cooperative",
     );
 }
 
@@ -416,7 +505,8 @@ fn shares_a_group_with_librdkafka(bootstrap: &str, props: &[(&str, &str)], name:
         let consume = consume.json(&consumed);
         std::thread::spawn(move || consume.run(LIMIT))
     };
-    // Both in the group, the partitions shared out, before any record arrives.
+    // Both in the group, the partitions shared out, before any record arrives (a handover later,
+    // cooperatively, would still read every record once).
     std::thread::sleep(Duration::from_secs(5));
     let produced = Cmd::new("produce")
         .args(&["--bootstrap-server", bootstrap])
