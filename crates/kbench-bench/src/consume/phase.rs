@@ -500,7 +500,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
     /// A rejoin's end: the new assignment positioned, partitions kept keep the position reached;
     /// cooperatively, those taken away are committed where this member stopped and given up (the
     /// member then joins again at once, [`GroupMember::heartbeat_due_in`]). The time from the
-    /// rejoin's start is join time.
+    /// rejoin's start is join time, unless the member read on through it (cooperatively).
     async fn rejoined(
         &mut self,
         m: GroupMember,
