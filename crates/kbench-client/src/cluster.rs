@@ -257,29 +257,27 @@ impl Cluster {
         let Some(rigid) = kbench_wire::versions::last_rigid_version(api) else {
             return false;
         };
-        let mut caps = self.caps.lock().expect("caps lock");
-        if caps.get(&(api as i16)).is_some_and(|c| *c <= rigid) {
+        if !self.cap_at(
+            api,
+            version,
+            rigid,
+            "request: the broker closed the connection",
+        ) {
             return false;
         }
-        caps.insert(api as i16, rigid);
-        drop(caps);
         tracing::warn!(
             "{} v{version}: the broker closed the connection; asking at v{rigid} from now on",
             api_name(api)
         );
-        self.write_stats.anomaly(format!(
-            "{} v{version} request: the broker closed the connection (v{rigid} used instead)",
-            api_name(api)
-        ));
         // The negotiated record keeps the lowest version used.
         true
     }
 
-    /// A broker answered `api` at `version` in bytes that do not decode, where `max` is read as
-    /// the protocol says (librdkafka's mock cluster reads every LeaveGroup as v0–2 and so finds
-    /// no member in a v3+ request): from now on `api` is asked at `max`, counted as a protocol
-    /// anomaly. `false` when it is pinned or capped there already.
-    pub fn cap_at(&self, api: ApiKey, version: i16, max: i16, why: &str) -> bool {
+    /// A broker showed at `version` of `api` (`what` it did) that it reads only up to `max`
+    /// (librdkafka's mock cluster reads every LeaveGroup as v0–2, and so finds no member in a
+    /// v3+ request): from now on `api` is asked at `max`, counted as a protocol anomaly. `false`
+    /// when it is pinned or capped there already.
+    pub fn cap_at(&self, api: ApiKey, version: i16, max: i16, what: &str) -> bool {
         if self.config.pins.get(api).is_some() {
             return false;
         }
@@ -290,7 +288,7 @@ impl Cluster {
         caps.insert(api as i16, max);
         drop(caps);
         self.write_stats.anomaly(format!(
-            "{} v{version} response {why} (v{max} used instead)",
+            "{} v{version} {what} (v{max} used instead)",
             api_name(api)
         ));
         true

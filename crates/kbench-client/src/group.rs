@@ -687,7 +687,7 @@ impl GroupMember {
                     ApiKey::LeaveGroup,
                     version,
                     2,
-                    &format!("that does not decode ({reason})"),
+                    &format!("response that does not decode ({reason})"),
                 );
                 return Ok(Some(2));
             }
