@@ -44,6 +44,10 @@ pub enum FaultAction {
     /// This many members stop dead: no commit, no LeaveGroup, no heartbeat — the coordinator's
     /// session timeout decides when the group notices.
     ConsumerCrash { count: u32 },
+    /// This many members restart, as a rolling deploy restarts them: each closes as Java's
+    /// consumer does (commits; a dynamic member leaves, a static one — `group.instance.id` — does
+    /// not) and, once it has closed, a new member takes its place with its `group.instance.id`.
+    ConsumerRestart { count: u32 },
 }
 
 mod secs {
@@ -80,6 +84,7 @@ impl FaultAction {
             FaultAction::ConsumerJoin { .. }
                 | FaultAction::ConsumerLeave { .. }
                 | FaultAction::ConsumerCrash { .. }
+                | FaultAction::ConsumerRestart { .. }
         )
     }
 }
@@ -144,7 +149,7 @@ impl Fault {
                     return Err(err(format!("{key} takes no value")));
                 }
                 "kill-broker" => set(&mut action, FaultAction::KillBroker)?,
-                "consumer-join" | "consumer-leave" | "consumer-crash" => {
+                "consumer-join" | "consumer-leave" | "consumer-crash" | "consumer-restart" => {
                     let count = value
                         .and_then(|v| v.parse::<u32>().ok())
                         .filter(|n| (1..=64).contains(n))
@@ -158,6 +163,7 @@ impl Fault {
                         match key {
                             "consumer-join" => FaultAction::ConsumerJoin { count },
                             "consumer-leave" => FaultAction::ConsumerLeave { count },
+                            "consumer-restart" => FaultAction::ConsumerRestart { count },
                             _ => FaultAction::ConsumerCrash { count },
                         },
                     )?
@@ -197,14 +203,14 @@ impl Fault {
                 }
                 other => {
                     return Err(err(format!(
-                        "unknown {other:?} (at=, pause-broker=, kill-broker, restart-broker, delay=, loss=, for=, consumer-join=, consumer-leave=, consumer-crash=)"
+                        "unknown {other:?} (at=, pause-broker=, kill-broker, restart-broker, delay=, loss=, for=, consumer-join=, consumer-leave=, consumer-crash=, consumer-restart=)"
                     )));
                 }
             }
         }
         let at = at.ok_or_else(|| err("when? give at=DURATION (e.g. at=20s)".into()))?;
         let mut action = action.ok_or_else(|| {
-            err("what? pause-broker=, kill-broker, restart-broker, delay=, loss=, consumer-join=, consumer-leave= or consumer-crash=".into())
+            err("what? pause-broker=, kill-broker, restart-broker, delay=, loss=, consumer-join=, consumer-leave=, consumer-crash= or consumer-restart=".into())
         })?;
         match (&mut action, for_) {
             (FaultAction::Delay { for_: f, .. } | FaultAction::Loss { for_: f, .. }, Some(d)) => {
@@ -266,6 +272,7 @@ impl FaultAction {
             FaultAction::ConsumerJoin { .. } => "consumer-join",
             FaultAction::ConsumerLeave { .. } => "consumer-leave",
             FaultAction::ConsumerCrash { .. } => "consumer-crash",
+            FaultAction::ConsumerRestart { .. } => "consumer-restart",
         }
     }
 }
@@ -285,6 +292,10 @@ mod tests {
                 .action
                 .kind(),
             "consumer-crash"
+        );
+        assert_eq!(
+            Fault::parse("at=1s consumer-restart=2").unwrap().action,
+            FaultAction::ConsumerRestart { count: 2 }
         );
         for bad in [
             "at=1s consumer-leave",

@@ -63,7 +63,8 @@ impl Assignor {
             Assignor::RoundRobin => round_robin(members, partitions),
             Assignor::CooperativeSticky => {
                 let claims = claims(members, partitions);
-                withhold_moving(sticky(members, partitions, &claims), &claims)
+                let held = held(members, partitions, &claims);
+                withhold_moving(sticky(members, partitions, &claims), &held)
             }
         }
     }
@@ -274,6 +275,46 @@ fn claims(members: &[Member], partitions: &BTreeMap<String, i32>) -> BTreeMap<Tp
     best.into_iter()
         .map(|(tp, (_, owner))| (tp, owner))
         .collect()
+}
+
+/// Who may still be reading each partition: the claims, and besides them what members of an
+/// older generation say they own (`None` where two do). Java gives a partition claimed only by a
+/// member a generation behind to another member at once; kbench withholds it for a round, as it
+/// withholds a moving partition, because that member may be reading it still: a coordinator that
+/// moves a group to a new generation while a member syncs (the upstream Tansu binary does, at
+/// every changed subscription) refuses that member's SyncGroup with REBALANCE_IN_PROGRESS, and
+/// the member, still in the group, reads on what it owned through its next join. Given to
+/// another member at once, the partition would be read by two.
+fn held(
+    members: &[Member],
+    partitions: &BTreeMap<String, i32>,
+    claims: &BTreeMap<Tp, Option<String>>,
+) -> BTreeMap<Tp, Option<String>> {
+    let latest = members.iter().map(|m| m.generation).max().unwrap_or(-1);
+    let mut stale: BTreeMap<Tp, Option<String>> = BTreeMap::new();
+    for m in members.iter().filter(|m| m.generation < latest) {
+        for (topic, ps) in &m.owned {
+            let Some(&count) = partitions.get(topic) else {
+                continue;
+            };
+            if !m.topics.contains(topic) {
+                continue;
+            }
+            for &p in ps.iter().filter(|p| (0..count).contains(*p)) {
+                let tp = (topic.clone(), p);
+                if claims.contains_key(&tp) {
+                    continue;
+                }
+                stale
+                    .entry(tp)
+                    .and_modify(|owner| *owner = None)
+                    .or_insert_with(|| Some(m.member_id.clone()));
+            }
+        }
+    }
+    let mut held = claims.clone();
+    held.extend(stale);
+    held
 }
 
 /// Java's sticky assignment (`AbstractStickyAssignor`): every member gets `⌊n/c⌋` or `⌈n/c⌉` of
@@ -657,6 +698,28 @@ mod tests {
         ];
         let a = Assignor::CooperativeSticky.assign(&members, &t);
         assert_eq!((said(&a, "a"), said(&a, "b")), ("tp1".into(), "tp0".into()));
+        // … but what it says it owns goes to no other member in this round: it may be reading
+        // it still (Java would give a tp0 at once; b may have tp1 back).
+        let members = [
+            Member::new("a", &["t"]),
+            Member::new("b", &["t"]).owning(&[("t", 0), ("t", 1)], 4),
+            Member::new("c", &["t"]).owning(&[], 5),
+        ];
+        let a = Assignor::CooperativeSticky.assign(&members, &t);
+        assert_eq!(
+            (said(&a, "a"), said(&a, "b"), said(&a, "c")),
+            ("".into(), "tp1".into(), "".into())
+        );
+        let members = [
+            Member::new("a", &["t"]).owning(&[("t", 1)], 5),
+            Member::new("b", &["t"]).owning(&[("t", 0)], 4),
+            Member::new("c", &["t"]).owning(&[("t", 0)], 3),
+        ];
+        let a = Assignor::CooperativeSticky.assign(&members, &t);
+        assert_eq!(
+            (said(&a, "a"), said(&a, "b"), said(&a, "c")),
+            ("tp1".into(), "".into(), "".into())
+        );
         let members = [
             Member::new("a", &["t"]).owning(&[("t", 1), ("t", 0)], 5),
             Member::new("b", &["t"]).owning(&[("t", 0)], 4),

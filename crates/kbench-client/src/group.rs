@@ -85,6 +85,10 @@ pub struct GroupConfig {
     pub protocol: GroupProtocol,
     /// `group.remote.assignor` (the consumer protocol's assignor, run by the coordinator).
     pub remote_assignor: Option<String>,
+    /// `group.instance.id` (KIP-345): a static member. The coordinator knows it by this id across
+    /// restarts: one that rejoins within its session takes its place (and its partitions)
+    /// without a rebalance, and one that closes does not leave (its session decides).
+    pub instance_id: Option<String>,
 }
 
 /// What a heartbeat or a commit learned about membership.
@@ -376,6 +380,12 @@ impl GroupMember {
         let version = self
             .cluster
             .version_on(&self.coordinator, ApiKey::JoinGroup)?;
+        if self.config.instance_id.is_some() && version < 5 {
+            return Err(ClientError::Other(format!(
+                "group.instance.id needs JoinGroup v5 or later (KIP-345), and the coordinator of group {group:?} at {} reads JoinGroup up to v{version}; leave group.instance.id unset",
+                self.coordinator.addr()
+            )));
+        }
         // What every assignor offered is told (ConsumerProtocolSubscription v3, as Java and
         // librdkafka send it): the topic, the partitions owned through the join (cooperatively;
         // none when eager) and the generation they were owned in — and, for cooperative-sticky,
@@ -412,6 +422,7 @@ impl GroupMember {
                 .with_session_timeout_ms(self.config.session_timeout.as_millis() as i32)
                 .with_rebalance_timeout_ms(self.config.rebalance_timeout.as_millis() as i32)
                 .with_member_id(str_bytes(&self.member_id))
+                .with_group_instance_id(self.instance_at(version, 5))
                 .with_protocol_type(str_bytes("consumer"))
                 .with_protocols(
                     subscriptions
@@ -470,6 +481,9 @@ impl GroupMember {
                 response.error_code,
             ));
         }
+        if response.error_code == FENCED_INSTANCE_ID {
+            return Err(self.fenced("JoinGroup"));
+        }
         if response.error_code != 0 {
             return Err(group_error("JoinGroup", &group, response.error_code));
         }
@@ -489,6 +503,7 @@ impl GroupMember {
             .with_group_id(GroupId(str_bytes(&group)))
             .with_generation_id(self.generation_id)
             .with_member_id(str_bytes(&self.member_id))
+            .with_group_instance_id(self.instance_at(sync_version, 3))
             .with_assignments(assignments);
         if sync_version >= 5 {
             request = request
@@ -521,6 +536,9 @@ impl GroupMember {
             }
             Err(e) => return Err(e),
         };
+        if sync.error_code == FENCED_INSTANCE_ID {
+            return Err(self.fenced("SyncGroup"));
+        }
         if sync.error_code != 0 {
             return Err(group_error("SyncGroup", &group, sync.error_code));
         }
@@ -548,7 +566,8 @@ impl GroupMember {
         let request = HeartbeatRequest::default()
             .with_group_id(GroupId(str_bytes(&self.config.group_id)))
             .with_generation_id(self.generation_id)
-            .with_member_id(str_bytes(&self.member_id));
+            .with_member_id(str_bytes(&self.member_id))
+            .with_group_instance_id(self.instance_at(version, 3));
         let response: HeartbeatResponse = self
             .coordinator
             .request_at(ApiKey::Heartbeat, version, &request)
@@ -590,6 +609,7 @@ impl GroupMember {
             .with_group_id(GroupId(str_bytes(&self.config.group_id)))
             .with_generation_id_or_member_epoch(self.generation_id)
             .with_member_id(str_bytes(&self.member_id))
+            .with_group_instance_id(self.instance_at(version, 7))
             .with_topics(vec![t]);
         if (2..=4).contains(&version) {
             request = request.with_retention_time_ms(-1);
@@ -628,20 +648,46 @@ impl GroupMember {
         .await
     }
 
+    /// The member closes, as Java's consumer does: a dynamic member leaves
+    /// ([`leave`](Self::leave)); a static one (`group.instance.id`) stays in the group for its
+    /// session, so that a restart within it takes its place without a rebalance (the consumer
+    /// protocol: a heartbeat at epoch -2, KIP-848's temporary leave; the classic protocol: no
+    /// request at all).
+    pub async fn close(&self) -> Result<(), ClientError> {
+        match (self.is_static(), self.config.protocol) {
+            (false, _) => self.leave().await,
+            (true, GroupProtocol::Classic) => Ok(()),
+            (true, GroupProtocol::Consumer) => self.leave_kip848(-2).await,
+        }
+    }
+
+    /// Whether the member is static (`group.instance.id`, KIP-345).
+    pub fn is_static(&self) -> bool {
+        self.config.instance_id.is_some()
+    }
+
+    /// The member's `group.instance.id` where the request's `version` carries it (from `since`).
+    fn instance_at(&self, version: i16, since: i16) -> Option<StrBytes> {
+        (version >= since)
+            .then(|| self.config.instance_id.as_deref().map(str_bytes))
+            .flatten()
+    }
+
+    /// FENCED_INSTANCE_ID: another member has joined with this member's `group.instance.id`.
+    fn fenced(&self, api: &str) -> ClientError {
+        ClientError::Other(format!(
+            "{api}: group.instance.id {:?} of group {:?} was taken by another member (FENCED_INSTANCE_ID): two consumers share one static id",
+            self.config.instance_id.as_deref().unwrap_or_default(),
+            self.config.group_id
+        ))
+    }
+
     /// LeaveGroup (the consumer protocol: a heartbeat at epoch -1), so that the coordinator does
-    /// not wait out the session timeout.
+    /// not wait out the session timeout — a static member too (as Java's `close` with
+    /// `GroupMembershipOperation.LEAVE_GROUP` does, KIP-1092).
     pub async fn leave(&self) -> Result<(), ClientError> {
         if self.config.protocol == GroupProtocol::Consumer {
-            let request = self.kip848_request(-1, false);
-            let response = self.send_kip848(&request).await?;
-            return match response.error_code {
-                0 | UNKNOWN_MEMBER_ID | FENCED_MEMBER_EPOCH => Ok(()),
-                code => Err(group_error(
-                    "ConsumerGroupHeartbeat",
-                    &self.config.group_id,
-                    code,
-                )),
-            };
+            return self.leave_kip848(-1).await;
         }
         let mut version = self
             .cluster
@@ -654,6 +700,21 @@ impl GroupMember {
         }
     }
 
+    /// The consumer protocol's leave: a heartbeat at `epoch` (-1 leaves, -2 leaves for now, a
+    /// static member's close).
+    async fn leave_kip848(&self, epoch: i32) -> Result<(), ClientError> {
+        let request = self.kip848_request(epoch, false);
+        let response = self.send_kip848(&request).await?;
+        match response.error_code {
+            0 | UNKNOWN_MEMBER_ID | FENCED_MEMBER_EPOCH => Ok(()),
+            code => Err(group_error(
+                "ConsumerGroupHeartbeat",
+                &self.config.group_id,
+                code,
+            )),
+        }
+    }
+
     /// One LeaveGroup at `version`; `Some(v)`: ask again at `v`, the answer having shown that
     /// the coordinator reads only older versions.
     async fn leave_at(&self, version: i16) -> Result<Option<i16>, ClientError> {
@@ -663,6 +724,7 @@ impl GroupMember {
             request.with_members(vec![
                 MemberIdentity::default()
                     .with_member_id(str_bytes(&self.member_id))
+                    .with_group_instance_id(self.config.instance_id.as_deref().map(str_bytes))
                     .with_reason(if version >= 5 {
                         Some(str_bytes("kbench run finished"))
                     } else {
@@ -772,6 +834,11 @@ impl GroupMember {
         ConsumerGroupHeartbeatRequest::default()
             .with_group_id(GroupId(str_bytes(&self.config.group_id)))
             .with_member_id(str_bytes(&self.member_id))
+            .with_instance_id(
+                (full || epoch < 0)
+                    .then(|| self.config.instance_id.as_deref().map(str_bytes))
+                    .flatten(),
+            )
             .with_member_epoch(epoch)
             .with_rebalance_timeout_ms(if full {
                 self.config.rebalance_timeout.as_millis() as i32

@@ -49,7 +49,7 @@ pub fn plan(args: &FaultArgs, bootstrap: Option<&str>) -> Result<Vec<Fault>, Str
 }
 
 /// `kbench consume`'s schedule: the broker's faults (as [`plan`]) and its group members' faults
-/// (`consumer-join=`, `consumer-leave=`, `consumer-crash=`), which the run applies itself and which
+/// (`consumer-join=`, `consumer-leave=`, `consumer-crash=`, `consumer-restart=`), which the run applies itself and which
 /// work on any cluster.
 pub fn plan_consume(
     args: &FaultArgs,
@@ -312,7 +312,8 @@ pub async fn drive(
             // Never here: the consume run applies its members' faults itself (`plan_consume`).
             FaultAction::ConsumerJoin { .. }
             | FaultAction::ConsumerLeave { .. }
-            | FaultAction::ConsumerCrash { .. } => {
+            | FaultAction::ConsumerCrash { .. }
+            | FaultAction::ConsumerRestart { .. } => {
                 entry.error = Some("a group member's fault: the consume run applies it".into());
             }
         }

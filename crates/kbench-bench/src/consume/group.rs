@@ -1,5 +1,6 @@
 //! Several members in one consumer group (`consume --consumers N`), and the group faults on the
-//! run's schedule (`consumer-join=K`, `consumer-leave=K`, `consumer-crash=K`): each member a
+//! run's schedule (`consumer-join=K`, `consumer-leave=K`, `consumer-crash=K`,
+//! `consumer-restart=K`): each member a
 //! [`super::phase`] reading of its own — its own connections, its own member id — sharing the
 //! record target, the idle time-out and (with `--verify`) one verifier, so that a record read by
 //! two members across a handover is a duplicate, counted against the member that read it second.
@@ -33,6 +34,9 @@ pub(crate) struct GroupShare {
     pub last_record_us: AtomicU64,
     /// One verifier for the group (`--verify`).
     pub verifier: Option<Arc<Mutex<crate::verify::Verifier>>>,
+    /// One latest-value check for the group (`--latest-values`): each key's last record, whoever
+    /// read it (a record read again across a handover is the same record).
+    pub latest: Option<Arc<Mutex<crate::latest::LatestChecker>>>,
     /// Ownership changes, in the order they happened.
     pub events: Mutex<Vec<OwnerEvent>>,
 }
@@ -98,6 +102,11 @@ pub(crate) struct MemberCtx {
     pub stopped: Arc<AtomicBool>,
     /// Set once the member first joined (a leave or a crash picks joined members first).
     pub joined: Arc<AtomicBool>,
+    /// Set before `cancel` for a restart: the member closes as Java's consumer does (a static
+    /// member does not leave); otherwise it leaves when it ends.
+    pub restart: Arc<AtomicBool>,
+    /// `group.instance.id` (KIP-345): the run's, with `-N` after it, N the member's place.
+    pub instance_id: Option<String>,
     pub share: Arc<GroupShare>,
 }
 
@@ -127,8 +136,15 @@ pub struct MemberReport {
     /// Seconds from the group run's start: when it began, and when it stopped.
     pub started_s: f64,
     pub ended_s: f64,
-    /// How it ended: `run-ended`, `left` (consumer-leave) or `crashed` (consumer-crash).
+    /// How it ended: `run-ended`, `left` (consumer-leave), `crashed` (consumer-crash) or
+    /// `restarted` (consumer-restart: the member that took its place names it in `replaces`).
     pub ended: String,
+    /// `group.instance.id`, for a static member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+    /// A restart's new member: the member it took the place of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<usize>,
     pub records: u64,
     /// With `--verify`: records it read that another member (or it) had read before.
     pub duplicated: Option<u64>,
@@ -188,15 +204,24 @@ pub(crate) struct MemberRun {
 
 struct Running {
     index: usize,
+    /// Its place: a restart's new member takes the place (and the `group.instance.id`) of the
+    /// member it replaces.
+    slot: usize,
+    replaces: Option<usize>,
+    instance_id: Option<String>,
     started: Duration,
     cancel: CancellationToken,
     crash: Arc<AtomicBool>,
     stopped: Arc<AtomicBool>,
     joined: Arc<AtomicBool>,
+    restart: Arc<AtomicBool>,
     ended_by: Option<String>,
     ended_at: Option<Duration>,
     task: tokio::task::JoinHandle<Result<MemberRun, BenchError>>,
 }
+
+/// How long a restart waits for the members it stops to close before their new members start.
+const RESTART_CLOSE_WAIT: Duration = Duration::from_secs(15);
 
 /// Run `spec.consumers` members in `spec`'s group (and the members `spec.member_faults` add and
 /// stop), each over a cluster of its own from `connect`; the pooled run and the group's report.
@@ -216,21 +241,35 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
         verifier: spec
             .verify
             .then(|| Arc::new(Mutex::new(crate::verify::Verifier::any_producer()))),
+        // Checked by `ConsumeSpec::validate`.
+        latest: spec
+            .latest_values
+            .as_ref()
+            .and_then(|f| crate::latest::LatestChecker::new(f).ok())
+            .map(|l| Arc::new(Mutex::new(l))),
         events: Mutex::new(Vec::new()),
     });
     let started_wall = SystemTime::now();
     let mut members: Vec<Running> = Vec::new();
-    let spawn = |index: usize, cluster: Arc<Cluster>| {
+    let spawn = |index: usize, slot: usize, replaces: Option<usize>, cluster: Arc<Cluster>| {
         let cancel = stop.token().child_token();
         let crash = Arc::new(AtomicBool::new(false));
         let joined = Arc::new(AtomicBool::new(false));
         let stopped = Arc::new(AtomicBool::new(false));
+        let restart = Arc::new(AtomicBool::new(false));
+        let instance_id = spec
+            .consumer
+            .group_instance_id
+            .as_ref()
+            .map(|id| format!("{id}-{slot}"));
         let ctx = MemberCtx {
             index,
             cancel: cancel.clone(),
             crash: crash.clone(),
             stopped: stopped.clone(),
             joined: joined.clone(),
+            restart: restart.clone(),
+            instance_id: instance_id.clone(),
             share: share.clone(),
         };
         let (layout, spec, stop, observer) =
@@ -240,11 +279,15 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
         });
         Running {
             index,
+            slot,
+            replaces,
+            instance_id,
             started: share.start.elapsed(),
             cancel,
             crash,
             stopped,
             joined,
+            restart,
             ended_by: None,
             ended_at: None,
             task,
@@ -269,8 +312,9 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
         clusters.push(connect().await?);
     }
     for (i, cluster) in clusters.into_iter().enumerate() {
-        members.push(spawn(i, cluster));
+        members.push(spawn(i, i, None, cluster));
     }
+    let mut slots = members.len();
     // The progress windows of the whole group (a member's own would each say only its part).
     let reporter = tokio::spawn(report_windows(
         share.clone(),
@@ -305,15 +349,19 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
                     match connect().await {
                         Ok(cluster) => {
                             let index = members.len();
-                            members.push(spawn(index, cluster));
+                            members.push(spawn(index, slots, None, cluster));
+                            slots += 1;
                             acted.push(index);
                         }
                         Err(e) => error = Some(e.to_string()),
                     }
                 }
             }
-            FaultAction::ConsumerLeave { count } | FaultAction::ConsumerCrash { count } => {
+            FaultAction::ConsumerLeave { count }
+            | FaultAction::ConsumerCrash { count }
+            | FaultAction::ConsumerRestart { count } => {
                 let crash = matches!(fault.action, FaultAction::ConsumerCrash { .. });
+                let restart = matches!(fault.action, FaultAction::ConsumerRestart { .. });
                 // The newest members that have joined go first, then any still running.
                 let mut order: Vec<usize> = (0..members.len()).rev().collect();
                 order.sort_by_key(|i| !members[*i].joined.load(Ordering::SeqCst));
@@ -322,14 +370,57 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
                     .filter(|i| members[*i].ended_by.is_none() && !members[*i].task.is_finished())
                     .take(count as usize)
                     .collect();
-                for i in chosen {
+                for &i in &chosen {
                     let m = &mut members[i];
                     m.crash.store(crash, Ordering::SeqCst);
+                    m.restart.store(restart, Ordering::SeqCst);
                     m.stopped.store(true, Ordering::SeqCst);
-                    m.ended_by = Some(if crash { "crashed" } else { "left" }.into());
+                    m.ended_by = Some(
+                        match fault.action {
+                            FaultAction::ConsumerCrash { .. } => "crashed",
+                            FaultAction::ConsumerLeave { .. } => "left",
+                            _ => "restarted",
+                        }
+                        .into(),
+                    );
                     m.ended_at = Some(at);
                     m.cancel.cancel();
                     acted.push(m.index);
+                }
+                if restart {
+                    // Each new member starts once the one it replaces has closed (committed,
+                    // and left if dynamic), as a process restarted in place does.
+                    let closing = Instant::now() + RESTART_CLOSE_WAIT;
+                    while Instant::now() < closing
+                        && !stop.token().is_cancelled()
+                        && chosen.iter().any(|&i| !members[i].task.is_finished())
+                    {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    if chosen.iter().any(|&i| !members[i].task.is_finished()) {
+                        error = Some(format!(
+                            "a member had not closed within {} s: its successor joined beside it",
+                            RESTART_CLOSE_WAIT.as_secs()
+                        ));
+                    }
+                    // Stopped meanwhile (the run's stop, or the group done): no successor.
+                    let ended = stop.token().is_cancelled()
+                        || members
+                            .iter()
+                            .any(|m| m.ended_by.is_none() && m.task.is_finished());
+                    if ended {
+                        error = Some("not restarted: the run had ended".into());
+                    }
+                    for &i in chosen.iter().filter(|_| !ended) {
+                        match connect().await {
+                            Ok(cluster) => {
+                                let index = members.len();
+                                let slot = members[i].slot;
+                                members.push(spawn(index, slot, Some(i), cluster));
+                            }
+                            Err(e) => error = Some(e.to_string()),
+                        }
+                    }
                 }
                 if acted.len() < count as usize {
                     error = Some(format!(
@@ -373,6 +464,8 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
                     started_s: m.started.as_secs_f64(),
                     ended_s: m.ended_at.unwrap_or_default().as_secs_f64(),
                     ended: m.ended_by.unwrap_or_default(),
+                    instance_id: m.instance_id,
+                    replaces: m.replaces,
                     records: 0,
                     duplicated: None,
                     joins: Vec::new(),
@@ -406,6 +499,8 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
             started_s: m.started.as_secs_f64(),
             ended_s,
             ended: m.ended_by.unwrap_or_else(|| "run-ended".into()),
+            instance_id: m.instance_id,
+            replaces: m.replaces,
             records: out.run.records,
             duplicated: out.duplicated,
             joins: out.joins,
@@ -425,6 +520,10 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
         .verifier
         .as_ref()
         .map(|v| v.lock().expect("verifier lock").report(None));
+    run.latest_values = share
+        .latest
+        .as_ref()
+        .map(|l| l.lock().expect("latest lock").report());
     Ok((
         run,
         GroupReport {
@@ -516,7 +615,8 @@ fn rebalances(
         .iter()
         .filter(|f| f.error.is_none() || !f.members.is_empty())
     {
-        let join = f.fault.contains("consumer-join");
+        // A restart's new members join as a join's do.
+        let join = f.fault.contains("consumer-join") || f.fault.contains("consumer-restart");
         let at = f.at_s - 1e-3;
         let i = if join {
             out.iter().position(|r| r.ended_s >= at)
@@ -653,6 +753,8 @@ mod tests {
             started_s: 0.0,
             ended_s: 30.0,
             ended: "run-ended".into(),
+            instance_id: None,
+            replaces: None,
             records: 0,
             duplicated: None,
             joins,

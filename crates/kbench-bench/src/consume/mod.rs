@@ -89,7 +89,8 @@ pub struct ConsumeSpec {
     /// Members of the group reading together (`--consumers`), each with its own connections and
     /// member id ([`group`]); 1 is kafka-consumer-perf-test's one consumer.
     pub consumers: u32,
-    /// Group faults (`--fault at=T consumer-join=K`, `consumer-leave=K`, `consumer-crash=K`),
+    /// Group faults (`--fault at=T consumer-join=K`, `consumer-leave=K`, `consumer-crash=K`,
+    /// `consumer-restart=K`),
     /// applied by the run, in time order.
     pub member_faults: Vec<crate::fault::Fault>,
 }
@@ -181,6 +182,14 @@ impl ConsumeSpec {
         }
         check_duration("timeline_interval", self.timeline_interval, MAX_WAIT)?;
         check_range("consumers", self.consumers, 1..=MAX_CONSUMERS)?;
+        if self.consumer.group_instance_id.is_some()
+            && !matches!(self.mode, ConsumeMode::Group { .. })
+        {
+            return Err(SpecError::new(
+                "group.instance.id",
+                "a static member is a group's (not with --partition)",
+            ));
+        }
         if self.consumers > 1 || !self.member_faults.is_empty() {
             let what = if self.consumers > 1 {
                 "consumers"
@@ -191,12 +200,6 @@ impl ConsumeSpec {
                 return Err(SpecError::new(
                     what,
                     "group members need a group (not with --partition)",
-                ));
-            }
-            if self.latest_values.is_some() {
-                return Err(SpecError::new(
-                    "latest_values",
-                    "one consumer only (each member sees only its partitions' keys)",
                 ));
             }
         }
@@ -276,6 +279,7 @@ impl ConsumeSpec {
             "group_protocol": c.group_protocol.name(),
             "partition_assignment_strategy": c.assignors.iter().map(|a| a.name()).collect::<Vec<_>>(),
             "group_remote_assignor": c.remote_assignor,
+            "group_instance_id": c.group_instance_id,
             "client_id": cluster.client_id,
             "properties": kbench_client::redacted(&self.properties),
         })

@@ -118,8 +118,8 @@ struct Reading<'a, O> {
     joins: Vec<MemberJoin>,
     /// `--verify`: records this member read that had been read before.
     duplicated: u64,
-    /// `--latest-values`: each expected key's last value read.
-    latest: Option<crate::latest::LatestChecker>,
+    /// `--latest-values`: each expected key's last value read (a group's members share one).
+    latest: Option<Arc<std::sync::Mutex<crate::latest::LatestChecker>>>,
     /// With a schema registry: the values' decoder, and the registry it asks.
     decoding: Option<(
         crate::schema::decode::Decoding,
@@ -144,6 +144,7 @@ async fn join_or_assign(
     cluster: &Arc<Cluster>,
     layout: &TopicLayout,
     spec: &ConsumeSpec,
+    group: Option<&MemberCtx>,
     cancel: &CancellationToken,
 ) -> Result<(Option<GroupMember>, Vec<i32>), BenchError> {
     match &spec.mode {
@@ -156,6 +157,11 @@ async fn join_or_assign(
                 assignors: spec.consumer.assignors.clone(),
                 protocol: spec.consumer.group_protocol,
                 remote_assignor: spec.consumer.remote_assignor.clone(),
+                // A group run's member has its own (the run's, numbered).
+                instance_id: match group {
+                    Some(g) => g.instance_id.clone(),
+                    None => spec.consumer.group_instance_id.clone(),
+                },
             };
             let joined = tokio::select! {
                 m = GroupMember::join(cluster.clone(), config) => m,
@@ -192,7 +198,8 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             at: Instant::now(),
             cpu: CpuTime::now(),
         };
-        let (member, assigned) = join_or_assign(&cluster, &layout, spec, &cancel).await?;
+        let (member, assigned) =
+            join_or_assign(&cluster, &layout, spec, group.as_ref(), &cancel).await?;
         let join = if member.is_some() {
             began.at.elapsed()
         } else {
@@ -252,6 +259,15 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             fetch_latency: latency_histogram(),
             end_to_end: latency_histogram(),
             fetch_e2e: Vec::new(),
+            latest: match group.as_ref() {
+                Some(g) => g.share.latest.clone(),
+                // Checked by `ConsumeSpec::validate`.
+                None => spec
+                    .latest_values
+                    .as_ref()
+                    .and_then(|f| crate::latest::LatestChecker::new(f).ok())
+                    .map(|l| Arc::new(std::sync::Mutex::new(l))),
+            },
             verifier: match group.as_ref() {
                 Some(g) => g.share.verifier.clone(),
                 None => spec.verify.then(|| {
@@ -263,11 +279,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             group,
             joins,
             duplicated: 0,
-            // Checked by `ConsumeSpec::validate`.
-            latest: spec
-                .latest_values
-                .as_ref()
-                .and_then(|f| crate::latest::LatestChecker::new(f).ok()),
+
             decoding,
             last_record: Instant::now(),
             timed_out: false,
@@ -658,6 +670,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             .verifier
             .as_ref()
             .map(|v| v.lock().expect("verifier lock"));
+        let mut latest = self.latest.as_ref().map(|l| l.lock().expect("latest lock"));
         let mut taken_bytes = 0u64;
         let mut skipped = 0u64;
         let mut next = position;
@@ -687,7 +700,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             }
             skipped += (record.offset - next) as u64;
             taken += 1;
-            if let Some(l) = self.latest.as_mut() {
+            if let Some(l) = latest.as_deref_mut() {
                 l.record(*partition, record.offset, record.key, record.value);
             }
             if let Some(v) = verifier.as_deref_mut()
@@ -820,7 +833,20 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                     Err(e) => *self.errors.entry(format!("commit: {e}")).or_default() += 1,
                 }
             }
-            if let Err(e) = m.leave().await {
+            // A restart closes as Java's consumer does (a static member stays in the group for
+            // its session, for its successor to take its place); the run's end and a leave fault
+            // leave, static members too (Java's `close` with `LEAVE_GROUP`), so that a later run
+            // in the group does not wait out their sessions.
+            let restart = self
+                .group
+                .as_ref()
+                .is_some_and(|g| g.restart.load(std::sync::atomic::Ordering::SeqCst));
+            let closed = if restart {
+                m.close().await
+            } else {
+                m.leave().await
+            };
+            if let Err(e) = closed {
                 *self.errors.entry(format!("leave: {e}")).or_default() += 1;
             }
         }
@@ -851,7 +877,10 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 .verifier
                 .as_ref()
                 .map(|v| v.lock().expect("verifier lock").report(None)),
-            latest_values: self.latest.map(|l| l.report()),
+            latest_values: self
+                .latest
+                .as_ref()
+                .map(|l| l.lock().expect("latest lock").report()),
             value_decoding: self.decoding.map(|(d, _)| d.report()),
             cluster: crate::cluster::ClusterReport::of(
                 &cluster_events,

@@ -639,6 +639,7 @@ impl NativeConsumer {
             assignors: spec.consumer.assignors.clone(),
             protocol: spec.consumer.group_protocol,
             remote_assignor: spec.consumer.remote_assignor.clone(),
+            instance_id: spec.consumer.group_instance_id.clone(),
         };
         let setup = async {
             let member = GroupMember::join(cluster.clone(), config).await?;

@@ -785,6 +785,10 @@ impl Consumers {
                         ..ConsumeSpec::default()
                     };
                     cspec.take_properties(&spec.consumer);
+                    // Static members (`group.instance.id`): one id each.
+                    if let Some(id) = cspec.consumer.group_instance_id.as_mut() {
+                        *id = format!("{id}-{t}-{s}-{c}");
+                    }
                     cspec.mode = ConsumeMode::Group {
                         group_id: group.clone(),
                     };

@@ -84,6 +84,10 @@ pub struct ConsumerSettings {
     /// to run (none: the broker's default).
     #[serde(default)]
     pub remote_assignor: Option<String>,
+    /// `group.instance.id` (KIP-345): the members are static. Several members of one run take
+    /// this id with `-N` after it, N the member's place (kept across a restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_instance_id: Option<String>,
 }
 
 fn default_assignors() -> Vec<Assignor> {
@@ -103,6 +107,7 @@ impl Default for ConsumerSettings {
             assignors: default_assignors(),
             group_protocol: GroupProtocol::Classic,
             remote_assignor: None,
+            group_instance_id: None,
         }
     }
 }
@@ -151,6 +156,22 @@ impl ConsumerSettings {
                     return Err(bad("expected an assignor's name (uniform, range)"));
                 }
                 self.remote_assignor = Some(value.to_string());
+            }
+            "group.instance.id" => {
+                // Kafka's rule for the id (JoinGroupRequest.validateGroupInstanceId).
+                let legal = !value.is_empty()
+                    && value.len() <= 249
+                    && value != "."
+                    && value != ".."
+                    && value
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+                if !legal {
+                    return Err(bad(
+                        "expected a member's static id (KIP-345): 1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-', not '.' or '..'",
+                    ));
+                }
+                self.group_instance_id = Some(value.to_string());
             }
             "partition.assignment.strategy" => {
                 self.assignors = Assignor::parse_list(value).map_err(|e| bad(&e))?

@@ -383,6 +383,17 @@ mod tests {
     }
 
     #[test]
+    fn a_static_id_is_checked_as_kafka_checks_it() {
+        let mut c = ConsumerSettings::default();
+        c.apply("-X", "group.instance.id", "pod-7.eu_west").unwrap();
+        assert_eq!(c.group_instance_id.as_deref(), Some("pod-7.eu_west"));
+        for bad in ["", " kb", "a/b", ".", "..", &"x".repeat(250)] {
+            let e = c.apply("-X", "group.instance.id", bad).unwrap_err();
+            assert!(e.to_string().contains("group.instance.id"), "{e}");
+        }
+    }
+
+    #[test]
     fn secrets_are_masked_when_shown() {
         let shown = redacted(&[
             ("sasl.password".into(), "hunter2".into()),

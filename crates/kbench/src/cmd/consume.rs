@@ -145,7 +145,7 @@ pub struct ConsumeArgs {
     /// (default 1): they share --messages and --timeout, and the result's `group` block has
     /// each member, each rebalance (JoinGroup and SyncGroup times, how long each partition had no
     /// member reading it) and each group fault (--fault 'at=5s consumer-join=1',
-    /// 'consumer-leave=1', 'consumer-crash=1').
+    /// 'consumer-leave=1', 'consumer-crash=1', 'consumer-restart=1').
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub consumers: Option<u32>,
 

@@ -201,6 +201,43 @@ fn every_keys_last_write_is_found_on_librdkafka_mock_cluster() {
         (true.into(), 300),
         "{l}"
     );
+    // Three members of one group, each reading its own partition, check together: one check
+    // over every key, whichever member read it.
+    let json = dir.path().join("group.json");
+    let out = Cmd::new("consume")
+        .args(&["--bootstrap-server", &bootstrap])
+        .topic("compacted")
+        .args(&[
+            "--pin",
+            "metadata=8,fetch=12",
+            "--group",
+            "latest-values",
+            "--consumers",
+            "3",
+            "--messages",
+            "1000000",
+            "--timeout",
+            "4000",
+            "--latest-values",
+        ])
+        .arg(file.to_str().unwrap())
+        .json(&json)
+        .run(LIMIT);
+    let doc = result_json(&json);
+    let l = &doc["latest_values"];
+    assert_eq!(out.status.code(), Some(0), "{l}\n{}", text(&out.stderr));
+    assert_eq!(
+        (l["ok"].clone(), n(l, "matched")),
+        (true.into(), 300),
+        "{l}"
+    );
+    let members = doc["group"]["members"].as_array().unwrap();
+    assert_eq!(members.len(), 3);
+    assert!(
+        members.iter().all(|m| n(m, "records") > 0),
+        "{}",
+        doc["group"]
+    );
 }
 
 /// Bad input, one clear error each.
