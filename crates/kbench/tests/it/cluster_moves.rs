@@ -330,13 +330,28 @@ fn a_slow_broker_is_no_error() {
 fn consume_through_a_move(mode: &[&str], topic: &str) -> (serde_json::Value, std::process::Output) {
     let mock = Mock::new(3);
     mock.topic(topic, PARTITIONS);
+    consume_through_a_move_on(
+        &mock.bootstrap,
+        || mock.move_leaders(topic, PARTITIONS, 1),
+        mode,
+        topic,
+    )
+}
+
+/// The same on any mock: `move_leaders` moves them.
+fn consume_through_a_move_on(
+    bootstrap: &str,
+    mut move_leaders: impl FnMut(),
+    mode: &[&str],
+    topic: &str,
+) -> (serde_json::Value, std::process::Output) {
     let dir = TempDir::new(topic);
     let json = dir.path().join("consume.json");
     let mut producer = common::kbench()
         .args([
             "produce",
             "--bootstrap-server",
-            &mock.bootstrap,
+            bootstrap,
             "--topic",
             topic,
             "--throughput",
@@ -351,7 +366,7 @@ fn consume_through_a_move(mode: &[&str], topic: &str) -> (serde_json::Value, std
         .spawn()
         .expect("producer");
     let out = Cmd::new("consume")
-        .args(&["--bootstrap-server", &mock.bootstrap])
+        .args(&["--bootstrap-server", bootstrap])
         .topic(topic)
         .args(&[
             "--messages",
@@ -366,13 +381,12 @@ fn consume_through_a_move(mode: &[&str], topic: &str) -> (serde_json::Value, std
         .json(&json)
         .run_watching(LIMIT, {
             let mut seen = 0;
-            let mock = &mock;
             move |line: &str| {
                 // A detailed-stats line: the time, then the thread id.
                 if line.contains(", 0, ") {
                     seen += 1;
                     if seen == 3 {
-                        mock.move_leaders(topic, PARTITIONS, 1);
+                        move_leaders();
                     }
                 }
             }
@@ -433,6 +447,38 @@ fn consume_in_a_group_follows_a_leader_move_at_the_mocks_default_versions() {
     assert!(anomalies.contains("JoinGroup v6"), "{anomalies}");
     assert_eq!(doc["negotiated_versions"]["JoinGroup"], 5, "{doc}");
     assert!(n(&doc, "rebalance_time_ms") < 30_000, "{doc}");
+}
+
+/// Two members of a KIP-848 group (`group.protocol=consumer`, the mock's coordinator assigning;
+/// its session 6 s, heartbeats every 500 ms) read through every leader moving: each follows its
+/// partitions' moves, and the group's membership is not disturbed by them (no member joins again).
+#[test]
+fn a_consumer_protocol_group_follows_a_leader_move() {
+    let mock = crate::mock::Kip848Mock::new(3, 6000, 500);
+    mock.topic("c-kip848", PARTITIONS);
+    let (doc, out) = consume_through_a_move_on(
+        &mock.bootstrap,
+        || mock.move_leaders("c-kip848", PARTITIONS, 1),
+        &[
+            "--group",
+            "moves-kip848",
+            "--consumers",
+            "2",
+            "-X",
+            "group.protocol=consumer",
+        ],
+        "c-kip848",
+    );
+    assert_consumer_followed(&doc, &out);
+    // The leaders moved; the group did not: its one rebalance is the start, and every member
+    // read.
+    let g = &doc["group"];
+    let rebalances = g["rebalances"].as_array().unwrap();
+    assert_eq!(rebalances.len(), 1, "{g}");
+    assert_eq!(rebalances[0]["cause"], "start", "{g}");
+    let members = g["members"].as_array().unwrap();
+    assert_eq!(members.len(), 2, "{g}");
+    assert!(members.iter().all(|m| n(m, "records") > 0), "{g}");
 }
 
 /// e2e through a leader move: every acknowledged record consumed, none lost, the producers and the

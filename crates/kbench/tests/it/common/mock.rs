@@ -119,6 +119,24 @@ impl Kip848Mock {
         }
     }
 
+    /// Move every partition's leader to the next broker (move number `moves`, from 1), as
+    /// [`Mock::move_leaders`] does.
+    pub fn move_leaders(&self, topic: &str, partitions: i32, moves: i32) {
+        let name = std::ffi::CString::new(topic).unwrap();
+        for p in 0..partitions {
+            // SAFETY: the live mock, and a NUL-terminated name that outlives the call.
+            let err = unsafe {
+                rdkafka::bindings::rd_kafka_mock_partition_set_leader(
+                    self.cluster,
+                    name.as_ptr(),
+                    p,
+                    1 + (p + moves) % self.brokers,
+                )
+            };
+            assert_eq!(err as i32, 0, "mock leader of {topic}-{p}");
+        }
+    }
+
     /// `topic` with `partitions`, partition p led by broker `1 + p % brokers`.
     pub fn topic(&self, topic: &str, partitions: i32) {
         let name = std::ffi::CString::new(topic).unwrap();
