@@ -244,37 +244,10 @@ type Tp = (String, i32);
 /// cluster has; `None` where two of them claim one (Java gives it to neither, and logs it).
 fn claims(members: &[Member], partitions: &BTreeMap<String, i32>) -> BTreeMap<Tp, Option<String>> {
     let latest = members.iter().map(|m| m.generation).max().unwrap_or(-1);
-    let mut best: BTreeMap<Tp, (i32, Option<String>)> = BTreeMap::new();
-    for m in sorted(members)
-        .into_iter()
-        .filter(|m| m.generation == latest)
-    {
-        for (topic, ps) in &m.owned {
-            let Some(&count) = partitions.get(topic) else {
-                continue;
-            };
-            if !m.topics.contains(topic) {
-                continue;
-            }
-            for &p in ps.iter().filter(|p| (0..count).contains(*p)) {
-                let tp = (topic.clone(), p);
-                match best.get_mut(&tp) {
-                    None => {
-                        best.insert(tp, (m.generation, Some(m.member_id.clone())));
-                    }
-                    Some((g, owner)) if m.generation > *g => {
-                        *g = m.generation;
-                        *owner = Some(m.member_id.clone());
-                    }
-                    Some((g, owner)) if m.generation == *g => *owner = None,
-                    Some(_) => {}
-                }
-            }
-        }
-    }
-    best.into_iter()
-        .map(|(tp, (_, owner))| (tp, owner))
-        .collect()
+    owners(
+        members.iter().filter(|m| m.generation == latest),
+        partitions,
+    )
 }
 
 /// Who may still be reading each partition: the claims, and besides them what members of an
@@ -291,30 +264,34 @@ fn held(
     claims: &BTreeMap<Tp, Option<String>>,
 ) -> BTreeMap<Tp, Option<String>> {
     let latest = members.iter().map(|m| m.generation).max().unwrap_or(-1);
-    let mut stale: BTreeMap<Tp, Option<String>> = BTreeMap::new();
-    for m in members.iter().filter(|m| m.generation < latest) {
-        for (topic, ps) in &m.owned {
+    let stale = owners(members.iter().filter(|m| m.generation < latest), partitions);
+    let mut held = claims.clone();
+    for (tp, owner) in stale {
+        held.entry(tp).or_insert(owner);
+    }
+    held
+}
+
+/// Each partition `members` say they own — of a topic the member subscribes to and the cluster
+/// has — with the one member that says so, or `None` where several do.
+fn owners<'a>(
+    members: impl Iterator<Item = &'a Member>,
+    partitions: &BTreeMap<String, i32>,
+) -> BTreeMap<Tp, Option<String>> {
+    let mut out: BTreeMap<Tp, Option<String>> = BTreeMap::new();
+    for m in members {
+        for (topic, ps) in m.owned.iter().filter(|(t, _)| m.topics.contains(*t)) {
             let Some(&count) = partitions.get(topic) else {
                 continue;
             };
-            if !m.topics.contains(topic) {
-                continue;
-            }
             for &p in ps.iter().filter(|p| (0..count).contains(*p)) {
-                let tp = (topic.clone(), p);
-                if claims.contains_key(&tp) {
-                    continue;
-                }
-                stale
-                    .entry(tp)
+                out.entry((topic.clone(), p))
                     .and_modify(|owner| *owner = None)
                     .or_insert_with(|| Some(m.member_id.clone()));
             }
         }
     }
-    let mut held = claims.clone();
-    held.extend(stale);
-    held
+    out
 }
 
 /// Java's sticky assignment (`AbstractStickyAssignor`): every member gets `⌊n/c⌋` or `⌈n/c⌉` of

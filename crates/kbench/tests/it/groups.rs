@@ -94,6 +94,35 @@ fn the_consumer_protocol_is_refused_naming_the_api_where_the_broker_lacks_it() {
     );
 }
 
+/// `records` stamped records (`--verify`) at 1 000/s into `topic`'s 6 partitions, from a thread of
+/// its own, the result to `json`; half a second later (the topic made), the caller's consumers
+/// start.
+fn produce_beside(
+    bootstrap: &str,
+    pin: &[&str],
+    topic: &str,
+    records: u64,
+    json: &std::path::Path,
+) -> std::thread::JoinHandle<std::process::Output> {
+    let produce = Cmd::new("produce")
+        .args(&["--bootstrap-server", bootstrap])
+        .args(pin)
+        .topic(topic)
+        .args(&[
+            "--partitions",
+            "6",
+            "--num-records",
+            &records.to_string(),
+            "--throughput",
+            "1000",
+            "--verify",
+        ])
+        .json(json);
+    let producer = std::thread::spawn(move || produce.run(LIMIT));
+    std::thread::sleep(Duration::from_millis(500));
+    producer
+}
+
 /// One schedule of a changing group: records produced at 1 000/s, the consumers' properties, the
 /// three faults (a join, a leave, a crash), the idle time-out that ends the consume, and the least
 /// time the crashed member's partitions had no reader (its session, less a heartbeat).
@@ -161,24 +190,7 @@ const KIP848: Schedule = Schedule {
 fn changing_group(bootstrap: &str, pin: &[&str], name: &str, schedule: &Schedule) {
     let dir = TempDir::new("groups");
     let produced = dir.path().join("produce.json");
-    let producer = {
-        let produce = Cmd::new("produce")
-            .args(&["--bootstrap-server", bootstrap])
-            .args(pin)
-            .topic("changing")
-            .args(&[
-                "--partitions",
-                "6",
-                "--num-records",
-                &schedule.records.to_string(),
-                "--throughput",
-                "1000",
-                "--verify",
-            ])
-            .json(&produced);
-        std::thread::spawn(move || produce.run(LIMIT))
-    };
-    std::thread::sleep(Duration::from_millis(500));
+    let producer = produce_beside(bootstrap, pin, "changing", schedule.records, &produced);
     let consumed = dir.path().join("consume.json");
     let mut consume = Cmd::new("consume")
         .args(&["--bootstrap-server", bootstrap])
@@ -455,23 +467,7 @@ fn restarting_member(bootstrap: &str, name: &str, statically: bool, props: &[&st
     const RECORDS: u64 = 24_000;
     let dir = TempDir::new("restart");
     let produced = dir.path().join("produce.json");
-    let producer = {
-        let produce = Cmd::new("produce")
-            .args(&["--bootstrap-server", bootstrap])
-            .topic("restarting")
-            .args(&[
-                "--partitions",
-                "6",
-                "--num-records",
-                &RECORDS.to_string(),
-                "--throughput",
-                "1000",
-                "--verify",
-            ])
-            .json(&produced);
-        std::thread::spawn(move || produce.run(LIMIT))
-    };
-    std::thread::sleep(Duration::from_millis(500));
+    let producer = produce_beside(bootstrap, &[], "restarting", RECORDS, &produced);
     let consumed = dir.path().join("consume.json");
     let mut consume = Cmd::new("consume")
         .args(&["--bootstrap-server", bootstrap])
