@@ -279,7 +279,6 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             group,
             joins,
             duplicated: 0,
-
             decoding,
             last_record: Instant::now(),
             timed_out: false,
