@@ -417,6 +417,7 @@ impl GroupMember {
         let joining = tokio::time::Instant::now();
         loop {
             rounds += 1;
+            tracing::debug!(group = %group, member = %self.member_id, version, owned = ?self.assignment, "JoinGroup sent");
             let request = JoinGroupRequest::default()
                 .with_group_id(GroupId(str_bytes(&group)))
                 .with_session_timeout_ms(self.config.session_timeout.as_millis() as i32)
@@ -490,6 +491,7 @@ impl GroupMember {
         self.member_id = response.member_id.to_string();
         self.generation_id = response.generation_id;
         let joined = joining.elapsed();
+        tracing::debug!(group = %group, member = %self.member_id, generation = self.generation_id, leader = %response.leader, members = response.members.len(), took_ms = joined.as_millis() as u64, "JoinGroup answered");
         let is_leader = response.leader.as_str() == self.member_id;
         let assignments = if is_leader && !response.skip_assignment {
             self.lead(&response).await?
@@ -543,6 +545,7 @@ impl GroupMember {
             return Err(group_error("SyncGroup", &group, sync.error_code));
         }
         self.assignment = decode_assignment(&sync.assignment, &self.config.topic)?;
+        tracing::debug!(group = %group, member = %self.member_id, generation = self.generation_id, assignment = ?self.assignment, "SyncGroup answered");
         self.phases = (joined, syncing.elapsed());
         // KIP-429: partitions taken away are given up now, and the member joins again at once.
         self.second_round =
@@ -577,6 +580,7 @@ impl GroupMember {
             response.error_code,
             ILLEGAL_GENERATION | UNKNOWN_MEMBER_ID | FENCED_INSTANCE_ID
         );
+        tracing::debug!(group = %self.config.group_id, member = %self.member_id, generation = self.generation_id, error_code = response.error_code, "Heartbeat answered");
         membership("Heartbeat", &self.config.group_id, response.error_code)
     }
 
@@ -688,6 +692,10 @@ impl GroupMember {
     pub async fn leave(&self) -> Result<(), ClientError> {
         if self.config.protocol == GroupProtocol::Consumer {
             return self.leave_kip848(-1).await;
+        }
+        // Never given a member id (its first join abandoned): nothing to leave.
+        if self.member_id.is_empty() && self.config.instance_id.is_none() {
+            return Ok(());
         }
         let mut version = self
             .cluster

@@ -428,6 +428,7 @@ mod tests {
             fetches: 1,
             empty_fetches: 0,
             commits: 0,
+            commits_refused: 0,
             timed_out: false,
             aborted: None,
             errors: BTreeMap::new(),

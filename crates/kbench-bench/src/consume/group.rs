@@ -696,6 +696,7 @@ fn pooled(runs: Vec<ConsumeRun>, start: SystemTime, every: Duration) -> Option<C
         all.fetches += r.fetches;
         all.empty_fetches += r.empty_fetches;
         all.commits += r.commits;
+        all.commits_refused += r.commits_refused;
         all.timed_out |= r.timed_out;
         if all.aborted.is_none() {
             all.aborted = r.aborted;

@@ -361,6 +361,11 @@ pub struct ConsumeRun {
     /// Fetches that brought no record.
     pub empty_fetches: u64,
     pub commits: u64,
+    /// Commits the coordinator refused because the group was rebalancing (REBALANCE_IN_PROGRESS,
+    /// ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID): Java's consumer logs these and rejoins, and so
+    /// does kbench; the positions are committed at the next commit, or by their next owner. Not
+    /// errors.
+    pub commits_refused: u64,
     /// No record arrived for `timeout` before `messages` were read.
     pub timed_out: bool,
     pub aborted: Option<String>,
@@ -423,6 +428,9 @@ pub struct ConsumeResultDocument {
     pub fetches: u64,
     pub empty_fetches: u64,
     pub commits: u64,
+    /// Commits refused because the group was rebalancing (see [`ConsumeRun::commits_refused`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub commits_refused: u64,
     pub complete: bool,
     pub timed_out: bool,
     /// Offsets passed over in every partition (see [`PartitionSpan::skipped`]).
@@ -492,6 +500,7 @@ impl ConsumeResultDocument {
             fetches: run.fetches,
             empty_fetches: run.empty_fetches,
             commits: run.commits,
+            commits_refused: run.commits_refused,
             complete: run.records >= spec.messages,
             timed_out: run.timed_out,
             offsets_skipped: run.partitions.values().map(|p| p.skipped).sum(),
@@ -662,6 +671,10 @@ fn engine_options(spec: &ConsumeSpec) -> kbench_client::ConsumerOptions {
 }
 
 use kbench_wire::records::batches_end;
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

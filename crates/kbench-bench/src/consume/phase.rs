@@ -90,6 +90,8 @@ struct Reading<'a, O> {
     member: Option<GroupMember>,
     /// A cooperative rejoin under way, and when it began.
     joining: Option<(Joining, Instant)>,
+    /// Cancelled, the rejoin under way gives up and hands the member back (to leave the group).
+    abandon_join: CancellationToken,
     consumer: kbench_client::Consumer,
     decoder: BatchDecoder,
     began: Began,
@@ -104,6 +106,8 @@ struct Reading<'a, O> {
     fetches: u64,
     empty_fetches: u64,
     commits: u64,
+    /// Commits refused because the group was rebalancing (not errors).
+    commits_refused: u64,
     errors: BTreeMap<String, u64>,
     /// Time spent joining the group, every round.
     join: Duration,
@@ -243,6 +247,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             layout,
             member,
             joining: None,
+            abandon_join: CancellationToken::new(),
             consumer,
             decoder: BatchDecoder::new(),
             positions,
@@ -254,6 +259,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             fetches: 0,
             empty_fetches: 0,
             commits: 0,
+            commits_refused: 0,
             errors: BTreeMap::new(),
             join,
             fetch_latency: latency_histogram(),
@@ -497,8 +503,15 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             // (none when the member was lost: those are neither read nor committed).
             self.positions.retain(|p, _| kept.contains(p));
             self.consumer.assign(&self.positions);
+            self.abandon_join = CancellationToken::new();
+            let abandon = self.abandon_join.clone();
             let join: Joining = Box::pin(async move {
-                let r = m.rejoin().await;
+                let r = tokio::select! {
+                    r = m.rejoin() => r,
+                    _ = abandon.cancelled() => Err(ClientError::Other(
+                        "the member ended before its rejoin did".into(),
+                    )),
+                };
                 (m, r)
             });
             self.joining = Some((join, began));
@@ -585,18 +598,22 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
     }
 
     /// Commit the positions reached (group mode), counted when it succeeds; the error when not.
+    /// A commit the coordinator refused for the membership (a rebalance under way, a stale
+    /// generation or epoch) did not commit and is counted as refused, not as an error: Java's
+    /// consumer logs it and rejoins (the heartbeat finds the rebalance), and the positions are
+    /// committed at the next commit or by their next owner.
     async fn try_commit(&mut self) -> Result<(), kbench_client::ClientError> {
         let Some(m) = self.member.as_ref() else {
             return Ok(());
         };
-        // A commit the coordinator refused for the membership (a rebalance, a stale epoch) did
-        // not commit: an error, not counted.
         if m.commit(&self.layout, &self.positions).await? == Membership::RejoinNeeded {
-            return Err(kbench_client::ClientError::Other(format!(
-                "OffsetCommit refused: member {} of group {:?} is not in the current generation (a rebalance is under way, or its epoch is stale)",
-                m.member_id(),
-                m.group_id()
-            )));
+            self.commits_refused += 1;
+            tracing::debug!(
+                member = m.member_id(),
+                group = m.group_id(),
+                "OffsetCommit refused: the group is rebalancing"
+            );
+            return Ok(());
         }
         self.commits += 1;
         self.committed = self.positions.clone();
@@ -799,36 +816,36 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 .owner(g.index, self.positions.keys().copied(), false);
         }
         // A cooperative rejoin under way ends first (a crashed member's is dropped): the member
-        // then commits and leaves as any other. A coordinator that holds it past a session is
-        // left to find the member gone.
-        if let Some((join, began)) = self.joining.take()
+        // then commits and leaves as any other. One that a coordinator holds past a session (or
+        // `FINISH_JOIN_WAIT`) is given up — the join request abandoned — and the member leaves
+        // from where it is, as Java's `close()` leaves in the middle of a rebalance.
+        if let Some((mut join, began)) = self.joining.take()
             && !crashed
         {
             let patience = self.spec.consumer.session_timeout.min(FINISH_JOIN_WAIT);
-            match tokio::time::timeout(patience, join).await {
-                Ok((m, joined)) => {
-                    if let (Ok(()), Some(g)) = (joined, self.group.as_ref()) {
-                        self.joins
-                            .push(member_join(g, &m, began, began.elapsed(), self.spec));
-                    }
-                    self.member = Some(m);
-                }
+            let (m, joined) = match tokio::time::timeout(patience, &mut join).await {
+                Ok(ended) => ended,
                 Err(_) => {
-                    *self
-                        .errors
-                        .entry(format!(
-                            "leave: the group's rebalance did not end within {} ms of the member's end; it was left to its session timeout",
-                            patience.as_millis()
-                        ))
-                        .or_default() += 1;
+                    tracing::debug!(
+                        "the group's rebalance did not end within {} ms of the member's end: leaving from the join",
+                        patience.as_millis()
+                    );
+                    self.abandon_join.cancel();
+                    join.await
                 }
+            };
+            if let (Ok(()), Some(g)) = (joined, self.group.as_ref()) {
+                self.joins
+                    .push(member_join(g, &m, began, began.elapsed(), self.spec));
             }
+            self.member = Some(m);
         }
         // A crashed member says nothing more to the group: its session runs out.
         if let Some(m) = self.member.as_ref().filter(|_| !crashed) {
             if self.spec.commit && self.positions != self.committed {
                 match m.commit(&self.layout, &self.positions).await {
-                    Ok(_) => self.commits += 1,
+                    Ok(Membership::Stable) => self.commits += 1,
+                    Ok(Membership::RejoinNeeded) => self.commits_refused += 1,
                     Err(e) => *self.errors.entry(format!("commit: {e}")).or_default() += 1,
                 }
             }
@@ -865,6 +882,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             fetches: self.fetches,
             empty_fetches: self.empty_fetches,
             commits: self.commits,
+            commits_refused: self.commits_refused,
             timed_out: self.timed_out,
             aborted,
             errors: self.errors,

@@ -388,6 +388,12 @@ impl E2eSpec {
                 "consumer (KIP-848) is kbench's own consumer's; through a REST Proxy, the proxy's consumer joins the group",
             ));
         }
+        if self.consumer.group_instance_id.is_some() && self.rest.is_some() {
+            return Err(SpecError::new(
+                "group_instance_id",
+                "kbench's own consumer's; through a REST Proxy, the proxy's consumer joins the group",
+            ));
+        }
         if self.verify && self.rest.is_some() {
             return Err(SpecError::new(
                 "verify",
@@ -610,6 +616,7 @@ impl E2eSpec {
             "session_timeout_ms": self.consumer.session_timeout.as_millis() as u64,
             "heartbeat_interval_ms": self.consumer.heartbeat_interval.as_millis() as u64,
             "group_protocol": self.consumer.group_protocol.name(),
+            "group_instance_id": self.consumer.group_instance_id,
             "duration_s": self.duration.map(|d| d.as_secs_f64()),
             "records": self.records,
             "closed_loop_ms": self.closed_loop.map(|d| d.as_millis() as u64),

@@ -643,6 +643,12 @@ fn print_lines(args: &ConsumeArgs, plan: &Plan, outcome: &kbench_bench::consume:
     for (error, n) in &run.errors {
         eprintln!("kbench: {n} × {error}");
     }
+    if run.commits_refused > 0 {
+        eprintln!(
+            "kbench: {} commits refused by the coordinator while the group rebalanced (not errors: as Java's consumer, the positions are committed later or by the partitions' next owner)",
+            run.commits_refused
+        );
+    }
 }
 
 /// The spec of a producer this command runs (the fill, the load beside a drain): the topic, the

@@ -127,6 +127,12 @@ pub struct E2eArgs {
     #[arg(long, value_name = "classic|consumer", value_parser = parse_group_protocol)]
     pub group_protocol: Option<kbench_client::config::GroupProtocol>,
 
+    /// The consumer's group.instance.id (KIP-345): a static member, which the coordinator keeps
+    /// through a restart within its session. Checked as Kafka checks it; not through a REST
+    /// Proxy.
+    #[arg(long, value_name = "ID", value_parser = parse_group_instance_id)]
+    pub group_instance_id: Option<String>,
+
     /// Run only part of the pipe: consumer-and-producers (the default), producers, consumer.
     #[arg(long)]
     pub mode: Option<E2eMode>,
@@ -248,6 +254,9 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     set(&mut spec.group_id, args.group.clone());
     set(&mut spec.consumer_id, args.consumer_id.clone());
     set(&mut spec.consumer.group_protocol, args.group_protocol);
+    if let Some(id) = &args.group_instance_id {
+        spec.consumer.group_instance_id = Some(id.clone());
+    }
     set(&mut spec.mode, args.mode);
     set(&mut spec.seed, args.seed);
     set(&mut spec.timeline_interval, args.output.timeline_interval);
@@ -371,6 +380,13 @@ fn rest_from(args: &E2eArgs) -> Result<Option<RestSpec>, String> {
         );
     }
     Ok(Some(rest))
+}
+
+fn parse_group_instance_id(s: &str) -> Result<String, String> {
+    let mut c = kbench_client::ConsumerSettings::default();
+    c.apply("--group-instance-id", "group.instance.id", s)
+        .map_err(|e| e.to_string())?;
+    Ok(c.group_instance_id.unwrap_or_default())
 }
 
 fn parse_group_protocol(s: &str) -> Result<kbench_client::config::GroupProtocol, String> {

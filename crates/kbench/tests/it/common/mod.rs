@@ -351,6 +351,11 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // A failed test's files are kept: the path is in its output.
+        if std::thread::panicking() {
+            eprintln!("kept {} (the test failed)", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
