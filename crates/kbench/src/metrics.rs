@@ -243,6 +243,8 @@ pub struct MetricsArgs {
 pub struct Endpoint {
     task: tokio::task::JoinHandle<()>,
     hold: std::time::Duration,
+    /// Over agents: their metrics, frozen when the run ends.
+    agents: Option<Arc<AgentMetrics>>,
 }
 
 impl MetricsArgs {
@@ -265,6 +267,7 @@ impl MetricsArgs {
             Endpoint {
                 task,
                 hold: self.metrics_hold.unwrap_or_default(),
+                agents: None,
             },
         )))
     }
@@ -292,6 +295,9 @@ impl MetricsArgs {
 impl Endpoint {
     /// Keep serving for the hold, then stop.
     pub async fn finish(self) {
+        if let Some(agents) = &self.agents {
+            agents.freeze().await;
+        }
         if !self.hold.is_zero() {
             tokio::select! {
                 _ = tokio::time::sleep(self.hold) => {}
@@ -337,9 +343,369 @@ pub fn text(body: String) -> axum::response::Response {
         .into_response()
 }
 
+/// `--metrics-listen` over `--agents`: the coordinator's `/metrics` is the sum of the agents' own.
+/// Each agent serves its segment's figures; every agent buckets alike, so counters, buckets, sums
+/// and counts add exactly. The series are relabelled as the coordinator's run, and the consumer lag
+/// is computed from the sums (an e2e run's producers and consumer are on different agents). A
+/// series an agent already served before this run began (its previous run) is left out; an agent
+/// that does not answer a scrape counts with what it last served.
+pub struct AgentMetrics {
+    http: reqwest::Client,
+    urls: Vec<String>,
+    token: Option<String>,
+    labels: Vec<(String, String)>,
+    /// The `run_id`s the agents served before this run: not this run's.
+    before: std::collections::BTreeSet<String>,
+    /// What each agent last served.
+    last: Mutex<Vec<String>>,
+    /// After the run: the last merge, served for the hold.
+    frozen: Mutex<Option<String>>,
+}
+
+/// How long one scrape of an agent may take.
+const AGENT_SCRAPE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+impl AgentMetrics {
+    /// Every agent's exposition now (`None` where one does not answer).
+    async fn fetch(
+        http: &reqwest::Client,
+        urls: &[String],
+        token: Option<&str>,
+    ) -> Vec<Option<String>> {
+        futures_util::future::join_all(urls.iter().map(|url| {
+            let mut request = http
+                .get(format!("{}/metrics", url.trim_end_matches('/')))
+                .timeout(AGENT_SCRAPE_TIMEOUT);
+            if let Some(t) = token {
+                request = request.bearer_auth(t);
+            }
+            async move {
+                let r = request.send().await.ok()?;
+                if !r.status().is_success() {
+                    return None;
+                }
+                r.text().await.ok()
+            }
+        }))
+        .await
+    }
+
+    /// The agents' metrics now, added up (the frozen merge once the run is over).
+    async fn scrape(&self) -> String {
+        if let Some(text) = self.frozen.lock().expect("metrics lock").clone() {
+            return text;
+        }
+        let answers = Self::fetch(&self.http, &self.urls, self.token.as_deref()).await;
+        let mut last = self.last.lock().expect("metrics lock");
+        for (kept, answer) in last.iter_mut().zip(answers) {
+            if let Some(text) = answer {
+                *kept = text;
+            }
+        }
+        merge_expositions(&last, &self.labels, &self.before)
+    }
+
+    /// The run is over: what is served from now on is this merge.
+    async fn freeze(&self) {
+        let text = self.scrape().await;
+        *self.frozen.lock().expect("metrics lock") = Some(text);
+    }
+}
+
+/// A series' labels, in order.
+type Labels = Vec<(String, String)>;
+
+/// One sample line of the text format: its metric name, labels and value.
+fn parse_sample(line: &str) -> Option<(&str, Labels, f64)> {
+    let (series, value) = line.rsplit_once(' ')?;
+    let value: f64 = value.parse().ok()?;
+    let Some((name, rest)) = series.split_once('{') else {
+        return Some((series, Vec::new(), value));
+    };
+    let body = rest.strip_suffix('}')?;
+    let mut labels = Vec::new();
+    let mut chars = body.chars().peekable();
+    loop {
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        if key.is_empty() {
+            break;
+        }
+        if chars.next() != Some('"') {
+            return None;
+        }
+        let mut value = String::new();
+        loop {
+            match chars.next()? {
+                '\\' => match chars.next()? {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                '"' => break,
+                c => value.push(c),
+            }
+        }
+        labels.push((key.trim_start_matches(',').to_string(), value));
+        if chars.peek() == Some(&',') {
+            chars.next();
+        }
+    }
+    Some((name, labels, value))
+}
+
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The agents' expositions added up: every series of a run not in `before`, its `workload`,
+/// `topic` and `run_id` labels replaced by `labels`, summed over the agents; each family's HELP
+/// and TYPE once, in the order first seen; `kbench_consumer_lag_records` from the summed counts.
+pub fn merge_expositions(
+    texts: &[String],
+    labels: &[(String, String)],
+    before: &std::collections::BTreeSet<String>,
+) -> String {
+    const LAG: &str = "kbench_consumer_lag_records";
+    // Family → its comment lines; series (name and labels, in order) → the sum.
+    let mut families: Vec<(String, Vec<String>)> = Vec::new();
+    let mut series: Vec<(String, String, String, f64)> = Vec::new();
+    for text in texts {
+        let mut family = String::new();
+        for line in text.lines() {
+            if let Some(comment) = line.strip_prefix("# ") {
+                let mut parts = comment.splitn(3, ' ');
+                let (kind, name) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                if kind != "HELP" && kind != "TYPE" {
+                    continue;
+                }
+                family = name.to_string();
+                if name == LAG {
+                    continue;
+                }
+                match families.iter_mut().find(|(f, _)| *f == family) {
+                    Some((_, lines)) if lines.len() < 2 && !lines.contains(&line.to_string()) => {
+                        lines.push(line.to_string())
+                    }
+                    Some(_) => {}
+                    None => families.push((family.clone(), vec![line.to_string()])),
+                }
+                continue;
+            }
+            let Some((name, mut sample_labels, value)) = parse_sample(line) else {
+                continue;
+            };
+            if family == LAG
+                || sample_labels
+                    .iter()
+                    .any(|(k, v)| k == "run_id" && before.contains(v))
+            {
+                continue;
+            }
+            // The run's labels replace the agent's; others (a bucket's `le`) stay, first.
+            sample_labels.retain(|(k, _)| !labels.iter().any(|(l, _)| l == k));
+            sample_labels.extend(labels.iter().cloned());
+            let rendered = sample_labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", label_value(v)))
+                .collect::<Vec<_>>()
+                .join(",");
+            match series
+                .iter_mut()
+                .find(|(f, n, l, _)| *f == family && n == name && *l == rendered)
+            {
+                Some(s) => s.3 += value,
+                None => series.push((family.clone(), name.to_string(), rendered, value)),
+            }
+        }
+    }
+    let mut out = String::new();
+    let number = |v: f64| {
+        if v.fract() == 0.0 && v.abs() < 9e15 {
+            format!("{}", v as i64)
+        } else {
+            format!("{v}")
+        }
+    };
+    for (family, comments) in &families {
+        let samples: Vec<&(String, String, String, f64)> =
+            series.iter().filter(|(f, ..)| f == family).collect();
+        if samples.is_empty() {
+            continue;
+        }
+        for c in comments {
+            out.push_str(c);
+            out.push('\n');
+        }
+        for (_, name, rendered, value) in samples {
+            out.push_str(&format!("{name}{{{rendered}}} {}\n", number(*value)));
+        }
+    }
+    let total = |name: &str| -> Option<f64> {
+        let mut found = series.iter().filter(|(_, n, ..)| n == name).peekable();
+        found.peek()?;
+        Some(found.map(|s| s.3).sum())
+    };
+    if let (Some(acked), Some(consumed)) = (
+        total("kbench_records_acked_total"),
+        total("kbench_records_consumed_total"),
+    ) {
+        let rendered = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", label_value(v)))
+            .collect::<Vec<_>>()
+            .join(",");
+        out.push_str(&format!(
+            "# HELP {LAG} Records acknowledged and not yet received by the consumer.\n# TYPE {LAG} gauge\n{LAG}{{{rendered}}} {}\n",
+            number((acked - consumed).max(0.0))
+        ));
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+impl MetricsArgs {
+    /// With `--metrics-listen` on a run over `agents`: the coordinator's endpoint, serving the
+    /// agents' metrics added up (see [`AgentMetrics`]); its address printed on stderr. Call before
+    /// the run's segments start: what the agents serve now is not this run's.
+    pub async fn start_agents(
+        &self,
+        workload: &str,
+        topic: &str,
+        agents: &crate::coordinator::AgentList,
+    ) -> Result<Option<Endpoint>, String> {
+        let Some(addr) = self.metrics_listen else {
+            return Ok(None);
+        };
+        let run_id = kbench_bench::spec::fresh_id(&format!("kbench-{workload}"));
+        let http = reqwest::Client::new();
+        // What the agents serve before the run: earlier runs' series, to leave out.
+        let before = AgentMetrics::fetch(&http, &agents.urls, agents.token.as_deref())
+            .await
+            .into_iter()
+            .flatten()
+            .flat_map(|text| {
+                text.lines()
+                    .filter_map(parse_sample)
+                    .flat_map(|(_, labels, _)| labels)
+                    .filter(|(k, _)| k == "run_id")
+                    .map(|(_, v)| v)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let source = Arc::new(AgentMetrics {
+            http,
+            urls: agents.urls.clone(),
+            token: agents.token.clone(),
+            labels: vec![
+                ("workload".into(), workload.into()),
+                ("topic".into(), topic.into()),
+                ("run_id".into(), run_id.clone()),
+            ],
+            before,
+            last: Mutex::new(vec![String::new(); agents.urls.len()]),
+            frozen: Mutex::new(None),
+        });
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("--metrics-listen {addr}: {e}"))?;
+        let bound = listener.local_addr().unwrap_or(addr);
+        let served = source.clone();
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let source = served.clone();
+                async move { text(source.scrape().await) }
+            }),
+        );
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        eprintln!(
+            "kbench: metrics at http://{bound}/metrics (run_id {run_id}; the {} agents' added up)",
+            agents.urls.len()
+        );
+        Ok(Some(Endpoint {
+            task,
+            hold: self.metrics_hold.unwrap_or_default(),
+            agents: Some(source),
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two agents' expositions (one producing, one consuming, one of an earlier run) added up:
+    /// counters and buckets summed under the coordinator's labels, the lag from the sums.
+    #[test]
+    fn agents_expositions_add_up_under_the_runs_labels() {
+        fn feed(
+            m: &Arc<RunMetrics>,
+            counters: &'static [&'static str],
+            counts: &[u64],
+            us: &[u64],
+        ) {
+            let mut t = kbench_bench::timeline::Timeline::new(
+                std::time::SystemTime::now(),
+                counters,
+                &["latency"],
+            )
+            .with_sink(m.sink());
+            let mut h = kbench_bench::measure::latency_histogram();
+            for v in us {
+                h.record(*v).unwrap();
+            }
+            t.take(std::time::SystemTime::now(), counts, vec![h]);
+        }
+        let a = RunMetrics::new("e2e-producers", "t", "seg-a");
+        feed(&a, &["records", "sent"], &[5, 6], &[400, 3_000]);
+        let b = RunMetrics::new("e2e-producers", "t", "seg-b");
+        feed(&b, &["records", "sent"], &[7, 7], &[400]);
+        let c = RunMetrics::new("e2e-consumer", "t", "seg-c");
+        feed(&c, &["consumed"], &[9], &[]);
+        let old = RunMetrics::new("produce", "t", "seg-old");
+        feed(&old, &["records", "sent"], &[1000, 1000], &[400]);
+        let labels = vec![
+            ("workload".to_string(), "e2e".to_string()),
+            ("topic".to_string(), "t".to_string()),
+            ("run_id".to_string(), "r".to_string()),
+        ];
+        let before = std::collections::BTreeSet::from(["seg-old".to_string()]);
+        let text = merge_expositions(
+            &[a.encode(), b.encode(), c.encode(), old.encode()],
+            &labels,
+            &before,
+        );
+        let series = |name: &str| format!("{name}{{workload=\"e2e\",topic=\"t\",run_id=\"r\"}}");
+        for (name, n) in [
+            ("kbench_records_acked_total", 12),
+            ("kbench_records_sent_total", 13),
+            ("kbench_records_consumed_total", 9),
+            ("kbench_consumer_lag_records", 3),
+            ("kbench_produce_latency_seconds_count", 3),
+        ] {
+            assert!(
+                text.contains(&format!("{} {n}\n", series(name))),
+                "{name} {n}: {text}"
+            );
+        }
+        assert!(
+            text.contains(
+                "kbench_produce_latency_seconds_bucket{le=\"0.0005\",workload=\"e2e\",topic=\"t\",run_id=\"r\"} 2\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("# TYPE kbench_records_acked_total counter")
+                .count(),
+            1,
+            "{text}"
+        );
+        assert!(!text.contains("seg-"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
 
     #[test]
     fn windows_become_counters_and_buckets() {

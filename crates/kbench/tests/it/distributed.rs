@@ -1290,3 +1290,90 @@ fn agents_found_by_dns_run_their_segment_and_exit_when_told() {
     assert!(agent.child.try_wait().unwrap().unwrap().success());
     agent.kill();
 }
+
+/// `--metrics-listen` over agents: the coordinator serves the agents' `/metrics` added up, as the
+/// coordinator's run (its own `run_id`), only this run's — the agents served an earlier run's
+/// figures before it — counters that only go up and end at the merged result's counts, the latency
+/// histogram's count the merged one's.
+#[test]
+fn metrics_over_agents_are_the_agents_added_up() {
+    use crate::metrics::{counter, scrape};
+    let broker = TestBroker::start();
+    let dir = TempDir::new("dist-metrics");
+    let agents: Vec<Agent> = (0..2)
+        .map(|i| Agent::start(&dir, &format!("m{i}"), 0, None))
+        .collect();
+    // An earlier run, which each agent's /metrics shows until the next one.
+    Cmd::on("produce", &broker)
+        .topic("dist-metrics")
+        .args(&["--agents", &urls(&agents), "--num-records", "1000"])
+        .args(&["--throughput", "2000", "--partitions", "2"])
+        .ok(LIMIT);
+    let json = dir.path().join("merged.json");
+    let port = free_port();
+    let cmd = Cmd::on("produce", &broker)
+        .topic("dist-metrics")
+        .args(&["--agents", &urls(&agents), "--num-records", "8000"])
+        .args(&["--throughput", "2000", "--timeline-interval", "250ms"])
+        .args(&[
+            "--metrics-listen",
+            &format!("127.0.0.1:{port}"),
+            "--metrics-hold",
+            "5s",
+        ])
+        .json(&json);
+    let run = std::thread::spawn(move || cmd.ok(LIMIT));
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let started = Instant::now();
+    let mut seen: Vec<f64> = Vec::new();
+    while !json.exists() {
+        assert!(started.elapsed() < LIMIT, "the run did not finish");
+        if let Some(acked) = scrape(&url).and_then(|s| counter(&s, "kbench_records_acked_total")) {
+            seen.push(acked);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let doc = result_json(&json);
+    let acked = doc["records_acked"].as_f64().unwrap();
+    assert_eq!(acked, 8000.0);
+    wait_until("the endpoint holds the result's counts", LIMIT, || {
+        scrape(&url).is_some_and(|s| counter(&s, "kbench_records_acked_total") == Some(acked))
+    });
+    let last = scrape(&url).expect("served after the run (--metrics-hold)");
+    assert!(
+        seen.windows(2).all(|w| w[1] >= w[0]),
+        "counters only go up: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|a| *a <= acked),
+        "never the earlier run's records: {seen:?}"
+    );
+    assert_eq!(
+        counter(&last, "kbench_records_sent_total"),
+        doc["records_sent"].as_f64()
+    );
+    assert_eq!(
+        counter(&last, "kbench_bytes_acked_total"),
+        doc["bytes_acked"].as_f64()
+    );
+    let latency = last
+        .samples
+        .iter()
+        .find(|x| x.metric == "kbench_produce_latency_seconds")
+        .expect("the latency histogram");
+    assert_eq!(latency.labels.get("workload"), Some("produce"));
+    assert_eq!(latency.labels.get("topic"), Some("dist-metrics"));
+    let run_id = latency.labels.get("run_id").unwrap().to_string();
+    assert!(run_id.starts_with("kbench-produce"), "{run_id}");
+    let prometheus_parse::Value::Histogram(buckets) = &latency.value else {
+        panic!("a histogram");
+    };
+    let inf = buckets.iter().find(|b| b.less_than.is_infinite()).unwrap();
+    assert_eq!(inf.count, doc["latency"]["count"].as_f64().unwrap());
+    let out = run.join().unwrap();
+    assert!(
+        text(&out.stderr).contains("the 2 agents' added up"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -11,7 +11,7 @@ use prometheus_parse::{Scrape, Value};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn scrape(url: &str) -> Option<Scrape> {
+pub fn scrape(url: &str) -> Option<Scrape> {
     let body = runtime().block_on(async {
         let r = reqwest::Client::new()
             .get(url)
@@ -31,7 +31,7 @@ fn scrape(url: &str) -> Option<Scrape> {
     Some(Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("a valid exposition"))
 }
 
-fn counter(s: &Scrape, name: &str) -> Option<f64> {
+pub fn counter(s: &Scrape, name: &str) -> Option<f64> {
     s.samples
         .iter()
         .find(|x| x.metric == name)

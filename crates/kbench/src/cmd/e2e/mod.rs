@@ -258,6 +258,12 @@ async fn distributed(
     let properties = args.connection.pairs()?;
     let (bootstrap, coordinator) = cli_connect(args.bootstrap_server.as_deref(), &agents).await?;
     let coordinator = coordinator.with_notice(|line| println!("kbench e2e: {line}"));
+    // --metrics-listen: the agents' /metrics added up, served here.
+    let endpoint = args
+        .metrics
+        .start_agents("e2e", &spec.topic, &agents)
+        .await
+        .map_err(CliError::usage)?;
     println!(
         "kbench e2e: {} producer(s) over {} agents, the consumer on {}; group {}, seed {}; clock offsets within {} µs",
         spec.producers,
@@ -311,7 +317,7 @@ async fn distributed(
     print_merged(&doc);
     let slo = args.slo.conditions("e2e").unwrap_or_default();
     let c = doc.consumer.clone().unwrap_or_default();
-    cli_finish(
+    let code = cli_finish(
         &doc,
         doc.distributed.as_ref(),
         slo.as_deref(),
@@ -322,7 +328,11 @@ async fn distributed(
             || c.records_unverified > 0,
         // Ctrl-C is how an open-ended run ends.
         interrupted && args.duration.is_some(),
-    )
+    );
+    if let Some(endpoint) = endpoint {
+        endpoint.finish().await;
+    }
+    code
 }
 
 /// The agent that runs the consumer of a distributed run (`--consumer-agent`, else the first),
@@ -349,8 +359,6 @@ fn consumer_agent(
             "--via rest-proxy: a distributed run speaks the Kafka protocol; not with --agents"
                 .into(),
         )
-    } else if args.metrics.metrics_listen.is_some() {
-        Some("--metrics-listen: with --agents, scrape each agent's /metrics".into())
     } else if args.mode.is_some() {
         Some("--mode: a distributed run places the consumer and the producers itself".into())
     } else if spec.reply.is_some() {

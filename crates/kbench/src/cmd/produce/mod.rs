@@ -407,8 +407,6 @@ async fn distributed(
         Some(
             "--transactional-id: not with --agents (every agent would take the same transactional.id and fence the others)",
         )
-    } else if args.metrics.metrics_listen.is_some() {
-        Some("--metrics-listen: with --agents, scrape each agent's /metrics")
     } else {
         None
     };
@@ -417,6 +415,12 @@ async fn distributed(
     }
     let (bootstrap, coordinator) =
         cli_connect(plan.connection.bootstrap_servers.as_deref(), &agents).await?;
+    // --metrics-listen: the agents' /metrics added up, served here.
+    let endpoint = args
+        .metrics
+        .start_agents("produce", &plan.spec.topic, &agents)
+        .await
+        .map_err(CliError::usage)?;
     println!(
         "kbench produce: {} agents, seed {}; clock offsets within {} µs",
         agents.urls.len(),
@@ -491,6 +495,9 @@ async fn distributed(
         doc.records_failed > 0,
         interrupted,
     )?;
+    if let Some(endpoint) = endpoint {
+        endpoint.finish().await;
+    }
     // As one process: a failed verification (5) before an SLO not met (3).
     Ok(
         if (code == 0 || code == crate::args::EXIT_SLO) && verified == Some(false) {
