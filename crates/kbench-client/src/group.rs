@@ -1060,6 +1060,13 @@ pub async fn send_commit(commit: CommitRequest) -> Result<Membership, ClientErro
         .map(|p| p.error_code)
         .find(|c| *c != 0)
         .unwrap_or(0);
+    // A static member whose id another member took is out for good: an error, not a rejoin.
+    if code == FENCED_INSTANCE_ID {
+        return Err(ClientError::Other(format!(
+            "OffsetCommit: the group.instance.id of this member of group {:?} was taken by another member (FENCED_INSTANCE_ID): two consumers share one static id",
+            commit.group
+        )));
+    }
     membership("OffsetCommit", &commit.group, code)
 }
 

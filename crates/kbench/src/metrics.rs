@@ -293,11 +293,17 @@ impl MetricsArgs {
 }
 
 impl Endpoint {
-    /// Keep serving for the hold, then stop.
-    pub async fn finish(self) {
+    /// Over agents, as soon as their run is over (before the agents may go): serve what they
+    /// ended with from now on. Nothing for a run of this process.
+    pub async fn freeze(&self) {
         if let Some(agents) = &self.agents {
             agents.freeze().await;
         }
+    }
+
+    /// Keep serving for the hold, then stop.
+    pub async fn finish(self) {
+        self.freeze().await;
         if !self.hold.is_zero() {
             tokio::select! {
                 _ = tokio::time::sleep(self.hold) => {}
@@ -360,6 +366,9 @@ pub struct AgentMetrics {
     last: Mutex<Vec<String>>,
     /// After the run: the last merge, served for the hold.
     frozen: Mutex<Option<String>>,
+    /// One scrape of the agents at a time: an older answer never overwrites a newer one (a
+    /// counter that went back would read as a reset).
+    scraping: tokio::sync::Mutex<()>,
 }
 
 /// How long one scrape of an agent may take.
@@ -392,6 +401,7 @@ impl AgentMetrics {
 
     /// The agents' metrics now, added up (the frozen merge once the run is over).
     async fn scrape(&self) -> String {
+        let _one = self.scraping.lock().await;
         if let Some(text) = self.frozen.lock().expect("metrics lock").clone() {
             return text;
         }
@@ -605,6 +615,7 @@ impl MetricsArgs {
             before,
             last: Mutex::new(vec![String::new(); agents.urls.len()]),
             frozen: Mutex::new(None),
+            scraping: tokio::sync::Mutex::new(()),
         });
         let listener = tokio::net::TcpListener::bind(addr)
             .await

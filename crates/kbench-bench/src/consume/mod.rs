@@ -362,7 +362,7 @@ pub struct ConsumeRun {
     pub empty_fetches: u64,
     pub commits: u64,
     /// Commits the coordinator refused because the group was rebalancing (REBALANCE_IN_PROGRESS,
-    /// ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID): Java's consumer logs these and rejoins, and so
+    /// ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID; KIP-848's FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH): Java's consumer logs these and rejoins, and so
     /// does kbench; the positions are committed at the next commit, or by their next owner. Not
     /// errors.
     pub commits_refused: u64,

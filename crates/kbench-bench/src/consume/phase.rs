@@ -818,11 +818,15 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         // A cooperative rejoin under way ends first (a crashed member's is dropped): the member
         // then commits and leaves as any other. One that a coordinator holds past a session (or
         // `FINISH_JOIN_WAIT`) is given up — the join request abandoned — and the member leaves
-        // from where it is, as Java's `close()` leaves in the middle of a rebalance.
+        // from where it is, as Java's `close()` leaves in the middle of a rebalance. A broker that
+        // reads one request of a connection at a time (Kafka) answers its commit and LeaveGroup
+        // only after the join it holds: they get as long again, and past it the member is left
+        // to its session timeout (an error of the run, named).
+        let patience = self.spec.consumer.session_timeout.min(FINISH_JOIN_WAIT);
+        let mut close_by = None;
         if let Some((mut join, began)) = self.joining.take()
             && !crashed
         {
-            let patience = self.spec.consumer.session_timeout.min(FINISH_JOIN_WAIT);
             let (m, joined) = match tokio::time::timeout(patience, &mut join).await {
                 Ok(ended) => ended,
                 Err(_) => {
@@ -831,6 +835,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                         patience.as_millis()
                     );
                     self.abandon_join.cancel();
+                    close_by = Some(tokio::time::Instant::now() + patience);
                     join.await
                 }
             };
@@ -842,11 +847,19 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         }
         // A crashed member says nothing more to the group: its session runs out.
         if let Some(m) = self.member.as_ref().filter(|_| !crashed) {
+            let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+            let by = close_by.unwrap_or(far);
             if self.spec.commit && self.positions != self.committed {
-                match m.commit(&self.layout, &self.positions).await {
-                    Ok(Membership::Stable) => self.commits += 1,
-                    Ok(Membership::RejoinNeeded) => self.commits_refused += 1,
-                    Err(e) => *self.errors.entry(format!("commit: {e}")).or_default() += 1,
+                match tokio::time::timeout_at(by, m.commit(&self.layout, &self.positions)).await {
+                    Ok(Ok(Membership::Stable)) => self.commits += 1,
+                    Ok(Ok(Membership::RejoinNeeded)) => self.commits_refused += 1,
+                    Ok(Err(e)) => *self.errors.entry(format!("commit: {e}")).or_default() += 1,
+                    Err(_) => {
+                        *self
+                            .errors
+                            .entry("commit: no answer behind the join the coordinator held".into())
+                            .or_default() += 1
+                    }
                 }
             }
             // A restart closes as Java's consumer does (a static member stays in the group for
@@ -858,12 +871,22 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 .as_ref()
                 .is_some_and(|g| g.restart.load(std::sync::atomic::Ordering::SeqCst));
             let closed = if restart {
-                m.close().await
+                tokio::time::timeout_at(by, m.close()).await
             } else {
-                m.leave().await
+                tokio::time::timeout_at(by, m.leave()).await
             };
-            if let Err(e) = closed {
-                *self.errors.entry(format!("leave: {e}")).or_default() += 1;
+            match closed {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => *self.errors.entry(format!("leave: {e}")).or_default() += 1,
+                Err(_) => {
+                    *self
+                        .errors
+                        .entry(format!(
+                            "leave: no answer within {} ms behind the join the coordinator held; the member was left to its session timeout",
+                            patience.as_millis()
+                        ))
+                        .or_default() += 1
+                }
             }
         }
         let aborted = self.stop.reason();

