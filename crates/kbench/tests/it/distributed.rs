@@ -1377,28 +1377,8 @@ fn metrics_over_agents_are_the_agents_added_up() {
         seen.iter().all(|a| *a <= acked),
         "never the earlier run's records: {seen:?}"
     );
-    assert_eq!(
-        counter(&last, "kbench_records_sent_total"),
-        doc["records_sent"].as_f64()
-    );
-    assert_eq!(
-        counter(&last, "kbench_bytes_acked_total"),
-        doc["bytes_acked"].as_f64()
-    );
-    let latency = last
-        .samples
-        .iter()
-        .find(|x| x.metric == "kbench_produce_latency_seconds")
-        .expect("the latency histogram");
-    assert_eq!(latency.labels.get("workload"), Some("produce"));
-    assert_eq!(latency.labels.get("topic"), Some("dist-metrics"));
-    let run_id = latency.labels.get("run_id").unwrap().to_string();
+    let run_id = crate::metrics::produce_scrape_ends_at(&last, &doc, "dist-metrics");
     assert!(run_id.starts_with("kbench-produce"), "{run_id}");
-    let prometheus_parse::Value::Histogram(buckets) = &latency.value else {
-        panic!("a histogram");
-    };
-    let inf = buckets.iter().find(|b| b.less_than.is_infinite()).unwrap();
-    assert_eq!(inf.count, doc["latency"]["count"].as_f64().unwrap());
     let out = run.join().unwrap();
     assert!(
         text(&out.stderr).contains("the 2 agents' added up"),

@@ -41,6 +41,37 @@ pub fn counter(s: &Scrape, name: &str) -> Option<f64> {
         })
 }
 
+/// A produce run's last scrape against its result: records sent and bytes acknowledged, and the
+/// latency histogram — labelled with the workload and `topic`, cumulative, its count the
+/// result's. The series' `run_id`.
+pub fn produce_scrape_ends_at(last: &Scrape, doc: &serde_json::Value, topic: &str) -> String {
+    assert_eq!(
+        counter(last, "kbench_records_sent_total"),
+        doc["records_sent"].as_f64()
+    );
+    assert_eq!(
+        counter(last, "kbench_bytes_acked_total"),
+        doc["bytes_acked"].as_f64()
+    );
+    let latency = last
+        .samples
+        .iter()
+        .find(|x| x.metric == "kbench_produce_latency_seconds")
+        .expect("the latency histogram");
+    assert_eq!(latency.labels.get("workload"), Some("produce"));
+    assert_eq!(latency.labels.get("topic"), Some(topic));
+    let Value::Histogram(buckets) = &latency.value else {
+        panic!("a histogram");
+    };
+    let inf = buckets.iter().find(|b| b.less_than.is_infinite()).unwrap();
+    assert_eq!(inf.count, doc["latency"]["count"].as_f64().unwrap());
+    assert!(
+        buckets.windows(2).all(|w| w[1].count >= w[0].count),
+        "cumulative buckets"
+    );
+    latency.labels.get("run_id").unwrap_or_default().to_string()
+}
+
 #[test]
 fn produce_metrics_only_go_up_and_end_at_the_results_counts() {
     let broker = TestBroker::start();
@@ -109,31 +140,8 @@ fn produce_metrics_only_go_up_and_end_at_the_results_counts() {
         counter(&last, "kbench_records_acked_total"),
         doc["records_acked"].as_f64()
     );
-    assert_eq!(
-        counter(&last, "kbench_records_sent_total"),
-        doc["records_sent"].as_f64()
-    );
     assert_eq!(counter(&last, "kbench_records_failed_total"), Some(0.0));
-    assert_eq!(
-        counter(&last, "kbench_bytes_acked_total"),
-        doc["bytes_acked"].as_f64()
-    );
-    let latency = last
-        .samples
-        .iter()
-        .find(|x| x.metric == "kbench_produce_latency_seconds")
-        .expect("the latency histogram");
-    assert_eq!(latency.labels.get("workload"), Some("produce"));
-    assert_eq!(latency.labels.get("topic"), Some("metrics-produce"));
-    let Value::Histogram(buckets) = &latency.value else {
-        panic!("a histogram");
-    };
-    let inf = buckets.iter().find(|b| b.less_than.is_infinite()).unwrap();
-    assert_eq!(inf.count, doc["latency"]["count"].as_f64().unwrap());
-    assert!(
-        buckets.windows(2).all(|w| w[1].count >= w[0].count),
-        "cumulative buckets"
-    );
+    produce_scrape_ends_at(&last, &doc, "metrics-produce");
     let out = run.join().unwrap();
     assert!(
         text(&out.stderr).contains("/metrics"),
