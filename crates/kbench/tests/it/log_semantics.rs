@@ -173,13 +173,12 @@ fn every_keys_last_write_is_found_on_librdkafka_mock_cluster() {
         ])
         .arg(file.to_str().unwrap())
         .ok(LIMIT);
-    let json = dir.path().join("consume.json");
-    let out = Cmd::new("consume")
-        .args(&["--bootstrap-server", &bootstrap])
-        .topic("compacted")
-        .args(&[
-            "--pin",
-            "metadata=8,fetch=12",
+    // Assign mode: the three partitions from offset 0.
+    check_latest_values(
+        &bootstrap,
+        &file,
+        &dir.path().join("consume.json"),
+        &[
             "--partition",
             "0,1,2",
             "--offset",
@@ -188,28 +187,15 @@ fn every_keys_last_write_is_found_on_librdkafka_mock_cluster() {
             "10000",
             "--timeout",
             "3000",
-            "--latest-values",
-        ])
-        .arg(file.to_str().unwrap())
-        .json(&json)
-        .run(LIMIT);
-    let doc = result_json(&json);
-    let l = &doc["latest_values"];
-    assert_eq!(out.status.code(), Some(0), "{l}\n{}", text(&out.stderr));
-    assert_eq!(
-        (l["ok"].clone(), n(l, "matched")),
-        (true.into(), 300),
-        "{l}"
+        ],
     );
     // Three members of one group, each reading its own partition, check together: one check
     // over every key, whichever member read it.
-    let json = dir.path().join("group.json");
-    let out = Cmd::new("consume")
-        .args(&["--bootstrap-server", &bootstrap])
-        .topic("compacted")
-        .args(&[
-            "--pin",
-            "metadata=8,fetch=12",
+    let doc = check_latest_values(
+        &bootstrap,
+        &file,
+        &dir.path().join("group.json"),
+        &[
             "--group",
             "latest-values",
             "--consumers",
@@ -218,18 +204,7 @@ fn every_keys_last_write_is_found_on_librdkafka_mock_cluster() {
             "1000000",
             "--timeout",
             "4000",
-            "--latest-values",
-        ])
-        .arg(file.to_str().unwrap())
-        .json(&json)
-        .run(LIMIT);
-    let doc = result_json(&json);
-    let l = &doc["latest_values"];
-    assert_eq!(out.status.code(), Some(0), "{l}\n{}", text(&out.stderr));
-    assert_eq!(
-        (l["ok"].clone(), n(l, "matched")),
-        (true.into(), 300),
-        "{l}"
+        ],
     );
     let members = doc["group"]["members"].as_array().unwrap();
     assert_eq!(members.len(), 3);
@@ -238,6 +213,33 @@ fn every_keys_last_write_is_found_on_librdkafka_mock_cluster() {
         "{}",
         doc["group"]
     );
+}
+
+/// `consume --latest-values FILE` of the mock's `compacted` topic with `args`, to `json`: every
+/// one of the 300 keys' last writes found. The result.
+fn check_latest_values(
+    bootstrap: &str,
+    file: &std::path::Path,
+    json: &std::path::Path,
+    args: &[&str],
+) -> serde_json::Value {
+    let out = Cmd::new("consume")
+        .args(&["--bootstrap-server", bootstrap])
+        .topic("compacted")
+        .args(&["--pin", "metadata=8,fetch=12"])
+        .args(args)
+        .args(&["--latest-values", file.to_str().unwrap()])
+        .json(json)
+        .run(LIMIT);
+    let doc = result_json(json);
+    let l = &doc["latest_values"];
+    assert_eq!(out.status.code(), Some(0), "{l}\n{}", text(&out.stderr));
+    assert_eq!(
+        (l["ok"].clone(), n(l, "matched")),
+        (true.into(), 300),
+        "{l}"
+    );
+    doc
 }
 
 /// Bad input, one clear error each.
