@@ -480,6 +480,22 @@ impl VerifyReport {
     /// whole topic, at its own end), `foreign` what of that no agent's stamp claimed. OK when every
     /// agent's is; unknown when any agent's could not finish (its error, named).
     pub fn merged(reports: &[(&str, &VerifyReport)]) -> Option<VerifyReport> {
+        Self::added(reports, true, "agent")
+    }
+
+    /// Several topics' verifications as one (`consume --include` matching several): each read
+    /// its own topic, so every count adds. Judged as [`VerifyReport::merged`] judges.
+    pub fn of_topics(reports: &[(&str, &VerifyReport)]) -> Option<VerifyReport> {
+        Self::added(reports, false, "topic")
+    }
+
+    /// `reports` added up; with `each_whole`, each read the same whole topic (what was read, and
+    /// an offset regression, counted once: the most of any). `what` names a report in an error.
+    fn added(
+        reports: &[(&str, &VerifyReport)],
+        each_whole: bool,
+        what: &str,
+    ) -> Option<VerifyReport> {
         let (_, first) = reports.first()?;
         let sum = |f: fn(&VerifyReport) -> u64| reports.iter().map(|(_, r)| f(r)).sum::<u64>();
         let sum_known = |f: fn(&VerifyReport) -> Option<u64>| {
@@ -488,11 +504,14 @@ impl VerifyReport {
                 .map(|(_, r)| f(r))
                 .try_fold(0u64, |a, x| x.map(|x| a + x))
         };
-        let records_read = reports
-            .iter()
-            .map(|(_, r)| r.records_read)
-            .max()
-            .unwrap_or(0);
+        let most_or_sum = |f: fn(&VerifyReport) -> u64| {
+            if each_whole {
+                reports.iter().map(|(_, r)| f(r)).max().unwrap_or(0)
+            } else {
+                sum(f)
+            }
+        };
+        let records_read = most_or_sum(|r| r.records_read);
         let records_verified = sum(|r| r.records_verified);
         let merged = VerifyReport {
             records_read,
@@ -507,12 +526,7 @@ impl VerifyReport {
             foreign: records_read.saturating_sub(records_verified),
             untracked: sum(|r| r.untracked),
             sequence_gaps: sum(|r| r.sequence_gaps),
-            // Every agent read the whole topic: a regression is seen once per agent.
-            offset_regressions: reports
-                .iter()
-                .map(|(_, r)| r.offset_regressions)
-                .max()
-                .unwrap_or(0),
+            offset_regressions: most_or_sum(|r| r.offset_regressions),
             records_aborted: sum_known(|r| r.records_aborted),
             aborted_read: sum(|r| r.aborted_read),
             aborted_skipped: sum(|r| r.aborted_skipped),
@@ -523,7 +537,7 @@ impl VerifyReport {
         Some(
             match reports
                 .iter()
-                .find_map(|(agent, r)| r.error.as_ref().map(|e| format!("agent {agent}: {e}")))
+                .find_map(|(name, r)| r.error.as_ref().map(|e| format!("{what} {name}: {e}")))
             {
                 Some(e) => merged.failed(e),
                 None => merged.judged(),

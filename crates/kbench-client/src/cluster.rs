@@ -379,6 +379,34 @@ impl Cluster {
         }))
     }
 
+    /// Every topic the cluster describes, by name, leaving out its internal ones
+    /// (`__consumer_offsets`, …: Java's `exclude.internal.topics=true`), sorted.
+    pub async fn topic_names(&self) -> Result<Vec<String>, ClientError> {
+        let conn = self.control_connection().await?;
+        let version = self.version_on(&conn, ApiKey::Metadata)?;
+        // All topics: a null list from v1 (v0 has only the empty list for it).
+        let mut request = MetadataRequest::default().with_topics(if version >= 1 {
+            None
+        } else {
+            Some(Vec::new())
+        });
+        if version >= 4 {
+            request = request.with_allow_auto_topic_creation(false);
+        }
+        let response: MetadataResponse = conn
+            .request_at(ApiKey::Metadata, version, &request)
+            .await
+            .map_err(|e| self.hint_security(e))?;
+        let mut names: Vec<String> = response
+            .topics
+            .into_iter()
+            .filter(|t| !t.is_internal && t.error_code == 0)
+            .filter_map(|t| t.name.map(|n| n.0.to_string()))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     pub async fn metadata(&self, topic: &str) -> Result<(i16, TopicLayout), ClientError> {
         self.metadata_creating(topic, false).await
     }

@@ -316,8 +316,14 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
     }
     let mut slots = members.len();
     // The progress windows of the whole group (a member's own would each say only its part).
+    let counted = share.clone();
     let reporter = tokio::spawn(report_windows(
-        share.clone(),
+        move || {
+            (
+                counted.records.load(Ordering::Relaxed),
+                counted.bytes.load(Ordering::Relaxed),
+            )
+        },
         spec.reporting_interval,
         observer.clone(),
     ));
@@ -537,20 +543,18 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
     ))
 }
 
-/// Every `every`, the group's progress window (records and bytes of every member) to `observer`,
-/// as one consumer's would be.
-async fn report_windows<O: ConsumeObserver>(
-    share: Arc<GroupShare>,
+/// Every `every`, the progress window of several readers together (a group's members, the
+/// topics of `--include`: the records and bytes `counts` gives) to `observer`, as one consumer's
+/// would be.
+pub(crate) async fn report_windows<O: ConsumeObserver>(
+    counts: impl Fn() -> (u64, u64),
     every: Duration,
     observer: Arc<O>,
 ) {
     let mut last = (0u64, 0u64, Instant::now());
     loop {
         tokio::time::sleep(every).await;
-        let (records, bytes) = (
-            share.records.load(Ordering::Relaxed),
-            share.bytes.load(Ordering::Relaxed),
-        );
+        let (records, bytes) = counts();
         let now = Instant::now();
         observer.interval(&super::ConsumeWindow {
             at: SystemTime::now(),
@@ -678,7 +682,11 @@ fn rebalances(
 
 /// The members' runs as one: counts summed, histograms added, windows merged by wall-clock slot
 /// of `every` from `start`, the span from the first start to the last end.
-fn pooled(runs: Vec<ConsumeRun>, start: SystemTime, every: Duration) -> Option<ConsumeRun> {
+pub(crate) fn pooled(
+    runs: Vec<ConsumeRun>,
+    start: SystemTime,
+    every: Duration,
+) -> Option<ConsumeRun> {
     let mut iter = runs.into_iter();
     let mut all = iter.next()?;
     let mut windows = std::mem::take(&mut all.timeline);

@@ -15,6 +15,7 @@ mod phase;
 pub use phase::run_consume;
 
 pub mod group;
+pub mod topics;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -56,6 +57,10 @@ pub enum StartAt {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumeSpec {
     pub topic: String,
+    /// `--include REGEX` (kafka-consumer-perf-test's): read every topic whose whole name the
+    /// regex matches, found when the run starts (internal topics left out, as Java's consumer
+    /// leaves them); `topic` is then not read. See [`run_consume_job`].
+    pub include: Option<String>,
     /// Records to read (`--messages`).
     pub messages: u64,
     pub mode: ConsumeMode,
@@ -111,6 +116,7 @@ impl Default for ConsumeSpec {
     fn default() -> Self {
         ConsumeSpec {
             topic: "kbench-perf".into(),
+            include: None,
             messages: 1_000_000,
             mode: ConsumeMode::Group {
                 group_id: format!("perf-consumer-{}", crate::spec::random_seed() % 100_000),
@@ -167,6 +173,21 @@ impl ConsumeSpec {
     /// Every check a run needs before it starts; the error names the spec field.
     pub fn validate(&self) -> Result<(), SpecError> {
         check_topic("topic", &self.topic)?;
+        if let Some(pattern) = &self.include {
+            include_regex(pattern)?;
+            if !matches!(self.mode, ConsumeMode::Group { .. }) {
+                return Err(SpecError::new(
+                    "include",
+                    "a topic pattern is a group's subscription (not with --partition)",
+                ));
+            }
+            if self.latest_values.is_some() {
+                return Err(SpecError::new(
+                    "latest_values",
+                    "the file is one topic's: give --topic, not --include",
+                ));
+            }
+        }
         check_range("messages", self.messages, 1..=u64::MAX)?;
         check_consumer(&self.consumer)?;
         check_duration("timeout", self.timeout, MAX_WAIT)?;
@@ -258,6 +279,7 @@ impl ConsumeSpec {
         };
         serde_json::json!({
             "topic": self.topic,
+            "include": self.include,
             "messages": self.messages,
             "mode": mode,
             "group": group,
@@ -284,6 +306,23 @@ impl ConsumeSpec {
             "properties": kbench_client::redacted(&self.properties),
         })
     }
+}
+
+/// `--include`'s pattern as Java's consumer applies it (`Pattern.matcher(topic).matches()`: the
+/// whole name); an error names the field.
+pub fn include_regex(pattern: &str) -> Result<regex::Regex, SpecError> {
+    if pattern.is_empty() {
+        return Err(SpecError::new("include", "must not be empty"));
+    }
+    let bad = |e: regex::Error| {
+        // The regex crate's message spans lines (the pattern, a caret, the reason): the reason.
+        let text = e.to_string();
+        let why = text.lines().last().unwrap_or_default();
+        let why = why.strip_prefix("error: ").unwrap_or(why).to_string();
+        SpecError::new("include", format!("{pattern:?} is not a regex: {why}"))
+    };
+    regex::Regex::new(pattern).map_err(bad)?;
+    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(bad)
 }
 
 /// One progress window, for kafka-consumer-perf-test's `--show-detailed-stats` line.
@@ -452,6 +491,10 @@ pub struct ConsumeResultDocument {
     /// With `--consumers N` or group faults: every member, every rebalance, every fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<group::GroupReport>,
+    /// With `--include` matching several topics: each topic's own figures, partitions, members
+    /// and verification (the document's `partitions` is then empty).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub topics: BTreeMap<String, topics::TopicPart>,
     /// With `-X schema.registry.url=URL`: every value decoded with the schema its id names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_decoding: Option<crate::schema::decode::DecodeReport>,
@@ -512,6 +555,7 @@ impl ConsumeResultDocument {
             verification: run.verification.clone(),
             latest_values: run.latest_values.clone(),
             group: None,
+            topics: BTreeMap::new(),
             value_decoding: run.value_decoding.clone(),
             cluster: run.cluster.clone(),
             protocol_anomalies: BTreeMap::new(),
@@ -558,6 +602,48 @@ pub async fn run_consume_job<O: ConsumeObserver>(
         }
     }
     cluster.check_versions(&needed)?;
+    // `--include`: the topics it matches now.
+    let mut settings = settings;
+    let included = match &spec.include {
+        Some(pattern) => Some(included_topics(&cluster, pattern).await?),
+        None => None,
+    };
+    if let Some(topics) = &included {
+        settings["topic"] = match topics.as_slice() {
+            [one] => serde_json::json!(one),
+            _ => serde_json::Value::Null,
+        };
+        settings["topics"] = serde_json::json!(topics);
+    }
+    if let Some(topics) = included.as_ref().filter(|t| t.len() > 1) {
+        let mut layouts = Vec::new();
+        for topic in topics {
+            let (_, layout) = cluster
+                .metadata(topic)
+                .await
+                .map_err(|e| BenchError::topic(topic, e))?;
+            layouts.push(layout);
+        }
+        let cluster = Arc::new(cluster);
+        let (run, parts) =
+            topics::run_topics(cluster.clone(), layouts, spec, stop, observer).await?;
+        return Ok(outcome(
+            run, spec, &cluster, embedded, bootstrap, settings, &pins, None, parts,
+        )
+        .await);
+    }
+    let one;
+    let spec = match included.as_ref().and_then(|t| t.first()) {
+        Some(topic) => {
+            one = ConsumeSpec {
+                topic: topic.clone(),
+                include: None,
+                ..spec.clone()
+            };
+            &one
+        }
+        None => spec,
+    };
     let (_, layout) = cluster
         .metadata(&spec.topic)
         .await
@@ -600,6 +686,67 @@ pub async fn run_consume_job<O: ConsumeObserver>(
             None,
         )
     };
+    Ok(outcome(
+        run,
+        spec,
+        &cluster,
+        embedded,
+        bootstrap,
+        settings,
+        &pins,
+        group,
+        BTreeMap::new(),
+    )
+    .await)
+}
+
+/// The topics `pattern` (`--include`) matches on `cluster` now; none is an error naming it.
+async fn included_topics(cluster: &Cluster, pattern: &str) -> Result<Vec<String>, BenchError> {
+    let regex = include_regex(pattern)?;
+    let names = cluster
+        .topic_names()
+        .await
+        .map_err(|e| BenchError::Run(format!("--include: listing the cluster's topics: {e}")))?;
+    let matched: Vec<String> = names
+        .iter()
+        .filter(|n| regex.is_match(n))
+        .cloned()
+        .collect();
+    if matched.is_empty() {
+        let mut known = names
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if names.len() > 10 {
+            known.push_str(", …");
+        }
+        return Err(SpecError::new(
+            "include",
+            format!(
+                "{pattern:?} matches no topic of the cluster's (the whole name must match; it has {}: {known})",
+                names.len()
+            ),
+        )
+        .into());
+    }
+    Ok(matched)
+}
+
+/// A finished run's outcome: the cluster closed, the result document of `run`.
+#[allow(clippy::too_many_arguments)]
+async fn outcome(
+    run: ConsumeRun,
+    spec: &ConsumeSpec,
+    cluster: &Cluster,
+    embedded: bool,
+    bootstrap: String,
+    settings: serde_json::Value,
+    pins: &kbench_wire::Pins,
+    group: Option<group::GroupReport>,
+    topics: BTreeMap<String, topics::TopicPart>,
+) -> ConsumeOutcome {
     cluster.close(Duration::from_secs(2)).await;
     let negotiated: BTreeMap<String, i16> = cluster.negotiated().named().collect();
     let pinned: BTreeMap<String, i16> = pins.iter().map(|(a, v)| (api_name(a), v)).collect();
@@ -617,9 +764,12 @@ pub async fn run_consume_job<O: ConsumeObserver>(
     let document = ConsumeResultDocument {
         protocol_anomalies: cluster.protocol_anomalies(),
         group,
+        offsets_skipped: document.offsets_skipped
+            + topics.values().map(|t| t.offsets_skipped).sum::<u64>(),
+        topics,
         ..document
     };
-    Ok(ConsumeOutcome { run, document })
+    ConsumeOutcome { run, document }
 }
 
 /// Where each partition starts: committed offsets (group mode), else the spec's start.
@@ -691,9 +841,39 @@ mod tests {
     }
 
     #[test]
+    fn include_matches_the_whole_name_as_java_does() {
+        let re = include_regex("orders-[0-9]+").unwrap();
+        assert!(re.is_match("orders-12"));
+        assert!(!re.is_match("orders-12-dlq"), "the whole name, not a part");
+        assert!(!re.is_match("old-orders-12"));
+        let alt = include_regex("a|b").unwrap();
+        assert!(
+            alt.is_match("b") && !alt.is_match("ab"),
+            "alternatives grouped"
+        );
+        let e = include_regex("a(").unwrap_err();
+        assert_eq!(e.field, "include");
+        assert!(!e.reason.contains('\n'), "one line: {}", e.reason);
+    }
+
+    #[test]
     fn each_bad_field_is_named() {
         type Case = (&'static str, fn(&mut ConsumeSpec));
-        let cases: [Case; 7] = [
+        let cases: [Case; 10] = [
+            ("include", |s| s.include = Some("orders-(".into())),
+            ("include", |s| {
+                s.include = Some("orders-.*".into());
+                s.mode = ConsumeMode::Assign { partitions: vec![] };
+            }),
+            ("latest_values", |s| {
+                s.include = Some("orders-.*".into());
+                s.latest_values = Some(crate::latest::LatestFile {
+                    kind: crate::latest::FILE_KIND.into(),
+                    topic: s.topic.clone(),
+                    keys: BTreeMap::new(),
+                    uncertain: Vec::new(),
+                });
+            }),
             ("messages", |s| s.messages = 0),
             ("topic", |s| s.topic.clear()),
             ("timeout", |s| s.timeout = Duration::ZERO),

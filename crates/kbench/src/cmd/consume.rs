@@ -38,6 +38,14 @@ pub struct ConsumeArgs {
     #[arg(long)]
     pub topic: Option<String>,
 
+    /// Read every topic whose whole name this regex matches (Kafka 4.x's --include: one
+    /// consumer subscribed to the pattern), found as the run starts, internal topics left out;
+    /// --num-records and --timeout count every topic's records. Several topics: each is read by
+    /// members of its own (--consumers per topic) in the one group; the result's `topics` has
+    /// each topic's own figures.
+    #[arg(long, value_name = "REGEX", conflicts_with_all = ["topic", "partition", "produce_first", "produce_rate", "latest_values"])]
+    pub include: Option<String>,
+
     /// Number of records to read (default 1000000); Kafka 4.x's name, KIP-1147: --num-records.
     #[arg(long, allow_negative_numbers = true, value_parser = positive_u64, visible_alias = "num-records")]
     pub messages: Option<u64>,
@@ -216,6 +224,14 @@ pub(crate) fn plan(args: &ConsumeArgs) -> Result<Plan, String> {
             .map_err(|e| e.to_string())?;
     }
     set(&mut spec.topic, args.topic.clone());
+    if let Some(pattern) = &args.include {
+        if client.connection.bootstrap_servers.is_none() {
+            return Err(format!(
+                "--include {pattern:?} needs --bootstrap-server: the embedded broker holds only the topic kbench fills (give --topic)"
+            ));
+        }
+        spec.include = Some(pattern.clone());
+    }
     set(&mut spec.messages, args.messages);
     if let Some(g) = &args.group {
         spec.mode = ConsumeMode::Group {
@@ -311,7 +327,11 @@ pub async fn run(args: ConsumeArgs) -> CliResult {
     plan.spec
         .validate()
         .map_err(|e| crate::args::spec_error(&e))?;
-    let topic = plan.spec.topic.clone();
+    let topic = plan
+        .spec
+        .include
+        .clone()
+        .unwrap_or_else(|| plan.spec.topic.clone());
     let endpoint = args
         .metrics
         .attach("consume", &topic, &mut plan.spec.window_sink)

@@ -581,3 +581,104 @@ fn print_metrics_prints_the_tools_table_with_kbench_s_own_apart() {
             .any(|(n, _)| n.starts_with("kbench-consumer-metrics:"))
     );
 }
+
+/// Kafka 4.x's `kafka-consumer-perf-test --include REGEX` on `bootstrap`: `incl-a` (3000 records)
+/// and `incl-b` (2000) match `incl-[ab]`, `incl-ab` (500) does not (the whole name must match, as
+/// Java's `Pattern.matches`). Every matching record is read once, in one group, counted in one
+/// final line, each topic's share in `topics`, `--verify` per topic and added up; the group
+/// committed both topics, so a second run in it finds nothing more. The result document.
+pub(crate) fn include_reads_every_matching_topic(bootstrap: &str, dir: &TempDir) {
+    for (topic, n) in [("incl-a", "3000"), ("incl-b", "2000"), ("incl-ab", "500")] {
+        Cmd::new("produce")
+            .args(&["--bootstrap-server", bootstrap, "--topic", topic])
+            .args(&["--num-records", n, "--record-size", "50", "--acks", "all"])
+            .args(&["--throughput", "-1", "--partitions", "2", "--verify"])
+            .ok(LIMIT);
+    }
+    let read = |name: &str, records: &str, timeout: &str, verify: &[&str]| {
+        let json = dir.path().join(name);
+        let out = Cmd::new("consume")
+            .args(&["--bootstrap-server", bootstrap, "--include", "incl-[ab]"])
+            .args(&["--num-records", records, "--timeout", timeout])
+            .args(verify)
+            .args(&["--group", "incl", "-X", "session.timeout.ms=6000"])
+            .args(&["-X", "heartbeat.interval.ms=1000"])
+            .json(&json)
+            .run(LIMIT);
+        (out, result_json(&json))
+    };
+    let (out, doc) = read("include.json", "5000", "20000", &["--verify"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The header and the final line (the verification's line follows them).
+    let lines: Vec<&str> = stdout.lines().take(2).collect();
+    let rows = columns(&lines.join("\n"), false);
+    assert_eq!(rows.len(), 1, "{stdout}");
+    assert_eq!(rows[0]["data.consumed.in.nMsg"], "5000", "{stdout}");
+    assert_eq!(doc["records_consumed"], 5000, "{doc}");
+    assert_eq!(doc["complete"], true);
+    assert_eq!(doc["settings"]["include"], "incl-[ab]");
+    assert_eq!(
+        doc["settings"]["topics"],
+        serde_json::json!(["incl-a", "incl-b"])
+    );
+    assert_eq!(doc["topics"]["incl-a"]["records_consumed"], 3000, "{doc}");
+    assert_eq!(doc["topics"]["incl-b"]["records_consumed"], 2000, "{doc}");
+    assert_eq!(
+        doc["partitions"],
+        serde_json::json!({}),
+        "per topic instead"
+    );
+    for t in ["incl-a", "incl-b"] {
+        let v = &doc["topics"][t]["verification"];
+        assert_eq!(v["ok"], true, "{t}: {v}");
+    }
+    let v = &doc["verification"];
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["records_verified"], 5000, "{v}");
+    assert_eq!(v["duplicated"], 0, "{v}");
+    // Committed: the group's next run starts where this one ended, in both topics.
+    let (out, again) = read("again.json", "10", "1500", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(again["records_consumed"], 0, "{again}");
+    assert_eq!(again["timed_out"], true);
+    for t in ["incl-a", "incl-b"] {
+        for p in ["0", "1"] {
+            assert_eq!(
+                again["topics"][t]["partitions"][p]["start_offset"],
+                doc["topics"][t]["partitions"][p]["end_offset"],
+                "{t}-{p}: {again}"
+            );
+        }
+    }
+    // What the pattern does not match, and a pattern that is no regex: one error naming the flag.
+    for (pattern, code) in [("incl", 1), ("incl-(", 2)] {
+        let out = Cmd::new("consume")
+            .args(&["--bootstrap-server", bootstrap, "--include", pattern])
+            .args(&["--timeout", "1000"])
+            .run(LIMIT);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{pattern}: {err}");
+        assert!(err.contains("--include"), "{pattern}: {err}");
+        assert_eq!(err.lines().count(), 1, "{pattern}: {err}");
+    }
+}
+
+#[test]
+fn include_reads_every_matching_topic_on_tansu() {
+    for kind in BROKERS {
+        let broker = TestBroker::of(kind);
+        let dir = TempDir::new("consume-include");
+        include_reads_every_matching_topic(&broker.addr, &dir);
+    }
+}
+
+#[test]
+fn include_reads_every_matching_topic_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Mock::new(3);
+    for t in ["incl-a", "incl-b", "incl-ab"] {
+        mock.topic(t, 2);
+    }
+    let dir = TempDir::new("consume-include-mock");
+    include_reads_every_matching_topic(&mock.bootstrap, &dir);
+}
