@@ -511,20 +511,19 @@ fn json_schema_values_are_validated_by_confluent_kafka() {
     assert_eq!(d["decoded"], 1000, "{d}");
 }
 
-/// `kbench e2e --value-schema`: the producers send schema values, the consumer decodes every one
-/// it reads with the schema its id names (`value_decoding`) while it times the trips, and
-/// confluent-kafka's AvroDeserializer reads the same records back.
-#[test]
-fn e2e_sends_schema_values_and_its_consumer_decodes_them() {
-    let broker = TestBroker::start();
+/// `kbench e2e --value-schema` on `bootstrap`: the producers send schema values, the consumer
+/// decodes every one it reads with the schema its id names (`value_decoding`) while it times the
+/// trips, and confluent-kafka's AvroDeserializer reads the same records back.
+fn e2e_schema_values_are_decoded(bootstrap: &str, name: &str) {
     let registry = SchemaRegistryDouble::start(RegistryOptions {
         basic_auth: Some(("kbench".into(), "e2e-s3cr3t".into())),
         register_delay: Duration::from_millis(100),
     });
-    let dir = TempDir::new("schemas-e2e");
+    let dir = TempDir::new(name);
     let topic = "e2e-avro";
     let json = std::path::PathBuf::from(dir.file("e2e.json"));
-    let out = Cmd::on("e2e", &broker)
+    let out = Cmd::new("e2e")
+        .args(&["--bootstrap-server", bootstrap])
         .topic(topic)
         .args(&[
             "--partitions",
@@ -559,9 +558,16 @@ fn e2e_sends_schema_values_and_its_consumer_decodes_them() {
     assert_eq!(d["decoded"], 400, "{d}");
     assert_eq!(d["schema_ids"][id.to_string()], 400, "{d}");
     assert_eq!(doc["verification"]["ok"], true, "{}", doc["verification"]);
-    let read =
-        read_with_confluent_kafka(&broker.addr, topic, &registry.url, "kbench:e2e-s3cr3t", 400);
+    let read = read_with_confluent_kafka(bootstrap, topic, &registry.url, "kbench:e2e-s3cr3t", 400);
     assert_eq!(read["decoded"], 400, "{read}");
+}
+
+/// [`e2e_schema_values_are_decoded`] on the embedded broker; bad input refused before any load.
+#[test]
+fn e2e_sends_schema_values_and_its_consumer_decodes_them() {
+    let broker = TestBroker::start();
+    e2e_schema_values_are_decoded(&broker.addr, "schemas-e2e");
+    let registry = SchemaRegistryDouble::start(RegistryOptions::default());
 
     // Refused before any load, naming the flag.
     Cmd::on("e2e", &broker)
@@ -579,6 +585,16 @@ fn e2e_sends_schema_values_and_its_consumer_decodes_them() {
     Cmd::on("e2e", &broker)
         .args(&["--duration", "1s", "--value-schema-id", "3"])
         .refused("--value-schema-id: only with --via rest-proxy");
+}
+
+/// [`e2e_schema_values_are_decoded`] on librdkafka's mock cluster (three brokers, the topic's
+/// leaders spread): the producers' batches, the consumer's Fetches and confluent-kafka's reader
+/// all meet another Kafka implementation.
+#[test]
+fn e2e_sends_schema_values_decoded_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Mock::new(3);
+    mock.topic("e2e-avro", 2);
+    e2e_schema_values_are_decoded(&mock.bootstrap, "schemas-e2e-mock");
 }
 
 /// `kbench omb --value-schema`: an OMB workload of two topics sends schema values in place of its
