@@ -382,15 +382,7 @@ fn encode_value(
 ) -> Result<Vec<u8>, (i64, String)> {
     match format {
         "avro" => {
-            let id = schema_id.ok_or((42202, "value_schema_id is missing".to_string()))?;
-            let text = inner
-                .schemas
-                .lock()
-                .unwrap()
-                .get((id - 1).max(0) as usize)
-                .cloned()
-                .filter(|s| !s.is_empty())
-                .ok_or((40403, format!("Schema {id} not found")))?;
+            let (id, text) = registered(inner, schema_id)?;
             let schema =
                 apache_avro::Schema::parse_str(&text).map_err(|e| (42201, e.to_string()))?;
             let v = apache_avro::types::Value::from(value.clone())
@@ -404,15 +396,7 @@ fn encode_value(
             Ok(out)
         }
         "protobuf" | "jsonschema" => {
-            let id = schema_id.ok_or((42202, "value_schema_id is missing".to_string()))?;
-            let text = inner
-                .schemas
-                .lock()
-                .unwrap()
-                .get((id - 1).max(0) as usize)
-                .cloned()
-                .filter(|s| !s.is_empty())
-                .ok_or((40403, format!("Schema {id} not found")))?;
+            let (id, text) = registered(inner, schema_id)?;
             let mut out = vec![0u8];
             out.extend_from_slice(&(id as i32).to_be_bytes());
             if format == "protobuf" {
@@ -441,6 +425,26 @@ fn encode_value(
     }
 }
 
+/// The schema a produce request names (`value_schema_id`), as the proxy asks its registry: its
+/// id and text, or the proxy's error code.
+fn registered(inner: &Inner, schema_id: Option<i64>) -> Result<(i64, String), (i64, String)> {
+    let id = schema_id.ok_or((42202, "value_schema_id is missing".to_string()))?;
+    let text = schema_text(inner, id).ok_or((40403, format!("Schema {id} not found")))?;
+    Ok((id, text))
+}
+
+/// Schema `id`'s text, when it is registered.
+fn schema_text(inner: &Inner, id: i64) -> Option<String> {
+    let index = usize::try_from(id).ok()?.checked_sub(1)?;
+    inner
+        .schemas
+        .lock()
+        .unwrap()
+        .get(index)
+        .cloned()
+        .filter(|s| !s.is_empty())
+}
+
 /// Stored bytes back to the embedded format.
 fn decode_value(inner: &Inner, format: &str, bytes: &[u8]) -> Value {
     match format {
@@ -448,14 +452,8 @@ fn decode_value(inner: &Inner, format: &str, bytes: &[u8]) -> Value {
             if bytes.len() < 5 || bytes[0] != 0 {
                 return Value::Null;
             }
-            let id = i32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
-            let Some(text) = inner
-                .schemas
-                .lock()
-                .unwrap()
-                .get(id.wrapping_sub(1))
-                .cloned()
-            else {
+            let id = i32::from_be_bytes(bytes[1..5].try_into().unwrap());
+            let Some(text) = schema_text(inner, id.into()) else {
                 return Value::Null;
             };
             let Ok(schema) = apache_avro::Schema::parse_str(&text) else {
@@ -471,14 +469,8 @@ fn decode_value(inner: &Inner, format: &str, bytes: &[u8]) -> Value {
             if bytes.len() < 6 || bytes[0] != 0 || bytes[5] != 0 {
                 return Value::Null;
             }
-            let id = i32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
-            let text = inner
-                .schemas
-                .lock()
-                .unwrap()
-                .get(id.wrapping_sub(1))
-                .cloned();
-            let Some(Ok(message)) = text.map(|t| first_message(&t)) else {
+            let id = i32::from_be_bytes(bytes[1..5].try_into().unwrap());
+            let Some(Ok(message)) = schema_text(inner, id.into()).map(|t| first_message(&t)) else {
                 return Value::Null;
             };
             prost_reflect::DynamicMessage::decode(message, &bytes[6..])
