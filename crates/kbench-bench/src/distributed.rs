@@ -24,7 +24,7 @@ use crate::timeline::{Figure, Interval};
 /// group), and it holds a lease that the coordinator's polls renew: a segment nobody asks about
 /// for the agent's lease time is stopped and marked `abandoned`.
 /// 4: a segment carries the run's `--pin`s, which its agent negotiates and holds.
-pub const AGENT_PROTOCOL: u32 = 5;
+pub const AGENT_PROTOCOL: u32 = 6;
 
 /// What one agent runs of a distributed run: the very spec the coordinator's front end built,
 /// split; the cluster to reach and its connection properties (secrets included: the agent needs
@@ -44,6 +44,14 @@ pub struct Segment {
     /// barrier.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pins: BTreeMap<String, i16>,
+    /// An e2e producer's values (`--value-schema`: generated, registered and framed once by the
+    /// coordinator, as one process prepares them), taken in place of its payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<bytes::Bytes>>,
+    /// An e2e consumer's deserializer properties (`schema.registry.url`, and any credentials):
+    /// it decodes every value it reads. The agent never shows them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub deserializer: BTreeMap<String, String>,
 }
 
 /// A segment's workload.

@@ -466,24 +466,22 @@ impl E2eSpec {
     }
 
     /// `values` (from `--value-schema`): each no larger than a record may be, on the Kafka
-    /// protocol (the REST Proxy driver encodes its own), in this process (agents are not sent
-    /// them).
+    /// protocol (the REST Proxy driver encodes its own). Over agents, each producer agent is sent
+    /// the coordinator's values; a consumer's segment keeps only `value_schema`, for its settings.
     fn check_values(&self) -> Result<(), SpecError> {
         let Some(values) = &self.values else {
             return match self.value_schema {
-                Some(_) => Err(SpecError::new(
+                Some(_) if self.mode.has_producers() => Err(SpecError::new(
                     "value_schema",
-                    "says how values were made, but there are none (they are never sent to agents)",
+                    "says how values were made, but there are none for the producers",
                 )),
-                None => Ok(()),
+                _ => Ok(()),
             };
         };
         let refused = if values.is_empty() {
             Some("no values".to_string())
         } else if self.rest.is_some() {
             Some("not through a REST Proxy (--rest-format and --value-schema-id choose what it sends)".into())
-        } else if self.run_tag.is_some() || self.start_at_us.is_some() {
-            Some("not over agents: the values are generated in this process".into())
         } else {
             values
                 .iter()

@@ -524,6 +524,22 @@ pub fn pin_names(pins: &kbench_wire::Pins) -> std::collections::BTreeMap<String,
 }
 
 fn segment(target: &Target, work: Work) -> Segment {
+    // What an e2e spec holds outside its serialised form: a producer's prepared values, a
+    // consumer's deserializer properties.
+    let (values, deserializer) = match &work {
+        Work::E2e(s) => (
+            s.values
+                .as_ref()
+                .filter(|_| s.mode.has_producers())
+                .map(|v| v.to_vec()),
+            if s.mode.has_consumer() {
+                s.deserializer.clone()
+            } else {
+                Default::default()
+            },
+        ),
+        Work::Produce(_) => (None, Default::default()),
+    };
     Segment {
         protocol: AGENT_PROTOCOL,
         run: target.run.clone(),
@@ -531,6 +547,8 @@ fn segment(target: &Target, work: Work) -> Segment {
         bootstrap_servers: target.bootstrap.clone(),
         properties: target.properties.clone(),
         pins: target.pins.clone(),
+        values,
+        deserializer,
     }
 }
 

@@ -90,6 +90,12 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         }
         Work::E2e(mut spec) => {
             spec.limits = app.limits;
+            spec.values = segment.values.map(Into::into);
+            spec.deserializer = segment.deserializer;
+            if !spec.deserializer.is_empty() {
+                kbench_bench::schema::decode::RegistryReader::new(&spec.deserializer)
+                    .map_err(|e| ApiError::field("deserializer", e.to_string()))?;
+            }
             spec.validate()
                 .map_err(|e| ApiError::field(e.field, e.reason))?;
             let config = json!({

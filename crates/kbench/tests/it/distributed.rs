@@ -859,6 +859,8 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
             bootstrap_servers: vec![broker.addr.clone()],
             properties: Vec::new(),
             pins: Default::default(),
+            values: None,
+            deserializer: Default::default(),
         };
         let answer = runtime().block_on(async {
             reqwest::Client::new()
@@ -1385,4 +1387,76 @@ fn metrics_over_agents_are_the_agents_added_up() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// `e2e --value-schema` over agents (three: the consumer on the first): the coordinator registers
+/// the schema in the registry (the test double, with basic auth) and generates the values once;
+/// each producer agent sends them, the consumer's agent decodes every value it reads through the
+/// registry. The merged document says every record consumed was decoded under the one schema id;
+/// the password shows nowhere: not on the coordinator's output, not in the merged document, not
+/// in what the agents serve or write.
+#[test]
+fn e2e_schema_values_over_agents_are_decoded_by_the_consumers_agent() {
+    use crate::schema_registry_double::{RegistryOptions, SchemaRegistryDouble};
+    let broker = TestBroker::start();
+    let registry = SchemaRegistryDouble::start(RegistryOptions {
+        basic_auth: Some(("kbench".into(), "dist-s3cr3t".into())),
+        register_delay: Duration::from_millis(50),
+    });
+    let dir = TempDir::new("dist-e2e-schema");
+    let schema = dir.path().join("order.avsc");
+    std::fs::write(
+        &schema,
+        r#"{"type": "record", "name": "Order", "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "item", "type": "string"},
+            {"name": "price", "type": "double"}]}"#,
+    )
+    .unwrap();
+    let agents: Vec<Agent> = (0..3)
+        .map(|i| Agent::start(&dir, &format!("a{i}"), 0, None))
+        .collect();
+    let topic = "dist-e2e-schema";
+    let json = dir.path().join("merged.json");
+    let out = Cmd::on("e2e", &broker)
+        .topic(topic)
+        .args(&["--agents", &urls(&agents)])
+        .args(&["--producers", "2", "--batch-interval", "5ms"])
+        .args(&["--partitions", "2", "--num-records", "600"])
+        .args(&["--schema-values", "50", "--reporting-interval", "0"])
+        .arg("--value-schema")
+        .arg(schema.to_str().unwrap())
+        .args(&["--schema-registry-url", &registry.url])
+        .args(&["-X", "basic.auth.user.info=kbench:dist-s3cr3t"])
+        .json(&json)
+        .ok(LIMIT);
+    let stdout = text(&out.stdout);
+    let merged = result_json(&json);
+    assert_eq!(merged["records_acked"], 600, "{stdout}");
+    assert_eq!(merged["records_consumed"], 600, "{stdout}");
+    let vs = &merged["settings"]["value_schema"];
+    assert_eq!(vs["subject"], format!("{topic}-value"), "{vs}");
+    let id = vs["schema_id"].as_u64().unwrap();
+    assert!(stdout.contains("Values decoded through"), "{stdout}");
+    let d = &merged["value_decoding"];
+    assert_eq!(d["decoded"], 600, "{d}");
+    assert_eq!(d["schema_ids"][id.to_string()], 600, "{d}");
+    // Every producer agent sent the coordinator's values: each decoded under the one id.
+    for a in &agents[1..] {
+        let doc = a.result();
+        assert!(doc["records_acked"].as_u64().unwrap() > 0, "{doc}");
+        assert_eq!(doc["settings"]["value_schema"]["schema_id"], id);
+    }
+    let mut shown = vec![
+        stdout,
+        text(&out.stderr),
+        std::fs::read_to_string(&json).unwrap(),
+    ];
+    for a in &agents {
+        shown.push(agent_get(a, "/v1/runs").to_string());
+        shown.push(a.result().to_string());
+    }
+    for s in &shown {
+        assert!(!s.contains("dist-s3cr3t"), "the password shows: {s}");
+    }
 }

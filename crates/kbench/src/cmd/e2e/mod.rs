@@ -25,11 +25,6 @@ pub async fn run(mut args: E2eArgs) -> CliResult {
     let pins = args.pins.pins(E2eSpec::APIS)?;
     let mut spec = spec_from(&args)?;
     let value_schema = flags::value_schema(&args, &serializer, &mut spec)?;
-    if args.distributed.given() && (value_schema.is_some() || !spec.deserializer.is_empty()) {
-        return Err(CliError::usage(
-            "--value-schema, -X schema.registry.url: not with --agents (the values are generated and decoded in this process)",
-        ));
-    }
     if !spec.deserializer.is_empty() {
         kbench_bench::schema::decode::RegistryReader::new(&spec.deserializer)
             .map_err(CliError::usage)?;
@@ -43,7 +38,7 @@ pub async fn run(mut args: E2eArgs) -> CliResult {
         ));
     }
     match args.distributed.list().await? {
-        Some(agents) => return distributed(&args, &spec, &pins, agents).await,
+        Some(agents) => return distributed(&args, spec, value_schema, &pins, agents).await,
         None if args.consumer_agent.is_some() => {
             return Err(CliError::usage(
                 "--consumer-agent: only with --agents or --agents-dns",
@@ -53,13 +48,7 @@ pub async fn run(mut args: E2eArgs) -> CliResult {
     }
     // Registered last, once every other input has been checked: a refused run leaves nothing
     // behind in the registry.
-    if let Some(schema) = value_schema {
-        let prepared = crate::cmd::produce::prepare_schema(&schema, "values").await?;
-        spec.values = Some(prepared.values.into());
-        spec.value_schema = Some(prepared.schema);
-        spec.validate()
-            .map_err(|e| CliError::usage(format!("--value-schema: {e}")))?;
-    }
+    prepare_values(&mut spec, value_schema).await?;
     let topic = spec.topic.clone();
     let endpoint = args
         .metrics
@@ -73,6 +62,22 @@ pub async fn run(mut args: E2eArgs) -> CliResult {
     let result = drive(&args, spec, &settings, pins, &mut harness).await;
     harness.finish().await;
     result
+}
+
+/// `--value-schema`: the schema registered (or looked up) and the values' pool generated, once,
+/// in this process (over `--agents`, the pool travels to each producer agent).
+async fn prepare_values(
+    spec: &mut E2eSpec,
+    value_schema: Option<kbench_bench::schema::ValueSchemaSpec>,
+) -> Result<(), CliError> {
+    if let Some(schema) = value_schema {
+        let prepared = crate::cmd::produce::prepare_schema(&schema, "values").await?;
+        spec.values = Some(prepared.values.into());
+        spec.value_schema = Some(prepared.schema);
+        spec.validate()
+            .map_err(|e| CliError::usage(format!("--value-schema: {e}")))?;
+    }
+    Ok(())
 }
 
 /// The run, its progress lines, and what it says: the summary, the result file, the exit code.
@@ -249,14 +254,18 @@ async fn progress_lines(
 /// `--agents`: the consumer on one agent, the producers split over the others, merged exactly.
 async fn distributed(
     args: &E2eArgs,
-    spec: &E2eSpec,
+    mut spec: E2eSpec,
+    value_schema: Option<kbench_bench::schema::ValueSchemaSpec>,
     pins: &Pins,
     agents: crate::coordinator::AgentList,
 ) -> CliResult {
     use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_e2e};
-    let consumer = consumer_agent(args, spec, &agents)?;
+    let consumer = consumer_agent(args, &spec, &agents)?;
     let properties = args.connection.pairs()?;
     let (bootstrap, coordinator) = cli_connect(args.bootstrap_server.as_deref(), &agents).await?;
+    // Registered once the agents have answered: a refused run leaves nothing in the registry.
+    prepare_values(&mut spec, value_schema).await?;
+    let spec = &spec;
     let coordinator = coordinator.with_notice(|line| println!("kbench e2e: {line}"));
     // --metrics-listen: the agents' /metrics added up, served here.
     let endpoint = args
@@ -318,6 +327,11 @@ async fn distributed(
     args.output
         .write_merged_histogram_log(&doc.start_time, &mut doc.intervals)?;
     print_merged(&doc);
+    // The consumer's agent decoded the values (`--value-schema`, or its schema.registry.url).
+    let undecoded = doc.value_decoding.as_ref().is_some_and(|d| {
+        println!("{}", d.line());
+        d.failed() > 0
+    });
     let slo = args.slo.conditions("e2e").unwrap_or_default();
     let c = doc.consumer.clone().unwrap_or_default();
     let code = cli_finish(
@@ -326,6 +340,7 @@ async fn distributed(
         slo.as_deref(),
         args.output.json.as_deref(),
         doc.records_failed > 0
+            || undecoded
             || c.records_lost > 0
             || c.records_late > 0
             || c.records_unverified > 0,
