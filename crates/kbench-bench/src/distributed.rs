@@ -891,6 +891,17 @@ pub fn merge_e2e(
     }
     let segments = template.segments.clone();
     let consumer_lost = consumer.result.is_none();
+    // `--verify`: the consumer's agent checked against what every producer agent acknowledged;
+    // a producer agent lost took its acknowledgements with it.
+    let verification = template.verification.clone().map(|v| {
+        match producers.iter().find(|p| p.result.is_none()) {
+            Some(p) => v.failed(format!(
+                "producer agent {} was lost: what it acknowledged is unknown",
+                p.agent
+            )),
+            None => v,
+        }
+    });
     Ok(E2eResultDocument {
         header: Header::new(Kind::E2e),
         settings,
@@ -930,6 +941,8 @@ pub fn merge_e2e(
             |d| &d.header.environment.hostname,
             |p| e2e_figures(p, consumer_lost, &segments),
         )),
+        verification,
+        written: None,
         ..template
     })
 }

@@ -419,6 +419,10 @@ pub struct E2eResultDocument {
     /// With `--verify`: every record the consumer read, checked against what was acknowledged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::verify::VerifyReport>,
+    /// With `--verify`, a distributed run's producer agent: what it acknowledged, which the
+    /// coordinator hands to the consumer's agent (not in the merged document).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<crate::verify::WrittenWire>,
     /// With a schema registry (`--value-schema`, or the consumer's `schema.registry.url`): every
     /// value the consumer read, decoded with the schema its id names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -615,6 +619,7 @@ impl E2eResultDocument {
             aborted: run.aborted.clone(),
             segments: run.segments.clone(),
             verification: run.verification.clone(),
+            written: run.written.clone(),
             value_decoding: run.value_decoding.clone(),
             intervals: crate::timeline::intervals(
                 run.started_at,

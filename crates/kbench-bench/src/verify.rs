@@ -98,7 +98,42 @@ pub struct Written {
     pub transactional: bool,
 }
 
+/// [`Written`]'s acknowledged records as they travel between processes (`e2e --verify` over
+/// agents: each producer agent's, through the coordinator, to the consumer's agent): the
+/// producers, and per producer and partition the ranges of sequence numbers ([`RangeSet::iter`]'s).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct WrittenWire {
+    pub producers: Vec<u64>,
+    pub acked: Vec<AckedRanges>,
+}
+
+/// One producer's acknowledged sequence numbers in one partition: (producer, partition, ranges).
+pub type AckedRanges = (u64, i32, Vec<(u64, u64)>);
+
 impl Written {
+    /// The acknowledged records, to send ([`Written::add_wire`] takes them in).
+    pub fn wire(&self) -> WrittenWire {
+        WrittenWire {
+            producers: self.producers.clone(),
+            acked: self
+                .acked
+                .iter()
+                .map(|((producer, partition), r)| (*producer, *partition, r.iter().collect()))
+                .collect(),
+        }
+    }
+
+    /// Another process's acknowledged records, added.
+    pub fn add_wire(&mut self, w: &WrittenWire) {
+        self.producers.extend(&w.producers);
+        for (producer, partition, ranges) in &w.acked {
+            let mine = self.acked.entry((*producer, *partition)).or_default();
+            for (s, e) in ranges {
+                mine.insert_range(*s, *e);
+            }
+        }
+    }
+
     pub fn for_producer(producer: u64) -> Written {
         Written {
             producers: vec![producer],

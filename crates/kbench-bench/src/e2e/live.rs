@@ -410,6 +410,8 @@ pub struct E2eRun {
     pub aborted: Option<String>,
     /// `--verify`: the consumer's record-by-record check against what was acknowledged.
     pub verification: Option<crate::verify::VerifyReport>,
+    /// `--verify` over agents, a producer agent's part: what it acknowledged, for the consumer's.
+    pub written: Option<crate::verify::WrittenWire>,
     /// Request-reply: the settings; the counts above are then of requests (produced, acked,
     /// failed) and replies (consumed, duplicates, foreign: unmatched), `whole_trip` is request →
     /// reply, and `lost` counts requests acknowledged and never answered.

@@ -585,10 +585,17 @@ pub(crate) fn conclude(
     } else {
         0
     };
-    let verification = live.verify.lock().expect("verify lock").as_ref().map(|v| {
-        v.verifier
-            .report(spec.mode.has_producers().then_some(&v.written))
-    });
+    // A distributed run's producer part reads nothing: it hands on what it acknowledged (for the
+    // consumer's agent to check against); the consumer's part checks against what the producer
+    // agents acknowledged, once told (at its drain).
+    let (verification, written) = match live.verify.lock().expect("verify lock").as_ref() {
+        Some(v) if !spec.mode.has_consumer() => (None, Some(v.written.wire())),
+        Some(v) => {
+            let told = spec.mode.has_producers() || !v.written.producers.is_empty();
+            (Some(v.verifier.report(told.then_some(&v.written))), None)
+        }
+        None => (None, None),
+    };
     let h = |m: &Mutex<Histogram<u64>>| m.lock().expect("latency lock").clone();
     let load_started = live
         .started
@@ -670,6 +677,7 @@ pub(crate) fn conclude(
         errors: live.errors.lock().expect("errors lock").clone(),
         aborted: phases.aborted,
         verification,
+        written,
         reply: spec.reply.clone(),
         app_lag: live.app_lag.lock().expect("lag lock").clone(),
         value_decoding: live.value_decoding.lock().expect("decoding lock").clone(),

@@ -654,11 +654,16 @@ pub async fn run_e2e(
             }
         }
     }
-    // Tell the consumer what each producer agent acknowledged; it drains, then finishes.
-    let acked: Vec<Option<u64>> = c
-        .parts::<E2eResultDocument>(&running, &[], Kind::E2e)
+    // Tell the consumer what each producer agent acknowledged (with `--verify`, record by
+    // record); it drains, then finishes.
+    let parts = c.parts::<E2eResultDocument>(&running, &[], Kind::E2e);
+    let acked: Vec<Option<u64>> = parts
         .iter()
         .map(|p| Some(p.result.as_ref()?.records_acked))
+        .collect();
+    let written: Vec<&kbench_bench::verify::WrittenWire> = parts
+        .iter()
+        .filter_map(|p| p.result.as_ref()?.written.as_ref())
         .collect();
     if !consumer_run.done() {
         let path = format!("/agent/v1/segments/{}/drain", consumer_run.id);
@@ -667,7 +672,7 @@ pub async fn run_e2e(
                 reqwest::Method::POST,
                 &c.agents[consumer_agent],
                 &path,
-                Some(&json!({ "acked": acked })),
+                Some(&json!({ "acked": acked, "written": written })),
             )
             .await
         {

@@ -155,6 +155,10 @@ const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 #[serde(deny_unknown_fields)]
 pub struct Drain {
     pub acked: Vec<Option<u64>>,
+    /// With `--verify`: what each producer agent acknowledged, record by record (a lost one's
+    /// left out), for the consumer's check.
+    #[serde(default)]
+    pub written: Vec<kbench_bench::verify::WrittenWire>,
 }
 
 pub async fn drain(
@@ -178,6 +182,11 @@ pub async fn drain(
         .lock()
         .expect("segments lock")
         .set_acked(drain.acked);
+    if let Some(v) = live.verify.lock().expect("verify lock").as_mut() {
+        for w in &drain.written {
+            v.written.add_wire(w);
+        }
+    }
     app.runs.stop(&id)?;
     let body = app.runs.read_run(&id, |r| run_json(r, false))?;
     Ok(json_response(StatusCode::ACCEPTED, body))

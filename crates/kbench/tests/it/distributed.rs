@@ -1389,14 +1389,15 @@ fn metrics_over_agents_are_the_agents_added_up() {
     );
 }
 
-/// `e2e --value-schema` over agents (three: the consumer on the first): the coordinator registers
-/// the schema in the registry (the test double, with basic auth) and generates the values once;
-/// each producer agent sends them, the consumer's agent decodes every value it reads through the
-/// registry. The merged document says every record consumed was decoded under the one schema id;
-/// the password shows nowhere: not on the coordinator's output, not in the merged document, not
-/// in what the agents serve or write.
+/// `e2e --value-schema --verify` over agents (three: the consumer on the first): the coordinator
+/// registers the schema in the registry (the test double, with basic auth) and generates the
+/// values once; each producer agent sends them, stamped, and the consumer's agent decodes every
+/// value it reads through the registry and checks every stamp against what the producer agents
+/// acknowledged (handed to it at its drain). The merged document says every record consumed was
+/// decoded under the one schema id and verified; the password shows nowhere: not on the
+/// coordinator's output, not in the merged document, not in what the agents serve or write.
 #[test]
-fn e2e_schema_values_over_agents_are_decoded_by_the_consumers_agent() {
+fn e2e_schema_values_over_agents_are_decoded_and_verified_by_the_consumers_agent() {
     use crate::schema_registry_double::{RegistryOptions, SchemaRegistryDouble};
     let broker = TestBroker::start();
     let registry = SchemaRegistryDouble::start(RegistryOptions {
@@ -1424,6 +1425,7 @@ fn e2e_schema_values_over_agents_are_decoded_by_the_consumers_agent() {
         .args(&["--producers", "2", "--batch-interval", "5ms"])
         .args(&["--partitions", "2", "--num-records", "600"])
         .args(&["--schema-values", "50", "--reporting-interval", "0"])
+        .arg("--verify")
         .arg("--value-schema")
         .arg(schema.to_str().unwrap())
         .args(&["--schema-registry-url", &registry.url])
@@ -1441,11 +1443,25 @@ fn e2e_schema_values_over_agents_are_decoded_by_the_consumers_agent() {
     let d = &merged["value_decoding"];
     assert_eq!(d["decoded"], 600, "{d}");
     assert_eq!(d["schema_ids"][id.to_string()], 600, "{d}");
-    // Every producer agent sent the coordinator's values: each decoded under the one id.
+    assert!(stdout.contains("Verification OK"), "{stdout}");
+    let v = &merged["verification"];
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["records_verified"], 600, "{v}");
+    assert_eq!(v["records_acked"], 600, "{v}");
+    assert_eq!(v["lost"], 0, "{v}");
+    assert_eq!(v["producers"], 2, "{v}");
+    assert!(
+        merged.get("written").is_none(),
+        "the agents' hand-over stays out"
+    );
+    // Every producer agent sent the coordinator's values (each decoded under the one id), and
+    // handed on what it acknowledged instead of a verification of its own.
     for a in &agents[1..] {
         let doc = a.result();
         assert!(doc["records_acked"].as_u64().unwrap() > 0, "{doc}");
         assert_eq!(doc["settings"]["value_schema"]["schema_id"], id);
+        assert!(doc.get("verification").is_none(), "{doc}");
+        assert!(doc["written"]["acked"].as_array().is_some(), "{doc}");
     }
     let mut shown = vec![
         stdout,

@@ -327,11 +327,19 @@ async fn distributed(
     args.output
         .write_merged_histogram_log(&doc.start_time, &mut doc.intervals)?;
     print_merged(&doc);
+    if let Some(v) = &doc.verification {
+        println!("{}", v.line());
+    }
     // The consumer's agent decoded the values (`--value-schema`, or its schema.registry.url).
     let undecoded = doc.value_decoding.as_ref().is_some_and(|d| {
         println!("{}", d.line());
         d.failed() > 0
     });
+    let unverified = doc
+        .verification
+        .as_ref()
+        .is_some_and(|v| v.ok != Some(true))
+        || (args.verify && undecoded);
     let slo = args.slo.conditions("e2e").unwrap_or_default();
     let c = doc.consumer.clone().unwrap_or_default();
     let code = cli_finish(
@@ -340,13 +348,17 @@ async fn distributed(
         slo.as_deref(),
         args.output.json.as_deref(),
         doc.records_failed > 0
-            || undecoded
             || c.records_lost > 0
             || c.records_late > 0
             || c.records_unverified > 0,
         // Ctrl-C is how an open-ended run ends.
         interrupted && args.duration.is_some(),
-    );
+    )
+    // As in one process: a verification that is not OK is exit 5, before an SLO's 3.
+    .map(|code| match code {
+        0 | crate::args::EXIT_SLO if unverified => crate::args::EXIT_VERIFY,
+        code => code,
+    });
     if let Some(endpoint) = endpoint {
         endpoint.finish().await;
     }
@@ -381,11 +393,6 @@ fn consumer_agent(
         Some("--mode: a distributed run places the consumer and the producers itself".into())
     } else if spec.reply.is_some() {
         Some("--reply-topic: not with --agents (the reply consumer times requests sent in its own process)".into())
-    } else if args.verify {
-        Some(
-            "--verify: not with --agents yet (verify each agent's records with produce --verify)"
-                .into(),
-        )
     } else if agents.urls.len() < 2 {
         Some(
             "--agents: an e2e run needs two agents or more: one consumer, producers on the others"
