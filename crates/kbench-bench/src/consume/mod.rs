@@ -98,6 +98,60 @@ pub struct ConsumeSpec {
     /// `consumer-restart=K`),
     /// applied by the run, in time order.
     pub member_faults: Vec<crate::fault::Fault>,
+    /// `--include`'s topics: the records every topic's reading has read, which `messages` counts.
+    pub shared_total: SharedTotal,
+}
+
+/// Records read by several readings together, and the gate each holds while it counts them, so
+/// that their one target is met exactly (`--include`'s topics, [`topics`]).
+#[derive(Debug, Default)]
+pub struct SharedCount {
+    pub records: std::sync::atomic::AtomicU64,
+    pub gate: std::sync::Mutex<()>,
+    /// The readings (members) that end together, and those that have made their last commit:
+    /// none leaves the group before every one has committed, since a member's LeaveGroup starts
+    /// a rebalance in which the coordinator refuses the others' commits.
+    pub readings: std::sync::atomic::AtomicUsize,
+    committed: std::sync::atomic::AtomicUsize,
+    all_committed: tokio::sync::Notify,
+}
+
+impl SharedCount {
+    /// A reading has made its last commit (or has none to make); with `wait`, until every
+    /// reading has, for at most `bound`.
+    pub async fn last_commit(&self, wait: bool, bound: Duration) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let done = || self.committed.load(SeqCst) >= self.readings.load(SeqCst);
+        self.committed.fetch_add(1, SeqCst);
+        if done() {
+            self.all_committed.notify_waiters();
+            return;
+        }
+        if !wait {
+            return;
+        }
+        let all = async {
+            loop {
+                let notified = self.all_committed.notified();
+                if done() {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(bound, all).await;
+    }
+}
+
+/// A reading's [`SharedCount`], when it shares its target (not a setting: every value compares
+/// equal, as [`crate::timeline::WindowSink`]).
+#[derive(Debug, Clone, Default)]
+pub struct SharedTotal(pub Option<Arc<SharedCount>>);
+
+impl PartialEq for SharedTotal {
+    fn eq(&self, _: &SharedTotal) -> bool {
+        true
+    }
 }
 
 /// The most members a group run may start (`--consumers` and every `consumer-join` together are
@@ -135,6 +189,7 @@ impl Default for ConsumeSpec {
             latest_values: None,
             consumers: 1,
             member_faults: Vec::new(),
+            shared_total: SharedTotal::default(),
         }
     }
 }
@@ -618,10 +673,9 @@ pub async fn run_consume_job<O: ConsumeObserver>(
     if let Some(topics) = included.as_ref().filter(|t| t.len() > 1) {
         let mut layouts = Vec::new();
         for topic in topics {
-            let (_, layout) = cluster
-                .metadata(topic)
-                .await
-                .map_err(|e| BenchError::topic(topic, e))?;
+            let (_, layout) = cluster.metadata(topic).await.map_err(|e| {
+                BenchError::Run(format!("--include: topic {topic} it matched: {e}"))
+            })?;
             layouts.push(layout);
         }
         let cluster = Arc::new(cluster);

@@ -370,8 +370,19 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         Ok(())
     }
 
+    /// Records read towards a target shared with other readings, else this reading's own.
+    fn total_or_own(&self) -> u64 {
+        match &self.spec.shared_total.0 {
+            Some(shared) => shared.records.load(std::sync::atomic::Ordering::SeqCst),
+            None => self.records,
+        }
+    }
+
     /// Records read: this member's, or the whole group's.
     fn total(&self) -> u64 {
+        if let Some(shared) = &self.spec.shared_total.0 {
+            return shared.records.load(std::sync::atomic::Ordering::SeqCst);
+        }
         self.group
             .as_ref()
             .map_or(self.records, |g| g.share.records())
@@ -653,6 +664,12 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         let arrived_ms = self.spec.end_to_end.then(kbench_wire::batch::now_ms);
         let bytes_before = self.bytes;
         self.fetch_e2e.clear();
+        // A target shared with other readings: counted under their one gate, so that together
+        // they read exactly that many.
+        let shared = self.spec.shared_total.0.clone();
+        let _gate = shared
+            .as_ref()
+            .map(|s| s.gate.lock().unwrap_or_else(|e| e.into_inner()));
         for part in &fetched.parts {
             self.read_part(part, arrived_ms);
             if self.total() >= self.spec.messages {
@@ -768,6 +785,11 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         {
             g.share.read(taken, taken_bytes);
         }
+        if let Some(shared) = &self.spec.shared_total.0 {
+            shared
+                .records
+                .fetch_add(taken, std::sync::atomic::Ordering::SeqCst);
+        }
         self.records += taken;
         self.bytes += taken_bytes;
         self.window.records += taken;
@@ -786,7 +808,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             != batches_end(&data.records, part.from)
                 .unwrap_or(part.from)
                 .max(part.from)
-            && self.records < self.spec.messages
+            && self.total_or_own() < self.spec.messages
         {
             self.consumer.seek(*partition, next);
         }
@@ -845,6 +867,12 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             }
             self.member = Some(m);
         }
+        // A reading with no member to commit and leave with does not hold the others.
+        if let Some(shared) = &self.spec.shared_total.0
+            && (self.member.is_none() || crashed)
+        {
+            shared.last_commit(false, Duration::ZERO).await;
+        }
         // A crashed member says nothing more to the group: its session runs out.
         if let Some(m) = self.member.as_ref().filter(|_| !crashed) {
             let far = tokio::time::Instant::now() + Duration::from_secs(3600);
@@ -861,6 +889,12 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                             .or_default() += 1
                     }
                 }
+            }
+            // `--include`'s topics: no member leaves before every topic's has committed (a
+            // LeaveGroup starts a rebalance, in which the others' commits would be refused).
+            if let Some(shared) = &self.spec.shared_total.0 {
+                let bound = (self.spec.consumer.session_timeout / 2).min(LAST_COMMIT_WAIT);
+                shared.last_commit(true, bound).await;
             }
             // A restart closes as Java's consumer does (a static member stays in the group for
             // its session, for its successor to take its place); the run's end and a leave fault
@@ -935,6 +969,11 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         }
     }
 }
+
+/// `--include`'s topics: how long a member that has made its last commit waits for the other
+/// topics' members to make theirs before it leaves (at most half its session, as it does not
+/// heartbeat meanwhile).
+const LAST_COMMIT_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a member that ends during a cooperative rebalance waits for it, to commit and leave.
 const FINISH_JOIN_WAIT: Duration = Duration::from_secs(10);

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use kbench_client::{Cluster, TopicLayout};
 use serde::{Deserialize, Serialize};
@@ -42,23 +42,12 @@ pub struct TopicPart {
     pub error: Option<String>,
 }
 
-/// Why the topics' readings were stopped when the record target was read (not an abort).
-const TARGET_READ: &str = "the record target was read";
-
-/// What the topics' readings share: the records read by all, and the stop they end with.
-struct Shared {
-    records: AtomicU64,
-    bytes: AtomicU64,
-    target: u64,
-    reached: AtomicBool,
-    stop: Stop,
-}
-
-/// A topic's reading's observer: counts towards the shared target, and passes on to the run's
-/// observer all but the progress windows (the run's windows are every topic's, made below).
+/// A topic's reading's observer: counts the bytes read for the run's progress windows (the
+/// records are the readings' [`super::SharedCount`]), and passes on to the run's observer all but
+/// the progress windows (the run's windows are every topic's, made below).
 struct Part<O> {
     inner: Arc<O>,
-    shared: Arc<Shared>,
+    bytes: Arc<AtomicU64>,
 }
 
 impl<O: ConsumeObserver> ConsumeObserver for Part<O> {
@@ -74,11 +63,7 @@ impl<O: ConsumeObserver> ConsumeObserver for Part<O> {
 
     fn fetched(&self, records: u64, bytes: u64, end_to_end_us: &[u64]) {
         self.inner.fetched(records, bytes, end_to_end_us);
-        self.shared.bytes.fetch_add(bytes, Ordering::Relaxed);
-        let total = self.shared.records.fetch_add(records, Ordering::Relaxed) + records;
-        if total >= self.shared.target && !self.shared.reached.swap(true, Ordering::SeqCst) {
-            self.shared.stop.stop(TARGET_READ);
-        }
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 }
 
@@ -106,35 +91,43 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
     }
     let cpu_start = crate::measure::CpuTime::now();
     let started_wall = std::time::SystemTime::now();
-    let shared = Arc::new(Shared {
-        records: AtomicU64::new(0),
-        bytes: AtomicU64::new(0),
-        target: spec.messages,
-        reached: AtomicBool::new(false),
-        stop: Stop::new(),
-    });
-    // The run's stop stops every topic's reading, with its reason.
-    let outer = stop.clone();
-    let inner = shared.stop.clone();
-    let linked = tokio::spawn(async move {
-        outer.stopped().await;
-        inner.stop(outer.reason().unwrap_or_else(|| "stopped".into()));
-    });
     // Every topic's connections before any reading starts: a failure here leaves nothing running.
     let mut clusters = vec![first.clone()];
     for layout in &layouts[1..] {
-        let cluster = Cluster::connect(first.config().clone())
-            .await
-            .map_err(|e| BenchError::Run(format!("topic {}'s connections: {e}", layout.name)))?;
-        cluster
-            .metadata(&layout.name)
-            .await
-            .map_err(|e| BenchError::topic(&layout.name, e))?;
-        clusters.push(Arc::new(cluster));
+        let connected = async {
+            let cluster = Cluster::connect(first.config().clone()).await?;
+            cluster.metadata(&layout.name).await?;
+            Ok::<_, kbench_client::ClientError>(Arc::new(cluster))
+        }
+        .await;
+        match connected {
+            Ok(c) => clusters.push(c),
+            Err(e) => {
+                for c in &clusters[1..] {
+                    c.close(std::time::Duration::from_secs(2)).await;
+                }
+                return Err(BenchError::Run(format!(
+                    "--include: topic {}'s connections: {e}",
+                    layout.name
+                )));
+            }
+        }
     }
+    let count = Arc::new(super::SharedCount::default());
+    count
+        .readings
+        .store(layouts.len() * spec.consumers as usize, Ordering::SeqCst);
+    let bytes = Arc::new(AtomicU64::new(0));
+    // The topics' readings' one stop: the run's (with its reason), or one topic's failure.
+    let inner = Stop::new();
+    let (outer, linked_inner) = (stop.clone(), inner.clone());
+    let linked = tokio::spawn(async move {
+        outer.stopped().await;
+        linked_inner.stop(outer.reason().unwrap_or_else(|| "stopped".into()));
+    });
     let part = Arc::new(Part {
         inner: observer.clone(),
-        shared: shared.clone(),
+        bytes: bytes.clone(),
     });
     let mut tasks = Vec::new();
     for (layout, cluster) in layouts.iter().cloned().zip(clusters.iter().cloned()) {
@@ -147,11 +140,11 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
             topic: layout.name.clone(),
             consumer,
             include: None,
-            // The target is the run's, counted across topics by `Part`.
-            messages: u64::MAX,
+            // The target is the run's, counted across topics.
+            shared_total: super::SharedTotal(Some(count.clone())),
             ..spec.clone()
         };
-        let (stop, part) = (shared.stop.clone(), part.clone());
+        let (stop, part) = (inner.clone(), part.clone());
         let name = layout.name.clone();
         let own_name = name.clone();
         tasks.push((
@@ -177,12 +170,12 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
             }),
         ));
     }
-    let counted = shared.clone();
+    let counted = (count.clone(), bytes.clone());
     let reporter = tokio::spawn(super::group::report_windows(
         move || {
             (
-                counted.records.load(Ordering::Relaxed),
-                counted.bytes.load(Ordering::Relaxed),
+                counted.0.records.load(Ordering::Relaxed),
+                counted.1.load(Ordering::Relaxed),
             )
         },
         spec.reporting_interval,
@@ -195,10 +188,13 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
     for (name, task) in tasks {
         let (out, own) = match task.await {
             Ok(out) => out,
-            Err(e) => (
-                Err(BenchError::Run(format!("topic {name}'s reading: {e}"))),
-                true,
-            ),
+            Err(e) => {
+                inner.stop(format!("topic {name}'s reading failed"));
+                (
+                    Err(BenchError::Run(format!("topic {name}'s reading: {e}"))),
+                    true,
+                )
+            }
         };
         match out {
             Ok((mut run, group)) => {
@@ -253,7 +249,7 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
     if let Some(e) = failure {
         return Err(e);
     }
-    let reached = shared.reached.load(Ordering::SeqCst);
+    let reached = count.records.load(Ordering::SeqCst) >= spec.messages;
     let every_idle = runs.iter().all(|r| r.timed_out);
     let Some(mut run) = super::group::pooled(runs, started_wall, spec.timeline_interval) else {
         // Stopped before any topic's members had joined: as one topic's run stopped then.
@@ -261,7 +257,7 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
     };
     run.cpu = crate::measure::CpuTime::now().since(cpu_start);
     run.timed_out = !reached && every_idle;
-    run.aborted = stop.reason().or(run.aborted.filter(|r| r != TARGET_READ));
+    run.aborted = stop.reason().or(run.aborted);
     let verified: Vec<(&str, &crate::verify::VerifyReport)> = parts
         .iter()
         .filter_map(|(t, p)| p.verification.as_ref().map(|v| (t.as_str(), v)))

@@ -603,7 +603,7 @@ impl E2eSpec {
             "producers": self.producers,
             "batch_interval_ms": self.batch_interval_ms,
             // Schema values have their own sizes (`value_schema.mean_value_bytes`).
-            "payload_size": self.values.is_none().then_some(self.payload_size),
+            "payload_size": self.value_schema.is_none().then_some(self.payload_size),
             "messages_per_batch": self.messages_per_batch,
             "acks": self.producer.acks.name(),
             "compression": self.producer.compression.name(),
