@@ -16,6 +16,9 @@ use crate::serve::app::App;
 use crate::serve::error::{ApiError, json_response};
 use crate::serve::{agent, dashboard, events, history, pub_sub, v1};
 
+/// The largest segment an agent takes (its values included).
+const SEGMENT_BODY_LIMIT: usize = 256 << 20;
+
 pub fn router(app: Arc<App>) -> Router {
     let routes = if app.agent {
         Router::new()
@@ -23,7 +26,10 @@ pub fn router(app: Arc<App>) -> Router {
             .route("/agent/v1/clock", get(agent::clock))
             .route(
                 "/agent/v1/segments",
-                axum::routing::post(agent::create.layer(middleware::from_fn(json_only))),
+                // A segment may carry a producer's values (a payload file's lines, an e2e run's
+                // `--value-schema` pool): more than axum's default 2 MB.
+                axum::routing::post(agent::create.layer(middleware::from_fn(json_only)))
+                    .layer(axum::extract::DefaultBodyLimit::max(SEGMENT_BODY_LIMIT)),
             )
             .route(
                 "/agent/v1/segments/{id}",

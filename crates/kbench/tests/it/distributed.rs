@@ -1410,7 +1410,7 @@ fn e2e_schema_values_over_agents_are_decoded_and_verified_by_the_consumers_agent
         &schema,
         r#"{"type": "record", "name": "Order", "fields": [
             {"name": "id", "type": "long"},
-            {"name": "item", "type": "string"},
+            {"name": "item", "type": {"type": "string", "arg.properties": {"length": 700}}},
             {"name": "price", "type": "double"}]}"#,
     )
     .unwrap();
@@ -1424,7 +1424,8 @@ fn e2e_schema_values_over_agents_are_decoded_and_verified_by_the_consumers_agent
         .args(&["--agents", &urls(&agents)])
         .args(&["--producers", "2", "--batch-interval", "5ms"])
         .args(&["--partitions", "2", "--num-records", "600"])
-        .args(&["--schema-values", "50", "--reporting-interval", "0"])
+        // A pool of 4000 values of about 720 B: segments of 3.8 MB, past axum's default limit.
+        .args(&["--schema-values", "4000", "--reporting-interval", "0"])
         .arg("--verify")
         .arg("--value-schema")
         .arg(schema.to_str().unwrap())
@@ -1438,6 +1439,7 @@ fn e2e_schema_values_over_agents_are_decoded_and_verified_by_the_consumers_agent
     assert_eq!(merged["records_consumed"], 600, "{stdout}");
     let vs = &merged["settings"]["value_schema"];
     assert_eq!(vs["subject"], format!("{topic}-value"), "{vs}");
+    assert!(vs["mean_value_bytes"].as_f64().unwrap() > 700.0, "{vs}");
     let id = vs["schema_id"].as_u64().unwrap();
     assert!(stdout.contains("Values decoded through"), "{stdout}");
     let d = &merged["value_decoding"];
