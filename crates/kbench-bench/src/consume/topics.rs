@@ -36,8 +36,7 @@ pub struct TopicPart {
     /// With `--verify`: this topic's records' stamps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::verify::VerifyReport>,
-    /// Why this topic read nothing: the run ended (its target read, or stopped) before its
-    /// members had joined.
+    /// Why this topic read nothing: the run was stopped before its members had joined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
