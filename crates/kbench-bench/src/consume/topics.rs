@@ -22,7 +22,7 @@ use crate::error::BenchError;
 use crate::stop::Stop;
 
 /// One topic's part of a run over several (`topics` in the result document).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct TopicPart {
     pub records_consumed: u64,
     pub bytes_consumed: u64,
@@ -145,9 +145,8 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
         };
         let (stop, part) = (inner.clone(), part.clone());
         let name = layout.name.clone();
-        let own_name = name.clone();
         tasks.push((
-            name,
+            name.clone(),
             tokio::spawn(async move {
                 let out = if topic_spec.consumers > 1 {
                     let spec = Arc::new(topic_spec);
@@ -163,7 +162,7 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
                 // topics' readings at once.
                 let own = out.is_err() && !stop.is_stopped();
                 if own {
-                    stop.stop(format!("topic {own_name}'s reading failed"));
+                    stop.stop(format!("topic {name}'s reading failed"));
                 }
                 (out, own)
             }),
@@ -218,14 +217,8 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
                 parts.insert(
                     name,
                     TopicPart {
-                        records_consumed: 0,
-                        bytes_consumed: 0,
-                        offsets_skipped: 0,
-                        timed_out: false,
-                        partitions: BTreeMap::new(),
-                        group: None,
-                        verification: None,
                         error: Some(e.to_string()),
+                        ..TopicPart::default()
                     },
                 );
                 if ended_early.is_none() {
