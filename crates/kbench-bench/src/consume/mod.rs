@@ -111,17 +111,25 @@ pub struct SharedCount {
     /// The readings (members) that end together, and those that have made their last commit:
     /// none leaves the group before every one has committed, since a member's LeaveGroup starts
     /// a rebalance in which the coordinator refuses the others' commits.
-    pub readings: std::sync::atomic::AtomicUsize,
+    readings: usize,
     committed: std::sync::atomic::AtomicUsize,
     all_committed: tokio::sync::Notify,
 }
 
 impl SharedCount {
+    /// For `readings` readings (members) that end together.
+    pub fn new(readings: usize) -> SharedCount {
+        SharedCount {
+            readings,
+            ..SharedCount::default()
+        }
+    }
+
     /// A reading has made its last commit (or has none to make); with `wait`, until every
     /// reading has, for at most `bound`.
     pub async fn last_commit(&self, wait: bool, bound: Duration) {
         use std::sync::atomic::Ordering::SeqCst;
-        let done = || self.committed.load(SeqCst) >= self.readings.load(SeqCst);
+        let done = || self.committed.load(SeqCst) >= self.readings;
         self.committed.fetch_add(1, SeqCst);
         if done() {
             self.all_committed.notify_waiters();

@@ -112,10 +112,9 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
             }
         }
     }
-    let count = Arc::new(super::SharedCount::default());
-    count
-        .readings
-        .store(layouts.len() * spec.consumers as usize, Ordering::SeqCst);
+    let count = Arc::new(super::SharedCount::new(
+        layouts.len() * spec.consumers as usize,
+    ));
     let bytes = Arc::new(AtomicU64::new(0));
     // The topics' readings' one stop: the run's (with its reason), or one topic's failure.
     let inner = Stop::new();
