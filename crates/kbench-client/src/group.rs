@@ -120,6 +120,8 @@ pub struct GroupMember {
     lost: bool,
     /// The consumer protocol's own state.
     kip848: Kip848,
+    /// The classic protocol: the member id of the last join's leader (empty before a join).
+    leader: String,
 }
 
 /// What a member of the consumer protocol (KIP-848) keeps between heartbeats.
@@ -181,6 +183,7 @@ impl GroupMember {
             second_round: false,
             lost: false,
             kip848: Kip848::default(),
+            leader: String::new(),
         };
         if member.config.protocol == GroupProtocol::Consumer {
             member.start_kip848().await?;
@@ -240,6 +243,17 @@ impl GroupMember {
 
     pub fn generation_id(&self) -> i32 {
         self.generation_id
+    }
+
+    /// The classic protocol: the member id of the last join's leader (empty before a join, and
+    /// with the consumer protocol, which has no leader).
+    pub fn leader_id(&self) -> &str {
+        &self.leader
+    }
+
+    /// Whether the last join made this member the group's leader (the classic protocol).
+    pub fn is_leader(&self) -> bool {
+        !self.member_id.is_empty() && self.leader == self.member_id
     }
 
     pub fn assignment(&self) -> &[i32] {
@@ -370,6 +384,25 @@ impl GroupMember {
                         return Err(group_error("JoinGroup", &self.config.group_id, code));
                     }
                 }
+                // A generation whose leader never sent the assignment for as long as a rebalance
+                // may take: named, as the group cannot form while it leads.
+                Err(ClientError::Kafka { api, code, .. })
+                    if api == "SyncGroup"
+                        && code == REBALANCE_IN_PROGRESS
+                        && !self.leader.is_empty()
+                        && !self.is_leader() =>
+                {
+                    return Err(ClientError::kafka(
+                        "SyncGroup",
+                        format!(
+                            "group {:?}: after {} ms of joins the coordinator still named member {} the leader, whose assignment never came (a leader gone without the coordinator noticing: upstream Tansu 0.6 keeps a leader that left during a rebalance until it restarts; use another --group)",
+                            self.config.group_id,
+                            self.config.rebalance_timeout.as_millis(),
+                            self.leader
+                        ),
+                        code,
+                    ));
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -492,6 +525,7 @@ impl GroupMember {
         self.generation_id = response.generation_id;
         let joined = joining.elapsed();
         tracing::debug!(group = %group, member = %self.member_id, generation = self.generation_id, leader = %response.leader, members = response.members.len(), took_ms = joined.as_millis() as u64, "JoinGroup answered");
+        self.leader = response.leader.to_string();
         let is_leader = response.leader.as_str() == self.member_id;
         let assignments = if is_leader && !response.skip_assignment {
             self.lead(&response).await?

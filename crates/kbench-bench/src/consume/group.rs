@@ -232,6 +232,15 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
     stop: Stop,
     observer: Arc<O>,
 ) -> Result<(ConsumeRun, GroupReport), BenchError> {
+    // The members leave leader first (one order for every topic's members with `--include`).
+    let spec = if spec.leave_order.0.is_none() {
+        Arc::new(ConsumeSpec {
+            leave_order: super::SharedLeave(Some(Arc::default())),
+            ..(*spec).clone()
+        })
+    } else {
+        spec
+    };
     let cpu_start = crate::measure::CpuTime::now();
     let share = Arc::new(GroupShare {
         start: Instant::now(),

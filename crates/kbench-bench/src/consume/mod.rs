@@ -100,6 +100,9 @@ pub struct ConsumeSpec {
     pub member_faults: Vec<crate::fault::Fault>,
     /// `--include`'s topics: the records every topic's reading has read, which `messages` counts.
     pub shared_total: SharedTotal,
+    /// Several members in one group (`--consumers N`, `--include`'s topics): the order in which
+    /// they leave it at the run's end, leader first ([`LeaveOrder`]). Set by the run.
+    pub leave_order: SharedLeave,
 }
 
 /// Records read by several readings together, and the gate each holds while it counts them, so
@@ -162,6 +165,84 @@ impl PartialEq for SharedTotal {
     }
 }
 
+/// The members of one run's group leave it leader first. Upstream Tansu (0.6) keeps a leader
+/// that left the group during a rebalance as the group's leader for good: every later join in
+/// the group is then answered with that leader, whose assignment never comes, and SyncGroup
+/// answers REBALANCE_IN_PROGRESS until the broker restarts. A follower's LeaveGroup starts such
+/// a rebalance, so a leader that left after it wedged the group (the next run in it failed); a
+/// leader that leaves a stable group is cleared, and the followers then leave a group without
+/// one. Java's consumers leave in no order; on Kafka the order costs the followers a LeaveGroup's
+/// round trip.
+#[derive(Debug, Default)]
+pub struct LeaveOrder {
+    /// This run's members that led their last generation and have not left it.
+    leading: std::sync::Mutex<std::collections::HashSet<String>>,
+    left: tokio::sync::Notify,
+}
+
+impl LeaveOrder {
+    /// A join of `m` ended: whether it leads now.
+    pub fn joined(&self, m: &kbench_client::GroupMember) {
+        let mut leading = self.leading.lock().expect("leave order lock");
+        if m.is_leader() {
+            leading.insert(m.member_id().to_string());
+        } else if leading.remove(m.member_id()) {
+            self.left.notify_waiters();
+        }
+    }
+
+    /// `m` left the group, or will say nothing more to it (crashed, closed).
+    pub fn left(&self, m: &kbench_client::GroupMember) {
+        if self
+            .leading
+            .lock()
+            .expect("leave order lock")
+            .remove(m.member_id())
+        {
+            self.left.notify_waiters();
+        }
+    }
+
+    /// Before `m` leaves at the run's end: while its leader is one of this run's members that has
+    /// not left yet, wait for it to, for at most `bound`.
+    pub async fn before_leaving(&self, m: &kbench_client::GroupMember, bound: Duration) {
+        if m.is_leader() || m.leader_id().is_empty() {
+            return;
+        }
+        let waiting = async {
+            loop {
+                let notified = self.left.notified();
+                if !self
+                    .leading
+                    .lock()
+                    .expect("leave order lock")
+                    .contains(m.leader_id())
+                {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(bound, waiting).await.is_err() {
+            tracing::debug!(
+                leader = m.leader_id(),
+                "the group's leader had not left within {} ms: leaving before it",
+                bound.as_millis()
+            );
+        }
+    }
+}
+
+/// A run's [`LeaveOrder`], shared by its members (not a setting: every value compares equal).
+#[derive(Debug, Clone, Default)]
+pub struct SharedLeave(pub Option<Arc<LeaveOrder>>);
+
+impl PartialEq for SharedLeave {
+    fn eq(&self, _: &SharedLeave) -> bool {
+        true
+    }
+}
+
 /// The most members a group run may start (`--consumers` and every `consumer-join` together are
 /// not bounded by it; each `consumer-join` is at most 64).
 pub const MAX_CONSUMERS: u32 = 64;
@@ -198,6 +279,7 @@ impl Default for ConsumeSpec {
             consumers: 1,
             member_faults: Vec::new(),
             shared_total: SharedTotal::default(),
+            leave_order: SharedLeave::default(),
         }
     }
 }

@@ -210,6 +210,9 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             Duration::ZERO
         };
         let mut joins = Vec::new();
+        if let (Some(order), Some(m)) = (spec.leave_order.0.as_ref(), member.as_ref()) {
+            order.joined(m);
+        }
         if let (Some(g), Some(m)) = (group.as_ref(), member.as_ref()) {
             joins.push(member_join(g, m, began.at, join, spec));
             g.share.owner(g.index, assigned.iter().copied(), true);
@@ -544,6 +547,9 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
     ) -> Result<(), BenchError> {
         self.member = Some(m);
         joined.map_err(|e| BenchError::Run(format!("rejoining the group: {e}")))?;
+        if let (Some(order), Some(m)) = (self.spec.leave_order.0.as_ref(), self.member.as_ref()) {
+            order.joined(m);
+        }
         let revoked = self.member.as_ref().is_some_and(|m| {
             m.cooperative() && self.positions.keys().any(|p| !m.assignment().contains(p))
         });
@@ -861,6 +867,9 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                     join.await
                 }
             };
+            if let (Ok(()), Some(order)) = (&joined, self.spec.leave_order.0.as_ref()) {
+                order.joined(&m);
+            }
             if let (Ok(()), Some(g)) = (joined, self.group.as_ref()) {
                 self.joins
                     .push(member_join(g, &m, began, began.elapsed(), self.spec));
@@ -873,7 +882,13 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         {
             shared.last_commit(false, Duration::ZERO).await;
         }
-        // A crashed member says nothing more to the group: its session runs out.
+        // A crashed member says nothing more to the group: its session runs out (and the others
+        // do not wait for it to leave).
+        if let (Some(order), Some(m)) = (self.spec.leave_order.0.as_ref(), self.member.as_ref())
+            && crashed
+        {
+            order.left(m);
+        }
         if let Some(m) = self.member.as_ref().filter(|_| !crashed) {
             let far = tokio::time::Instant::now() + Duration::from_secs(3600);
             let by = close_by.unwrap_or(far);
@@ -904,11 +919,27 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 .group
                 .as_ref()
                 .is_some_and(|g| g.restart.load(std::sync::atomic::Ordering::SeqCst));
+            // At the run's end the group's leader leaves first (see `LeaveOrder`); a member a
+            // fault stops leaves when told.
+            let fault = self
+                .group
+                .as_ref()
+                .is_some_and(|g| g.stopped.load(std::sync::atomic::Ordering::SeqCst));
+            if let Some(order) = self.spec.leave_order.0.as_ref()
+                && !restart
+                && !fault
+            {
+                let bound = (self.spec.consumer.session_timeout / 2).min(LAST_COMMIT_WAIT);
+                order.before_leaving(m, bound).await;
+            }
             let closed = if restart {
                 tokio::time::timeout_at(by, m.close()).await
             } else {
                 tokio::time::timeout_at(by, m.leave()).await
             };
+            if let Some(order) = self.spec.leave_order.0.as_ref() {
+                order.left(m);
+            }
             match closed {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => *self.errors.entry(format!("leave: {e}")).or_default() += 1,

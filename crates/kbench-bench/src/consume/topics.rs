@@ -116,6 +116,8 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
         layouts.len() * spec.consumers as usize,
     ));
     let bytes = Arc::new(AtomicU64::new(0));
+    // Every topic's members are in the one group: they leave it leader first.
+    let leave_order = super::SharedLeave(Some(Arc::default()));
     // The topics' readings' one stop: the run's (with its reason), or one topic's failure.
     let inner = Stop::new();
     let (outer, linked_inner) = (stop.clone(), inner.clone());
@@ -140,6 +142,7 @@ pub(crate) async fn run_topics<O: ConsumeObserver>(
             include: None,
             // The target is the run's, counted across topics.
             shared_total: super::SharedTotal(Some(count.clone())),
+            leave_order: leave_order.clone(),
             ..spec.clone()
         };
         let (stop, part) = (inner.clone(), part.clone());
