@@ -519,7 +519,8 @@ impl VerifyReport {
     }
 
     /// Several topics' verifications as one (`consume --include` matching several): each read
-    /// its own topic, so every count adds. Judged as [`VerifyReport::merged`] judges.
+    /// its own topic, so every count adds. Judged as [`VerifyReport::merged`] judges, and failed
+    /// when any topic's failed.
     pub fn of_topics(reports: &[(&str, &VerifyReport)]) -> Option<VerifyReport> {
         Self::added(reports, false, "topic")
     }
@@ -575,6 +576,14 @@ impl VerifyReport {
                 .find_map(|(name, r)| r.error.as_ref().map(|e| format!("{what} {name}: {e}")))
             {
                 Some(e) => merged.failed(e),
+                // Topics: the sum is OK only when every topic's is (one that verified nothing
+                // fails the run, as one topic's run would fail).
+                None if !each_whole && reports.iter().any(|(_, r)| r.ok == Some(false)) => {
+                    VerifyReport {
+                        ok: Some(false),
+                        ..merged
+                    }
+                }
                 None => merged.judged(),
             },
         )
@@ -1027,5 +1036,16 @@ mod tests {
         assert_eq!(m.ok, None);
         assert!(m.error.unwrap().contains("agent b: read-back timed out"));
         assert!(VerifyReport::merged(&[]).is_none());
+        // Topics add up, and one topic that verified nothing (records without stamps) fails the
+        // sum, though the sum verified something.
+        let m = VerifyReport::of_topics(&[("a", &a), ("b", &b)]).unwrap();
+        assert_eq!(
+            (m.records_read, m.records_verified, m.ok),
+            (200, 100, Some(true))
+        );
+        let unstamped = report(0, 0);
+        assert_eq!(unstamped.ok, Some(false));
+        let m = VerifyReport::of_topics(&[("a", &a), ("b", &unstamped)]).unwrap();
+        assert_eq!((m.records_verified, m.ok), (60, Some(false)));
     }
 }

@@ -487,6 +487,16 @@ fn conclude(
             println!("{line}");
         }
     }
+    // `--include`'s topics: each topic's members, and a topic whose verification failed (the
+    // summed line above then says FAILED), named.
+    for (topic, part) in &outcome.document.topics {
+        if let Some(v) = part.verification.as_ref().filter(|v| v.ok != Some(true)) {
+            println!("Topic {topic}: {}", v.line());
+        }
+        for line in part.group.iter().flat_map(group_lines) {
+            println!("Topic {topic}: {line}");
+        }
+    }
     if let Some(l) = &run.latest_values {
         println!("{}", l.line());
         if !l.ok {
