@@ -88,6 +88,21 @@ pub struct ConsumerSettings {
     /// this id with `-N` after it, N the member's place (kept across a restart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_instance_id: Option<String>,
+    /// The keys a property set (`apply`), whatever their values: Java's consumer refuses some
+    /// by their presence alone.
+    #[serde(skip)]
+    pub given: GivenKeys,
+}
+
+/// The property keys given to [`ConsumerSettings::apply`] (not a setting: every value compares
+/// equal, so that settings compare by what they hold).
+#[derive(Debug, Clone, Default)]
+pub struct GivenKeys(pub std::collections::BTreeSet<String>);
+
+impl PartialEq for GivenKeys {
+    fn eq(&self, _: &GivenKeys) -> bool {
+        true
+    }
 }
 
 fn default_assignors() -> Vec<Assignor> {
@@ -108,6 +123,7 @@ impl Default for ConsumerSettings {
             group_protocol: GroupProtocol::Classic,
             remote_assignor: None,
             group_instance_id: None,
+            given: GivenKeys::default(),
         }
     }
 }
@@ -178,6 +194,7 @@ impl ConsumerSettings {
             }
             _ => return Ok(false),
         }
+        self.given.0.insert(key.to_string());
         Ok(true)
     }
 
@@ -185,22 +202,28 @@ impl ConsumerSettings {
     pub fn check(&self) -> Result<(), Conflict> {
         // Kafka 4.x's consumer refuses the settings the other group protocol has no use for:
         // under KIP-848 the coordinator owns the session, the heartbeat interval and the
-        // assignor.
+        // assignor. Refused when given at all (Java's `checkUnsupportedConfigsPostProcess` looks
+        // for the key, whatever its value), or set away from the default another way (a `/v1`
+        // body's field).
         let defaults = ConsumerSettings::default();
+        let given = |key: &str| self.given.0.contains(key);
         match self.group_protocol {
             GroupProtocol::Consumer => {
                 let unused = [
                     (
                         "session.timeout.ms",
-                        self.session_timeout != defaults.session_timeout,
+                        given("session.timeout.ms")
+                            || self.session_timeout != defaults.session_timeout,
                     ),
                     (
                         "heartbeat.interval.ms",
-                        self.heartbeat_interval != defaults.heartbeat_interval,
+                        given("heartbeat.interval.ms")
+                            || self.heartbeat_interval != defaults.heartbeat_interval,
                     ),
                     (
                         "partition.assignment.strategy",
-                        self.assignors != defaults.assignors,
+                        given("partition.assignment.strategy")
+                            || self.assignors != defaults.assignors,
                     ),
                 ];
                 if let Some(&(key, _)) = unused.iter().find(|(_, set)| *set) {

@@ -408,15 +408,18 @@ fn group_flags_refuse_what_cannot_work() {
     Cmd::new("produce")
         .args(&["--fault", "at=1s consumer-join=1"])
         .refused("only on `kbench consume`");
-    // Each group protocol refuses the other's settings, as Kafka 4.x's consumer does.
-    Cmd::new("consume")
-        .args(&[
-            "-X",
-            "group.protocol=consumer",
-            "-X",
-            "session.timeout.ms=6000",
-        ])
-        .refused("session.timeout.ms");
+    // Each group protocol refuses the other's settings, as Kafka 4.x's consumer does: by the
+    // key's presence, a default value too.
+    for classic_only in [
+        "session.timeout.ms=6000",
+        "session.timeout.ms=45000",
+        "heartbeat.interval.ms=3000",
+        "partition.assignment.strategy=range",
+    ] {
+        Cmd::new("consume")
+            .args(&["-X", "group.protocol=consumer", "-X", classic_only])
+            .refused(classic_only.split('=').next().unwrap());
+    }
     Cmd::new("consume")
         .args(&["-X", "group.remote.assignor=uniform"])
         .refused("group.remote.assignor");
