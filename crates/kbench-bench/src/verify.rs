@@ -520,7 +520,7 @@ impl VerifyReport {
 
     /// Several topics' verifications as one (`consume --include` matching several): each read
     /// its own topic, so every count adds. Judged as [`VerifyReport::merged`] judges, and failed
-    /// when any topic's failed.
+    /// when any topic that read records failed.
     pub fn of_topics(reports: &[(&str, &VerifyReport)]) -> Option<VerifyReport> {
         Self::added(reports, false, "topic")
     }
@@ -576,9 +576,15 @@ impl VerifyReport {
                 .find_map(|(name, r)| r.error.as_ref().map(|e| format!("{what} {name}: {e}")))
             {
                 Some(e) => merged.failed(e),
-                // Topics: the sum is OK only when every topic's is (one that verified nothing
-                // fails the run, as one topic's run would fail).
-                None if !each_whole && reports.iter().any(|(_, r)| r.ok == Some(false)) => {
+                // Topics: the sum is OK only when every topic's is — one that read records and
+                // verified none fails it, as one topic's run would fail. A topic that read
+                // nothing (empty, or the shared target met before its reader had any) is left to
+                // the sum's own judgement.
+                None if !each_whole
+                    && reports
+                        .iter()
+                        .any(|(_, r)| r.ok == Some(false) && r.records_read > 0) =>
+                {
                     VerifyReport {
                         ok: Some(false),
                         ..merged
@@ -1047,5 +1053,16 @@ mod tests {
         assert_eq!(unstamped.ok, Some(false));
         let m = VerifyReport::of_topics(&[("a", &a), ("b", &unstamped)]).unwrap();
         assert_eq!((m.records_verified, m.ok), (60, Some(false)));
+        // A topic that read nothing does not fail the others' verification.
+        let empty = VerifyReport {
+            records_read: 0,
+            records_acked: None,
+            foreign: 0,
+            ..report(0, 0)
+        }
+        .judged();
+        assert_eq!(empty.ok, Some(false));
+        let m = VerifyReport::of_topics(&[("a", &a), ("b", &empty)]).unwrap();
+        assert_eq!((m.records_verified, m.ok), (60, Some(true)));
     }
 }

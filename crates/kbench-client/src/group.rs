@@ -120,7 +120,7 @@ pub struct GroupMember {
     lost: bool,
     /// The consumer protocol's own state.
     kip848: Kip848,
-    /// The classic protocol: the member id of the last join's leader (empty before a join).
+    /// The classic protocol: the leader's member id in the last JoinGroup answer.
     leader: String,
 }
 
@@ -245,13 +245,14 @@ impl GroupMember {
         self.generation_id
     }
 
-    /// The classic protocol: the member id of the last join's leader (empty before a join, and
-    /// with the consumer protocol, which has no leader).
+    /// The classic protocol: the leader's member id in the last JoinGroup answer (empty before
+    /// one, and with the consumer protocol, which has no leader).
     pub fn leader_id(&self) -> &str {
         &self.leader
     }
 
-    /// Whether the last join made this member the group's leader (the classic protocol).
+    /// Whether the last JoinGroup answer made this member the group's leader (the classic
+    /// protocol).
     pub fn is_leader(&self) -> bool {
         !self.member_id.is_empty() && self.leader == self.member_id
     }
@@ -395,7 +396,7 @@ impl GroupMember {
                     return Err(ClientError::kafka(
                         "SyncGroup",
                         format!(
-                            "group {:?}: after {} ms of joins the coordinator still named member {} the leader, whose assignment never came (a leader gone without the coordinator noticing: upstream Tansu 0.6 keeps a leader that left during a rebalance until it restarts; use another --group)",
+                            "group {:?}: after {} ms of joins the coordinator still named member {} the leader, whose assignment never came (a leader gone without the coordinator noticing, or members joining without end; upstream Tansu 0.6 keeps a leader that left during a rebalance until it restarts: there, use another --group)",
                             self.config.group_id,
                             self.config.rebalance_timeout.as_millis(),
                             self.leader

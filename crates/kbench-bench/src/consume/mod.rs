@@ -175,49 +175,65 @@ impl PartialEq for SharedTotal {
 /// round trip.
 #[derive(Debug, Default)]
 pub struct LeaveOrder {
-    /// This run's members that led their last generation and have not left it.
-    leading: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Each reading's place (its slot) → its member id while it leads its generation and has not
+    /// left: keyed by reading, so that a member whose id changed (it was forgotten, or restarted)
+    /// leaves no stale entry.
+    leading: std::sync::Mutex<BTreeMap<usize, String>>,
+    slots: std::sync::atomic::AtomicUsize,
     left: tokio::sync::Notify,
 }
 
 impl LeaveOrder {
-    /// A join of `m` ended: whether it leads now.
-    pub fn joined(&self, m: &kbench_client::GroupMember) {
-        let mut leading = self.leading.lock().expect("leave order lock");
+    /// A reading's place in the order.
+    pub fn slot(&self) -> usize {
+        self.slots
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The reading at `slot` joined as `m`: whether it leads now.
+    pub fn joined(&self, slot: usize, m: &kbench_client::GroupMember) {
         if m.is_leader() {
-            leading.insert(m.member_id().to_string());
-        } else if leading.remove(m.member_id()) {
-            self.left.notify_waiters();
+            self.leading
+                .lock()
+                .expect("leave order lock")
+                .insert(slot, m.member_id().to_string());
+        } else {
+            self.gone(slot);
         }
     }
 
-    /// `m` left the group, or will say nothing more to it (crashed, closed).
-    pub fn left(&self, m: &kbench_client::GroupMember) {
+    /// The reading at `slot` leads no more: it left the group, will say nothing more to it
+    /// (crashed, closed, failed), or is joining again (the coordinator may hold its join until
+    /// the followers join too: they must not wait for it meanwhile).
+    pub fn gone(&self, slot: usize) {
         if self
             .leading
             .lock()
             .expect("leave order lock")
-            .remove(m.member_id())
+            .remove(&slot)
+            .is_some()
         {
             self.left.notify_waiters();
         }
     }
 
-    /// Before `m` leaves at the run's end: while its leader is one of this run's members that has
-    /// not left yet, wait for it to, for at most `bound`.
+    /// Before `m` leaves at the run's end: while its leader (by its last JoinGroup answer) is a
+    /// reading of this run that has not left, wait for it to, for at most `bound`.
     pub async fn before_leaving(&self, m: &kbench_client::GroupMember, bound: Duration) {
         if m.is_leader() || m.leader_id().is_empty() {
             return;
         }
+        let leads = || {
+            self.leading
+                .lock()
+                .expect("leave order lock")
+                .values()
+                .any(|id| id == m.leader_id())
+        };
         let waiting = async {
             loop {
                 let notified = self.left.notified();
-                if !self
-                    .leading
-                    .lock()
-                    .expect("leave order lock")
-                    .contains(m.leader_id())
-                {
+                if !leads() {
                     return;
                 }
                 notified.await;

@@ -33,7 +33,10 @@ pub async fn run_consume<O: ConsumeObserver>(
     observer: Arc<O>,
 ) -> Result<ConsumeRun, BenchError> {
     let mut reading = Reading::join(cluster, layout, spec, stop, observer, None).await?;
-    reading.fetch_until_done().await?;
+    if let Err(e) = reading.fetch_until_done().await {
+        reading.leads_no_more();
+        return Err(e);
+    }
     Ok(reading.finish().await.run)
 }
 
@@ -48,7 +51,10 @@ pub(crate) async fn run_member<O: ConsumeObserver>(
     ctx: MemberCtx,
 ) -> Result<MemberRun, BenchError> {
     let mut reading = Reading::join(cluster, layout, spec, stop, observer, Some(ctx)).await?;
-    reading.fetch_until_done().await?;
+    if let Err(e) = reading.fetch_until_done().await {
+        reading.leads_no_more();
+        return Err(e);
+    }
     Ok(reading.finish().await)
 }
 
@@ -80,6 +86,8 @@ type Joining = std::pin::Pin<
 /// A consume run between joining and the end: the consumer, where it is in each partition, and
 /// every figure the [`ConsumeRun`] reports.
 struct Reading<'a, O> {
+    /// Its place in the run's [`super::LeaveOrder`].
+    slot: usize,
     spec: &'a ConsumeSpec,
     observer: Arc<O>,
     stop: Stop,
@@ -210,9 +218,6 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             Duration::ZERO
         };
         let mut joins = Vec::new();
-        if let (Some(order), Some(m)) = (spec.leave_order.0.as_ref(), member.as_ref()) {
-            order.joined(m);
-        }
         if let (Some(g), Some(m)) = (group.as_ref(), member.as_ref()) {
             joins.push(member_join(g, m, began.at, join, spec));
             g.share.owner(g.index, assigned.iter().copied(), true);
@@ -221,6 +226,11 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         let positions = start_positions(&cluster, &layout, member.as_ref(), &assigned, spec.start)
             .await
             .map_err(|e| BenchError::topic(&spec.topic, e))?;
+        // Its place in the group's leave order, once nothing more can fail its start.
+        let slot = spec.leave_order.0.as_ref().map_or(0, |o| o.slot());
+        if let (Some(order), Some(m)) = (spec.leave_order.0.as_ref(), member.as_ref()) {
+            order.joined(slot, m);
+        }
         let spans = positions
             .iter()
             .map(|(p, o)| (*p, fresh_span(*o)))
@@ -242,6 +252,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             None
         };
         Ok(Reading {
+            slot,
             spec,
             observer,
             stop,
@@ -479,10 +490,20 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
 
     /// Join the group again and position the new assignment; partitions kept keep the position
     /// reached. The time it takes is join time.
+    /// This reading leads the group no more, for the run's leave order.
+    fn leads_no_more(&self) {
+        if let Some(order) = self.spec.leave_order.0.as_ref() {
+            order.gone(self.slot);
+        }
+    }
+
     async fn rejoin(&mut self) -> Result<(), BenchError> {
         if self.member.is_none() {
             return Ok(());
         }
+        // The coordinator may hold this join until the others join too: none waits for this
+        // member to leave meanwhile (`joined` puts it back if it leads again).
+        self.leads_no_more();
         let began = Instant::now();
         // As Java's consumer does before it rejoins (onJoinPrepare): the positions reached are
         // committed, so that the partitions' next owners start where this member stopped.
@@ -548,7 +569,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         self.member = Some(m);
         joined.map_err(|e| BenchError::Run(format!("rejoining the group: {e}")))?;
         if let (Some(order), Some(m)) = (self.spec.leave_order.0.as_ref(), self.member.as_ref()) {
-            order.joined(m);
+            order.joined(self.slot, m);
         }
         let revoked = self.member.as_ref().is_some_and(|m| {
             m.cooperative() && self.positions.keys().any(|p| !m.assignment().contains(p))
@@ -868,7 +889,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 }
             };
             if let (Ok(()), Some(order)) = (&joined, self.spec.leave_order.0.as_ref()) {
-                order.joined(&m);
+                order.joined(self.slot, &m);
             }
             if let (Ok(()), Some(g)) = (joined, self.group.as_ref()) {
                 self.joins
@@ -884,10 +905,14 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         }
         // A crashed member says nothing more to the group: its session runs out (and the others
         // do not wait for it to leave).
-        if let (Some(order), Some(m)) = (self.spec.leave_order.0.as_ref(), self.member.as_ref())
-            && crashed
-        {
-            order.left(m);
+        let (order, slot) = (self.spec.leave_order.0.clone(), self.slot);
+        let leads_no_more = || {
+            if let Some(o) = &order {
+                o.gone(slot);
+            }
+        };
+        if self.member.is_none() || crashed {
+            leads_no_more();
         }
         if let Some(m) = self.member.as_ref().filter(|_| !crashed) {
             let far = tokio::time::Instant::now() + Duration::from_secs(3600);
@@ -905,11 +930,17 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                     }
                 }
             }
+            // The waits below (for the others' last commits, for the leader's leave) together
+            // last at most half the session, as the member does not heartbeat meanwhile.
+            let waits_end = tokio::time::Instant::now()
+                + (self.spec.consumer.session_timeout / 2).min(LAST_COMMIT_WAIT);
+            let left_of = |end: tokio::time::Instant| {
+                end.saturating_duration_since(tokio::time::Instant::now())
+            };
             // `--include`'s topics: no member leaves before every topic's has committed (a
             // LeaveGroup starts a rebalance, in which the others' commits would be refused).
             if let Some(shared) = &self.spec.shared_total.0 {
-                let bound = (self.spec.consumer.session_timeout / 2).min(LAST_COMMIT_WAIT);
-                shared.last_commit(true, bound).await;
+                shared.last_commit(true, left_of(waits_end)).await;
             }
             // A restart closes as Java's consumer does (a static member stays in the group for
             // its session, for its successor to take its place); the run's end and a leave fault
@@ -929,17 +960,14 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 && !restart
                 && !fault
             {
-                let bound = (self.spec.consumer.session_timeout / 2).min(LAST_COMMIT_WAIT);
-                order.before_leaving(m, bound).await;
+                order.before_leaving(m, left_of(waits_end)).await;
             }
             let closed = if restart {
                 tokio::time::timeout_at(by, m.close()).await
             } else {
                 tokio::time::timeout_at(by, m.leave()).await
             };
-            if let Some(order) = self.spec.leave_order.0.as_ref() {
-                order.left(m);
-            }
+            leads_no_more();
             match closed {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => *self.errors.entry(format!("leave: {e}")).or_default() += 1,
