@@ -253,6 +253,22 @@ impl LeaveOrder {
 #[derive(Debug, Clone, Default)]
 pub struct SharedLeave(pub Option<Arc<LeaveOrder>>);
 
+impl SharedLeave {
+    /// [`LeaveOrder::joined`], where the run has an order.
+    pub fn joined(&self, slot: usize, m: &kbench_client::GroupMember) {
+        if let Some(o) = &self.0 {
+            o.joined(slot, m);
+        }
+    }
+
+    /// [`LeaveOrder::gone`], where the run has an order.
+    pub fn gone(&self, slot: usize) {
+        if let Some(o) = &self.0 {
+            o.gone(slot);
+        }
+    }
+}
+
 impl PartialEq for SharedLeave {
     fn eq(&self, _: &SharedLeave) -> bool {
         true

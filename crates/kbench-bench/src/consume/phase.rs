@@ -34,7 +34,7 @@ pub async fn run_consume<O: ConsumeObserver>(
 ) -> Result<ConsumeRun, BenchError> {
     let mut reading = Reading::join(cluster, layout, spec, stop, observer, None).await?;
     if let Err(e) = reading.fetch_until_done().await {
-        reading.leads_no_more();
+        spec.leave_order.gone(reading.slot);
         return Err(e);
     }
     Ok(reading.finish().await.run)
@@ -52,7 +52,7 @@ pub(crate) async fn run_member<O: ConsumeObserver>(
 ) -> Result<MemberRun, BenchError> {
     let mut reading = Reading::join(cluster, layout, spec, stop, observer, Some(ctx)).await?;
     if let Err(e) = reading.fetch_until_done().await {
-        reading.leads_no_more();
+        spec.leave_order.gone(reading.slot);
         return Err(e);
     }
     Ok(reading.finish().await)
@@ -228,8 +228,8 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             .map_err(|e| BenchError::topic(&spec.topic, e))?;
         // Its place in the group's leave order, once nothing more can fail its start.
         let slot = spec.leave_order.0.as_ref().map_or(0, |o| o.slot());
-        if let (Some(order), Some(m)) = (spec.leave_order.0.as_ref(), member.as_ref()) {
-            order.joined(slot, m);
+        if let Some(m) = member.as_ref() {
+            spec.leave_order.joined(slot, m);
         }
         let spans = positions
             .iter()
@@ -490,20 +490,13 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
 
     /// Join the group again and position the new assignment; partitions kept keep the position
     /// reached. The time it takes is join time.
-    /// This reading leads the group no more, for the run's leave order.
-    fn leads_no_more(&self) {
-        if let Some(order) = self.spec.leave_order.0.as_ref() {
-            order.gone(self.slot);
-        }
-    }
-
     async fn rejoin(&mut self) -> Result<(), BenchError> {
         if self.member.is_none() {
             return Ok(());
         }
         // The coordinator may hold this join until the others join too: none waits for this
         // member to leave meanwhile (`joined` puts it back if it leads again).
-        self.leads_no_more();
+        self.spec.leave_order.gone(self.slot);
         let began = Instant::now();
         // As Java's consumer does before it rejoins (onJoinPrepare): the positions reached are
         // committed, so that the partitions' next owners start where this member stopped.
@@ -568,8 +561,8 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
     ) -> Result<(), BenchError> {
         self.member = Some(m);
         joined.map_err(|e| BenchError::Run(format!("rejoining the group: {e}")))?;
-        if let (Some(order), Some(m)) = (self.spec.leave_order.0.as_ref(), self.member.as_ref()) {
-            order.joined(self.slot, m);
+        if let Some(m) = self.member.as_ref() {
+            self.spec.leave_order.joined(self.slot, m);
         }
         let revoked = self.member.as_ref().is_some_and(|m| {
             m.cooperative() && self.positions.keys().any(|p| !m.assignment().contains(p))
@@ -888,8 +881,8 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                     join.await
                 }
             };
-            if let (Ok(()), Some(order)) = (&joined, self.spec.leave_order.0.as_ref()) {
-                order.joined(self.slot, &m);
+            if joined.is_ok() {
+                self.spec.leave_order.joined(self.slot, &m);
             }
             if let (Ok(()), Some(g)) = (joined, self.group.as_ref()) {
                 self.joins
@@ -905,14 +898,8 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         }
         // A crashed member says nothing more to the group: its session runs out (and the others
         // do not wait for it to leave).
-        let (order, slot) = (self.spec.leave_order.0.clone(), self.slot);
-        let leads_no_more = || {
-            if let Some(o) = &order {
-                o.gone(slot);
-            }
-        };
         if self.member.is_none() || crashed {
-            leads_no_more();
+            self.spec.leave_order.gone(self.slot);
         }
         if let Some(m) = self.member.as_ref().filter(|_| !crashed) {
             let far = tokio::time::Instant::now() + Duration::from_secs(3600);
@@ -967,7 +954,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             } else {
                 tokio::time::timeout_at(by, m.leave()).await
             };
-            leads_no_more();
+            self.spec.leave_order.gone(self.slot);
             match closed {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => *self.errors.entry(format!("leave: {e}")).or_default() += 1,
