@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::consume::{ConsumeMode, ConsumeResultDocument, ConsumeSpec, PartitionSpan};
 use crate::e2e::{E2eMode, E2eSpec, ProducerSegment, SegmentFigures};
 use crate::error::SpecError;
 use crate::measure::{LatencySummary, decode_histogram, latency_histogram};
@@ -24,7 +25,8 @@ use crate::timeline::{Figure, Interval};
 /// group), and it holds a lease that the coordinator's polls renew: a segment nobody asks about
 /// for the agent's lease time is stopped and marked `abandoned`.
 /// 4: a segment carries the run's `--pin`s, which its agent negotiates and holds.
-pub const AGENT_PROTOCOL: u32 = 6;
+/// 7: a segment's work may be a consume run (`"work": {"consume": …}`).
+pub const AGENT_PROTOCOL: u32 = 7;
 
 /// What one agent runs of a distributed run: the very spec the coordinator's front end built,
 /// split; the cluster to reach and its connection properties (secrets included: the agent needs
@@ -100,6 +102,7 @@ mod base64_values {
 pub enum Work {
     Produce(Box<ProduceSpec>),
     E2e(Box<E2eSpec>),
+    Consume(Box<ConsumeSpec>),
 }
 
 impl Work {
@@ -108,6 +111,7 @@ impl Work {
         match self {
             Work::Produce(_) => "produce",
             Work::E2e(_) => "e2e",
+            Work::Consume(_) => "consume",
         }
     }
 }
@@ -257,6 +261,103 @@ pub fn split_produce(spec: &ProduceSpec, agents: usize) -> Result<Vec<ProduceSpe
         // --payload-monotonic: the agents' numbers interleave, 0..N−1 once each in all.
         part.monotonic_offset = i as u64;
         part.monotonic_stride = agents as u64;
+        part.validate()?;
+        parts.push(part);
+    }
+    Ok(parts)
+}
+
+/// Why a consume segment was ended by its coordinator: the agents together read the run's
+/// `--messages`. A segment ended so is complete, not stopped.
+pub const ENOUGH: &str = "the agents together read the records asked for (--messages)";
+
+/// A consume run split over `agents`, every part in the run's one group or on its own partitions:
+/// - in a group (the default), the members (`--consumers`, at least one per agent) divided
+///   between the agents, all in the run's group, whose coordinator gives each member its
+///   partitions (and hands a finished agent's on to the others);
+/// - with assigned partitions (`--partition`), the partitions dealt out in turn, each agent
+///   reading its own.
+///
+/// Every agent may read the whole `--messages` (no agent can know ahead what its partitions
+/// hold): each reads until its `--timeout` finds nothing, or until the coordinator, seeing the
+/// agents' live counts sum to `--messages`, ends every segment ([`ENOUGH`]). Every part is
+/// checked as its own spec.
+pub fn split_consume(spec: &ConsumeSpec, agents: usize) -> Result<Vec<ConsumeSpec>, SpecError> {
+    let refused = if spec.include.is_some() {
+        Some((
+            "include",
+            "not over agents yet: give --topic (one topic, its partitions or members split)",
+        ))
+    } else if !spec.member_faults.is_empty() {
+        Some((
+            "fault",
+            "group faults act on one process's members: not over agents",
+        ))
+    } else if spec.latest_values.is_some() {
+        Some((
+            "latest_values",
+            "each agent sees only its own partitions' last values: not over agents",
+        ))
+    } else if spec.verify && matches!(spec.mode, ConsumeMode::Group { .. }) {
+        Some((
+            "verify",
+            "over agents only with assigned partitions (--partition): in a group, a partition handed from one agent to another would be checked in two halves",
+        ))
+    } else {
+        None
+    };
+    if let Some((field, why)) = refused {
+        return Err(SpecError::new(field, why));
+    }
+    // Each agent's members: as given, at least one each.
+    let members: Vec<u32> = match spec.mode {
+        ConsumeMode::Group { .. } => {
+            let total = if spec.consumers <= 1 {
+                agents as u64
+            } else {
+                u64::from(spec.consumers)
+            };
+            if total < agents as u64 {
+                return Err(SpecError::new(
+                    "consumers",
+                    format!(
+                        "{total} members cannot be split over {agents} agents (give at least one per agent)"
+                    ),
+                ));
+            }
+            split_count(total, agents)
+                .into_iter()
+                .map(|n| n as u32)
+                .collect()
+        }
+        ConsumeMode::Assign { .. } => vec![1; agents],
+    };
+    let partitions: Vec<Vec<i32>> = match &spec.mode {
+        ConsumeMode::Assign { partitions } => {
+            if partitions.len() < agents {
+                return Err(SpecError::new(
+                    "partition",
+                    format!(
+                        "{} partitions cannot be split over {agents} agents (each reads its own: give at least one per agent)",
+                        partitions.len()
+                    ),
+                ));
+            }
+            (0..agents)
+                .map(|i| partitions.iter().copied().skip(i).step_by(agents).collect())
+                .collect()
+        }
+        ConsumeMode::Group { .. } => vec![Vec::new(); agents],
+    };
+    let mut parts = Vec::with_capacity(agents);
+    for i in 0..agents {
+        let mut part = spec.clone();
+        part.consumers = members[i];
+        if let ConsumeMode::Assign { .. } = spec.mode {
+            part.mode = ConsumeMode::Assign {
+                partitions: partitions[i].clone(),
+            };
+        }
         part.validate()?;
         parts.push(part);
     }
@@ -580,7 +681,7 @@ trait Figures {
     fn duration_s(&self) -> f64;
     fn cpu_s(&self) -> (f64, f64);
     fn peak_rss_kib(&self) -> u64;
-    fn saturation(&self) -> &Saturation;
+    fn saturation_reasons(&self) -> &[String];
     fn errors(&self) -> &BTreeMap<String, u64>;
     fn aborted(&self) -> Option<&str>;
     fn protocol_anomalies(&self) -> &BTreeMap<String, u64>;
@@ -605,8 +706,8 @@ macro_rules! figures {
             fn peak_rss_kib(&self) -> u64 {
                 self.peak_rss_kib
             }
-            fn saturation(&self) -> &Saturation {
-                &self.saturation
+            fn saturation_reasons(&self) -> &[String] {
+                &self.saturation.reasons
             }
             fn errors(&self) -> &BTreeMap<String, u64> {
                 &self.errors
@@ -625,6 +726,40 @@ macro_rules! figures {
 }
 figures!(ResultDocument);
 figures!(E2eResultDocument);
+
+impl Figures for ConsumeResultDocument {
+    fn start_time(&self) -> &str {
+        &self.start_time
+    }
+    fn end_time(&self) -> &str {
+        &self.end_time
+    }
+    fn duration_s(&self) -> f64 {
+        self.duration_s
+    }
+    fn cpu_s(&self) -> (f64, f64) {
+        (self.client_cpu_user_s, self.client_cpu_sys_s)
+    }
+    fn peak_rss_kib(&self) -> u64 {
+        self.peak_rss_kib
+    }
+    /// A consumer has no saturation guard of its own (it reads as fast as it can).
+    fn saturation_reasons(&self) -> &[String] {
+        &[]
+    }
+    fn errors(&self) -> &BTreeMap<String, u64> {
+        &self.errors
+    }
+    fn aborted(&self) -> Option<&str> {
+        self.aborted.as_deref()
+    }
+    fn protocol_anomalies(&self) -> &BTreeMap<String, u64> {
+        &self.protocol_anomalies
+    }
+    fn intervals(&self) -> &[Interval] {
+        &self.intervals
+    }
+}
 
 /// What every workload's merge shares: the span in time, CPU, memory, saturation, errors, the
 /// first abort, protocol anomalies and the window-by-window timeline.
@@ -651,8 +786,7 @@ impl Common {
         let mut reasons = Vec::new();
         for (agent, d) in all {
             reasons.extend(
-                d.saturation()
-                    .reasons
+                d.saturation_reasons()
                     .iter()
                     .map(|r| format!("agent {agent}: {r}")),
             );
@@ -818,6 +952,166 @@ pub fn merge_produce(parts: &[AgentPart<ResultDocument>]) -> Result<ResultDocume
                     records_per_sec: d.map(|d| d.records_per_sec),
                     latency: d.map(|d| Brief::of(&d.latency)),
                     seed: d.map(|d| d.seed),
+                    ..AgentFigures::default()
+                }
+            },
+        )),
+        ..(*first).clone()
+    })
+}
+
+/// Consume results of every agent → one result document: records, bytes, fetches and commits
+/// summed, the Fetch latency histograms merged exactly, each partition's spans joined (a
+/// partition a group handed from one agent to another: from the first agent's start to the last
+/// one's end, records added), rates over the longest agent's run (they start together), joining
+/// time the longest agent's. Agents lost mid-run are named in `distributed` with their last live
+/// counts; the totals are the others'.
+pub fn merge_consume(
+    parts: &[AgentPart<ConsumeResultDocument>],
+) -> Result<ConsumeResultDocument, String> {
+    let done = finished(parts);
+    let Some((_, first)) = done.first() else {
+        return Err(no_result(parts));
+    };
+    let fetch = merged(&done, "fetch_latency", |d| &d.fetch_latency)?;
+    let common = Common::of(&done, &done);
+    let records = sum(&done, |d| d.records_consumed);
+    let bytes = sum(&done, |d| d.bytes_consumed);
+    let secs = common.duration_s.max(1e-9);
+    // The tool's split of the run: the longest any agent spent fetching, and the longest join of
+    // an agent that read (one ended while still joining spent all its time there, reading
+    // nothing).
+    let fetch_ms = done.iter().map(|(_, d)| d.fetch_time_ms).max().unwrap_or(0);
+    let longest_join = |read: bool| {
+        done.iter()
+            .filter(|(_, d)| !read || d.records_consumed > 0)
+            .map(|(_, d)| d.rebalance_time_ms)
+            .max()
+    };
+    let rebalance_ms = longest_join(true).or(longest_join(false)).unwrap_or(0);
+    let fetch_secs = (fetch_ms as f64 / 1e3).max(1e-9);
+    let mb = bytes as f64 / (1024.0 * 1024.0);
+    let cpu = common.cpu_user_s + common.cpu_sys_s;
+    let mut cluster = crate::cluster::ClusterReport::default();
+    for (_, d) in &done {
+        cluster.merge(&d.cluster);
+    }
+    let mut partitions: BTreeMap<i32, PartitionSpan> = BTreeMap::new();
+    for (_, d) in &done {
+        for (p, span) in &d.partitions {
+            partitions
+                .entry(*p)
+                .and_modify(|all| {
+                    all.start_offset = all.start_offset.min(span.start_offset);
+                    all.end_offset = all.end_offset.max(span.end_offset);
+                    all.records += span.records;
+                    all.skipped += span.skipped;
+                })
+                .or_insert(*span);
+        }
+    }
+    // With assigned partitions each agent verified its own partitions: every count adds.
+    let checked: Vec<(&str, &crate::verify::VerifyReport)> = done
+        .iter()
+        .filter_map(|(a, d)| Some((*a, d.verification.as_ref()?)))
+        .collect();
+    let verification = crate::verify::VerifyReport::of_partitions(&checked).map(|v| {
+        match parts
+            .iter()
+            .find(|p| p.result.as_ref().is_none_or(|d| d.verification.is_none()))
+        {
+            Some(p) if v.error.is_none() => v.failed(format!(
+                "agent {}: its partitions were not verified ({})",
+                p.agent,
+                p.lost.as_deref().unwrap_or("no verification in its result")
+            )),
+            _ => v,
+        }
+    });
+    // Every agent was given the run's whole --messages.
+    let messages = first.settings["messages"].as_u64().unwrap_or(u64::MAX);
+    let mut settings = first.settings.clone();
+    if let Some(map) = settings.as_object_mut() {
+        let consumers: u64 = done
+            .iter()
+            .filter_map(|(_, d)| d.settings.get("consumers")?.as_u64())
+            .sum();
+        map.insert("consumers".into(), json!(consumers));
+        let all: Vec<i32> = partitions.keys().copied().collect();
+        if map.get("partitions").is_some_and(|p| !p.is_null()) {
+            map.insert("partitions".into(), json!(all));
+        }
+    }
+    Ok(ConsumeResultDocument {
+        header: Header::new(Kind::Consume),
+        settings,
+        start_time: common.start_time,
+        end_time: common.end_time,
+        duration_s: common.duration_s,
+        rebalance_time_ms: rebalance_ms,
+        fetch_time_ms: fetch_ms,
+        records_consumed: records,
+        bytes_consumed: bytes,
+        record_batches: sum(&done, |d| d.record_batches),
+        records_per_sec: records as f64 / secs,
+        mb_per_sec: mb / secs,
+        fetch_records_per_sec: records as f64 / fetch_secs,
+        fetch_mb_per_sec: mb / fetch_secs,
+        client_cpu_us_per_record: (records > 0).then(|| cpu * 1e6 / records as f64),
+        client_cpu_user_s: common.cpu_user_s,
+        client_cpu_sys_s: common.cpu_sys_s,
+        peak_rss_kib: common.peak_rss_kib,
+        fetch_latency: LatencySummary::of(&fetch),
+        fetches: sum(&done, |d| d.fetches),
+        empty_fetches: sum(&done, |d| d.empty_fetches),
+        commits: sum(&done, |d| d.commits),
+        commits_refused: sum(&done, |d| d.commits_refused),
+        complete: parts.iter().all(|p| p.result.is_some()) && records >= messages,
+        timed_out: done.iter().any(|(_, d)| d.timed_out),
+        offsets_skipped: sum(&done, |d| d.offsets_skipped),
+        intervals: common.intervals,
+        partitions,
+        member_id: None,
+        errors: common.errors,
+        // A segment its coordinator ended because the agents together read --messages is
+        // complete, not stopped.
+        aborted: done.iter().find_map(|(agent, d)| {
+            Some(format!(
+                "agent {agent}: {}",
+                d.aborted.as_deref().filter(|a| *a != ENOUGH)?
+            ))
+        }),
+        verification,
+        latest_values: None,
+        // Each agent's members and rebalances are its own document's; the merge does not join
+        // them (the agents' members are in `distributed.agents`, by count).
+        group: None,
+        topics: BTreeMap::new(),
+        value_decoding: None,
+        cluster,
+        protocol_anomalies: common.protocol_anomalies,
+        distributed: Some(distributed_block(
+            parts,
+            |d| &d.header.environment.hostname,
+            |p| {
+                let d = p.result.as_ref();
+                AgentFigures {
+                    records_consumed: d.map(|d| d.records_consumed),
+                    records_per_sec: d.map(|d| d.records_per_sec),
+                    latency: d.map(|d| Brief::of(&d.fetch_latency)),
+                    note: d.and_then(|d| {
+                        let parts: Vec<String> = d.partitions.keys().map(i32::to_string).collect();
+                        Some(format!(
+                            "{} member(s); partitions read: {}{}",
+                            d.settings.get("consumers")?.as_u64()?,
+                            if parts.is_empty() {
+                                "none".into()
+                            } else {
+                                parts.join(",")
+                            },
+                            if d.timed_out { "; timed out" } else { "" }
+                        ))
+                    }),
                     ..AgentFigures::default()
                 }
             },
@@ -1148,6 +1442,81 @@ mod tests {
             ..spec
         };
         assert_eq!(split_e2e(&few, 2, 7).unwrap_err().field, "num_records");
+    }
+
+    #[test]
+    fn a_consume_run_splits_its_members_or_its_partitions() {
+        let spec = ConsumeSpec {
+            messages: 1000,
+            ..ConsumeSpec::default()
+        };
+        // A group: one member per agent unless --consumers gives more; every part in the one
+        // group, each free to read the whole --messages (the coordinator ends them together).
+        let parts = split_consume(&spec, 3).unwrap();
+        assert_eq!(
+            parts.iter().map(|p| p.consumers).collect::<Vec<_>>(),
+            [1, 1, 1]
+        );
+        assert!(
+            parts
+                .iter()
+                .all(|p| p.mode == spec.mode && p.messages == 1000)
+        );
+        let five = ConsumeSpec {
+            consumers: 5,
+            ..spec.clone()
+        };
+        let parts = split_consume(&five, 3).unwrap();
+        assert_eq!(
+            parts.iter().map(|p| p.consumers).collect::<Vec<_>>(),
+            [2, 2, 1]
+        );
+        let two = ConsumeSpec {
+            consumers: 2,
+            ..spec.clone()
+        };
+        assert_eq!(split_consume(&two, 3).unwrap_err().field, "consumers");
+        // Assigned partitions: dealt out in turn.
+        let assigned = ConsumeSpec {
+            mode: ConsumeMode::Assign {
+                partitions: vec![0, 1, 2, 3, 4],
+            },
+            commit: false,
+            verify: true,
+            ..spec.clone()
+        };
+        let parts = split_consume(&assigned, 2).unwrap();
+        let dealt: Vec<ConsumeMode> = parts.iter().map(|p| p.mode.clone()).collect();
+        assert_eq!(
+            dealt,
+            [
+                ConsumeMode::Assign {
+                    partitions: vec![0, 2, 4]
+                },
+                ConsumeMode::Assign {
+                    partitions: vec![1, 3]
+                }
+            ]
+        );
+        assert_eq!(split_consume(&assigned, 6).unwrap_err().field, "partition");
+        // What cannot be split says so, naming its field.
+        let grouped_verify = ConsumeSpec {
+            verify: true,
+            ..spec.clone()
+        };
+        assert_eq!(
+            split_consume(&grouped_verify, 2).unwrap_err().field,
+            "verify"
+        );
+        let include = ConsumeSpec {
+            include: Some("t-.*".into()),
+            ..spec.clone()
+        };
+        assert_eq!(split_consume(&include, 2).unwrap_err().field, "include");
+        // The part travels as JSON and comes back the same.
+        let wire = serde_json::to_string(&parts[0]).unwrap();
+        let back: ConsumeSpec = serde_json::from_str(&wire).unwrap();
+        assert_eq!(back, parts[0]);
     }
 
     fn part(agent: &str, values: &[u64], acked: u64) -> AgentPart<ResultDocument> {

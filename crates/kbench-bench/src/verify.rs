@@ -525,6 +525,15 @@ impl VerifyReport {
         Self::added(reports, false, "topic")
     }
 
+    /// Several agents' verifications of one topic's partitions, each agent its own partitions
+    /// (`consume --agents --partition`): every count adds, as for topics, except the producers,
+    /// which wrote to every partition: the most any agent saw (at least one agent saw them all
+    /// only when each wrote to that agent's partitions; never more than there were).
+    pub fn of_partitions(reports: &[(&str, &VerifyReport)]) -> Option<VerifyReport> {
+        let producers = reports.iter().map(|(_, r)| r.producers).max()?;
+        Self::added(reports, false, "agent").map(|v| VerifyReport { producers, ..v })
+    }
+
     /// `reports` added up; with `each_whole`, each read the same whole topic (what was read, and
     /// an offset regression, counted once: the most of any). `what` names a report in an error.
     fn added(

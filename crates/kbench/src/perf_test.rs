@@ -142,6 +142,31 @@ pub fn consumer_final(run: &ConsumeRun, date: &DateFormat) -> String {
     )
 }
 
+/// kafka-consumer-perf-test's final line from a result document (a distributed run's merge): its
+/// span, records, bytes, joining and fetch time, as [`consumer_final`] prints a run's.
+pub fn consumer_final_doc(
+    doc: &kbench_bench::consume::ConsumeResultDocument,
+    date: &DateFormat,
+) -> String {
+    let at = |t: &str| humantime::parse_rfc3339_weak(t).unwrap_or(std::time::UNIX_EPOCH);
+    let secs = doc.duration_s.max(1e-9);
+    let mb = doc.bytes_consumed as f64 / MB;
+    let fetch_s = (doc.fetch_time_ms as f64 / 1000.0).max(1e-9);
+    format!(
+        "{}, {}, {:.4}, {:.4}, {}, {:.4}, {}, {}, {:.4}, {:.4}",
+        date.format(at(&doc.start_time)),
+        date.format(at(&doc.end_time)),
+        mb,
+        mb / secs,
+        doc.records_consumed,
+        doc.records_consumed as f64 / secs,
+        doc.rebalance_time_ms,
+        doc.fetch_time_ms,
+        mb / fetch_s,
+        doc.records_consumed as f64 / fetch_s,
+    )
+}
+
 /// `--print-metrics`: the table Kafka's tools print at the end (`ToolsUtils.printMetrics`) — a
 /// blank line, a `Metric Name   Value` header, then one `group:name:{tags} : value` line per
 /// metric in name order, names padded to the longest, values with three decimals.

@@ -30,13 +30,14 @@ use kbench_wire::{ApiKey, api_name};
 use serde::Serialize;
 
 use crate::error::{BenchError, SpecError};
-use crate::measure::{CpuTime, LatencySummary};
+use crate::measure::{CpuTime, LatencySummary, latency_histogram};
 use crate::result::{Header, Kind, Target, rfc3339};
 use crate::spec::{MAX_WAIT, check_consumer, check_duration, check_range, check_topic};
 use crate::stop::Stop;
 
 /// How the consumer gets its partitions.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ConsumeMode {
     /// A consumer group: kbench joins as its (only) member and is assigned every partition.
     Group { group_id: String },
@@ -45,7 +46,8 @@ pub enum ConsumeMode {
 }
 
 /// Where reading starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StartAt {
     /// A group's committed offset where there is one, else this (assigned partitions: this).
     Reset(OffsetReset),
@@ -53,8 +55,9 @@ pub enum StartAt {
     Offset(i64),
 }
 
-/// A consume run's settings.
-#[derive(Debug, Clone, PartialEq)]
+/// A consume run's settings. Serialisable (what lives only in this process excepted): the same
+/// spec travels to distributed agents.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ConsumeSpec {
     pub topic: String,
     /// `--include REGEX` (kafka-consumer-perf-test's): read every topic whose whole name the
@@ -81,12 +84,15 @@ pub struct ConsumeSpec {
     /// The length of a timeline window (the result's `intervals`, `--histogram-log`).
     pub timeline_interval: Duration,
     /// Where timeline windows go as they close (live metrics, progress).
+    #[serde(skip)]
     pub window_sink: crate::timeline::WindowSink,
     /// Check every record's stamp ([`crate::verify`]): order per producer and partition,
     /// duplicates, checksums, sequence gaps (`--verify`).
     pub verify: bool,
     /// The deserializer's properties (`schema.registry.url`, `basic.auth.user.info`, …): with a
     /// registry, every value is decoded with the schema its id names ([`crate::schema::decode`]).
+    /// Never serialized: it may hold the registry's password (a segment carries it apart).
+    #[serde(skip)]
     pub deserializer: BTreeMap<String, String>,
     /// `--latest-values FILE`: every key's last value read is checked against the file's
     /// ([`crate::latest`]).
@@ -96,13 +102,20 @@ pub struct ConsumeSpec {
     pub consumers: u32,
     /// Group faults (`--fault at=T consumer-join=K`, `consumer-leave=K`, `consumer-crash=K`,
     /// `consumer-restart=K`),
-    /// applied by the run, in time order.
+    /// applied by the run, in time order. Not over agents.
+    #[serde(skip)]
     pub member_faults: Vec<crate::fault::Fault>,
     /// `--include`'s topics: the records every topic's reading has read, which `messages` counts.
+    #[serde(skip)]
     pub shared_total: SharedTotal,
     /// Several members in one group (`--consumers N`, `--include`'s topics): the order in which
     /// they leave it at the run's end, leader first ([`LeaveOrder`]). Set by the run.
+    #[serde(skip)]
     pub leave_order: SharedLeave,
+    /// A distributed segment: reading starts when this process's wall clock ([`crate::clock`])
+    /// reads this, µs since the Unix epoch (every agent's members at once).
+    #[serde(default)]
+    pub start_at_us: Option<u64>,
 }
 
 /// Records read by several readings together, and the gate each holds while it counts them, so
@@ -312,6 +325,7 @@ impl Default for ConsumeSpec {
             member_faults: Vec::new(),
             shared_total: SharedTotal::default(),
             leave_order: SharedLeave::default(),
+            start_at_us: None,
         }
     }
 }
@@ -604,6 +618,39 @@ pub struct ConsumeRun {
 }
 
 impl ConsumeRun {
+    /// A run that read nothing: it was ended (`aborted` says why) before it had its partitions.
+    /// All of its time was joining.
+    pub fn nothing(started_at: SystemTime, aborted: &str) -> ConsumeRun {
+        let elapsed = started_at.elapsed().unwrap_or_default();
+        ConsumeRun {
+            records: 0,
+            bytes: 0,
+            batches: 0,
+            started_at,
+            ended_at: SystemTime::now(),
+            elapsed,
+            join: elapsed,
+            cpu: CpuTime::default(),
+            peak_rss_kib: crate::measure::peak_rss_kib(),
+            fetch_latency: latency_histogram(),
+            fetches: 0,
+            empty_fetches: 0,
+            commits: 0,
+            commits_refused: 0,
+            timed_out: false,
+            aborted: Some(aborted.to_string()),
+            errors: BTreeMap::new(),
+            partitions: BTreeMap::new(),
+            member_id: None,
+            end_to_end: latency_histogram(),
+            timeline: Vec::new(),
+            verification: None,
+            latest_values: None,
+            value_decoding: None,
+            cluster: Default::default(),
+        }
+    }
+
     /// The time spent fetching: elapsed less joining.
     pub fn fetch_time(&self) -> Duration {
         self.elapsed.saturating_sub(self.join)
@@ -679,6 +726,9 @@ pub struct ConsumeResultDocument {
     pub cluster: crate::cluster::ClusterReport,
     /// Responses not quite as the protocol says, by kind (as for produce).
     pub protocol_anomalies: BTreeMap<String, u64>,
+    /// A run over agents (`--agents`): each agent's part, merged into the figures above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<crate::distributed::Distributed>,
 }
 
 impl ConsumeResultDocument {
@@ -736,6 +786,7 @@ impl ConsumeResultDocument {
             value_decoding: run.value_decoding.clone(),
             cluster: run.cluster.clone(),
             protocol_anomalies: BTreeMap::new(),
+            distributed: None,
         }
     }
 }
@@ -845,22 +896,39 @@ pub async fn run_consume_job<O: ConsumeObserver>(
         )
         .into());
     }
+    // A distributed segment: connected, the versions and the topic checked, every agent's
+    // members start reading at the one instant.
+    if let Some(at) = spec.start_at_us
+        && !crate::clock::sleep_until_wall(at, stop.token()).await
+    {
+        cluster.close(Duration::from_secs(1)).await;
+        return Err(BenchError::Run("stopped before the barrier start".into()));
+    }
     let cluster = Arc::new(cluster);
-    let (run, group) = if spec.consumers > 1 || !spec.member_faults.is_empty() {
-        let (run, report) = group::run_group(
+    let began = SystemTime::now();
+    let ran = if spec.consumers > 1 || !spec.member_faults.is_empty() {
+        group::run_group(
             cluster.clone(),
             layout,
             Arc::new(spec.clone()),
-            stop,
+            stop.clone(),
             observer,
         )
-        .await?;
-        (run, Some(report))
+        .await
+        .map(|(run, report)| (run, Some(report)))
     } else {
-        (
-            run_consume(cluster.clone(), layout, spec, stop, observer).await?,
-            None,
-        )
+        run_consume(cluster.clone(), layout, spec, stop.clone(), observer)
+            .await
+            .map(|run| (run, None))
+    };
+    let (run, group) = match ran {
+        Ok(ran) => ran,
+        // A distributed segment still joining its group when the other agents had read the
+        // run's --messages: it read nothing, and that is its result (not a failure).
+        Err(_) if stop.reason().as_deref() == Some(crate::distributed::ENOUGH) => {
+            (ConsumeRun::nothing(began, crate::distributed::ENOUGH), None)
+        }
+        Err(e) => return Err(e),
     };
     Ok(outcome(
         run,

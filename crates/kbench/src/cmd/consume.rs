@@ -168,6 +168,9 @@ pub struct ConsumeArgs {
 
     #[command(flatten)]
     pub slo: crate::args::SloArgs,
+
+    #[command(flatten)]
+    pub distributed: crate::coordinator::DistributedArgs,
 }
 
 /// Everything resolved from the command line.
@@ -321,6 +324,9 @@ impl ConsumeObserver for Lines {
 pub async fn run(args: ConsumeArgs) -> CliResult {
     let mut plan = plan(&args)?;
     args.output.check()?;
+    if let Some(agents) = args.distributed.list().await? {
+        return distributed(&args, &plan, agents).await;
+    }
     let (faults, members) =
         crate::faults::plan_consume(&args.fault, plan.connection.bootstrap_servers.as_deref())?;
     plan.spec.member_faults = members;
@@ -703,4 +709,143 @@ fn producer_spec(
     spec.validate()
         .map_err(|e| CliError::usage(spec_error(&e)))?;
     Ok(spec)
+}
+
+/// `--agents`: the read split over the agents (members in the run's group, or the `--partition`s
+/// dealt out), started at one instant, merged exactly.
+async fn distributed(
+    args: &ConsumeArgs,
+    plan: &Plan,
+    agents: crate::coordinator::AgentList,
+) -> CliResult {
+    use crate::coordinator::{Target, cli_connect, cli_finish, live_sum, run_consume};
+    let refused = if args.produce_first || args.produce_rate.is_some() {
+        Some(
+            "--produce-first, --produce-rate: not with --agents (fill the topic first, e.g. with `kbench produce --agents`)",
+        )
+    } else if !args.fault.faults.is_empty() {
+        Some("--fault: not with --agents (group faults act on one process's members)")
+    } else if args.output.histogram_log.is_some() {
+        Some(
+            "--histogram-log: not with consume --agents yet (the agents' consume windows keep no whole histograms)",
+        )
+    } else if args.show_detailed_stats {
+        Some(
+            "--show-detailed-stats: not with --agents (the coordinator prints the agents' summed progress every --reporting-interval)",
+        )
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        return Err(CliError::usage(e));
+    }
+    // What only the split can judge (--include, --latest-values, --verify in a group, counts
+    // that do not split), before any agent is asked.
+    kbench_bench::distributed::split_consume(&plan.spec, agents.urls.len())
+        .map_err(|e| CliError::usage(spec_error(&e)))?;
+    let (bootstrap, coordinator) =
+        cli_connect(plan.connection.bootstrap_servers.as_deref(), &agents).await?;
+    let endpoint = args
+        .metrics
+        .start_agents("consume", &plan.spec.topic, &agents)
+        .await
+        .map_err(CliError::usage)?;
+    let how = match &plan.spec.mode {
+        ConsumeMode::Group { group_id } => format!("group {group_id}"),
+        ConsumeMode::Assign { partitions } => format!(
+            "partitions {}",
+            partitions
+                .iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    };
+    eprintln!(
+        "kbench consume: {} agents reading topic {} ({how}); clock offsets within {} µs",
+        agents.urls.len(),
+        plan.spec.topic,
+        coordinator.clock_bound_us()
+    );
+    let target = Target {
+        bootstrap,
+        // Connection and security properties only: everything else is in the spec.
+        properties: plan
+            .spec
+            .properties
+            .iter()
+            .filter(|(k, _)| kbench_client::is_connection_property(k) && k != "bootstrap.servers")
+            .cloned()
+            .collect(),
+        run: kbench_bench::spec::fresh_id("kbench-consume"),
+        pins: crate::coordinator::pin_names(&plan.pins),
+    };
+    let stop = kbench_bench::Stop::new();
+    let total = agents.urls.len();
+    let quiet = args.progress.quiet;
+    let progress = |lives: &[(String, serde_json::Value)]| {
+        if !quiet {
+            eprintln!(
+                "kbench: {} records consumed over {total} agents",
+                live_sum(lives, "records_consumed")
+            );
+        }
+    };
+    let job = run_consume(&coordinator, &plan.spec, &target, stop.token(), &progress);
+    let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
+    if let Some(endpoint) = &endpoint {
+        endpoint.freeze().await;
+    }
+    let doc = merged.map_err(|e| crate::coordinator::cli_error(e, interrupted))?;
+    if !args.hide_header && !quiet {
+        println!("{}", consumer_header(false));
+    }
+    if doc.timed_out {
+        println!(
+            "WARNING: Exiting before consuming the expected number of messages: timeout ({} ms) exceeded. You can use the --timeout option to increase the timeout.",
+            plan.spec.timeout.as_millis()
+        );
+    }
+    println!("{}", crate::perf_test::consumer_final_doc(&doc, &plan.date));
+    let l = &doc.fetch_latency;
+    println!(
+        "kbench: {} records in {} batches over {total} agents; fetch latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms over {} fetches ({} empty)",
+        doc.records_consumed,
+        doc.record_batches,
+        l.p50 as f64 / 1000.0,
+        l.p99 as f64 / 1000.0,
+        l.max as f64 / 1000.0,
+        doc.fetches,
+        doc.empty_fetches
+    );
+    for (error, n) in &doc.errors {
+        eprintln!("kbench: {n} × {error}");
+    }
+    let verified = doc.verification.as_ref().map(|v| {
+        println!("{}", v.line());
+        v.ok == Some(true)
+    });
+    if let Some(why) = &doc.aborted {
+        eprintln!("kbench: the run stopped early: {why}");
+    }
+    // As one process: a time-out with errors behind it, or an abort, is a failed run.
+    let failed = (doc.timed_out && !doc.errors.is_empty()) || doc.aborted.is_some();
+    let code = cli_finish(
+        &doc,
+        doc.distributed.as_ref(),
+        plan.slo.as_deref(),
+        args.output.json.as_deref(),
+        failed,
+        interrupted,
+    )?;
+    if let Some(endpoint) = endpoint {
+        endpoint.finish().await;
+    }
+    Ok(
+        if (code == 0 || code == crate::args::EXIT_SLO) && verified == Some(false) {
+            crate::args::EXIT_VERIFY
+        } else {
+            code
+        },
+    )
 }

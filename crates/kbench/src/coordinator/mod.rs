@@ -2,16 +2,19 @@
 //! any load (reachable, token accepted, same agent protocol, idle, listed once), estimates each
 //! agent's clock, hands out the segments the library split (`kbench_bench::distributed`), starts them
 //! at one instant, polls them (live progress; an agent that stops answering is lost, not waited
-//! for), and merges the results exactly. Used by the CLI (`produce`, `e2e`) and by `/v1/runs`.
+//! for), and merges the results exactly. Used by the CLI (`produce`, `e2e`, `consume`) and by
+//! `/v1/runs` (`produce`, `e2e`).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use kbench_bench::ProduceSpec;
 use kbench_bench::clock::wall_us;
+use kbench_bench::consume::{ConsumeResultDocument, ConsumeSpec};
 use kbench_bench::distributed::{
     AGENT_PROTOCOL, AgentPart, ClockEstimate, ClockSample, MAX_AGENTS, RunStatus, Segment, Work,
-    merge_e2e, merge_produce, producer_segments, split_e2e, split_produce,
+    merge_consume, merge_e2e, merge_produce, producer_segments, split_consume, split_e2e,
+    split_produce,
 };
 use kbench_bench::document;
 use kbench_bench::e2e::E2eSpec;
@@ -34,6 +37,9 @@ const LOST_AFTER: Duration = Duration::from_secs(5);
 const START_LEAD: Duration = Duration::from_secs(2);
 /// How often each agent is polled (progress lines come every reporting interval).
 const POLL: Duration = Duration::from_secs(1);
+/// How often consume segments are polled: the agents' summed count ends the run (`--messages`),
+/// and each poll's delay is time the agents may read past it.
+const CONSUME_POLL: Duration = Duration::from_millis(100);
 /// How long one control request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a consumer that is joining its group is polled (its producers start once it has).
@@ -454,6 +460,61 @@ impl Coordinator {
         }
     }
 
+    /// [`Coordinator::follow`] for consume segments, polled every [`CONSUME_POLL`]: once the
+    /// agents' live counts sum to `messages`, every segment still reading is told it has read
+    /// enough ([`kbench_bench::distributed::ENOUGH`]) and ends, its result kept.
+    async fn follow_consume(
+        &self,
+        segments: &mut [Running],
+        messages: u64,
+        every: Duration,
+        cancel: &CancellationToken,
+        progress: &Progress<'_>,
+    ) {
+        let mut stopped = false;
+        let mut enough = false;
+        let mut shown = Instant::now();
+        loop {
+            futures_util::future::join_all(segments.iter_mut().map(|s| self.poll(s))).await;
+            if segments.iter().all(Running::done) {
+                return;
+            }
+            let read: u64 = segments
+                .iter()
+                .filter_map(|s| s.last_live.get("records_consumed")?.as_u64())
+                .sum();
+            if !enough && read >= messages {
+                enough = true;
+                let told = segments.iter().filter(|s| !s.done()).map(|s| async move {
+                    let path = format!("/agent/v1/segments/{}/enough", s.id);
+                    self.call(reqwest::Method::POST, &self.agents[s.agent], &path, None)
+                        .await
+                });
+                for answer in futures_util::future::join_all(told).await {
+                    // A segment that ended meanwhile answers 409; it has its result anyway.
+                    if let Err(e) = answer {
+                        tracing::debug!("enough: {e}");
+                    }
+                }
+            }
+            if shown.elapsed() + CONSUME_POLL / 2 >= every {
+                shown = Instant::now();
+                let lives: Vec<(String, Value)> = segments
+                    .iter()
+                    .map(|s| (self.agents[s.agent].clone(), s.last_live.clone()))
+                    .collect();
+                progress(&lives);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(CONSUME_POLL) => {}
+                _ = cancel.cancelled(), if !stopped => {
+                    stopped = true;
+                    self.stop_all(segments).await;
+                }
+            }
+        }
+    }
+
     /// The part each segment played, for the merge: its result read as the document `kind`
     /// writes (an agent whose result does not read as one is lost, and says why).
     fn parts<D: serde::de::DeserializeOwned>(
@@ -538,6 +599,7 @@ fn segment(target: &Target, work: Work) -> Segment {
                 Default::default()
             },
         ),
+        Work::Consume(s) => (None, s.deserializer.clone()),
         Work::Produce(_) => (None, Default::default()),
     };
     Segment {
@@ -579,6 +641,42 @@ pub async fn run_produce(
         .await;
     let after = c.clocks_after().await;
     merge_produce(&c.parts(&segments, &after, Kind::Produce))
+}
+
+/// A consume run spread over every agent: split (members in the run's group, or partitions),
+/// barrier start (each agent connected, its versions and the topic checked), followed, merged.
+pub async fn run_consume(
+    c: &Coordinator,
+    spec: &ConsumeSpec,
+    target: &Target,
+    cancel: &CancellationToken,
+    progress: &Progress<'_>,
+) -> Result<ConsumeResultDocument, String> {
+    let parts = split_consume(spec, c.agents.len()).map_err(|e| crate::args::spec_error(&e))?;
+    let (at, start_at) = c.start_at();
+    let mut segments = Vec::new();
+    for (i, mut part) in parts.into_iter().enumerate() {
+        part.start_at_us = Some(start_at[i]);
+        let body = segment(target, Work::Consume(Box::new(part)));
+        match c.start(i, &body, "consume").await {
+            Ok(s) => segments.push(s),
+            Err(e) => {
+                c.stop_all(&segments).await;
+                return Err(e);
+            }
+        }
+    }
+    c.hold_barrier(&mut segments, at).await?;
+    c.follow_consume(
+        &mut segments,
+        spec.messages,
+        spec.reporting_interval,
+        cancel,
+        progress,
+    )
+    .await;
+    let after = c.clocks_after().await;
+    merge_consume(&c.parts(&segments, &after, Kind::Consume))
 }
 
 /// An e2e run: the consumer on `consumer_agent` (joined before any producer starts), the producers

@@ -2,7 +2,8 @@
 //! version), reads the agent's clock several times (offset estimation), hands it a *segment* — the
 //! same spec type the CLI builds, serialised, with the cluster to reach and a barrier start time —
 //! and polls it; a distributed e2e run's consumer is told what the producers acknowledged before it
-//! drains. A segment is a run in the registry: supervised, one at a time, its result written. Every
+//! drains; a consume segment reads its share (its members in the run's group, or its partitions).
+//! A segment is a run in the registry: supervised, one at a time, its result written. Every
 //! segment holds a lease (`--lease`): the coordinator's polls (`GET` on the segment, and the drain)
 //! renew it; one nobody asks about for the lease time is stopped and ends `abandoned`.
 
@@ -18,7 +19,7 @@ use serde_json::{Value, json};
 use crate::serve::app::App;
 use crate::serve::error::{ApiError, ApiResult, from_value, json_object, json_response};
 use crate::serve::registry::{Live, run_json};
-use crate::serve::runs::{Reach, start_e2e, start_produce};
+use crate::serve::runs::{Reach, start_consume, start_e2e, start_produce};
 
 pub async fn hello(State(app): State<Arc<App>>) -> ApiResult {
     let busy = app.runs.read(|runs| {
@@ -116,6 +117,22 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
             )
             .await?
         }
+        Work::Consume(mut spec) => {
+            spec.deserializer = segment.deserializer;
+            if !spec.deserializer.is_empty() {
+                kbench_bench::schema::decode::RegistryReader::new(&spec.deserializer)
+                    .map_err(|e| ApiError::field("deserializer", e.to_string()))?;
+            }
+            spec.validate()
+                .map_err(|e| ApiError::field(e.field, e.reason))?;
+            let config = json!({
+                "segment_of": segment.run, "workload": "consume",
+                "settings": spec.settings_json(&kbench_client::ClusterConfig::new(
+                    segment.bootstrap_servers.clone(), "kbench-agent", Default::default())),
+                "start_at_us": spec.start_at_us, "properties": masked,
+            });
+            start_consume(&app, config, *spec, reach).await?
+        }
     };
     if let Some(lease) = app.lease {
         app.runs.set_lease(&id, lease);
@@ -188,6 +205,26 @@ pub async fn drain(
         }
     }
     app.runs.stop(&id)?;
+    let body = app.runs.read_run(&id, |r| run_json(r, false))?;
+    Ok(json_response(StatusCode::ACCEPTED, body))
+}
+
+/// A consume segment: the agents together have read the run's `--messages`; it ends now, its
+/// result kept (its `aborted` says [`kbench_bench::distributed::ENOUGH`], which the merge reads as
+/// complete, not stopped).
+pub async fn enough(State(app): State<Arc<App>>, UrlPath(id): UrlPath<String>) -> ApiResult {
+    app.runs.renew(&id);
+    let consume = app
+        .runs
+        .read_run(&id, |r| matches!(r.live, Live::Consume(_)))?;
+    if !consume {
+        return Err(ApiError::field(
+            "id",
+            format!("segment {id} is not a consume segment"),
+        ));
+    }
+    app.runs
+        .stop_because(&id, kbench_bench::distributed::ENOUGH)?;
     let body = app.runs.read_run(&id, |r| run_json(r, false))?;
     Ok(json_response(StatusCode::ACCEPTED, body))
 }

@@ -39,6 +39,10 @@ pub fn router(app: Arc<App>) -> Router {
                 "/agent/v1/segments/{id}/drain",
                 axum::routing::post(agent::drain.layer(middleware::from_fn(json_only))),
             )
+            .route(
+                "/agent/v1/segments/{id}/enough",
+                axum::routing::post(agent::enough),
+            )
     } else {
         Router::new()
             .route("/", get(dashboard::page))

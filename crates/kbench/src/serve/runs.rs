@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::serve::app::App;
 use crate::serve::error::ApiError;
-use crate::serve::registry::{Api, Live, Outcome, ProduceLive};
+use crate::serve::registry::{Api, ConsumeLive, Live, Outcome, ProduceLive};
 
 const CLIENT_ID: &str = "kbench-serve";
 /// The client id of an agent's segments.
@@ -215,6 +215,43 @@ pub async fn start_produce(
         if embedded {
             forget_topic(&cluster, &spec.topic).await;
         }
+        match job {
+            Ok(outcome) => Outcome {
+                result: Some(serde_json::to_value(&outcome.document).unwrap_or(Value::Null)),
+                ..Outcome::default()
+            },
+            Err(e) => Outcome::failed(start_error(e, "bootstrap_servers", &bootstrap)),
+        }
+    });
+    Ok(id)
+}
+
+/// Start a consume run (an agent's consume segment): the same job as `kbench consume`. Answered at
+/// once; the segment waits for its barrier.
+pub async fn start_consume(
+    app: &Arc<App>,
+    config: Value,
+    mut spec: kbench_bench::consume::ConsumeSpec,
+    reach: Reach,
+) -> Result<String, ApiError> {
+    app.runs.ensure_idle()?;
+    let own = reach.bootstrap.is_some();
+    let (servers, embedded) = app.bootstrap(reach.bootstrap).await?;
+    let bootstrap = servers.join(",");
+    let cluster = cluster_for(app, servers, own, embedded, reach.client, reach.pins);
+    let live = Arc::new(ConsumeLive::default());
+    let run = app
+        .runs
+        .register("consume", Api::V1, config, Live::Consume(live.clone()))?;
+    let id = run.id.clone();
+    let (feed, _) = app.runs.feed(&id)?;
+    spec.window_sink = app
+        .metrics_for("consume", &spec.topic, &id)
+        .and(feed.sink());
+    let stop = run.stop.clone();
+    app.runs.spawn(run, async move {
+        let job =
+            kbench_bench::consume::run_consume_job(&spec, cluster, embedded, stop, live).await;
         match job {
             Ok(outcome) => Outcome {
                 result: Some(serde_json::to_value(&outcome.document).unwrap_or(Value::Null)),

@@ -46,9 +46,29 @@ impl ProduceObserver for ProduceLive {
     }
 }
 
+/// Live counters of a consume run (an agent's consume segment), fed by its windows.
+#[derive(Default)]
+pub struct ConsumeLive {
+    consumed: AtomicU64,
+    bytes: AtomicU64,
+    /// Set once the consumer has its partitions and positions (past joining).
+    reading: std::sync::atomic::AtomicBool,
+}
+
+impl kbench_bench::consume::ConsumeObserver for ConsumeLive {
+    fn fetched(&self, records: u64, bytes: u64, _: &[u64]) {
+        self.consumed.fetch_add(records, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+    fn joined(&self) {
+        self.reading.store(true, Ordering::Relaxed);
+    }
+}
+
 pub enum Live {
     E2e(Arc<E2eLive>),
     Produce(Arc<ProduceLive>),
+    Consume(Arc<ConsumeLive>),
     /// A distributed run: each agent's live figures, as last polled.
     Agents(Arc<Mutex<Value>>),
     None,
@@ -469,6 +489,11 @@ impl Registry {
         self.ask_stop(id, "stopped").map(|_| ())
     }
 
+    /// Ask the run to stop, saying why (its result's `aborted` keeps the reason).
+    pub fn stop_because(&self, id: &str, why: &str) -> Result<(), ApiError> {
+        self.ask_stop(id, why).map(|_| ())
+    }
+
     /// Ask every active run to stop; what to wait on for each.
     pub fn stop_all(&self) -> Vec<String> {
         self.read(|runs| {
@@ -523,10 +548,11 @@ fn load_finished(dir: &Path) -> Vec<RunEntry> {
         else {
             continue;
         };
-        // A run's document as the gate reads it; the server runs only produce and e2e. One the
+        // A run's document as the gate reads it; the server runs produce and e2e (and an agent
+        // consume segments). One the
         // gate refuses (another schema version, a broken figure) is left out, and the log says so.
         let kind = match kbench_bench::document::check(&doc) {
-            Ok(kind @ (Kind::E2e | Kind::Produce)) => kind.name(),
+            Ok(kind @ (Kind::E2e | Kind::Produce | Kind::Consume)) => kind.name(),
             Ok(_) => continue,
             Err(e) => {
                 tracing::warn!(path = %path.display(), "a stored run left out: {e}");
@@ -591,6 +617,11 @@ pub fn live_json(r: &RunEntry) -> Value {
         Live::Produce(live) => json!({
             "records_acked": live.acked.load(Ordering::Relaxed),
             "records_failed": live.failed.load(Ordering::Relaxed),
+        }),
+        Live::Consume(live) => json!({
+            "phase": if live.reading.load(Ordering::Relaxed) { "reading" } else { "starting" },
+            "records_consumed": live.consumed.load(Ordering::Relaxed),
+            "bytes_consumed": live.bytes.load(Ordering::Relaxed),
         }),
         Live::Agents(agents) => json!({ "agents": agents.lock().expect("live lock").clone() }),
         Live::None => Value::Null,
