@@ -4,7 +4,11 @@
 # producers on 1 or 2 agents: whole trip p50/p99), and the coordinator's CPU per merged interval
 # (its user+sys CPU over the run, from getrusage of the child, divided by the progress intervals).
 #   python3 scripts/bench-distributed.py [KBENCH=target/release/kbench] [reps=3] [rate=60000] [seconds=20]
-# DIST_PRODUCE_FLAGS: more produce flags (e.g. "--linger-ms 0"); DIST_SKIP_E2E=1: produce only.
+# and consume (a topic of 6 partitions filled once with rate × seconds records, read whole by 1 or 3
+# agents: the partitions assigned and dealt out, and as one group with a member per agent:
+# records/s over the run and over the fetch time, Fetch latency p50/p99 from the merged histograms).
+# DIST_PRODUCE_FLAGS: more produce flags (e.g. "--linger-ms 0"); DIST_SKIP_E2E=1: no e2e;
+# DIST_ONLY=consume (or produce, e2e): that workload alone.
 # Starts its own embedded broker and three agents on loopback; kills them at the end.
 import json, os, resource, socket, statistics, subprocess, sys, tempfile, time
 
@@ -47,15 +51,34 @@ try:
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         return json.load(open(doc)), out, cpu
 
+    only = os.environ.get("DIST_ONLY")
     rows = {}
+    consume_records = rate * seconds
+    if only in (None, "consume"):
+        # The topic every consume run reads whole (unmeasured fill, from one process).
+        subprocess.run([kbench, "produce", "--bootstrap-server", f"127.0.0.1:{bport}", "--topic", "dist-c",
+                        "--partitions", "6", "--num-records", str(consume_records), "--throughput", "-1",
+                        "--record-size", "100", "--acks", "1"], check=True, capture_output=True)
     for r in range(reps):
         for n in (1, 3):
+            if only in (None, "consume"):
+                for how, flags in (("assigned", ["--partition", "0,1,2,3,4,5"]),
+                                   ("group", ["-X", "session.timeout.ms=10000"])):
+                    d, out, cpu = run(["consume", "--agents", ",".join(agents[:n]), "--topic", "dist-c",
+                                       "--messages", str(consume_records), "--timeout", "20000",
+                                       "--reporting-interval", "1000"] + flags, f"c{how}{n}-{r}")
+                    assert d["records_consumed"] >= consume_records, d["records_consumed"]
+                    rows.setdefault((f"consume ({how})", n), []).append(
+                        (d["records_per_sec"], d["fetch_latency"]["p50"], d["fetch_latency"]["p99"],
+                         d["fetch_records_per_sec"], cpu))
+            if only not in (None, "produce", "e2e"):
+                continue
             d, out, cpu = run(["produce", "--agents", ",".join(agents[:n]), "--topic", f"dist-p-{n}-{r}",
                                "--num-records", str(rate * seconds), "--throughput", str(rate), "--record-size", "100",
                                "--acks", "1", "--reporting-interval", "1000"] + os.environ.get("DIST_PRODUCE_FLAGS", "").split(), f"p{n}-{r}")
             intervals = max(1, sum(1 for l in out.splitlines() if "records/sec over" in l))
             rows.setdefault(("produce", n), []).append((d["records_per_sec"], d["latency"]["p50"], d["latency"]["p99"], cpu * 1e3 / intervals, cpu))
-            if os.environ.get("DIST_SKIP_E2E"):
+            if os.environ.get("DIST_SKIP_E2E") or only == "produce":
                 continue
             # e2e: the consumer on the first agent, producers on the next one or two.
             per_agent_load = "--producers 6 --batch-interval 10ms --messages-per-batch 10".split()
@@ -67,10 +90,20 @@ try:
     print(f"{reps} alternating runs each, {seconds} s; medians (min–max)")
     print("| workload | producer agents | records/s | p50 ms | p99 ms | coordinator CPU ms / interval | coordinator CPU s |")
     print("|---|---|---|---|---|---|---|")
+    f = lambda xs, i, s=1.0: f"{statistics.median(x[i] for x in xs) * s:,.2f} ({min(x[i] for x in xs) * s:,.2f}–{max(x[i] for x in xs) * s:,.2f})"
     for (w, n), xs in sorted(rows.items()):
-        f = lambda i, s=1.0: f"{statistics.median(x[i] for x in xs) * s:,.2f} ({min(x[i] for x in xs) * s:,.2f}–{max(x[i] for x in xs) * s:,.2f})"
+        if w.startswith("consume"):
+            continue
         label = f"{n}" if w == "produce" else f"{1 if n == 1 else 2} (+1 consumer agent)"
-        print(f"| {w} | {label} | {f(0)} | {f(1, 1e-3)} | {f(2, 1e-3)} | {f(3)} | {f(4)} |")
+        print(f"| {w} | {label} | {f(xs, 0)} | {f(xs, 1, 1e-3)} | {f(xs, 2, 1e-3)} | {f(xs, 3)} | {f(xs, 4)} |")
+    consumes = sorted((k, xs) for k, xs in rows.items() if k[0].startswith("consume"))
+    if consumes:
+        print()
+        print(f"consume: {consume_records} records of 100 B in 6 partitions, read whole")
+        print("| workload | agents | records/s (run) | Fetch p50 ms | Fetch p99 ms | records/s (fetch time) | coordinator CPU s |")
+        print("|---|---|---|---|---|---|---|")
+        for (w, n), xs in consumes:
+            print(f"| {w} | {n} | {f(xs, 0)} | {f(xs, 1, 1e-3)} | {f(xs, 2, 1e-3)} | {f(xs, 3)} | {f(xs, 4)} |")
 finally:
     for p in procs:
         p.kill()

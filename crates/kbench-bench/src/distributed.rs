@@ -293,6 +293,11 @@ pub fn split_consume(spec: &ConsumeSpec, agents: usize) -> Result<Vec<ConsumeSpe
             "fault",
             "group faults act on one process's members: not over agents",
         ))
+    } else if spec.consumer.group_instance_id.is_some() {
+        Some((
+            "group_instance_id",
+            "not over agents: every agent's members would take the same group.instance.id and fence each other",
+        ))
     } else if spec.latest_values.is_some() {
         Some((
             "latest_values",
@@ -334,6 +339,13 @@ pub fn split_consume(spec: &ConsumeSpec, agents: usize) -> Result<Vec<ConsumeSpe
     };
     let partitions: Vec<Vec<i32>> = match &spec.mode {
         ConsumeMode::Assign { partitions } => {
+            let mut seen = std::collections::BTreeSet::new();
+            if let Some(p) = partitions.iter().find(|p| !seen.insert(**p)) {
+                return Err(SpecError::new(
+                    "partition",
+                    format!("{p} is given twice (each partition is read by one agent)"),
+                ));
+            }
             if partitions.len() < agents {
                 return Err(SpecError::new(
                     "partition",
@@ -1030,6 +1042,7 @@ pub fn merge_consume(
     });
     // Every agent was given the run's whole --messages.
     let messages = first.settings["messages"].as_u64().unwrap_or(u64::MAX);
+    let complete = parts.iter().all(|p| p.result.is_some()) && records >= messages;
     let mut settings = first.settings.clone();
     if let Some(map) = settings.as_object_mut() {
         let consumers: u64 = done
@@ -1037,9 +1050,17 @@ pub fn merge_consume(
             .filter_map(|(_, d)| d.settings.get("consumers")?.as_u64())
             .sum();
         map.insert("consumers".into(), json!(consumers));
-        let all: Vec<i32> = partitions.keys().copied().collect();
+        // Assigned: every agent's partitions, as they were dealt out (a lost agent's are not
+        // known here: its settings did not come back).
         if map.get("partitions").is_some_and(|p| !p.is_null()) {
-            map.insert("partitions".into(), json!(all));
+            let mut asked: Vec<i64> = done
+                .iter()
+                .filter_map(|(_, d)| d.settings.get("partitions")?.as_array())
+                .flatten()
+                .filter_map(Value::as_i64)
+                .collect();
+            asked.sort_unstable();
+            map.insert("partitions".into(), json!(asked));
         }
     }
     Ok(ConsumeResultDocument {
@@ -1066,8 +1087,10 @@ pub fn merge_consume(
         empty_fetches: sum(&done, |d| d.empty_fetches),
         commits: sum(&done, |d| d.commits),
         commits_refused: sum(&done, |d| d.commits_refused),
-        complete: parts.iter().all(|p| p.result.is_some()) && records >= messages,
-        timed_out: done.iter().any(|(_, d)| d.timed_out),
+        complete,
+        // An agent whose partitions ran dry times out while the others read on: the run timed
+        // out only when it did not read --messages.
+        timed_out: !complete && done.iter().any(|(_, d)| d.timed_out),
         offsets_skipped: sum(&done, |d| d.offsets_skipped),
         intervals: common.intervals,
         partitions,
@@ -1087,7 +1110,18 @@ pub fn merge_consume(
         // them (the agents' members are in `distributed.agents`, by count).
         group: None,
         topics: BTreeMap::new(),
-        value_decoding: None,
+        // Every agent decoded what it read: the reports add.
+        value_decoding: done
+            .iter()
+            .filter_map(|(_, d)| d.value_decoding.as_ref())
+            .fold(
+                None,
+                |all: Option<crate::schema::decode::DecodeReport>, r| {
+                    let mut all = all.unwrap_or_default();
+                    all.merge(r);
+                    Some(all)
+                },
+            ),
         cluster,
         protocol_anomalies: common.protocol_anomalies,
         distributed: Some(distributed_block(
@@ -1513,6 +1547,20 @@ mod tests {
             ..spec.clone()
         };
         assert_eq!(split_consume(&include, 2).unwrap_err().field, "include");
+        let twice = ConsumeSpec {
+            mode: ConsumeMode::Assign {
+                partitions: vec![0, 0, 1],
+            },
+            commit: false,
+            ..spec.clone()
+        };
+        assert_eq!(split_consume(&twice, 2).unwrap_err().field, "partition");
+        let mut fixed = spec.clone();
+        fixed.consumer.group_instance_id = Some("static".into());
+        assert_eq!(
+            split_consume(&fixed, 2).unwrap_err().field,
+            "group_instance_id"
+        );
         // The part travels as JSON and comes back the same.
         let wire = serde_json::to_string(&parts[0]).unwrap();
         let back: ConsumeSpec = serde_json::from_str(&wire).unwrap();

@@ -43,6 +43,9 @@ pub enum BenchError {
     /// A run-time condition that stops the workload (e.g. a consumer that never got partitions).
     #[error("{0}")]
     Run(String),
+    /// The run was stopped while a consumer was still joining its group: it read nothing.
+    #[error("stopped while joining the group")]
+    StoppedJoining,
     #[error("{path}: {source}")]
     Io {
         path: String,

@@ -471,14 +471,19 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
         };
         let out = match out {
             Ok(out) => out,
-            // Stopped by a fault before it had joined: a member that read nothing.
-            Err(e) if m.ended_by.is_some() => {
+            // Stopped by a fault before it had joined, or still joining when the agents of a
+            // distributed run had read its --messages together: a member that read nothing.
+            Err(e)
+                if m.ended_by.is_some()
+                    || (matches!(e, BenchError::StoppedJoining)
+                        && stop.reason().as_deref() == Some(crate::distributed::ENOUGH)) =>
+            {
                 reports.push(MemberReport {
                     member: m.index,
                     member_id: None,
                     started_s: m.started.as_secs_f64(),
                     ended_s: m.ended_at.unwrap_or_default().as_secs_f64(),
-                    ended: m.ended_by.unwrap_or_default(),
+                    ended: m.ended_by.unwrap_or_else(|| "run-ended".into()),
                     instance_id: m.instance_id,
                     replaces: m.replaces,
                     records: 0,

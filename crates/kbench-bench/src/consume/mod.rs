@@ -91,7 +91,7 @@ pub struct ConsumeSpec {
     pub verify: bool,
     /// The deserializer's properties (`schema.registry.url`, `basic.auth.user.info`, …): with a
     /// registry, every value is decoded with the schema its id names ([`crate::schema::decode`]).
-    /// Never serialized: it may hold the registry's password (a segment carries it apart).
+    /// Not serialized with the spec: a segment carries it apart, as an e2e consumer's.
     #[serde(skip)]
     pub deserializer: BTreeMap<String, String>,
     /// `--latest-values FILE`: every key's last value read is checked against the file's
@@ -898,14 +898,31 @@ pub async fn run_consume_job<O: ConsumeObserver>(
     }
     // A distributed segment: connected, the versions and the topic checked, every agent's
     // members start reading at the one instant.
+    let began = SystemTime::now();
+    let enough = |stop: &Stop| stop.reason().as_deref() == Some(crate::distributed::ENOUGH);
     if let Some(at) = spec.start_at_us
         && !crate::clock::sleep_until_wall(at, stop.token()).await
     {
+        // The other agents read the run's --messages before this one began: it read nothing.
+        if enough(&stop) {
+            let run = ConsumeRun::nothing(began, crate::distributed::ENOUGH);
+            return Ok(outcome(
+                run,
+                spec,
+                &cluster,
+                embedded,
+                bootstrap,
+                settings,
+                &pins,
+                None,
+                BTreeMap::new(),
+            )
+            .await);
+        }
         cluster.close(Duration::from_secs(1)).await;
         return Err(BenchError::Run("stopped before the barrier start".into()));
     }
     let cluster = Arc::new(cluster);
-    let began = SystemTime::now();
     let ran = if spec.consumers > 1 || !spec.member_faults.is_empty() {
         group::run_group(
             cluster.clone(),
@@ -925,7 +942,7 @@ pub async fn run_consume_job<O: ConsumeObserver>(
         Ok(ran) => ran,
         // A distributed segment still joining its group when the other agents had read the
         // run's --messages: it read nothing, and that is its result (not a failure).
-        Err(_) if stop.reason().as_deref() == Some(crate::distributed::ENOUGH) => {
+        Err(BenchError::StoppedJoining) if enough(&stop) => {
             (ConsumeRun::nothing(began, crate::distributed::ENOUGH), None)
         }
         Err(e) => return Err(e),

@@ -177,7 +177,7 @@ async fn join_or_assign(
             };
             let joined = tokio::select! {
                 m = GroupMember::join(cluster.clone(), config) => m,
-                _ = cancel.cancelled() => return Err(BenchError::Run("stopped while joining the group".into())),
+                _ = cancel.cancelled() => return Err(BenchError::StoppedJoining),
             };
             let m = joined.map_err(|e| BenchError::Run(format!("group {group_id:?}: {e}")))?;
             let assigned = m.assignment().to_vec();

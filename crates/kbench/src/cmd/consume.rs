@@ -729,6 +729,15 @@ async fn distributed(
         Some(
             "--histogram-log: not with consume --agents yet (the agents' consume windows keep no whole histograms)",
         )
+    } else if args.print_metrics {
+        Some(
+            "--print-metrics: not with consume --agents yet (each agent's consumer has its own metrics)",
+        )
+    } else if args
+        .consumers
+        .is_some_and(|n| (n as usize) < agents.urls.len())
+    {
+        Some("--consumers: fewer members than agents (give at least one per agent)")
     } else if args.show_detailed_stats {
         Some(
             "--show-detailed-stats: not with --agents (the coordinator prints the agents' summed progress every --reporting-interval)",
@@ -821,10 +830,17 @@ async fn distributed(
     for (error, n) in &doc.errors {
         eprintln!("kbench: {n} × {error}");
     }
-    let verified = doc.verification.as_ref().map(|v| {
+    let mut verified = doc.verification.as_ref().map(|v| {
         println!("{}", v.line());
         v.ok == Some(true)
     });
+    // A schema registry: every agent decoded what it read; the counts added.
+    if let Some(d) = &doc.value_decoding {
+        println!("{}", d.line());
+        if args.verify && d.failed() > 0 {
+            verified = Some(false);
+        }
+    }
     if let Some(why) = &doc.aborted {
         eprintln!("kbench: the run stopped early: {why}");
     }

@@ -491,7 +491,7 @@ impl Coordinator {
                         .await
                 });
                 for answer in futures_util::future::join_all(told).await {
-                    // A segment that ended meanwhile answers 409; it has its result anyway.
+                    // A segment that ended meanwhile has its result anyway.
                     if let Err(e) = answer {
                         tracing::debug!("enough: {e}");
                     }
