@@ -1625,3 +1625,32 @@ fn consume_over_three_agents_reads_every_record_once_on_librdkafka_mock_cluster(
     // three processes joining at once; the group tests of one process run here in groups.rs.
     consume_over_three_agents_after(&mock.bootstrap, "dist-consume-mock", &dir, 0, false);
 }
+
+/// What a consume run cannot do over agents is refused before any agent or broker is asked: one
+/// line naming the flag, exit 2.
+#[test]
+fn consume_over_agents_refuses_what_cannot_be_split_naming_the_flag() {
+    // Nothing listens at either address: a refusal must come before any connection.
+    let agents = "http://127.0.0.1:9,http://127.0.0.1:10";
+    for (args, flag) in [
+        (vec!["--include", "t-.*"], "--include"),
+        (vec!["--verify"], "--verify"),
+        (vec!["--consumers", "1"], "--consumers"),
+        (vec!["--partition", "0"], "--partition"),
+        (vec!["--partition", "0,0,1"], "--partition"),
+        (vec!["--print-metrics"], "--print-metrics"),
+        (vec!["--produce-first"], "--produce-first"),
+        (vec!["-X", "group.instance.id=fixed"], "group"),
+    ] {
+        let mut cmd =
+            Cmd::new("consume").args(&["--bootstrap-server", "127.0.0.1:1", "--agents", agents]);
+        if flag != "--include" {
+            cmd = cmd.topic("refused");
+        }
+        let out = cmd.args(&args).run(LIMIT);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}
