@@ -701,7 +701,7 @@ trait Figures {
 }
 
 macro_rules! figures {
-    ($t:ty) => {
+    ($t:ty, $d:ident => $reasons:expr) => {
         impl Figures for $t {
             fn start_time(&self) -> &str {
                 &self.start_time
@@ -719,7 +719,8 @@ macro_rules! figures {
                 self.peak_rss_kib
             }
             fn saturation_reasons(&self) -> &[String] {
-                &self.saturation.reasons
+                let $d = self;
+                $reasons
             }
             fn errors(&self) -> &BTreeMap<String, u64> {
                 &self.errors
@@ -736,42 +737,10 @@ macro_rules! figures {
         }
     };
 }
-figures!(ResultDocument);
-figures!(E2eResultDocument);
-
-impl Figures for ConsumeResultDocument {
-    fn start_time(&self) -> &str {
-        &self.start_time
-    }
-    fn end_time(&self) -> &str {
-        &self.end_time
-    }
-    fn duration_s(&self) -> f64 {
-        self.duration_s
-    }
-    fn cpu_s(&self) -> (f64, f64) {
-        (self.client_cpu_user_s, self.client_cpu_sys_s)
-    }
-    fn peak_rss_kib(&self) -> u64 {
-        self.peak_rss_kib
-    }
-    /// A consumer has no saturation guard of its own (it reads as fast as it can).
-    fn saturation_reasons(&self) -> &[String] {
-        &[]
-    }
-    fn errors(&self) -> &BTreeMap<String, u64> {
-        &self.errors
-    }
-    fn aborted(&self) -> Option<&str> {
-        self.aborted.as_deref()
-    }
-    fn protocol_anomalies(&self) -> &BTreeMap<String, u64> {
-        &self.protocol_anomalies
-    }
-    fn intervals(&self) -> &[Interval] {
-        &self.intervals
-    }
-}
+figures!(ResultDocument, d => &d.saturation.reasons);
+figures!(E2eResultDocument, d => &d.saturation.reasons);
+// A consumer has no saturation guard of its own (it reads as fast as it can).
+figures!(ConsumeResultDocument, _d => &[]);
 
 /// What every workload's merge shares: the span in time, CPU, memory, saturation, errors, the
 /// first abort, protocol anomalies and the window-by-window timeline.

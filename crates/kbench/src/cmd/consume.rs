@@ -776,19 +776,7 @@ async fn distributed(
         plan.spec.topic,
         coordinator.clock_bound_us()
     );
-    let target = Target {
-        bootstrap,
-        // Connection and security properties only: everything else is in the spec.
-        properties: plan
-            .spec
-            .properties
-            .iter()
-            .filter(|(k, _)| kbench_client::is_connection_property(k) && k != "bootstrap.servers")
-            .cloned()
-            .collect(),
-        run: kbench_bench::spec::fresh_id("kbench-consume"),
-        pins: crate::coordinator::pin_names(&plan.pins),
-    };
+    let target = Target::of_cli(bootstrap, &plan.spec.properties, "consume", &plan.pins);
     let stop = kbench_bench::Stop::new();
     let total = agents.urls.len();
     let quiet = args.progress.quiet;

@@ -515,6 +515,31 @@ impl Coordinator {
         }
     }
 
+    /// One segment per agent, agent `i` the `i`-th of `works` (each given its agent's start
+    /// instant, on that agent's clock), handed out and held to the barrier: on any failure every
+    /// segment handed out is stopped.
+    async fn start_together<F: FnOnce(u64) -> Work>(
+        &self,
+        target: &Target,
+        role: &'static str,
+        works: impl Iterator<Item = F>,
+    ) -> Result<Vec<Running>, String> {
+        let (at, start_at) = self.start_at();
+        let mut segments = Vec::new();
+        for (i, work) in works.enumerate() {
+            let body = segment(target, work(start_at[i]));
+            match self.start(i, &body, role).await {
+                Ok(s) => segments.push(s),
+                Err(e) => {
+                    self.stop_all(&segments).await;
+                    return Err(e);
+                }
+            }
+        }
+        self.hold_barrier(&mut segments, at).await?;
+        Ok(segments)
+    }
+
     /// The part each segment played, for the merge: its result read as the document `kind`
     /// writes (an agent whose result does not read as one is lost, and says why).
     fn parts<D: serde::de::DeserializeOwned>(
@@ -577,6 +602,30 @@ pub struct Target {
     pub pins: std::collections::BTreeMap<String, i16>,
 }
 
+impl Target {
+    /// The CLI's target: the cluster, the connection and security properties among `properties`
+    /// (everything else is in the spec), a fresh run name after `workload`, the pins.
+    pub fn of_cli(
+        bootstrap: Vec<String>,
+        properties: &[(String, String)],
+        workload: &str,
+        pins: &kbench_wire::Pins,
+    ) -> Target {
+        Target {
+            bootstrap,
+            properties: properties
+                .iter()
+                .filter(|(k, _)| {
+                    kbench_client::is_connection_property(k) && k != "bootstrap.servers"
+                })
+                .cloned()
+                .collect(),
+            run: kbench_bench::spec::fresh_id(&format!("kbench-{workload}")),
+            pins: pin_names(pins),
+        }
+    }
+}
+
 /// `--pin`s as a segment carries them: version by Kafka API name.
 pub fn pin_names(pins: &kbench_wire::Pins) -> std::collections::BTreeMap<String, i16> {
     pins.iter()
@@ -623,20 +672,13 @@ pub async fn run_produce(
     progress: &Progress<'_>,
 ) -> Result<ResultDocument, String> {
     let parts = split_produce(spec, c.agents.len()).map_err(|e| crate::args::spec_error(&e))?;
-    let (at, start_at) = c.start_at();
-    let mut segments = Vec::new();
-    for (i, mut part) in parts.into_iter().enumerate() {
-        part.start_at_us = Some(start_at[i]);
-        let body = segment(target, Work::Produce(Box::new(part)));
-        match c.start(i, &body, "produce").await {
-            Ok(s) => segments.push(s),
-            Err(e) => {
-                c.stop_all(&segments).await;
-                return Err(e);
-            }
+    let works = parts.into_iter().map(|mut part| {
+        move |at| {
+            part.start_at_us = Some(at);
+            Work::Produce(Box::new(part))
         }
-    }
-    c.hold_barrier(&mut segments, at).await?;
+    });
+    let mut segments = c.start_together(target, "produce", works).await?;
     c.follow(&mut segments, spec.reporting_interval, cancel, progress)
         .await;
     let after = c.clocks_after().await;
@@ -653,20 +695,13 @@ pub async fn run_consume(
     progress: &Progress<'_>,
 ) -> Result<ConsumeResultDocument, String> {
     let parts = split_consume(spec, c.agents.len()).map_err(|e| crate::args::spec_error(&e))?;
-    let (at, start_at) = c.start_at();
-    let mut segments = Vec::new();
-    for (i, mut part) in parts.into_iter().enumerate() {
-        part.start_at_us = Some(start_at[i]);
-        let body = segment(target, Work::Consume(Box::new(part)));
-        match c.start(i, &body, "consume").await {
-            Ok(s) => segments.push(s),
-            Err(e) => {
-                c.stop_all(&segments).await;
-                return Err(e);
-            }
+    let works = parts.into_iter().map(|mut part| {
+        move |at| {
+            part.start_at_us = Some(at);
+            Work::Consume(Box::new(part))
         }
-    }
-    c.hold_barrier(&mut segments, at).await?;
+    });
+    let mut segments = c.start_together(target, "consume", works).await?;
     c.follow_consume(
         &mut segments,
         spec.messages,

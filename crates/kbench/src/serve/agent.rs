@@ -81,12 +81,8 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
             spec.limits = app.limits;
             spec.validate()
                 .map_err(|e| ApiError::field(e.field, e.reason))?;
-            let config = json!({
-                "segment_of": segment.run, "workload": "produce",
-                "settings": spec.settings_json(&kbench_client::ClusterConfig::new(
-                    segment.bootstrap_servers.clone(), "kbench-agent", Default::default())),
-                "start_at_us": spec.start_at_us, "properties": masked,
-            });
+            let settings = spec.settings_json(&agent_cluster(&segment.bootstrap_servers));
+            let config = config(&segment.run, workload, settings, spec.start_at_us, &masked);
             start_produce(&app, config, *spec, reach).await?
         }
         Work::E2e(mut spec) => {
@@ -99,11 +95,13 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
             }
             spec.validate()
                 .map_err(|e| ApiError::field(e.field, e.reason))?;
-            let config = json!({
-                "segment_of": segment.run, "workload": "e2e",
-                "settings": spec.settings_json(), "start_at_us": spec.start_at_us,
-                "properties": masked,
-            });
+            let config = config(
+                &segment.run,
+                workload,
+                spec.settings_json(),
+                spec.start_at_us,
+                &masked,
+            );
             // Answered at once, a consumer too: the coordinator polls it until it has joined its
             // group (as long as the join takes), renewing its lease as it does; producers wait
             // for the barrier.
@@ -125,12 +123,8 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
             }
             spec.validate()
                 .map_err(|e| ApiError::field(e.field, e.reason))?;
-            let config = json!({
-                "segment_of": segment.run, "workload": "consume",
-                "settings": spec.settings_json(&kbench_client::ClusterConfig::new(
-                    segment.bootstrap_servers.clone(), "kbench-agent", Default::default())),
-                "start_at_us": spec.start_at_us, "properties": masked,
-            });
+            let settings = spec.settings_json(&agent_cluster(&segment.bootstrap_servers));
+            let config = config(&segment.run, workload, settings, spec.start_at_us, &masked);
             start_consume(&app, config, *spec, reach).await?
         }
     };
@@ -141,6 +135,26 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         StatusCode::CREATED,
         json!({ "id": id, "workload": workload, "status": "running" }),
     ))
+}
+
+/// The cluster a segment's settings block names (its client id the agent's).
+fn agent_cluster(bootstrap: &[String]) -> kbench_client::ClusterConfig {
+    kbench_client::ClusterConfig::new(bootstrap.to_vec(), "kbench-agent", Default::default())
+}
+
+/// A segment's run config, as `/v1/runs` shows it: whose segment, its workload and settings, its
+/// start instant, its properties masked.
+fn config(
+    run: &str,
+    workload: &str,
+    settings: Value,
+    start_at_us: Option<u64>,
+    masked: &std::collections::BTreeMap<String, String>,
+) -> Value {
+    json!({
+        "segment_of": run, "workload": workload,
+        "settings": settings, "start_at_us": start_at_us, "properties": masked,
+    })
 }
 
 /// A segment as its coordinator polls it; the poll renews its lease.

@@ -427,19 +427,7 @@ async fn distributed(
         plan.spec.seed,
         coordinator.clock_bound_us()
     );
-    let target = Target {
-        bootstrap,
-        // Connection and security properties only: everything else is in the spec.
-        properties: plan
-            .spec
-            .properties
-            .iter()
-            .filter(|(k, _)| kbench_client::is_connection_property(k) && k != "bootstrap.servers")
-            .cloned()
-            .collect(),
-        run: kbench_bench::spec::fresh_id("kbench-produce"),
-        pins: crate::coordinator::pin_names(&plan.pins),
-    };
+    let target = Target::of_cli(bootstrap, &plan.spec.properties, "produce", &plan.pins);
     let stop = Stop::new();
     let last = Mutex::new((std::time::Instant::now(), 0u64));
     let total = agents.urls.len();
