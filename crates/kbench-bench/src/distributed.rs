@@ -698,6 +698,8 @@ trait Figures {
     fn aborted(&self) -> Option<&str>;
     fn protocol_anomalies(&self) -> &BTreeMap<String, u64>;
     fn intervals(&self) -> &[Interval];
+    /// The agent's host, as its document's environment names it.
+    fn hostname(&self) -> &str;
 }
 
 macro_rules! figures {
@@ -733,6 +735,9 @@ macro_rules! figures {
             }
             fn intervals(&self) -> &[Interval] {
                 &self.intervals
+            }
+            fn hostname(&self) -> &str {
+                &self.header.environment.hostname
             }
         }
     };
@@ -799,9 +804,8 @@ impl Common {
 
 /// The `distributed` block: each agent's part and clock, whether the run is degraded, the worst
 /// clock bound; `figures` gives each agent's own figures.
-fn distributed_block<D>(
+fn distributed_block<D: Figures>(
     parts: &[AgentPart<D>],
-    hostname: impl Fn(&D) -> &str,
     figures: impl Fn(&AgentPart<D>) -> AgentFigures,
 ) -> Distributed {
     let lost: Vec<String> = parts
@@ -826,7 +830,7 @@ fn distributed_block<D>(
                 AgentOutcome::Lost
             },
             error: p.lost.clone(),
-            hostname: p.result.as_ref().map(|d| hostname(d).to_string()),
+            hostname: p.result.as_ref().map(|d| d.hostname().to_string()),
             clock: AgentClock {
                 offset_us: p.clock_before.map(|c| c.offset_us),
                 rtt_us: p.clock_before.map(|c| c.rtt_us),
@@ -921,22 +925,18 @@ pub fn merge_produce(parts: &[AgentPart<ResultDocument>]) -> Result<ResultDocume
         intervals: common.intervals,
         cluster,
         protocol_anomalies: common.protocol_anomalies,
-        distributed: Some(distributed_block(
-            parts,
-            |d| &d.header.environment.hostname,
-            |p| {
-                let d = p.result.as_ref();
-                AgentFigures {
-                    records_sent: d.map(|d| d.records_sent),
-                    records_acked: d.map(|d| d.records_acked),
-                    records_failed: d.map(|d| d.records_failed),
-                    records_per_sec: d.map(|d| d.records_per_sec),
-                    latency: d.map(|d| Brief::of(&d.latency)),
-                    seed: d.map(|d| d.seed),
-                    ..AgentFigures::default()
-                }
-            },
-        )),
+        distributed: Some(distributed_block(parts, |p| {
+            let d = p.result.as_ref();
+            AgentFigures {
+                records_sent: d.map(|d| d.records_sent),
+                records_acked: d.map(|d| d.records_acked),
+                records_failed: d.map(|d| d.records_failed),
+                records_per_sec: d.map(|d| d.records_per_sec),
+                latency: d.map(|d| Brief::of(&d.latency)),
+                seed: d.map(|d| d.seed),
+                ..AgentFigures::default()
+            }
+        })),
         ..(*first).clone()
     })
 }
@@ -1093,32 +1093,28 @@ pub fn merge_consume(
             ),
         cluster,
         protocol_anomalies: common.protocol_anomalies,
-        distributed: Some(distributed_block(
-            parts,
-            |d| &d.header.environment.hostname,
-            |p| {
-                let d = p.result.as_ref();
-                AgentFigures {
-                    records_consumed: d.map(|d| d.records_consumed),
-                    records_per_sec: d.map(|d| d.records_per_sec),
-                    latency: d.map(|d| Brief::of(&d.fetch_latency)),
-                    note: d.and_then(|d| {
-                        let parts: Vec<String> = d.partitions.keys().map(i32::to_string).collect();
-                        Some(format!(
-                            "{} member(s); partitions read: {}{}",
-                            d.settings.get("consumers")?.as_u64()?,
-                            if parts.is_empty() {
-                                "none".into()
-                            } else {
-                                parts.join(",")
-                            },
-                            if d.timed_out { "; timed out" } else { "" }
-                        ))
-                    }),
-                    ..AgentFigures::default()
-                }
-            },
-        )),
+        distributed: Some(distributed_block(parts, |p| {
+            let d = p.result.as_ref();
+            AgentFigures {
+                records_consumed: d.map(|d| d.records_consumed),
+                records_per_sec: d.map(|d| d.records_per_sec),
+                latency: d.map(|d| Brief::of(&d.fetch_latency)),
+                note: d.and_then(|d| {
+                    let parts: Vec<String> = d.partitions.keys().map(i32::to_string).collect();
+                    Some(format!(
+                        "{} member(s); partitions read: {}{}",
+                        d.settings.get("consumers")?.as_u64()?,
+                        if parts.is_empty() {
+                            "none".into()
+                        } else {
+                            parts.join(",")
+                        },
+                        if d.timed_out { "; timed out" } else { "" }
+                    ))
+                }),
+                ..AgentFigures::default()
+            }
+        })),
         ..(*first).clone()
     })
 }
@@ -1273,11 +1269,9 @@ pub fn merge_e2e(
                 all.entry(api.clone()).or_insert(*v);
                 all
             }),
-        distributed: Some(distributed_block(
-            &all,
-            |d| &d.header.environment.hostname,
-            |p| e2e_figures(p, consumer_lost, &segments),
-        )),
+        distributed: Some(distributed_block(&all, |p| {
+            e2e_figures(p, consumer_lost, &segments)
+        })),
         verification,
         written: None,
         ..template

@@ -88,11 +88,7 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         Work::E2e(mut spec) => {
             spec.limits = app.limits;
             spec.values = segment.values.map(Into::into);
-            spec.deserializer = segment.deserializer;
-            if !spec.deserializer.is_empty() {
-                kbench_bench::schema::decode::RegistryReader::new(&spec.deserializer)
-                    .map_err(|e| ApiError::field("deserializer", e.to_string()))?;
-            }
+            spec.deserializer = registry_checked(segment.deserializer)?;
             spec.validate()
                 .map_err(|e| ApiError::field(e.field, e.reason))?;
             let config = config(
@@ -116,11 +112,7 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
             .await?
         }
         Work::Consume(mut spec) => {
-            spec.deserializer = segment.deserializer;
-            if !spec.deserializer.is_empty() {
-                kbench_bench::schema::decode::RegistryReader::new(&spec.deserializer)
-                    .map_err(|e| ApiError::field("deserializer", e.to_string()))?;
-            }
+            spec.deserializer = registry_checked(segment.deserializer)?;
             spec.validate()
                 .map_err(|e| ApiError::field(e.field, e.reason))?;
             let settings = spec.settings_json(&agent_cluster(&segment.bootstrap_servers));
@@ -135,6 +127,18 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
         StatusCode::CREATED,
         json!({ "id": id, "workload": workload, "status": "running" }),
     ))
+}
+
+/// A consumer's deserializer properties, checked (a registry URL that parses, credentials that
+/// read) before its segment starts.
+fn registry_checked(
+    deserializer: std::collections::BTreeMap<String, String>,
+) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
+    if !deserializer.is_empty() {
+        kbench_bench::schema::decode::RegistryReader::new(&deserializer)
+            .map_err(|e| ApiError::field("deserializer", e.to_string()))?;
+    }
+    Ok(deserializer)
 }
 
 /// The cluster a segment's settings block names (its client id the agent's).
