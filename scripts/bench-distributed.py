@@ -7,8 +7,11 @@
 # and consume (a topic of 6 partitions filled once with rate × seconds records, read whole by 1 or 3
 # agents: the partitions assigned and dealt out, and as one group with a member per agent:
 # records/s over the run and over the fetch time, Fetch latency p50/p99 from the merged histograms).
+# and omb (an OMB workload of 1 topic of 6 partitions, 3 producers and 3 subscriptions of one member,
+# at the rate, from 1 and 3 agents: records/s, publish latency and end-to-end p50/p99 from the
+# merged histograms; OMB's end-to-end is ms-resolution, as OMB's).
 # DIST_PRODUCE_FLAGS: more produce flags (e.g. "--linger-ms 0"); DIST_SKIP_E2E=1: no e2e;
-# DIST_ONLY=consume (or produce, e2e): that workload alone.
+# DIST_ONLY=consume (or produce, e2e, omb): that workload alone.
 # Starts its own embedded broker and three agents on loopback; kills them at the end.
 import json, os, resource, socket, statistics, subprocess, sys, tempfile, time
 
@@ -59,8 +62,21 @@ try:
         subprocess.run([kbench, "produce", "--bootstrap-server", f"127.0.0.1:{bport}", "--topic", "dist-c",
                         "--partitions", "6", "--num-records", str(consume_records), "--throughput", "-1",
                         "--record-size", "100", "--acks", "1"], check=True, capture_output=True)
+    workload = f"{work}/omb.yaml"
+    with open(workload, "w") as f:
+        f.write(f"name: dist bench\ntopics: 1\npartitionsPerTopic: 6\nmessageSize: 100\n"
+                f"useRandomizedPayloads: false\nsubscriptionsPerTopic: 3\nconsumerPerSubscription: 1\n"
+                f"producersPerTopic: 3\nproducerRate: {rate}\nconsumerBacklogSizeGB: 0\n"
+                f"testDurationMinutes: {seconds / 60}\nwarmupDurationMinutes: 0.05\n")
     for r in range(reps):
         for n in (1, 3):
+            if only in (None, "omb"):
+                d, out, cpu = run(["omb", workload, "--agents", ",".join(agents[:n]), "--reporting-interval", "5s",
+                                   "-o", f"{work}/omb-{n}-{r}.json"], f"o{n}-{r}")
+                assert d["consumed"]["records"] == d["consumed"]["expected_records"], d["consumed"]
+                rows.setdefault(("omb", n), []).append(
+                    (d["records_per_sec"], d["latency"]["p50"], d["latency"]["p99"],
+                     d["end_to_end"]["p50"], d["end_to_end"]["p99"], cpu))
             if only in (None, "consume"):
                 for how, flags in (("assigned", ["--partition", "0,1,2,3,4,5"]),
                                    ("group", ["-X", "session.timeout.ms=10000"])):
@@ -92,7 +108,7 @@ try:
     print("|---|---|---|---|---|---|---|")
     f = lambda xs, i, s=1.0: f"{statistics.median(x[i] for x in xs) * s:,.2f} ({min(x[i] for x in xs) * s:,.2f}–{max(x[i] for x in xs) * s:,.2f})"
     for (w, n), xs in sorted(rows.items()):
-        if w.startswith("consume"):
+        if w.startswith("consume") or w == "omb":
             continue
         label = f"{n}" if w == "produce" else f"{1 if n == 1 else 2} (+1 consumer agent)"
         print(f"| {w} | {label} | {f(xs, 0)} | {f(xs, 1, 1e-3)} | {f(xs, 2, 1e-3)} | {f(xs, 3)} | {f(xs, 4)} |")
@@ -104,6 +120,14 @@ try:
         print("|---|---|---|---|---|---|---|")
         for (w, n), xs in consumes:
             print(f"| {w} | {n} | {f(xs, 0)} | {f(xs, 1, 1e-3)} | {f(xs, 2, 1e-3)} | {f(xs, 3)} | {f(xs, 4)} |")
+    ombs = sorted((k, xs) for k, xs in rows.items() if k[0] == "omb")
+    if ombs:
+        print()
+        print(f"omb: 1 topic × 6 partitions, 3 producers, 3 subscriptions × 1 consumer, {rate} msg/s, {seconds} s")
+        print("| agents | records/s | publish p50 ms | publish p99 ms | end-to-end p50 ms | end-to-end p99 ms | coordinator CPU s |")
+        print("|---|---|---|---|---|---|---|")
+        for (w, n), xs in ombs:
+            print(f"| {n} | {f(xs, 0)} | {f(xs, 1, 1e-3)} | {f(xs, 2, 1e-3)} | {f(xs, 3, 1e-3)} | {f(xs, 4, 1e-3)} | {f(xs, 5)} |")
 finally:
     for p in procs:
         p.kill()

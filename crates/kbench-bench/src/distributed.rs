@@ -14,6 +14,8 @@ use crate::consume::{ConsumeMode, ConsumeResultDocument, ConsumeSpec, PartitionS
 use crate::e2e::{E2eMode, E2eSpec, ProducerSegment, SegmentFigures};
 use crate::error::SpecError;
 use crate::measure::{LatencySummary, decode_histogram, latency_histogram};
+use crate::omb::report::OmbResultDocument;
+use crate::omb::{OmbDriver, OmbShare, OmbSpec, OmbWorkload, Period, PeriodParts};
 use crate::produce::ProduceSpec;
 use crate::produce::phase::Saturation;
 use crate::result::{E2eResultDocument, Header, Kind, Repetition, ResultDocument};
@@ -26,7 +28,9 @@ use crate::timeline::{Figure, Interval};
 /// for the agent's lease time is stopped and marked `abandoned`.
 /// 4: a segment carries the run's `--pin`s, which its agent negotiates and holds.
 /// 7: a segment's work may be a consume run (`"work": {"consume": …}`).
-pub const AGENT_PROTOCOL: u32 = 7;
+/// 8: a segment's work may be an OMB workload's share (`"work": {"omb": …}`), started by
+/// `…/go` once every agent's consumers have joined and ended by `…/enough`.
+pub const AGENT_PROTOCOL: u32 = 8;
 
 /// What one agent runs of a distributed run: the very spec the coordinator's front end built,
 /// split; the cluster to reach and its connection properties (secrets included: the agent needs
@@ -103,6 +107,7 @@ pub enum Work {
     Produce(Box<ProduceSpec>),
     E2e(Box<E2eSpec>),
     Consume(Box<ConsumeSpec>),
+    Omb(Box<OmbSegment>),
 }
 
 impl Work {
@@ -112,6 +117,7 @@ impl Work {
             Work::Produce(_) => "produce",
             Work::E2e(_) => "e2e",
             Work::Consume(_) => "consume",
+            Work::Omb(_) => "omb",
         }
     }
 }
@@ -270,6 +276,150 @@ pub fn split_produce(spec: &ProduceSpec, agents: usize) -> Result<Vec<ProduceSpe
 /// Why a consume segment was ended by its coordinator: the agents together read the run's
 /// `--messages`. A segment ended so is complete, not stopped.
 pub const ENOUGH: &str = "the agents together read the records asked for (--messages)";
+
+/// Why an OMB segment was ended by its coordinator: every producer had ended and the agents'
+/// consumers together had read every record acknowledged (once per subscription). A segment
+/// ended so is complete, not stopped.
+pub const DRAINED: &str =
+    "the agents together read every record the producers acknowledged, once per subscription";
+
+/// What an agent runs of an OMB workload: the workload and driver files as text (the agent reads
+/// them as `kbench omb` reads the files), what the coordinator chose for the run (its seed and
+/// topic names, phases, the rate over every producer, the records' values), and the agent's share
+/// of the producers and consumers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OmbSegment {
+    pub workload: String,
+    pub driver: Option<String>,
+    pub seed: u64,
+    pub topic_prefix: String,
+    pub warmup: std::time::Duration,
+    pub test_duration: std::time::Duration,
+    pub reporting_interval: std::time::Duration,
+    pub drain: std::time::Duration,
+    /// Records/s over every producer of the workload (each producer takes its part).
+    pub rate: f64,
+    /// The records' values as the coordinator made them (a `payloadFile` read there,
+    /// `--value-schema`'s values).
+    pub payload: crate::produce::Payload,
+    pub value_schema: Option<crate::schema::ValueSchema>,
+    pub share: OmbShare,
+}
+
+impl OmbSegment {
+    /// The segment of `spec`'s run (read from the texts `workload` and `driver`) for one agent.
+    pub fn of(spec: &OmbSpec, workload: &str, driver: Option<&str>, share: OmbShare) -> OmbSegment {
+        OmbSegment {
+            workload: workload.to_string(),
+            driver: driver.map(str::to_string),
+            seed: spec.seed,
+            topic_prefix: spec.topic_prefix.clone(),
+            warmup: spec.warmup,
+            test_duration: spec.test_duration,
+            reporting_interval: spec.reporting_interval,
+            drain: spec.drain,
+            rate: spec.workload.producer_rate,
+            payload: spec.payload.clone(),
+            value_schema: spec.value_schema.clone(),
+            share,
+        }
+    }
+
+    /// The spec the agent runs: the files read again, the coordinator's choices over them.
+    pub fn spec(&self) -> Result<OmbSpec, String> {
+        let mut workload = OmbWorkload::parse(&self.workload)?;
+        // The payload travels in the segment: no file is read on the agent.
+        workload.payload_file = None;
+        workload.producer_rate = self.rate;
+        let driver = match &self.driver {
+            Some(text) => OmbDriver::parse(text)?,
+            None => OmbDriver::default(),
+        };
+        let mut spec = OmbSpec::new(workload, &driver, None, self.seed)?;
+        spec.topic_prefix = self.topic_prefix.clone();
+        spec.warmup = self.warmup;
+        spec.test_duration = self.test_duration;
+        spec.reporting_interval = self.reporting_interval;
+        spec.drain = self.drain;
+        spec.payload = self.payload.clone();
+        spec.value_schema = self.value_schema.clone();
+        spec.share = Some(self.share.clone());
+        Ok(spec)
+    }
+}
+
+/// An OMB workload split over `agents`: its producers (every topic's, in order) and its consumers
+/// (every topic's subscriptions' members, in order) each cut into contiguous shares that differ by
+/// at most one, the consumers' shares dealt from the last agent back, so that an agent short of
+/// producers is the first to take consumers (as OMB's distributed workers split into producers and
+/// consumers). Contiguous shares keep a subscription's members on one agent where the counts
+/// allow. Every agent must run something.
+pub fn split_omb(spec: &OmbSpec, agents: usize) -> Result<Vec<OmbShare>, SpecError> {
+    let w = &spec.workload;
+    if w.producer_rate <= 0.0 {
+        return Err(SpecError::new(
+            "producerRate",
+            "0 (search for the highest rate) is not run over agents yet: give the rate (a single-process `kbench omb` finds it)",
+        ));
+    }
+    if w.consumer_backlog_size_gb > 0.0 {
+        return Err(SpecError::new(
+            "consumerBacklogSizeGB",
+            "backlog mode is not run over agents yet (its consumers pause and resume together)",
+        ));
+    }
+    let (producers, consumers) = (spec.producers(), spec.consumers());
+    if u64::from(producers) + u64::from(consumers) < agents as u64 {
+        return Err(SpecError::new(
+            "agents",
+            format!(
+                "the workload has {producers} producer(s) and {consumers} consumer(s): too few for {agents} agents, each of which must run one at least"
+            ),
+        ));
+    }
+    let cut = |total: u32| {
+        let mut next = 0u32;
+        split_count(u64::from(total), agents)
+            .into_iter()
+            .map(|n| {
+                let share: Vec<u32> = (next..next + n as u32).collect();
+                next += n as u32;
+                share
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut producer_shares = cut(producers);
+    // The consumers' shares (the larger first) go to the agents with the fewest producers first;
+    // among equals, from the last agent back (the first agents hold the larger producer shares).
+    let mut order: Vec<usize> = (0..agents).collect();
+    order.sort_by_key(|i| (producer_shares[*i].len(), std::cmp::Reverse(*i)));
+    let mut consumer_shares = vec![Vec::new(); agents];
+    for (k, share) in cut(consumers).into_iter().enumerate() {
+        consumer_shares[order[k]] = share;
+    }
+    let shares: Vec<OmbShare> = producer_shares
+        .iter_mut()
+        .zip(consumer_shares)
+        .map(|(p, consumers)| OmbShare {
+            producers: std::mem::take(p),
+            consumers,
+        })
+        .collect();
+    if let Some(k) = shares
+        .iter()
+        .position(|s| s.producers.is_empty() && s.consumers.is_empty())
+    {
+        return Err(SpecError::new(
+            "agents",
+            format!(
+                "agent {} of {agents} would run nothing of a workload with {producers} producer(s) and {consumers} consumer(s): give fewer agents",
+                k + 1
+            ),
+        ));
+    }
+    Ok(shares)
+}
 
 /// A consume run split over `agents`, every part in the run's one group or on its own partitions:
 /// - in a group (the default), the members (`--consumers`, at least one per agent) divided
@@ -1309,6 +1459,315 @@ fn e2e_figures(
     }
 }
 
+/// An OMB run's parts merged: kbench's document (with its `distributed` block) and what OMB's own
+/// lines and result JSON are made from, the periods and the measured phase's histograms whole.
+#[derive(Debug)]
+pub struct MergedOmb {
+    pub document: OmbResultDocument,
+    pub periods: Vec<Period>,
+    pub latency: Histogram<u64>,
+    pub publish_delay: Histogram<u64>,
+    pub end_to_end: Histogram<u64>,
+}
+
+// An OMB document has no CPU, memory or window timeline of its own (its periods are its timeline).
+impl Figures for OmbResultDocument {
+    fn start_time(&self) -> &str {
+        &self.start_time
+    }
+    fn end_time(&self) -> &str {
+        &self.end_time
+    }
+    fn duration_s(&self) -> f64 {
+        self.duration_s
+    }
+    fn cpu_s(&self) -> (f64, f64) {
+        (0.0, 0.0)
+    }
+    fn peak_rss_kib(&self) -> u64 {
+        0
+    }
+    fn saturation_reasons(&self) -> &[String] {
+        &self.saturation.reasons
+    }
+    fn errors(&self) -> &BTreeMap<String, u64> {
+        &self.errors
+    }
+    fn aborted(&self) -> Option<&str> {
+        self.aborted.as_deref()
+    }
+    fn protocol_anomalies(&self) -> &BTreeMap<String, u64> {
+        &self.protocol_anomalies
+    }
+    fn intervals(&self) -> &[Interval] {
+        &[]
+    }
+    fn hostname(&self) -> &str {
+        &self.header.environment.hostname
+    }
+}
+
+/// OMB results of every agent (`shares[i]` what agent `i` ran) → one: counts summed, histograms
+/// merged exactly, the rate the agents' rates added (they ran at once), each period the agents'
+/// same period added (their histograms whole, the backlog from every agent's running counts),
+/// what the consumers read summed with each consumer kept. A lost agent is named in
+/// `distributed`; the totals are the others'.
+pub fn merge_omb(
+    parts: &[AgentPart<OmbResultDocument>],
+    shares: &[OmbShare],
+    subscriptions: u32,
+) -> Result<MergedOmb, String> {
+    let done = finished(parts);
+    let Some((_, first)) = done.first() else {
+        return Err(no_result(parts));
+    };
+    let latency = merged(&done, "latency", |d| &d.latency)?;
+    let service_time = merged(&done, "service_time", |d| &d.service_time)?;
+    let publish_delay = merged(&done, "publish_delay", |d| &d.publish_delay)?;
+    let end_to_end = merged(&done, "end_to_end", |d| &d.end_to_end)?;
+    let producing: Vec<(&str, &OmbResultDocument)> = done
+        .iter()
+        .filter(|(_, d)| d.records_sent > 0)
+        .copied()
+        .collect();
+    let common = Common::of(
+        &done,
+        if producing.is_empty() {
+            &done
+        } else {
+            &producing
+        },
+    );
+    let periods = merged_periods(&done, subscriptions)?;
+    let mut cluster = crate::cluster::ClusterReport::default();
+    let mut consumer_cluster = crate::cluster::ClusterReport::default();
+    for (_, d) in &done {
+        cluster.merge(&d.cluster);
+        consumer_cluster.merge(&d.consumer_cluster);
+    }
+    let warmups: Vec<&Value> = done.iter().filter_map(|(_, d)| d.warmup.as_ref()).collect();
+    let warmup = (!warmups.is_empty()).then(|| {
+        let add = |k: &str| warmups.iter().filter_map(|w| w[k].as_u64()).sum::<u64>();
+        json!({
+            "records_sent": add("records_sent"),
+            "records_acked": add("records_acked"),
+            "records_failed": add("records_failed"),
+            "records_unsent": add("records_unsent"),
+        })
+    });
+    let mut client_errors = Vec::new();
+    for (agent, d) in &done {
+        client_errors.extend(
+            d.client_errors
+                .iter()
+                .map(|e| format!("agent {agent}: {e}")),
+        );
+    }
+    let shown: Vec<Period> = periods
+        .iter()
+        .map(|p| Period {
+            parts: None,
+            ..p.clone()
+        })
+        .collect();
+    let document = OmbResultDocument {
+        header: Header::new(Kind::Omb),
+        target: first.target.clone(),
+        settings: first.settings.clone(),
+        seed: first.seed,
+        topics: first.topics.clone(),
+        target_records_per_sec: first.target_records_per_sec,
+        max_rate: None,
+        negotiated_versions: first.negotiated_versions.clone(),
+        start_time: common.start_time,
+        end_time: common.end_time,
+        duration_s: common.duration_s,
+        records_sent: sum(&done, |d| d.records_sent),
+        records_acked: sum(&done, |d| d.records_acked),
+        records_failed: sum(&done, |d| d.records_failed),
+        records_unsent: sum(&done, |d| d.records_unsent),
+        records_per_sec: fsum(&producing, |d| d.records_per_sec),
+        latency: LatencySummary::of(&latency),
+        service_time: LatencySummary::of(&service_time),
+        publish_delay: LatencySummary::of(&publish_delay),
+        end_to_end: LatencySummary::of(&end_to_end),
+        saturation: common.saturation,
+        errors: common.errors,
+        cluster,
+        consumer_cluster,
+        protocol_anomalies: common.protocol_anomalies,
+        warmup,
+        consumed: merged_consumed(&done),
+        backlog: None,
+        periods: shown,
+        client_errors,
+        // Ended by the coordinator once every record was read: complete, not stopped.
+        aborted: done.iter().find_map(|(agent, d)| {
+            Some(format!(
+                "agent {agent}: {}",
+                d.aborted.as_deref().filter(|a| *a != DRAINED)?
+            ))
+        }),
+        distributed: Some(distributed_block(parts, |p| {
+            let share = parts
+                .iter()
+                .position(|q| std::ptr::eq(q, p))
+                .and_then(|i| shares.get(i));
+            let Some(d) = &p.result else {
+                return AgentFigures {
+                    note: share.map(share_note),
+                    ..AgentFigures::default()
+                };
+            };
+            AgentFigures {
+                records_sent: Some(d.records_sent),
+                records_acked: Some(d.records_acked),
+                records_failed: Some(d.records_failed),
+                records_per_sec: Some(d.records_per_sec),
+                latency: Some(Brief::of(&d.latency)),
+                records_consumed: d.consumed["records"].as_u64(),
+                whole_trip: Some(Brief::of(&d.end_to_end)),
+                note: share.map(share_note),
+                ..AgentFigures::default()
+            }
+        })),
+    };
+    Ok(MergedOmb {
+        document,
+        periods,
+        latency,
+        publish_delay,
+        end_to_end,
+    })
+}
+
+/// What an agent ran of an OMB workload, in words.
+fn share_note(share: &OmbShare) -> String {
+    let list = |v: &[u32]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        }
+    };
+    format!(
+        "producers {}; consumers {}",
+        list(&share.producers),
+        list(&share.consumers)
+    )
+}
+
+/// The agents' periods, the k-th of each added into the run's k-th (the agents' phases start at
+/// one instant and their periods are as long): rates summed, histograms added whole, the backlog
+/// from every agent's running counts.
+fn merged_periods(
+    done: &[(&str, &OmbResultDocument)],
+    subscriptions: u32,
+) -> Result<Vec<Period>, String> {
+    let n = done.iter().map(|(_, d)| d.periods.len()).max().unwrap_or(0);
+    let mut out = Vec::with_capacity(n);
+    for k in 0..n {
+        let mut all: Option<Period> = None;
+        let (mut acked, mut consumed) = (0u64, 0u64);
+        for (agent, d) in done {
+            let Some(p) = d.periods.get(k) else {
+                continue;
+            };
+            let parts: &PeriodParts = p
+                .parts
+                .as_ref()
+                .ok_or_else(|| format!("agent {agent}: its period {k} is not whole"))?;
+            let decode = |name: &str, text: &str| {
+                decode_histogram(text).ok_or_else(|| {
+                    format!("agent {agent}: period {k}: its {name} histogram does not decode")
+                })
+            };
+            let latency = decode("publish latency", &parts.publish_latency)?;
+            let delay = decode("publish delay", &parts.publish_delay)?;
+            let e2e = decode("end-to-end", &parts.end_to_end)?;
+            acked += parts.acked;
+            consumed += parts.consumed;
+            match &mut all {
+                None => {
+                    all = Some(Period {
+                        publish_latency: latency,
+                        publish_delay: delay,
+                        end_to_end: e2e,
+                        ..p.clone()
+                    })
+                }
+                Some(a) => {
+                    a.at_s = a.at_s.max(p.at_s);
+                    a.duration_s = a.duration_s.max(p.duration_s);
+                    a.warmup &= p.warmup;
+                    a.publish_rate += p.publish_rate;
+                    a.publish_mb_per_sec += p.publish_mb_per_sec;
+                    a.publish_error_rate += p.publish_error_rate;
+                    a.consume_rate += p.consume_rate;
+                    a.consume_mb_per_sec += p.consume_mb_per_sec;
+                    for (into, h) in [
+                        (&mut a.publish_latency, &latency),
+                        (&mut a.publish_delay, &delay),
+                        (&mut a.end_to_end, &e2e),
+                    ] {
+                        into.add(h)
+                            .map_err(|e| format!("agent {agent}: period {k}: {e}"))?;
+                    }
+                }
+            }
+        }
+        if let Some(mut p) = all {
+            p.backlog =
+                (acked.saturating_mul(u64::from(subscriptions)) as i64 - consumed as i64).max(0);
+            p.parts = None;
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// What the agents' consumers read, summed; every consumer kept, with its agent.
+fn merged_consumed(done: &[(&str, &OmbResultDocument)]) -> Value {
+    let add = |k: &str| {
+        done.iter()
+            .filter_map(|(_, d)| d.consumed[k].as_u64())
+            .sum::<u64>()
+    };
+    let mut decoding: Option<crate::schema::decode::DecodeReport> = None;
+    for (_, d) in done {
+        if let Ok(r) = serde_json::from_value::<crate::schema::decode::DecodeReport>(
+            d.consumed["value_decoding"].clone(),
+        ) {
+            match &mut decoding {
+                Some(all) => all.merge(&r),
+                None => decoding = Some(r),
+            }
+        }
+    }
+    let per_consumer: Vec<Value> = done
+        .iter()
+        .flat_map(|(agent, d)| {
+            d.consumed["per_consumer"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |mut c| {
+                    c["agent"] = json!(agent);
+                    c
+                })
+        })
+        .collect();
+    json!({
+        "records": add("records"),
+        "bytes": add("bytes"),
+        "value_decoding": decoding,
+        "expected_records": add("expected_records"),
+        "consumers": add("consumers"),
+        "per_consumer": per_consumer,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1439,6 +1898,68 @@ mod tests {
             ..spec
         };
         assert_eq!(split_e2e(&few, 2, 7).unwrap_err().field, "num_records");
+    }
+
+    #[test]
+    fn an_omb_workload_splits_its_producers_and_consumers_and_refuses_what_cannot_split() {
+        let spec = |producers: u32, consumers: u32, rate: f64, backlog: f64| {
+            let text = format!(
+                "name: t\ntopics: 1\npartitionsPerTopic: 3\nmessageSize: 10\nsubscriptionsPerTopic: 1\n\
+                 consumerPerSubscription: {consumers}\nproducersPerTopic: {producers}\nproducerRate: {rate}\n\
+                 consumerBacklogSizeGB: {backlog}\ntestDurationMinutes: 0.1\nwarmupDurationMinutes: 0\n"
+            );
+            let w = OmbWorkload::parse(&text).unwrap();
+            OmbSpec::new(w, &OmbDriver::default(), None, 1).unwrap()
+        };
+        let shares = |s: &OmbSpec, n| {
+            split_omb(s, n)
+                .unwrap()
+                .into_iter()
+                .map(|s| (s.producers, s.consumers))
+                .collect::<Vec<_>>()
+        };
+        // One of each per agent, the consumers from the last agent back.
+        assert_eq!(
+            shares(&spec(3, 3, 100.0, 0.0), 3),
+            [(vec![0], vec![2]), (vec![1], vec![1]), (vec![2], vec![0])]
+        );
+        // OMB's split: one agent produces, the other consumes.
+        assert_eq!(
+            shares(&spec(1, 1, 100.0, 0.0), 2),
+            [(vec![0], vec![]), (vec![], vec![0])]
+        );
+        // Contiguous shares: members 0-1 and 2-3 of the one subscription together.
+        assert_eq!(
+            shares(&spec(2, 4, 100.0, 0.0), 2),
+            [(vec![0], vec![2, 3]), (vec![1], vec![0, 1])]
+        );
+        // The agents short of producers take the larger consumer shares.
+        assert_eq!(
+            shares(&spec(1, 5, 100.0, 0.0), 3),
+            [
+                (vec![0], vec![4]),
+                (vec![], vec![2, 3]),
+                (vec![], vec![0, 1])
+            ]
+        );
+        // Every producer and consumer exactly once, whatever the counts.
+        for (p, c, n) in [(7, 5, 4), (1, 9, 5), (10, 1, 3), (1, 4, 4)] {
+            let all = shares(&spec(p, c, 100.0, 0.0), n);
+            let mut ps: Vec<u32> = all.iter().flat_map(|(p, _)| p.clone()).collect();
+            let mut cs: Vec<u32> = all.iter().flat_map(|(_, c)| c.clone()).collect();
+            ps.sort();
+            cs.sort();
+            assert_eq!(ps, (0..p).collect::<Vec<_>>());
+            assert_eq!(cs, (0..c).collect::<Vec<_>>());
+            assert!(all.iter().all(|(p, c)| !p.is_empty() || !c.is_empty()));
+        }
+        for (s, n, field) in [
+            (spec(1, 1, 0.0, 0.0), 2, "producerRate"),
+            (spec(1, 1, 100.0, 1.0), 2, "consumerBacklogSizeGB"),
+            (spec(1, 1, 100.0, 0.0), 3, "agents"),
+        ] {
+            assert_eq!(split_omb(&s, n).unwrap_err().field, field);
+        }
     }
 
     #[test]

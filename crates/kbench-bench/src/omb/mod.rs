@@ -68,6 +68,86 @@ pub struct OmbSpec {
     pub serializer: BTreeMap<String, String>,
     /// `--value-schema`: how the values (the payload's lines) were made.
     pub value_schema: Option<crate::schema::ValueSchema>,
+    /// A distributed run's agent: which of the workload's producers and consumers run here;
+    /// `None` runs them all.
+    pub share: Option<OmbShare>,
+}
+
+/// The producers and consumers one agent runs of a workload, by their index over the whole
+/// workload: producer `t × producersPerTopic + p`, consumer
+/// `(t × subscriptionsPerTopic + s) × consumerPerSubscription + c`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OmbShare {
+    pub producers: Vec<u32>,
+    pub consumers: Vec<u32>,
+}
+
+/// Where an OMB run is, as its live figures say it.
+const PHASES: [&str; 5] = ["starting", "joined", "running", "draining", "done"];
+const JOINED: u8 = 1;
+const RUNNING: u8 = 2;
+const DRAINING: u8 = 3;
+const DONE: u8 = 4;
+
+/// An OMB run's live figures: its phase, what its producers acknowledged and its consumers read so
+/// far. An agent's segment also waits here, once its consumers have joined, for the instant its
+/// producers start ([`OmbLive::go`]): its coordinator gives it once every agent's have.
+#[derive(Debug)]
+pub struct OmbLive {
+    phase: std::sync::atomic::AtomicU8,
+    acked: std::sync::atomic::AtomicU64,
+    consumed: std::sync::atomic::AtomicU64,
+    go: tokio::sync::watch::Sender<Option<u64>>,
+}
+
+impl Default for OmbLive {
+    fn default() -> OmbLive {
+        OmbLive {
+            phase: Default::default(),
+            acked: Default::default(),
+            consumed: Default::default(),
+            go: tokio::sync::watch::channel(None).0,
+        }
+    }
+}
+
+impl OmbLive {
+    /// The producers start when this process's wall clock ([`crate::clock`]) reads `at_us`.
+    pub fn go(&self, at_us: u64) {
+        self.go.send_replace(Some(at_us));
+    }
+
+    pub fn phase(&self) -> &'static str {
+        PHASES[usize::from(self.phase.load(std::sync::atomic::Ordering::SeqCst)).min(4)]
+    }
+
+    fn set_phase(&self, phase: u8) {
+        // After the counts it follows (draining: the producers' final count), for a reader that
+        // reads the phase first.
+        self.phase.store(phase, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Records acknowledged (warm-up included) and read, so far. Read after [`OmbLive::phase`]:
+    /// once it says `draining`, the acknowledged count is the producers' final one.
+    pub fn counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (self.acked.load(SeqCst), self.consumed.load(SeqCst))
+    }
+
+    /// The start instant, once given; `None` when `cancel` came first.
+    async fn started(&self, cancel: &tokio_util::sync::CancellationToken) -> Option<u64> {
+        let mut told = self.go.subscribe();
+        loop {
+            if let Some(at) = *told.borrow_and_update() {
+                return Some(at);
+            }
+            tokio::select! {
+                _ = told.changed() => {}
+                _ = cancel.cancelled() => return None,
+            }
+        }
+    }
 }
 
 /// The largest payload pool a workload may ask for, in bytes.
@@ -171,6 +251,7 @@ impl OmbSpec {
             window_sink: Default::default(),
             serializer,
             value_schema: None,
+            share: None,
         })
     }
 
@@ -207,6 +288,30 @@ impl OmbSpec {
             * self.workload.consumer_per_subscription
     }
 
+    /// Whether this process runs the workload's producer `i`.
+    fn runs_producer(&self, i: u32) -> bool {
+        self.share.as_ref().is_none_or(|s| s.producers.contains(&i))
+    }
+
+    /// Whether this process runs the workload's consumer `i`.
+    fn runs_consumer(&self, i: u32) -> bool {
+        self.share.as_ref().is_none_or(|s| s.consumers.contains(&i))
+    }
+
+    /// The producers this process runs.
+    pub fn local_producers(&self) -> u32 {
+        self.share
+            .as_ref()
+            .map_or(self.producers(), |s| s.producers.len() as u32)
+    }
+
+    /// The consumers this process runs.
+    pub fn local_consumers(&self) -> u32 {
+        self.share
+            .as_ref()
+            .map_or(self.consumers(), |s| s.consumers.len() as u32)
+    }
+
     pub fn topic(&self, i: u32) -> String {
         format!("{}-{i:04}", self.topic_prefix)
     }
@@ -236,7 +341,7 @@ impl OmbSpec {
     pub fn validate(&self) -> Result<(), SpecError> {
         let probe = self.producer_spec(&self.topic(0), None, 0);
         probe.validate()?;
-        let memory = probe.memory_needed() * u128::from(self.producers());
+        let memory = probe.memory_needed() * u128::from(self.local_producers());
         probe
             .limits
             .check_memory("producersPerTopic, messageSize", memory)?;
@@ -351,6 +456,21 @@ pub struct Period {
     pub publish_delay: Histogram<u64>,
     #[serde(skip, default = "crate::measure::latency_histogram")]
     pub end_to_end: Histogram<u64>,
+    /// An agent's period (a distributed run): what its coordinator needs to merge it exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<PeriodParts>,
+}
+
+/// An agent's period whole: its histograms ([`crate::measure::encode_histogram`]) and its running
+/// counts at the period's end (the merged backlog is every agent's acknowledged records × the
+/// subscriptions, less every agent's reads: one agent's consumers read others' producers' records).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PeriodParts {
+    pub publish_latency: String,
+    pub publish_delay: String,
+    pub end_to_end: String,
+    pub acked: u64,
+    pub consumed: u64,
 }
 
 /// What producers and consumers report as they go, under one lock.
@@ -381,12 +501,15 @@ struct Shared {
     tally: Mutex<Tally>,
     subscriptions: u32,
     producers: u32,
+    live: Arc<OmbLive>,
+    /// An agent's run: its periods carry their [`PeriodParts`].
+    agent: bool,
     /// Consumers hold off fetching (a backlog being built).
     paused: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
-    fn new(subscriptions: u32, producers: u32) -> Shared {
+    fn new(subscriptions: u32, producers: u32, live: Arc<OmbLive>, agent: bool) -> Shared {
         Shared {
             tally: Mutex::new(Tally {
                 acked: 0,
@@ -410,12 +533,17 @@ impl Shared {
             }),
             subscriptions,
             producers,
+            live,
+            agent,
             paused: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     fn producer_window(&self, w: &IntervalReport) {
         let mut t = self.tally.lock().expect("tally lock");
+        self.live
+            .acked
+            .fetch_add(w.records, std::sync::atomic::Ordering::Relaxed);
         t.acked += w.records;
         t.failed += w.failed;
         t.pub_bytes += w.bytes;
@@ -448,6 +576,13 @@ impl Shared {
         let fresh = |h: &Histogram<u64>| Histogram::new_from(h);
         let (fresh_latency, fresh_delay, fresh_e2e) =
             (fresh(&t.p_latency), fresh(&t.p_delay), fresh(&t.p_e2e));
+        let parts = self.agent.then(|| PeriodParts {
+            publish_latency: crate::measure::encode_histogram(&t.p_latency),
+            publish_delay: crate::measure::encode_histogram(&t.p_delay),
+            end_to_end: crate::measure::encode_histogram(&t.p_e2e),
+            acked: t.acked,
+            consumed: t.consumed,
+        });
         let p = Period {
             at_s: if now >= epoch {
                 (now - epoch).as_secs_f64()
@@ -466,6 +601,7 @@ impl Shared {
             publish_latency: std::mem::replace(&mut t.p_latency, fresh_latency),
             publish_delay: std::mem::replace(&mut t.p_delay, fresh_delay),
             end_to_end: std::mem::replace(&mut t.p_e2e, fresh_e2e),
+            parts,
         };
         t.period_start = now;
         t.p_window_secs = 0.0;
@@ -493,6 +629,10 @@ impl ConsumeObserver for ConsumerHook {
     }
     fn fetched(&self, records: u64, bytes: u64, end_to_end_us: &[u64]) {
         let mut t = self.0.tally.lock().expect("tally lock");
+        self.0
+            .live
+            .consumed
+            .fetch_add(records, std::sync::atomic::Ordering::Relaxed);
         t.consumed += records;
         t.con_bytes += bytes;
         t.p_consumed += records;
@@ -571,11 +711,18 @@ pub struct Backlog {
 const BACKLOG_EXTENSION: Duration = Duration::from_secs(2);
 
 /// Run the workload. `cluster` is the producers' connection settings (each client gets its own
-/// connections and client id); `on_period` hears every period, warm-up included.
+/// connections and client id); `live` follows it; `on_period` hears every period, warm-up
+/// included.
+///
+/// With [`OmbSpec::share`] (a distributed run's agent) only the share's producers and consumers
+/// run here; once its consumers have joined, the producers wait for the start instant its
+/// coordinator gives ([`OmbLive::go`]), and after them the consumers read until it says the agents
+/// together have read every record ([`crate::distributed::ENOUGH`]), or for `drain` at most.
 pub async fn run_omb(
     spec: &OmbSpec,
     cluster: ClusterConfig,
     stop: Stop,
+    live: Arc<OmbLive>,
     on_period: impl Fn(&Period) + Send + Sync + 'static,
     on_note: impl Fn(&str) + Send + Sync + 'static,
 ) -> Result<OmbRun, BenchError> {
@@ -586,16 +733,38 @@ pub async fn run_omb(
     let started_at = SystemTime::now();
     let (rate, search) = choose_rate(spec, &cluster, &stop, &on_note).await?;
 
-    let shared = Arc::new(Shared::new(w.subscriptions_per_topic, spec.producers()));
+    let shared = Arc::new(Shared::new(
+        w.subscriptions_per_topic,
+        spec.local_producers(),
+        live.clone(),
+        spec.share.is_some(),
+    ));
     let mut errors: Vec<String> = Vec::new();
     let mut consumers = Consumers::spawn(spec, &cluster, &layouts, &shared, &stop);
     consumers.wait_joined(spec, &cancel, &mut errors).await?;
+    if spec.share.is_some() {
+        live.set_phase(JOINED);
+        let started = match live.started(&cancel).await {
+            Some(at) => crate::clock::sleep_until_wall(at, &cancel).await,
+            None => false,
+        };
+        if !started {
+            consumers.finish(&mut errors).await;
+            return Err(BenchError::Run(format!(
+                "stopped before the producers' start: {}",
+                stop.reason().unwrap_or_else(|| "stopped".into())
+            )));
+        }
+    }
+    live.set_phase(RUNNING);
 
     // Producers: warm-up, a barrier, the measured phase.
     let backlog_bytes = (w.consumer_backlog_size_gb * (1u64 << 30) as f64) as u64;
     let common = ProducerCommon {
         shared: shared.clone(),
-        barrier: Arc::new(tokio::sync::Barrier::new(spec.producers() as usize + 1)),
+        barrier: Arc::new(tokio::sync::Barrier::new(
+            spec.local_producers() as usize + 1,
+        )),
         drained: Arc::new(std::sync::atomic::AtomicBool::new(backlog_bytes == 0)),
         stop: stop.clone(),
     };
@@ -623,6 +792,10 @@ pub async fn run_omb(
         .map(|r| r.records_acked)
         .sum();
     let expected_consumed = acked * u64::from(w.subscriptions_per_topic);
+    // The producers' own count: their windows may leave the last acknowledgements out, and a
+    // coordinator reads this count, once the phase says draining, as what must be read.
+    live.acked.store(acked, std::sync::atomic::Ordering::SeqCst);
+    live.set_phase(DRAINING);
     run.drain(epoch, expected_consumed, &cancel).await;
     let Phases {
         periods,
@@ -630,11 +803,17 @@ pub async fn run_omb(
         ..
     } = run;
     let consumers = consumers.finish(&mut errors).await;
-    let Some(producers) = ProduceRun::pooled(&measured_runs) else {
-        return Err(BenchError::Run(format!(
-            "no producer ran: {}",
-            errors.join("; ")
-        )));
+    live.set_phase(DONE);
+    let producers = match ProduceRun::pooled(&measured_runs) {
+        Some(p) => p,
+        // An agent may run consumers only.
+        None if spec.local_producers() == 0 => ProduceRun::none(started_at),
+        None => {
+            return Err(BenchError::Run(format!(
+                "no producer ran: {}",
+                errors.join("; ")
+            )));
+        }
     };
     let t = shared.tally.lock().expect("tally lock");
     let aborted = stop.reason();
@@ -773,6 +952,12 @@ impl Consumers {
             for s in 0..w.subscriptions_per_topic {
                 let group = format!("{}-sub-{t:04}-{s:03}", spec.topic_prefix);
                 for c in 0..w.consumer_per_subscription {
+                    let index = (t as u32 * w.subscriptions_per_topic + s)
+                        * w.consumer_per_subscription
+                        + c;
+                    if !spec.runs_consumer(index) {
+                        continue;
+                    }
                     let mut connection = spec.consumer.connection.clone();
                     connection.client_id = format!("kbench-omb-consumer-{t}-{s}-{c}");
                     let config =
@@ -827,7 +1012,7 @@ impl Consumers {
     ) -> Result<(), BenchError> {
         let joined_by =
             Instant::now() + spec.consumer.consumer.session_timeout * 2 + Duration::from_secs(30);
-        while self.shared.tally.lock().expect("tally lock").joined < spec.consumers() {
+        while self.shared.tally.lock().expect("tally lock").joined < spec.local_consumers() {
             if Instant::now() > joined_by || cancel.is_cancelled() || self.tasks.is_empty() {
                 break;
             }
@@ -843,12 +1028,12 @@ impl Consumers {
             }
         }
         let joined = self.shared.tally.lock().expect("tally lock").joined;
-        if joined < spec.consumers() {
+        if joined < spec.local_consumers() {
             self.stop();
             while self.tasks.join_next().await.is_some() {}
             return Err(BenchError::Run(format!(
                 "only {joined} of {} consumers joined their groups in time",
-                spec.consumers()
+                spec.local_consumers()
             )));
         }
         Ok(())
@@ -922,6 +1107,9 @@ fn spawn_producers(
     for (t, layout) in layouts.iter().enumerate() {
         for p in 0..w.producers_per_topic {
             let index = t as u32 * w.producers_per_topic + p;
+            if !spec.runs_producer(index) {
+                continue;
+            }
             let pspec = spec.producer_spec(&layout.name, per_producer, index);
             let mut config = pspec.connection(cluster.clone());
             config.client_id = format!("kbench-omb-producer-{t}-{p}");
@@ -1190,8 +1378,15 @@ impl Phases<'_> {
         cancel: &tokio_util::sync::CancellationToken,
     ) {
         let drain_until = Instant::now() + self.spec.drain;
-        while self.spec.consumers() > 0 && Instant::now() < drain_until && !cancel.is_cancelled() {
-            if self.shared.tally.lock().expect("tally lock").consumed >= expected {
+        while self.spec.local_consumers() > 0
+            && Instant::now() < drain_until
+            && !cancel.is_cancelled()
+        {
+            // An agent cannot know what the others' producers sent: its coordinator says when
+            // every record was read (`cancel`, with [`crate::distributed::ENOUGH`]).
+            if self.spec.share.is_none()
+                && self.shared.tally.lock().expect("tally lock").consumed >= expected
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1209,7 +1404,7 @@ mod tests {
     use super::*;
 
     fn shared(producers: u32) -> Shared {
-        let s = Shared::new(1, producers);
+        let s = Shared::new(1, producers, Default::default(), false);
         s.tally.lock().unwrap().measuring = true;
         s
     }

@@ -73,9 +73,20 @@ pub fn period_line(p: &Period) -> String {
 
 /// OMB's aggregated lines, for the measured phase.
 pub fn aggregated_lines(run: &OmbRun) -> Vec<String> {
-    let l = &run.producers.latency;
-    let d = &run.producers.publish_delay;
-    let e = &run.end_to_end;
+    aggregated_lines_of(
+        &run.producers.latency,
+        &run.producers.publish_delay,
+        &run.end_to_end,
+    )
+}
+
+/// OMB's aggregated lines of the measured phase's publish latency `l`, publish delay `d` and
+/// end-to-end latency `e` (µs).
+pub fn aggregated_lines_of(
+    l: &Histogram<u64>,
+    d: &Histogram<u64>,
+    e: &Histogram<u64>,
+) -> Vec<String> {
     vec![
         format!(
             "----- Aggregated Pub Latency (ms) avg: {} - 50%: {} - 95%: {} - 99%: {} - 99.9%: {} - 99.99%: {} - Max: {} | Pub Delay (us)  avg: {} - 50%: {} - 95%: {} - 99%: {} - 99.9%: {} - 99.99%: {} - Max: {}",
@@ -197,6 +208,24 @@ fn quantiles(h: &Histogram<u64>, scale: f64, whole: bool) -> Value {
 
 /// OMB's `TestResult` JSON for the measured phase.
 pub fn omb_result(spec: &OmbSpec, run: &OmbRun) -> Value {
+    omb_result_of(
+        spec,
+        &run.periods,
+        &run.producers.latency,
+        &run.producers.publish_delay,
+        &run.end_to_end,
+    )
+}
+
+/// OMB's `TestResult` JSON of `periods` and the measured phase's publish latency, publish delay
+/// and end-to-end latency (µs).
+pub fn omb_result_of(
+    spec: &OmbSpec,
+    periods: &[Period],
+    latency: &Histogram<u64>,
+    delay: &Histogram<u64>,
+    e2e: &Histogram<u64>,
+) -> Value {
     let w = &spec.workload;
     let mut out = serde_json::Map::new();
     out.insert("workload".into(), json!(w.name));
@@ -209,7 +238,7 @@ pub fn omb_result(spec: &OmbSpec, run: &OmbRun) -> Value {
         "consumersPerTopic".into(),
         json!(w.consumer_per_subscription),
     );
-    let measured: Vec<&Period> = run.periods.iter().filter(|p| !p.warmup).collect();
+    let measured: Vec<&Period> = periods.iter().filter(|p| !p.warmup).collect();
     out.insert(
         "publishRate".into(),
         json!(measured.iter().map(|p| p.publish_rate).collect::<Vec<_>>()),
@@ -232,43 +261,25 @@ pub fn omb_result(spec: &OmbSpec, run: &OmbRun) -> Value {
         json!(measured.iter().map(|p| p.backlog).collect::<Vec<_>>()),
     );
     let lat: Vec<&Histogram<u64>> = measured.iter().map(|p| &p.publish_latency).collect();
-    let delay: Vec<&Histogram<u64>> = measured.iter().map(|p| &p.publish_delay).collect();
-    let e2e: Vec<&Histogram<u64>> = measured.iter().map(|p| &p.end_to_end).collect();
+    let delays: Vec<&Histogram<u64>> = measured.iter().map(|p| &p.publish_delay).collect();
+    let e2es: Vec<&Histogram<u64>> = measured.iter().map(|p| &p.end_to_end).collect();
     series(&mut out, "publishLatency", &lat, 1000.0, false);
-    series(&mut out, "publishDelayLatency", &delay, 1.0, true);
-    series(&mut out, "endToEndLatency", &e2e, 1000.0, false);
-    percentile_fields(
-        &mut out,
-        "aggregatedPublishLatency",
-        &run.producers.latency,
-        1000.0,
-        false,
-    );
-    percentile_fields(
-        &mut out,
-        "aggregatedPublishDelayLatency",
-        &run.producers.publish_delay,
-        1.0,
-        true,
-    );
-    percentile_fields(
-        &mut out,
-        "aggregatedEndToEndLatency",
-        &run.end_to_end,
-        1000.0,
-        false,
-    );
+    series(&mut out, "publishDelayLatency", &delays, 1.0, true);
+    series(&mut out, "endToEndLatency", &e2es, 1000.0, false);
+    percentile_fields(&mut out, "aggregatedPublishLatency", latency, 1000.0, false);
+    percentile_fields(&mut out, "aggregatedPublishDelayLatency", delay, 1.0, true);
+    percentile_fields(&mut out, "aggregatedEndToEndLatency", e2e, 1000.0, false);
     out.insert(
         "aggregatedPublishLatencyQuantiles".into(),
-        quantiles(&run.producers.latency, 1000.0, false),
+        quantiles(latency, 1000.0, false),
     );
     out.insert(
         "aggregatedPublishDelayLatencyQuantiles".into(),
-        quantiles(&run.producers.publish_delay, 1.0, true),
+        quantiles(delay, 1.0, true),
     );
     out.insert(
         "aggregatedEndToEndLatencyQuantiles".into(),
-        quantiles(&run.end_to_end, 1000.0, false),
+        quantiles(e2e, 1000.0, false),
     );
     Value::Object(out)
 }
@@ -313,6 +324,9 @@ pub struct OmbResultDocument {
     pub periods: Vec<Period>,
     pub client_errors: Vec<String>,
     pub aborted: Option<String>,
+    /// A run over agents: each agent's part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<crate::distributed::Distributed>,
 }
 
 /// kbench's result document for an OMB run.
@@ -366,6 +380,7 @@ pub fn kbench_result(
         periods: run.periods.clone(),
         client_errors: run.errors.clone(),
         aborted: run.aborted.clone(),
+        distributed: None,
     }
 }
 
@@ -408,7 +423,7 @@ fn consumed(run: &OmbRun) -> Value {
 }
 
 /// The `settings` block: the workload file, the workload as read, and the driver's settings.
-fn settings(spec: &OmbSpec, workload_file: &str) -> Value {
+pub fn settings(spec: &OmbSpec, workload_file: &str) -> Value {
     let secret =
         |props: &[(String, String)]| -> BTreeMap<String, String> { kbench_client::redacted(props) };
     json!({

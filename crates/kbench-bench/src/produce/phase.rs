@@ -201,6 +201,40 @@ impl ProduceRun {
         (self.records_sent > 0).then(|| self.cpu.total_us() as f64 / self.records_sent as f64)
     }
 
+    /// A run of no producer at all (an OMB agent that runs only consumers): every count zero, its
+    /// start and end `at`.
+    pub fn none(at: SystemTime) -> ProduceRun {
+        ProduceRun {
+            records_sent: 0,
+            records_acked: 0,
+            records_failed: 0,
+            records_unsent: 0,
+            bytes_acked: 0,
+            started_at: at,
+            ended_at: at,
+            elapsed: Duration::ZERO,
+            cpu: CpuTime::default(),
+            peak_rss_kib: peak_rss_kib(),
+            latency: crate::measure::latency_histogram(),
+            service_time: crate::measure::latency_histogram(),
+            publish_delay: crate::measure::latency_histogram(),
+            saturation: Saturation::default(),
+            errors: BTreeMap::new(),
+            aborted: None,
+            requests: 0,
+            batches: 0,
+            frames_written: 0,
+            socket_writes: 0,
+            timeline: Vec::new(),
+            written: None,
+            latest: None,
+            cluster: crate::cluster::ClusterReport::default(),
+            protocol_anomalies: BTreeMap::new(),
+            producer: None,
+            steady_state: None,
+        }
+    }
+
     /// Pool several repetitions into one: counts, times and CPU summed, histograms merged exactly,
     /// errors merged; the first start and the last end; aborted if any was.
     pub fn pooled(runs: &[ProduceRun]) -> Option<ProduceRun> {

@@ -92,6 +92,10 @@ pub struct OmbArgs {
     /// The Schema Registry for --value-schema (over the driver's schema.registry.url).
     #[arg(long, value_name = "URL", requires = "value_schema")]
     pub schema_registry_url: Option<String>,
+
+    /// `--agents`: the workload's producers and consumers spread over agents (as OMB's workers).
+    #[command(flatten)]
+    pub distributed: crate::coordinator::DistributedArgs,
 }
 
 /// `--value-schema`: the values prepared for the first topic (registered under its subject), and
@@ -234,6 +238,9 @@ pub async fn run(args: OmbArgs) -> CliResult {
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
     }
+    if let Some(agents) = args.distributed.list().await? {
+        return distributed(&args, &spec, slo.as_deref(), agents).await;
+    }
     // A fault schedule runs against the embedded broker that kbench controls: the driver file's
     // servers (every OMB driver names some) are set aside, and said so.
     let given = match &spec.producer.connection.bootstrap_servers {
@@ -287,6 +294,7 @@ async fn execute(
         spec,
         cluster,
         harness.stop.clone(),
+        Default::default(),
         |p| println!("{}", report::period_line(p)),
         |n| eprintln!("kbench: {n}"),
     );
@@ -336,21 +344,7 @@ async fn execute(
             String::new()
         }
     );
-    let omb = report::omb_result(spec, &run);
-    let output = args.output.clone().unwrap_or_else(|| {
-        let date = humantime::format_rfc3339_seconds(run.started_at)
-            .to_string()
-            .replace([':', 'T'], "-")
-            .trim_end_matches('Z')
-            .to_string();
-        PathBuf::from(format!(
-            "{}-{}-{date}.json",
-            spec.workload.name.replace(['/', ' '], "-"),
-            spec.driver_name.replace(['/', ' '], "-")
-        ))
-    });
-    write_json(&output, &omb).map_err(|e| CliError::failed(format!("--output {e}")))?;
-    eprintln!("kbench: OMB result written to {}", output.display());
+    write_omb_result(args, spec, run.started_at, &report::omb_result(spec, &run))?;
     let doc = report::kbench_result(spec, &run, target, &args.workload.display().to_string());
     let (mut doc, slo_met) = crate::args::check_slo(slo, &doc);
     harness.report_faults(&mut doc);
@@ -367,4 +361,171 @@ async fn execute(
     } else {
         0
     })
+}
+
+/// OMB's result JSON to `--output`, or OMB's own name for it (WORKLOAD-DRIVER-DATE.json) here.
+fn write_omb_result(
+    args: &OmbArgs,
+    spec: &OmbSpec,
+    started_at: std::time::SystemTime,
+    omb: &serde_json::Value,
+) -> Result<(), CliError> {
+    let output = args.output.clone().unwrap_or_else(|| {
+        let date = humantime::format_rfc3339_seconds(started_at)
+            .to_string()
+            .replace([':', 'T'], "-")
+            .trim_end_matches('Z')
+            .to_string();
+        PathBuf::from(format!(
+            "{}-{}-{date}.json",
+            spec.workload.name.replace(['/', ' '], "-"),
+            spec.driver_name.replace(['/', ' '], "-")
+        ))
+    });
+    write_json(&output, omb).map_err(|e| CliError::failed(format!("--output {e}")))?;
+    eprintln!("kbench: OMB result written to {}", output.display());
+    Ok(())
+}
+
+/// `--agents`: the workload's producers and consumers split over the agents (each agent reads
+/// the same workload and driver text), its consumers joined before any producer starts, the
+/// producers started at one instant, the results merged exactly; OMB's lines and result JSON from
+/// the merge.
+async fn distributed(
+    args: &OmbArgs,
+    spec: &OmbSpec,
+    slo: Option<&[kbench_bench::slo::Condition]>,
+    agents: crate::coordinator::AgentList,
+) -> CliResult {
+    use crate::coordinator::{cli_connect, cli_error, cli_finish, live_sum, run_omb as over};
+    if !args.fault.faults.is_empty() {
+        return Err(CliError::usage(
+            "--fault: not with --agents (faults act on the embedded broker of one process)",
+        ));
+    }
+    // What only the split can judge (a rate search, backlog mode, too few clients), before any
+    // agent is asked.
+    kbench_bench::distributed::split_omb(spec, agents.urls.len()).map_err(|e| {
+        CliError::usage(format!(
+            "{}: {}",
+            args.workload.display(),
+            spec_error(&e).trim_start_matches("--")
+        ))
+    })?;
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))
+    };
+    let workload = read(&args.workload)?;
+    let driver = args.driver.as_deref().map(read).transpose()?;
+    let given = args
+        .bootstrap_server
+        .clone()
+        .or_else(|| spec.producer.connection.bootstrap_servers.clone());
+    let (bootstrap, coordinator) = cli_connect(given.as_deref(), &agents).await?;
+    let endpoint = args
+        .metrics
+        .start_agents("omb", &spec.topic_prefix, &agents)
+        .await
+        .map_err(CliError::usage)?;
+    let total = agents.urls.len();
+    eprintln!(
+        "kbench: workload {:?} over {total} agents: {} topic(s) × {} partition(s), {} producer(s), {} consumer(s), {} msg/s, warm-up {:?}, test {:?}; clock offsets within {} µs",
+        spec.workload.name,
+        spec.workload.topics,
+        spec.workload.partitions_per_topic,
+        spec.producers(),
+        spec.consumers(),
+        spec.workload.producer_rate,
+        spec.warmup,
+        spec.test_duration,
+        coordinator.clock_bound_us()
+    );
+    let target =
+        crate::coordinator::Target::of_cli(bootstrap.clone(), &[], "omb", &Pins::default());
+    let stop = kbench_bench::Stop::new();
+    let started_at = std::time::SystemTime::now();
+    let progress = |lives: &[(String, serde_json::Value)]| {
+        eprintln!(
+            "kbench: {} records acknowledged, {} read over {total} agents",
+            live_sum(lives, "records_acked"),
+            live_sum(lives, "records_consumed")
+        );
+    };
+    let job = over(
+        &coordinator,
+        spec,
+        &workload,
+        driver.as_deref(),
+        &target,
+        stop.token(),
+        &progress,
+    );
+    let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
+    if let Some(endpoint) = &endpoint {
+        endpoint.freeze().await;
+    }
+    let merged = merged.map_err(|e| cli_error(e, interrupted))?;
+    for p in &merged.periods {
+        println!("{}", report::period_line(p));
+    }
+    for line in
+        report::aggregated_lines_of(&merged.latency, &merged.publish_delay, &merged.end_to_end)
+    {
+        println!("{line}");
+    }
+    let mut doc = merged.document;
+    doc.settings = report::settings(spec, &args.workload.display().to_string());
+    doc.target = Target::of(
+        &spec
+            .producer
+            .connection
+            .cluster_config(bootstrap, Pins::default()),
+        false,
+    );
+    for e in &doc.client_errors {
+        eprintln!("kbench: error: {e}");
+    }
+    let expected = doc.consumed["expected_records"].as_u64().unwrap_or(0);
+    let read = doc.consumed["records"].as_u64().unwrap_or(0);
+    println!(
+        "kbench: {} records sent, {} acked, {} failed (measured); consumers read {read} of {expected} expected{}",
+        doc.records_sent,
+        doc.records_acked,
+        doc.records_failed,
+        if read < expected {
+            format!(" ({} not read by the end of the drain)", expected - read)
+        } else {
+            String::new()
+        }
+    );
+    write_omb_result(
+        args,
+        spec,
+        started_at,
+        &report::omb_result_of(
+            spec,
+            &merged.periods,
+            &merged.latency,
+            &merged.publish_delay,
+            &merged.end_to_end,
+        ),
+    )?;
+    args.store.keep(&doc)?;
+    if let Some(why) = &doc.aborted {
+        eprintln!("kbench: the run stopped early: {why}");
+    }
+    let failed = doc.records_failed > 0 || !doc.client_errors.is_empty() || doc.aborted.is_some();
+    let code = cli_finish(
+        &doc,
+        doc.distributed.as_ref(),
+        slo,
+        args.json.as_deref(),
+        failed,
+        interrupted,
+    )?;
+    if let Some(endpoint) = endpoint {
+        endpoint.finish().await;
+    }
+    Ok(code)
 }

@@ -2,7 +2,7 @@
 //! any load (reachable, token accepted, same agent protocol, idle, listed once), estimates each
 //! agent's clock, hands out the segments the library split (`kbench_bench::distributed`), starts them
 //! at one instant, polls them (live progress; an agent that stops answering is lost, not waited
-//! for), and merges the results exactly. Used by the CLI (`produce`, `e2e`, `consume`) and by
+//! for), and merges the results exactly. Used by the CLI (`produce`, `e2e`, `consume`, `omb`) and by
 //! `/v1/runs` (`produce`, `e2e`).
 
 use std::collections::BTreeSet;
@@ -12,12 +12,13 @@ use kbench_bench::ProduceSpec;
 use kbench_bench::clock::wall_us;
 use kbench_bench::consume::{ConsumeResultDocument, ConsumeSpec};
 use kbench_bench::distributed::{
-    AGENT_PROTOCOL, AgentPart, ClockEstimate, ClockSample, MAX_AGENTS, RunStatus, Segment, Work,
-    merge_consume, merge_e2e, merge_produce, producer_segments, split_consume, split_e2e,
-    split_produce,
+    AGENT_PROTOCOL, AgentPart, ClockEstimate, ClockSample, MAX_AGENTS, MergedOmb, OmbSegment,
+    RunStatus, Segment, Work, merge_consume, merge_e2e, merge_omb, merge_produce,
+    producer_segments, split_consume, split_e2e, split_omb, split_produce,
 };
 use kbench_bench::document;
 use kbench_bench::e2e::E2eSpec;
+use kbench_bench::omb::OmbSpec;
 use kbench_bench::result::{E2eResultDocument, Kind, ResultDocument};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -376,6 +377,65 @@ impl Coordinator {
         }
     }
 
+    /// Poll OMB segments until every one's consumers have joined their groups (each segment's
+    /// phase past `starting`), for at most `bound`, saying every [`NOTICE_EVERY`] how long it has
+    /// waited. A segment that ends first, giving up, or `cancel` stop every segment; the error
+    /// names the agent.
+    async fn wait_all_joined(
+        &self,
+        segments: &mut [Running],
+        bound: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<(), String> {
+        let started = Instant::now();
+        let mut told = Instant::now();
+        loop {
+            futures_util::future::join_all(segments.iter_mut().map(|s| self.poll(s))).await;
+            if let Some(s) = segments.iter().find(|s| s.done()) {
+                let why = s
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| s.status_name().to_string());
+                let url = self.agents[s.agent].clone();
+                self.stop_all(segments).await;
+                return Err(format!(
+                    "--agents {url}: the segment ended before its consumers joined their groups: {why}"
+                ));
+            }
+            let joining: Vec<String> = segments
+                .iter()
+                .filter(|s| s.last_live.get("phase").and_then(Value::as_str) == Some("starting"))
+                .map(|s| self.agents[s.agent].clone())
+                .collect();
+            if joining.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() >= bound {
+                self.stop_all(segments).await;
+                return Err(format!(
+                    "--agents {}: the consumers did not join their groups within {} s (twice the session timeout and a margin; a broker that holds JoinGroup longer needs a longer session.timeout.ms)",
+                    joining.join(", "),
+                    bound.as_secs(),
+                ));
+            }
+            if told.elapsed() >= NOTICE_EVERY {
+                told = Instant::now();
+                (self.notice)(&format!(
+                    "waiting for the consumers on {} to join their groups… {} s",
+                    joining.join(", "),
+                    started.elapsed().as_secs()
+                ));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(READY_POLL) => {}
+                _ = cancel.cancelled() => {
+                    self.stop_all(segments).await;
+                    return Err("--agents: stopped while the consumers were joining their groups".into());
+                }
+            }
+        }
+    }
+
     /// The barrier: every segment must have reached its agent before the start instant `at`
     /// (coordinator's clock, µs); otherwise the agents would not start together. Until then the
     /// segments are polled: each agent connects, checks the versions (its `--pin`s among them) and
@@ -460,13 +520,14 @@ impl Coordinator {
         }
     }
 
-    /// [`Coordinator::follow`] for consume segments, polled every [`CONSUME_POLL`]: once the
-    /// agents' live counts sum to `messages`, every segment still reading is told it has read
-    /// enough ([`kbench_bench::distributed::ENOUGH`]) and ends, its result kept.
-    async fn follow_consume(
+    /// [`Coordinator::follow`] for segments that end when the agents together have read enough
+    /// (consume: `--messages`; omb: every record acknowledged), polled every [`CONSUME_POLL`]:
+    /// once `enough` says so of the segments' last live figures, every segment still reading is
+    /// told (`…/enough`) and ends, its result kept.
+    async fn follow_until(
         &self,
         segments: &mut [Running],
-        messages: u64,
+        enough_read: impl Fn(&[Running]) -> bool,
         every: Duration,
         cancel: &CancellationToken,
         progress: &Progress<'_>,
@@ -479,11 +540,7 @@ impl Coordinator {
             if segments.iter().all(Running::done) {
                 return;
             }
-            let read: u64 = segments
-                .iter()
-                .filter_map(|s| s.last_live.get("records_consumed")?.as_u64())
-                .sum();
-            if !enough && read >= messages {
+            if !enough && enough_read(segments) {
                 enough = true;
                 let told = segments.iter().filter(|s| !s.done()).map(|s| async move {
                     let path = format!("/agent/v1/segments/{}/enough", s.id);
@@ -649,7 +706,7 @@ fn segment(target: &Target, work: Work) -> Segment {
             },
         ),
         Work::Consume(s) => (None, s.deserializer.clone()),
-        Work::Produce(_) => (None, Default::default()),
+        Work::Produce(_) | Work::Omb(_) => (None, Default::default()),
     };
     Segment {
         protocol: AGENT_PROTOCOL,
@@ -702,9 +759,10 @@ pub async fn run_consume(
         }
     });
     let mut segments = c.start_together(target, "consume", works).await?;
-    c.follow_consume(
+    let read_all = |segments: &[Running]| live_total(segments, "records_consumed") >= spec.messages;
+    c.follow_until(
         &mut segments,
-        spec.messages,
+        read_all,
         spec.reporting_interval,
         cancel,
         progress,
@@ -712,6 +770,99 @@ pub async fn run_consume(
     .await;
     let after = c.clocks_after().await;
     merge_consume(&c.parts(&segments, &after, Kind::Consume))
+}
+
+/// A numeric live figure summed over the segments' last polls.
+fn live_total(segments: &[Running], field: &str) -> u64 {
+    segments
+        .iter()
+        .filter_map(|s| s.last_live.get(field)?.as_u64())
+        .sum()
+}
+
+/// An OMB workload spread over every agent: its producers and consumers split
+/// ([`split_omb`]); every agent's segment started at once, its consumers joining their groups;
+/// once all have joined (as long as a join takes), the producers of every agent started at one
+/// instant (`…/go`); followed; once every producer has ended and the agents' consumers together
+/// have read every record acknowledged (once per subscription), every segment is told it is done
+/// (`…/enough`); the results merged. `workload` and `driver` are the files' text.
+pub async fn run_omb(
+    c: &Coordinator,
+    spec: &OmbSpec,
+    workload: &str,
+    driver: Option<&str>,
+    target: &Target,
+    cancel: &CancellationToken,
+    progress: &Progress<'_>,
+) -> Result<MergedOmb, String> {
+    let shares = split_omb(spec, c.agents.len()).map_err(|e| crate::args::spec_error(&e))?;
+    let mut segments = Vec::new();
+    for (i, share) in shares.iter().enumerate() {
+        let work = OmbSegment::of(spec, workload, driver, share.clone());
+        let body = segment(target, Work::Omb(Box::new(work)));
+        match c.start(i, &body, "omb").await {
+            Ok(s) => segments.push(s),
+            Err(e) => {
+                c.stop_all(&segments).await;
+                return Err(e);
+            }
+        }
+    }
+    // Each agent waits for its consumers' joins as long as the single process does; the margin
+    // is the control conversation's.
+    let bound = spec.consumer.consumer.session_timeout * 2 + Duration::from_secs(30) + JOIN_MARGIN;
+    c.wait_all_joined(&mut segments, bound, cancel).await?;
+    let (at, start_at) = c.start_at();
+    for s in &segments {
+        let path = format!("/agent/v1/segments/{}/go", s.id);
+        let body = json!({ "start_at_us": start_at[s.agent] });
+        if let Err(e) = c
+            .call(
+                reqwest::Method::POST,
+                &c.agents[s.agent],
+                &path,
+                Some(&body),
+            )
+            .await
+        {
+            c.stop_all(&segments).await;
+            return Err(e);
+        }
+    }
+    if wall_us() > at {
+        c.stop_all(&segments).await;
+        return Err(format!(
+            "--agents: telling the agents their start ended after it (a lead of {} s): they would not have started together; every segment was stopped",
+            START_LEAD.as_secs()
+        ));
+    }
+    let subscriptions = u64::from(spec.workload.subscriptions_per_topic);
+    let drained = |segments: &[Running]| {
+        let producing = segments.iter().any(|s| {
+            !s.done()
+                && matches!(
+                    s.last_live.get("phase").and_then(Value::as_str),
+                    Some("joined" | "running")
+                )
+        });
+        !producing
+            && live_total(segments, "records_consumed")
+                >= live_total(segments, "records_acked") * subscriptions
+    };
+    c.follow_until(
+        &mut segments,
+        drained,
+        spec.reporting_interval,
+        cancel,
+        progress,
+    )
+    .await;
+    let after = c.clocks_after().await;
+    merge_omb(
+        &c.parts(&segments, &after, Kind::Omb),
+        &shares,
+        spec.workload.subscriptions_per_topic,
+    )
 }
 
 /// An e2e run: the consumer on `consumer_agent` (joined before any producer starts), the producers

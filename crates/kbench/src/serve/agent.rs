@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::serve::app::App;
 use crate::serve::error::{ApiError, ApiResult, from_value, json_object, json_response};
 use crate::serve::registry::{Live, run_json};
-use crate::serve::runs::{Reach, start_consume, start_e2e, start_produce};
+use crate::serve::runs::{Reach, start_consume, start_e2e, start_omb, start_produce};
 
 pub async fn hello(State(app): State<Arc<App>>) -> ApiResult {
     let busy = app.runs.read(|runs| {
@@ -118,6 +118,27 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
             let settings = spec.settings_json(&agent_cluster(&segment.bootstrap_servers));
             let config = config(&segment.run, workload, settings, spec.start_at_us, &masked);
             start_consume(&app, config, *spec, reach).await?
+        }
+        Work::Omb(segment_work) => {
+            let spec = segment_work
+                .spec()
+                .map_err(|e| ApiError::field("work", e))?;
+            spec.validate()
+                .map_err(|e| ApiError::field(e.field, e.reason))?;
+            // The driver's connection settings (its security among them), towards the segment's
+            // cluster, holding its pins.
+            let cluster = spec
+                .producer
+                .connection
+                .cluster_config(segment.bootstrap_servers.clone(), reach.pins);
+            let settings = json!({
+                "workload": spec.workload.name,
+                "topic_prefix": spec.topic_prefix,
+                "share": segment_work.share,
+                "rate": segment_work.rate,
+            });
+            let config = config(&segment.run, workload, settings, None, &masked);
+            start_omb(&app, config, spec, cluster).await?
         }
     };
     if let Some(lease) = app.lease {
@@ -227,22 +248,24 @@ pub async fn drain(
     Ok(json_response(StatusCode::ACCEPTED, body))
 }
 
-/// A consume segment: the agents together have read the run's `--messages`; it ends now, its
-/// result kept (its `aborted` says [`kbench_bench::distributed::ENOUGH`], which the merge reads as
-/// complete, not stopped).
+/// A consume segment: the agents together have read the run's `--messages`; an OMB segment: every
+/// producer has ended and the agents together have read every record. It ends now, its result
+/// kept (its `aborted` says [`kbench_bench::distributed::ENOUGH`] or
+/// [`kbench_bench::distributed::DRAINED`], which the merge reads as complete, not stopped).
 pub async fn enough(State(app): State<Arc<App>>, UrlPath(id): UrlPath<String>) -> ApiResult {
     app.runs.renew(&id);
-    let consume = app
-        .runs
-        .read_run(&id, |r| matches!(r.live, Live::Consume(_)))?;
-    if !consume {
+    let why = app.runs.read_run(&id, |r| match r.live {
+        Live::Consume(_) => Some(kbench_bench::distributed::ENOUGH),
+        Live::Omb(_) => Some(kbench_bench::distributed::DRAINED),
+        _ => None,
+    })?;
+    let Some(why) = why else {
         return Err(ApiError::field(
             "id",
-            format!("segment {id} is not a consume segment"),
+            format!("segment {id} is neither a consume nor an OMB segment"),
         ));
-    }
-    app.runs
-        .stop_because(&id, kbench_bench::distributed::ENOUGH)?;
+    };
+    app.runs.stop_because(&id, why)?;
     let body = app.runs.read_run(&id, |r| run_json(r, false))?;
     Ok(json_response(StatusCode::ACCEPTED, body))
 }
@@ -251,4 +274,36 @@ pub async fn delete(State(app): State<Arc<App>>, UrlPath(id): UrlPath<String>) -
     app.runs.stop_and_wait(&id).await?;
     let body = app.runs.read_run(&id, |r| run_json(r, true))?;
     Ok(json_response(StatusCode::OK, body))
+}
+
+/// When an OMB segment's producers start: every agent's consumers have joined.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Go {
+    /// The start instant on this agent's clock, µs since the Unix epoch.
+    pub start_at_us: u64,
+}
+
+/// An OMB segment's producers start at `start_at_us` (the coordinator sends it once every agent's
+/// consumers have joined their groups).
+pub async fn go(
+    State(app): State<Arc<App>>,
+    UrlPath(id): UrlPath<String>,
+    body: Bytes,
+) -> ApiResult {
+    let go: Go = from_value(json_object(&body)?)?;
+    app.runs.renew(&id);
+    let live = app.runs.read_run(&id, |r| match &r.live {
+        Live::Omb(live) => Some(live.clone()),
+        _ => None,
+    })?;
+    let Some(live) = live else {
+        return Err(ApiError::field(
+            "start_at_us",
+            format!("segment {id} is not an OMB segment"),
+        ));
+    };
+    live.go(go.start_at_us);
+    let body = app.runs.read_run(&id, |r| run_json(r, false))?;
+    Ok(json_response(StatusCode::ACCEPTED, body))
 }

@@ -43,6 +43,10 @@ pub fn router(app: Arc<App>) -> Router {
                 "/agent/v1/segments/{id}/enough",
                 axum::routing::post(agent::enough),
             )
+            .route(
+                "/agent/v1/segments/{id}/go",
+                axum::routing::post(agent::go.layer(middleware::from_fn(json_only))),
+            )
     } else {
         Router::new()
             .route("/", get(dashboard::page))

@@ -262,3 +262,50 @@ pub async fn start_consume(
     });
     Ok(id)
 }
+
+/// Start an agent's share of an OMB workload against `cluster` (the driver's connection settings,
+/// the segment's bootstrap and pins). Answered at once: its consumers join, then it waits for the
+/// start instant its coordinator gives (`…/go`).
+pub async fn start_omb(
+    app: &Arc<App>,
+    config: Value,
+    mut spec: kbench_bench::omb::OmbSpec,
+    mut cluster: ClusterConfig,
+) -> Result<String, ApiError> {
+    app.runs.ensure_idle()?;
+    cluster.client_id = AGENT_CLIENT_ID.into();
+    let bootstrap = cluster.bootstrap.join(",");
+    let live = Arc::new(kbench_bench::omb::OmbLive::default());
+    let run = app
+        .runs
+        .register("omb", Api::V1, config, Live::Omb(live.clone()))?;
+    let id = run.id.clone();
+    let (feed, _) = app.runs.feed(&id)?;
+    spec.window_sink = app
+        .metrics_for("omb", &spec.topic_prefix, &id)
+        .and(feed.sink());
+    let stop = run.stop.clone();
+    app.runs.spawn(run, async move {
+        let target = Target::of(&cluster, false);
+        let job = kbench_bench::omb::run_omb(
+            &spec,
+            cluster,
+            stop,
+            live,
+            |p| tracing::debug!(at_s = p.at_s, rate = p.publish_rate, "omb period"),
+            |n| tracing::info!("omb: {n}"),
+        )
+        .await;
+        match job {
+            Ok(run) => {
+                let doc = kbench_bench::omb::report::kbench_result(&spec, &run, target, "segment");
+                Outcome {
+                    result: Some(serde_json::to_value(&doc).unwrap_or(Value::Null)),
+                    ..Outcome::default()
+                }
+            }
+            Err(e) => Outcome::failed(start_error(e, "bootstrap_servers", &bootstrap)),
+        }
+    });
+    Ok(id)
+}

@@ -1654,3 +1654,239 @@ fn consume_over_agents_refuses_what_cannot_be_split_naming_the_flag() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+/// An OMB workload of 3 producers and 3 subscriptions of one member each, over three agents (one
+/// producer and one subscription each, as the split deals them), against `bootstrap`.
+/// `loses_first_batches`: the upstream Tansu binary, which may lose the first batch of a fresh
+/// partition that several connections append to at once (see the produce test above): each
+/// subscription then reads what the broker holds, as librdkafka does, not every record
+/// acknowledged.
+fn omb_over_three_agents(
+    bootstrap: &str,
+    dir: &TempDir,
+    name: &str,
+    seed: &str,
+    loses_first_batches: bool,
+) {
+    let workload = dir.path().join(format!("{name}.yaml"));
+    std::fs::write(
+        &workload,
+        "name: dist omb\ntopics: 1\npartitionsPerTopic: 3\nmessageSize: 100\n\
+         useRandomizedPayloads: false\nsubscriptionsPerTopic: 3\nconsumerPerSubscription: 1\n\
+         producersPerTopic: 3\nproducerRate: 3000\nconsumerBacklogSizeGB: 0\n\
+         testDurationMinutes: 0.1\nwarmupDurationMinutes: 0.02\n",
+    )
+    .unwrap();
+    let agents: Vec<Agent> = (0..3)
+        .map(|i| Agent::start(dir, &format!("{name}-a{i}"), 0, None))
+        .collect();
+    let (omb_path, json) = (
+        dir.file(&format!("{name}-omb.json")),
+        dir.file(&format!("{name}.json")),
+    );
+    let out = Cmd::new("omb")
+        .arg(workload.to_str().unwrap())
+        .args(&[
+            "--driver",
+            &crate::omb::omb_file("kafka-test-driver.yaml"),
+            "--bootstrap-server",
+            bootstrap,
+            "--agents",
+            &urls(&agents),
+            "--seed",
+            seed,
+            "--reporting-interval",
+            "2s",
+            "-o",
+            &omb_path,
+        ])
+        .json(std::path::Path::new(&json))
+        .ok(LIMIT);
+    let stdout = text(&out.stdout);
+    let merged = result_json(std::path::Path::new(&json));
+    let omb: Value = serde_json::from_str(&std::fs::read_to_string(&omb_path).unwrap()).unwrap();
+    assert_eq!(merged["kind"], "omb", "{name}: {stdout}");
+    assert!(merged["aborted"].is_null(), "{name}: {merged}");
+    assert_eq!(merged["distributed"]["degraded"], false, "{name}");
+    let listed = merged["distributed"]["agents"].as_array().unwrap();
+    assert_eq!(listed.len(), 3, "{name}");
+    crate::omb::check_omb_fields(&omb);
+    assert!(
+        stdout.contains("----- Aggregated Pub Latency (ms) avg:"),
+        "{stdout}"
+    );
+    // sent = acked + failed; the agents' own documents sum to the merge, and each is the figure
+    // the merge lists for its agent.
+    let count = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+    let acked = count(&merged, "records_acked");
+    assert!(acked > 0, "{name}: {merged}");
+    assert_eq!(
+        count(&merged, "records_sent"),
+        acked + count(&merged, "records_failed")
+    );
+    let docs: Vec<Value> = agents.iter().map(Agent::result).collect();
+    for (i, d) in docs.iter().enumerate() {
+        assert_eq!(d["kind"], "omb", "agent {i}: {d}");
+        // One producer and one subscription each.
+        assert_eq!(d["consumed"]["consumers"], 1, "agent {i}");
+        assert!(count(d, "records_acked") > 0, "agent {i}: {d}");
+        assert_eq!(listed[i]["records_acked"], d["records_acked"], "agent {i}");
+    }
+    let sum = |f: &dyn Fn(&Value) -> u64| docs.iter().map(f).sum::<u64>();
+    assert_eq!(sum(&|d| count(d, "records_acked")), acked, "{name}");
+    assert_eq!(
+        sum(&|d| count(d, "records_sent")),
+        count(&merged, "records_sent")
+    );
+    let warm = count(&merged["warmup"], "records_acked");
+    assert_eq!(
+        sum(&|d| count(&d["warmup"], "records_acked")),
+        warm,
+        "{name}"
+    );
+    // Every subscription read every record acknowledged, warm-up included (each agent's
+    // consumer reading what every agent's producers wrote): the same records each, the agents'
+    // reads summing to the merge's.
+    let read = count(&merged["consumed"], "records");
+    assert_eq!(
+        count(&merged["consumed"], "expected_records"),
+        3 * (acked + warm),
+        "{name}"
+    );
+    assert_eq!(sum(&|d| count(&d["consumed"], "records")), read, "{name}");
+    let each: Vec<u64> = merged["consumed"]["per_consumer"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| count(c, "records"))
+        .collect();
+    assert_eq!(each.len(), 3, "{name}");
+    // What the broker holds at the end: what the subscription that read least read (on the
+    // upstream binary a subscription that read a first batch before the broker lost it has read
+    // more than one that came later; librdkafka agrees with the latter).
+    let held = *each.iter().min().unwrap();
+    if loses_first_batches {
+        assert!(each.iter().all(|n| *n <= acked + warm), "{name}: {each:?}");
+    } else {
+        assert!(
+            each.iter().all(|n| *n == acked + warm),
+            "{name}: {each:?} of {}",
+            acked + warm
+        );
+    }
+    // Histograms merged exactly.
+    assert_exact(&merged, &docs, "latency");
+    assert_exact(&merged, &docs, "end_to_end");
+    let omb_p50_us = omb["aggregatedPublishLatency50pct"].as_f64().unwrap() * 1000.0;
+    assert!(
+        (omb_p50_us - count(&merged["latency"], "p50") as f64).abs() < 0.01,
+        "{name}: OMB's figure is the merge's, in ms: {omb_p50_us} µs vs {}",
+        merged["latency"]
+    );
+    // Each measured period is the agents' same period added up.
+    let rates: Vec<f64> = omb["publishRate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_f64().unwrap())
+        .collect();
+    assert!(rates.len() >= 3, "{name}: {rates:?}");
+    let measured = |d: &Value| -> Vec<f64> {
+        d["periods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["warmup"] == false)
+            .map(|p| p["publish_rate"].as_f64().unwrap())
+            .collect()
+    };
+    let own: Vec<Vec<f64>> = docs.iter().map(measured).collect();
+    for (k, rate) in rates.iter().enumerate() {
+        let added: f64 = own.iter().filter_map(|r| r.get(k)).sum();
+        assert!(
+            (rate - added).abs() < 1e-6,
+            "{name}: period {k}: {rate} vs {own:?}"
+        );
+    }
+    // librdkafka reads back exactly what each subscription read: every record acknowledged,
+    // where the broker kept them all.
+    let topic = merged["topics"][0].as_str().unwrap();
+    let back = librdkafka::read(
+        bootstrap,
+        topic,
+        3,
+        held as usize,
+        Duration::from_secs(1),
+        Duration::from_secs(60),
+    );
+    assert_eq!(back.len() as u64, held, "{name}");
+}
+
+#[test]
+fn omb_over_three_agents_merges_exactly_on_both_brokers() {
+    for kind in BROKERS {
+        let broker = TestBroker::of(kind);
+        let dir = TempDir::new("dist-omb");
+        omb_over_three_agents(
+            &broker.addr,
+            &dir,
+            &format!("{kind:?}").to_lowercase(),
+            "7",
+            kind == BrokerKind::Standalone,
+        );
+    }
+}
+
+#[test]
+fn omb_over_three_agents_merges_exactly_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Mock::new(3);
+    // The mock has no CreateTopics: the workload's topic (its name from the seed) made for it.
+    let seed = 11u64;
+    mock.topic(&format!("kbench-omb-{:08x}-0000", seed as u32), 3);
+    let dir = TempDir::new("dist-omb-mock");
+    omb_over_three_agents(&mock.bootstrap, &dir, "mock", &seed.to_string(), false);
+}
+
+/// What an OMB workload cannot do over agents is refused before any agent or broker is asked:
+/// one line naming the field or flag, exit 2.
+#[test]
+fn omb_over_agents_refuses_what_cannot_be_split_naming_the_field() {
+    let dir = TempDir::new("dist-omb-refused");
+    let agents = "http://127.0.0.1:9,http://127.0.0.1:10,http://127.0.0.1:11";
+    let base = "name: refused\ntopics: 1\npartitionsPerTopic: 1\nmessageSize: 10\n\
+                subscriptionsPerTopic: 1\ntestDurationMinutes: 0.1\nwarmupDurationMinutes: 0\n";
+    for (extra, args, says) in [
+        (
+            "producersPerTopic: 1\nconsumerPerSubscription: 1\nproducerRate: 0\nconsumerBacklogSizeGB: 0\n",
+            vec![],
+            "producerRate",
+        ),
+        (
+            "producersPerTopic: 1\nconsumerPerSubscription: 1\nproducerRate: 10\nconsumerBacklogSizeGB: 1\n",
+            vec![],
+            "consumerBacklogSizeGB",
+        ),
+        (
+            "producersPerTopic: 1\nconsumerPerSubscription: 1\nproducerRate: 10\nconsumerBacklogSizeGB: 0\n",
+            vec![],
+            "3 agents",
+        ),
+        (
+            "producersPerTopic: 2\nconsumerPerSubscription: 1\nproducerRate: 10\nconsumerBacklogSizeGB: 0\n",
+            vec!["--fault", "at=1s restart-broker"],
+            "--fault",
+        ),
+    ] {
+        let workload = dir.path().join("w.yaml");
+        std::fs::write(&workload, format!("{base}{extra}")).unwrap();
+        let out = Cmd::new("omb")
+            .arg(workload.to_str().unwrap())
+            .args(&["--bootstrap-server", "127.0.0.1:1", "--agents", agents])
+            .args(&args)
+            .run(LIMIT);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra}: {err}");
+        assert!(err.contains(says), "{extra}: {err}");
+        assert_eq!(err.lines().count(), 1, "{extra}: {err}");
+    }
+}

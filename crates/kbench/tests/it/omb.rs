@@ -14,7 +14,7 @@ use crate::common::*;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
-fn omb_file(name: &str) -> String {
+pub(crate) fn omb_file(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/omb")
         .join(name)
@@ -75,7 +75,7 @@ const OMB_PERCENTILES: &[&str] = &[
     "Avg", "50pct", "75pct", "95pct", "99pct", "999pct", "9999pct", "99999pct", "Max",
 ];
 
-fn check_omb_fields(omb: &serde_json::Value) {
+pub(crate) fn check_omb_fields(omb: &serde_json::Value) {
     for f in OMB_FIELDS {
         assert!(omb.get(*f).is_some(), "OMB field {f} missing");
     }

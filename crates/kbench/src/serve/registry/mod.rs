@@ -69,6 +69,8 @@ pub enum Live {
     E2e(Arc<E2eLive>),
     Produce(Arc<ProduceLive>),
     Consume(Arc<ConsumeLive>),
+    /// An agent's share of an OMB workload.
+    Omb(Arc<kbench_bench::omb::OmbLive>),
     /// A distributed run: each agent's live figures, as last polled.
     Agents(Arc<Mutex<Value>>),
     None,
@@ -623,6 +625,16 @@ pub fn live_json(r: &RunEntry) -> Value {
             "records_consumed": live.consumed.load(Ordering::Relaxed),
             "bytes_consumed": live.bytes.load(Ordering::Relaxed),
         }),
+        Live::Omb(live) => {
+            // The phase first: once it says draining, the counts read after it are final.
+            let phase = live.phase();
+            let (acked, consumed) = live.counts();
+            json!({
+                "phase": phase,
+                "records_acked": acked,
+                "records_consumed": consumed,
+            })
+        }
         Live::Agents(agents) => json!({ "agents": agents.lock().expect("live lock").clone() }),
         Live::None => Value::Null,
     }
