@@ -112,22 +112,26 @@ try:
             continue
         label = f"{n}" if w == "produce" else f"{1 if n == 1 else 2} (+1 consumer agent)"
         print(f"| {w} | {label} | {f(xs, 0)} | {f(xs, 1, 1e-3)} | {f(xs, 2, 1e-3)} | {f(xs, 3)} | {f(xs, 4)} |")
-    consumes = sorted((k, xs) for k, xs in rows.items() if k[0].startswith("consume"))
-    if consumes:
+    def table(title, head, picked, first, scales):
+        """A table of the rows whose workload `picked` takes: `first` the row's leading cells,
+        then each figure by its scale (1e-3: µs to ms)."""
+        chosen = sorted((k, xs) for k, xs in rows.items() if picked(k[0]))
+        if not chosen:
+            return
         print()
-        print(f"consume: {consume_records} records of 100 B in 6 partitions, read whole")
-        print("| workload | agents | records/s (run) | Fetch p50 ms | Fetch p99 ms | records/s (fetch time) | coordinator CPU s |")
-        print("|---|---|---|---|---|---|---|")
-        for (w, n), xs in consumes:
-            print(f"| {w} | {n} | {f(xs, 0)} | {f(xs, 1, 1e-3)} | {f(xs, 2, 1e-3)} | {f(xs, 3)} | {f(xs, 4)} |")
-    ombs = sorted((k, xs) for k, xs in rows.items() if k[0] == "omb")
-    if ombs:
-        print()
-        print(f"omb: 1 topic × 6 partitions, 3 producers, 3 subscriptions × 1 consumer, {rate} msg/s, {seconds} s")
-        print("| agents | records/s | publish p50 ms | publish p99 ms | end-to-end p50 ms | end-to-end p99 ms | coordinator CPU s |")
-        print("|---|---|---|---|---|---|---|")
-        for (w, n), xs in ombs:
-            print(f"| {n} | {f(xs, 0)} | {f(xs, 1, 1e-3)} | {f(xs, 2, 1e-3)} | {f(xs, 3, 1e-3)} | {f(xs, 4, 1e-3)} | {f(xs, 5)} |")
+        print(title)
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for (w, n), xs in chosen:
+            print("| " + " | ".join(first(w, n) + [f(xs, i, s) for i, s in enumerate(scales)]) + " |")
+    table(f"consume: {consume_records} records of 100 B in 6 partitions, read whole",
+          ["workload", "agents", "records/s (run)", "Fetch p50 ms", "Fetch p99 ms", "records/s (fetch time)",
+           "coordinator CPU s"], lambda w: w.startswith("consume"), lambda w, n: [w, str(n)],
+          [1.0, 1e-3, 1e-3, 1.0, 1.0])
+    table(f"omb: 1 topic × 6 partitions, 3 producers, 3 subscriptions × 1 consumer, {rate} msg/s, {seconds} s",
+          ["agents", "records/s", "publish p50 ms", "publish p99 ms", "end-to-end p50 ms", "end-to-end p99 ms",
+           "coordinator CPU s"], lambda w: w == "omb", lambda w, n: [str(n)],
+          [1.0, 1e-3, 1e-3, 1e-3, 1e-3, 1.0])
 finally:
     for p in procs:
         p.kill()

@@ -300,9 +300,9 @@ pub struct OmbSegment {
     pub drain: std::time::Duration,
     /// Records/s over every producer of the workload (each producer takes its part).
     pub rate: f64,
-    /// The records' values as the coordinator made them (a `payloadFile` read there,
-    /// `--value-schema`'s values).
-    pub payload: crate::produce::Payload,
+    /// The records' values as the coordinator made them, where the agent could not make the same
+    /// from the workload and the seed: a `payloadFile` read there, `--value-schema`'s values.
+    pub payload: Option<crate::produce::Payload>,
     pub value_schema: Option<crate::schema::ValueSchema>,
     pub share: OmbShare,
 }
@@ -320,7 +320,9 @@ impl OmbSegment {
             reporting_interval: spec.reporting_interval,
             drain: spec.drain,
             rate: spec.workload.producer_rate,
-            payload: spec.payload.clone(),
+            // A randomized pool (up to 1 GiB) is made again from the seed on each agent.
+            payload: (spec.workload.payload_file.is_some() || spec.value_schema.is_some())
+                .then(|| spec.payload.clone()),
             value_schema: spec.value_schema.clone(),
             share,
         }
@@ -329,8 +331,10 @@ impl OmbSegment {
     /// The spec the agent runs: the files read again, the coordinator's choices over them.
     pub fn spec(&self) -> Result<OmbSpec, String> {
         let mut workload = OmbWorkload::parse(&self.workload)?;
-        // The payload travels in the segment: no file is read on the agent.
-        workload.payload_file = None;
+        if self.payload.is_some() {
+            // The payload travels in the segment: no file is read on the agent.
+            workload.payload_file = None;
+        }
         workload.producer_rate = self.rate;
         let driver = match &self.driver {
             Some(text) => OmbDriver::parse(text)?,
@@ -342,7 +346,9 @@ impl OmbSegment {
         spec.test_duration = self.test_duration;
         spec.reporting_interval = self.reporting_interval;
         spec.drain = self.drain;
-        spec.payload = self.payload.clone();
+        if let Some(payload) = &self.payload {
+            spec.payload = payload.clone();
+        }
         spec.value_schema = self.value_schema.clone();
         spec.share = Some(self.share.clone());
         Ok(spec)
@@ -854,6 +860,11 @@ trait Figures {
 
 macro_rules! figures {
     ($t:ty, $d:ident => $reasons:expr) => {
+        figures!($t, $d => $reasons, ($d.client_cpu_user_s, $d.client_cpu_sys_s), $d.peak_rss_kib, &$d.intervals);
+    };
+    ($t:ty, $d:ident => $reasons:expr, $cpu:expr, $rss:expr, $intervals:expr) => {
+        // A document without a figure gives a constant, leaving `$d` unused there.
+        #[allow(unused_variables)]
         impl Figures for $t {
             fn start_time(&self) -> &str {
                 &self.start_time
@@ -865,10 +876,12 @@ macro_rules! figures {
                 self.duration_s
             }
             fn cpu_s(&self) -> (f64, f64) {
-                (self.client_cpu_user_s, self.client_cpu_sys_s)
+                let $d = self;
+                $cpu
             }
             fn peak_rss_kib(&self) -> u64 {
-                self.peak_rss_kib
+                let $d = self;
+                $rss
             }
             fn saturation_reasons(&self) -> &[String] {
                 let $d = self;
@@ -884,7 +897,8 @@ macro_rules! figures {
                 &self.protocol_anomalies
             }
             fn intervals(&self) -> &[Interval] {
-                &self.intervals
+                let $d = self;
+                $intervals
             }
             fn hostname(&self) -> &str {
                 &self.header.environment.hostname
@@ -1471,41 +1485,7 @@ pub struct MergedOmb {
 }
 
 // An OMB document has no CPU, memory or window timeline of its own (its periods are its timeline).
-impl Figures for OmbResultDocument {
-    fn start_time(&self) -> &str {
-        &self.start_time
-    }
-    fn end_time(&self) -> &str {
-        &self.end_time
-    }
-    fn duration_s(&self) -> f64 {
-        self.duration_s
-    }
-    fn cpu_s(&self) -> (f64, f64) {
-        (0.0, 0.0)
-    }
-    fn peak_rss_kib(&self) -> u64 {
-        0
-    }
-    fn saturation_reasons(&self) -> &[String] {
-        &self.saturation.reasons
-    }
-    fn errors(&self) -> &BTreeMap<String, u64> {
-        &self.errors
-    }
-    fn aborted(&self) -> Option<&str> {
-        self.aborted.as_deref()
-    }
-    fn protocol_anomalies(&self) -> &BTreeMap<String, u64> {
-        &self.protocol_anomalies
-    }
-    fn intervals(&self) -> &[Interval] {
-        &[]
-    }
-    fn hostname(&self) -> &str {
-        &self.header.environment.hostname
-    }
-}
+figures!(OmbResultDocument, d => &d.saturation.reasons, (0.0, 0.0), 0, &[]);
 
 /// OMB results of every agent (`shares[i]` what agent `i` ran) → one: counts summed, histograms
 /// merged exactly, the rate the agents' rates added (they ran at once), each period the agents'

@@ -717,7 +717,9 @@ const BACKLOG_EXTENSION: Duration = Duration::from_secs(2);
 /// With [`OmbSpec::share`] (a distributed run's agent) only the share's producers and consumers
 /// run here; once its consumers have joined, the producers wait for the start instant its
 /// coordinator gives ([`OmbLive::go`]), and after them the consumers read until it says the agents
-/// together have read every record ([`crate::distributed::ENOUGH`]), or for `drain` at most.
+/// together have read every record ([`crate::distributed::DRAINED`]), or for `drain` at most. An
+/// agent without producers keeps their phases all the same (warm-up, then the measured phase), so
+/// that its consumers' periods and end-to-end figures are the run's.
 pub async fn run_omb(
     spec: &OmbSpec,
     cluster: ClusterConfig,
@@ -762,8 +764,9 @@ pub async fn run_omb(
     let backlog_bytes = (w.consumer_backlog_size_gb * (1u64 << 30) as f64) as u64;
     let common = ProducerCommon {
         shared: shared.clone(),
+        // An agent without producers has a stand-in that keeps their phases' time.
         barrier: Arc::new(tokio::sync::Barrier::new(
-            spec.local_producers() as usize + 1,
+            spec.local_producers().max(1) as usize + 1,
         )),
         drained: Arc::new(std::sync::atomic::AtomicBool::new(backlog_bytes == 0)),
         stop: stop.clone(),
@@ -804,16 +807,11 @@ pub async fn run_omb(
     } = run;
     let consumers = consumers.finish(&mut errors).await;
     live.set_phase(DONE);
-    let producers = match ProduceRun::pooled(&measured_runs) {
-        Some(p) => p,
-        // An agent may run consumers only.
-        None if spec.local_producers() == 0 => ProduceRun::none(started_at),
-        None => {
-            return Err(BenchError::Run(format!(
-                "no producer ran: {}",
-                errors.join("; ")
-            )));
-        }
+    let Some(producers) = ProduceRun::pooled(&measured_runs) else {
+        return Err(BenchError::Run(format!(
+            "no producer ran: {}",
+            errors.join("; ")
+        )));
     };
     let t = shared.tally.lock().expect("tally lock");
     let aborted = stop.reason();
@@ -1124,6 +1122,28 @@ fn spawn_producers(
                 .run(config),
             );
         }
+    }
+    if tasks.is_empty() {
+        // An agent that runs only consumers: its phases last as long as the producers' elsewhere
+        // (they started at the same instant), a run of no records standing for its producers.
+        let (warmup, test, common) = (spec.warmup, spec.test_duration, common.clone());
+        tasks.spawn(async move {
+            let cancel = common.stop.token().clone();
+            let phase = |d: Duration| {
+                let cancel = cancel.clone();
+                async move {
+                    tokio::select! {
+                        _ = tokio::time::sleep(d) => {}
+                        _ = cancel.cancelled() => {}
+                    }
+                }
+            };
+            phase(warmup).await;
+            common.barrier.wait().await;
+            let began = SystemTime::now();
+            phase(test).await;
+            Ok((None, ProduceRun::none(began)))
+        });
     }
     tasks
 }

@@ -230,6 +230,11 @@ pub async fn run(args: OmbArgs) -> CliResult {
     ])?;
     args.store.check()?;
     let (mut spec, slo) = plan(&args)?;
+    let agents = args.distributed.list().await?;
+    if let Some(agents) = &agents {
+        // Before anything is registered: a refused run leaves nothing behind.
+        refuse_over_agents(&args, &spec, agents.urls.len())?;
+    }
     let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
     // Registered once every other input has been checked: a refused run leaves nothing behind.
     value_schema(&args, &mut spec).await?;
@@ -238,7 +243,7 @@ pub async fn run(args: OmbArgs) -> CliResult {
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
     }
-    if let Some(agents) = args.distributed.list().await? {
+    if let Some(agents) = agents {
         return distributed(&args, &spec, slo.as_deref(), agents).await;
     }
     // A fault schedule runs against the embedded broker that kbench controls: the driver file's
@@ -387,6 +392,30 @@ fn write_omb_result(
     Ok(())
 }
 
+/// What a run over agents cannot do, refused before any agent, broker or registry is asked: one
+/// error naming the flag or the workload's field.
+fn refuse_over_agents(args: &OmbArgs, spec: &OmbSpec, agents: usize) -> Result<(), CliError> {
+    if !args.fault.faults.is_empty() {
+        return Err(CliError::usage(
+            "--fault: not with --agents (faults act on the embedded broker of one process)",
+        ));
+    }
+    if args.schema_registry_url.is_some() {
+        return Err(CliError::usage(
+            "--schema-registry-url: not with omb --agents (give schema.registry.url in the driver's producerConfig and consumerConfig: every agent reads the driver)",
+        ));
+    }
+    // What only the split can judge (a rate search, backlog mode, too few clients).
+    kbench_bench::distributed::split_omb(spec, agents).map_err(|e| {
+        CliError::usage(format!(
+            "{}: {}",
+            args.workload.display(),
+            spec_error(&e).trim_start_matches("--")
+        ))
+    })?;
+    Ok(())
+}
+
 /// `--agents`: the workload's producers and consumers split over the agents (each agent reads
 /// the same workload and driver text), its consumers joined before any producer starts, the
 /// producers started at one instant, the results merged exactly; OMB's lines and result JSON from
@@ -398,20 +427,6 @@ async fn distributed(
     agents: crate::coordinator::AgentList,
 ) -> CliResult {
     use crate::coordinator::{cli_connect, cli_error, cli_finish, live_sum, run_omb as over};
-    if !args.fault.faults.is_empty() {
-        return Err(CliError::usage(
-            "--fault: not with --agents (faults act on the embedded broker of one process)",
-        ));
-    }
-    // What only the split can judge (a rate search, backlog mode, too few clients), before any
-    // agent is asked.
-    kbench_bench::distributed::split_omb(spec, agents.urls.len()).map_err(|e| {
-        CliError::usage(format!(
-            "{}: {}",
-            args.workload.display(),
-            spec_error(&e).trim_start_matches("--")
-        ))
-    })?;
     let read = |path: &std::path::Path| {
         std::fs::read_to_string(path)
             .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))
@@ -448,7 +463,7 @@ async fn distributed(
     let progress = |lives: &[(String, serde_json::Value)]| {
         eprintln!(
             "kbench: {} records acknowledged, {} read over {total} agents",
-            live_sum(lives, "records_acked"),
+            live_sum(lives, "records_acked_all"),
             live_sum(lives, "records_consumed")
         );
     };
@@ -511,18 +526,20 @@ async fn distributed(
             &merged.end_to_end,
         ),
     )?;
-    args.store.keep(&doc)?;
+    // Kept with its --slo verdict, as one process keeps it.
+    args.store.keep(&crate::args::check_slo(slo, &doc).0)?;
     if let Some(why) = &doc.aborted {
         eprintln!("kbench: the run stopped early: {why}");
     }
-    let failed = doc.records_failed > 0 || !doc.client_errors.is_empty() || doc.aborted.is_some();
+    let failed = doc.records_failed > 0 || !doc.client_errors.is_empty();
+    // An agent's run stopped early is an interrupted run, as one process's is (exit 130).
     let code = cli_finish(
         &doc,
         doc.distributed.as_ref(),
         slo,
         args.json.as_deref(),
         failed,
-        interrupted,
+        interrupted || doc.aborted.is_some(),
     )?;
     if let Some(endpoint) = endpoint {
         endpoint.finish().await;

@@ -391,20 +391,20 @@ impl Coordinator {
         let mut told = Instant::now();
         loop {
             futures_util::future::join_all(segments.iter_mut().map(|s| self.poll(s))).await;
-            if let Some(s) = segments.iter().find(|s| s.done()) {
-                let why = s
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| s.status_name().to_string());
-                let url = self.agents[s.agent].clone();
-                self.stop_all(segments).await;
+            if let Some((url, why)) = self.one_ended(segments).await {
                 return Err(format!(
                     "--agents {url}: the segment ended before its consumers joined their groups: {why}"
                 ));
             }
+            // A segment not heard from yet is still joining for all the coordinator knows.
             let joining: Vec<String> = segments
                 .iter()
-                .filter(|s| s.last_live.get("phase").and_then(Value::as_str) == Some("starting"))
+                .filter(|s| {
+                    s.last_live
+                        .get("phase")
+                        .and_then(Value::as_str)
+                        .is_none_or(|p| p == "starting")
+                })
                 .map(|s| self.agents[s.agent].clone())
                 .collect();
             if joining.is_empty() {
@@ -453,13 +453,7 @@ impl Coordinator {
         }
         loop {
             futures_util::future::join_all(segments.iter_mut().map(|s| self.poll(s))).await;
-            if let Some(s) = segments.iter().find(|s| s.done()) {
-                let why = s
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| s.status_name().to_string());
-                let url = self.agents[s.agent].clone();
-                self.stop_all(segments).await;
+            if let Some((url, why)) = self.one_ended(segments).await {
                 return Err(format!("--agents {url}: {why}"));
             }
             let now = wall_us();
@@ -468,6 +462,19 @@ impl Coordinator {
             }
             tokio::time::sleep(READY_POLL.min(Duration::from_micros(at - now + 1))).await;
         }
+    }
+
+    /// A segment that ended before the run could start: its agent and why; every other segment
+    /// is then stopped.
+    async fn one_ended(&self, segments: &[Running]) -> Option<(String, String)> {
+        let s = segments.iter().find(|s| s.done())?;
+        let why = s
+            .error
+            .clone()
+            .unwrap_or_else(|| s.status_name().to_string());
+        let url = self.agents[s.agent].clone();
+        self.stop_all(segments).await;
+        Some((url, why))
     }
 
     /// Ask every segment not done yet to stop (best effort).
@@ -838,16 +845,17 @@ pub async fn run_omb(
     }
     let subscriptions = u64::from(spec.workload.subscriptions_per_topic);
     let drained = |segments: &[Running]| {
+        // Producing for all the coordinator knows, unless it said it has finished producing.
         let producing = segments.iter().any(|s| {
             !s.done()
-                && matches!(
+                && !matches!(
                     s.last_live.get("phase").and_then(Value::as_str),
-                    Some("joined" | "running")
+                    Some("draining" | "done")
                 )
         });
         !producing
             && live_total(segments, "records_consumed")
-                >= live_total(segments, "records_acked") * subscriptions
+                >= live_total(segments, "records_acked_all") * subscriptions
     };
     c.follow_until(
         &mut segments,

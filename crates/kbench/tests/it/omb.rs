@@ -75,6 +75,16 @@ const OMB_PERCENTILES: &[&str] = &[
     "Avg", "50pct", "75pct", "95pct", "99pct", "999pct", "9999pct", "99999pct", "Max",
 ];
 
+/// OMB's `publishRate` series, one rate per measured period.
+pub(crate) fn publish_rates(omb: &Value) -> Vec<f64> {
+    omb["publishRate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_f64().unwrap())
+        .collect()
+}
+
 pub(crate) fn check_omb_fields(omb: &serde_json::Value) {
     for f in OMB_FIELDS {
         assert!(omb.get(*f).is_some(), "OMB field {f} missing");
@@ -173,12 +183,7 @@ fn an_omb_workload_runs_end_to_end_on_both_brokers() {
         );
         assert!(p50_ms > 0.0);
         assert!(doc["end_to_end"]["count"].as_u64().unwrap() >= acked);
-        let rates: Vec<f64> = omb["publishRate"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r.as_f64().unwrap())
-            .collect();
+        let rates = publish_rates(&omb);
         assert!(rates.len() >= 3, "{rates:?}");
         // Every period but the last holds producer windows; the last may be a short tail with none.
         assert!(

@@ -627,11 +627,14 @@ pub fn live_json(r: &RunEntry) -> Value {
         }),
         Live::Omb(live) => {
             // The phase first: once it says draining, the counts read after it are final.
+            // `records_acked_all` counts the warm-up too (what the consumers must read), and is
+            // named apart from the result's measured `records_acked`, which a finished run's
+            // live figures take.
             let phase = live.phase();
             let (acked, consumed) = live.counts();
             json!({
                 "phase": phase,
-                "records_acked": acked,
+                "records_acked_all": acked,
                 "records_consumed": consumed,
             })
         }
