@@ -740,6 +740,20 @@ impl Brief {
     }
 }
 
+/// Each agent whose result came back, with its document.
+type Done<'a, D> = Vec<(&'a str, &'a D)>;
+
+/// The agents whose result came back, and the first one's document; none is the run's error,
+/// naming every agent and why.
+fn finished_first<D>(parts: &[AgentPart<D>]) -> Result<(Done<'_, D>, &D), String> {
+    let done = finished(parts);
+    let first = done
+        .first()
+        .map(|(_, d)| *d)
+        .ok_or_else(|| no_result(parts))?;
+    Ok((done, first))
+}
+
 /// The agents whose result came back, each with its document.
 fn finished<D>(parts: &[AgentPart<D>]) -> Vec<(&str, &D)> {
     parts
@@ -1021,10 +1035,7 @@ fn distributed_block<D: Figures>(
 /// rates over the longest measured phase (the agents started together), CPU summed. Agents lost
 /// mid-run are named in `distributed` with their last live counts; the totals are the others'.
 pub fn merge_produce(parts: &[AgentPart<ResultDocument>]) -> Result<ResultDocument, String> {
-    let done = finished(parts);
-    let Some((_, first)) = done.first() else {
-        return Err(no_result(parts));
-    };
+    let (done, first) = finished_first(parts)?;
     let latency = merged(&done, "latency", |d| &d.latency)?;
     let service = merged(&done, "service_time", |d| &d.service_time)?;
     let delay = merged(&done, "publish_delay", |d| &d.publish_delay)?;
@@ -1114,10 +1125,7 @@ pub fn merge_produce(parts: &[AgentPart<ResultDocument>]) -> Result<ResultDocume
 pub fn merge_consume(
     parts: &[AgentPart<ConsumeResultDocument>],
 ) -> Result<ConsumeResultDocument, String> {
-    let done = finished(parts);
-    let Some((_, first)) = done.first() else {
-        return Err(no_result(parts));
-    };
+    let (done, first) = finished_first(parts)?;
     let fetch = merged(&done, "fetch_latency", |d| &d.fetch_latency)?;
     let common = Common::of(&done, &done);
     let records = sum(&done, |d| d.records_consumed);
@@ -1497,10 +1505,7 @@ pub fn merge_omb(
     shares: &[OmbShare],
     subscriptions: u32,
 ) -> Result<MergedOmb, String> {
-    let done = finished(parts);
-    let Some((_, first)) = done.first() else {
-        return Err(no_result(parts));
-    };
+    let (done, first) = finished_first(parts)?;
     let latency = merged(&done, "latency", |d| &d.latency)?;
     let service_time = merged(&done, "service_time", |d| &d.service_time)?;
     let publish_delay = merged(&done, "publish_delay", |d| &d.publish_delay)?;
