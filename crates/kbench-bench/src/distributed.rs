@@ -424,6 +424,22 @@ pub fn split_omb(spec: &OmbSpec, agents: usize) -> Result<Vec<OmbShare>, SpecErr
             ),
         ));
     }
+    let most = shares
+        .iter()
+        .map(|s| (s.producers.len() + s.consumers.len()) as u64)
+        .max()
+        .unwrap_or(0);
+    if most > crate::omb::MAX_PROCESS_CLIENTS {
+        let total = u64::from(producers) + u64::from(consumers);
+        return Err(SpecError::new(
+            "agents",
+            format!(
+                "split over {agents} agent(s), one would run {most} of the workload's {total} clients, above the {} one kbench process runs: give at least {} agents",
+                crate::omb::MAX_PROCESS_CLIENTS,
+                total.div_ceil(crate::omb::MAX_PROCESS_CLIENTS)
+            ),
+        ));
+    }
     Ok(shares)
 }
 
@@ -1944,6 +1960,70 @@ mod tests {
             (spec(1, 1, 100.0, 0.0), 3, "agents"),
         ] {
             assert_eq!(split_omb(&s, n).unwrap_err().field, field);
+        }
+    }
+
+    /// A workload whose producers' buffers exceed one process's budget runs over agents whose
+    /// shares each fit their own: the whole is refused, each share passes, and the fields alone
+    /// (what a coordinator checks) pass too.
+    #[test]
+    fn an_omb_share_is_checked_against_its_own_agents_budget() {
+        let text = "name: t\ntopics: 1\npartitionsPerTopic: 3\nmessageSize: 10\n\
+                    subscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nproducersPerTopic: 4\n\
+                    producerRate: 100\nconsumerBacklogSizeGB: 0\ntestDurationMinutes: 0.1\n\
+                    warmupDurationMinutes: 0\n";
+        let w = OmbWorkload::parse(text).unwrap();
+        let mut spec = OmbSpec::new(w, &OmbDriver::default(), None, 1).unwrap();
+        let one = spec.producer_spec(&spec.topic(0), None, 0).memory_needed() as u64;
+        // Room for two producers, not four.
+        spec.limits.memory_budget_bytes = 2 * one + one / 2;
+        let refused = spec.validate().unwrap_err();
+        assert_eq!(refused.field, "producersPerTopic, messageSize");
+        assert!(
+            refused.reason.contains("memory budget"),
+            "{}",
+            refused.reason
+        );
+        spec.validate_fields().unwrap();
+        let shares = split_omb(&spec, 2).unwrap();
+        for share in shares {
+            assert_eq!(share.producers.len(), 2);
+            let agent = OmbSpec {
+                share: Some(share),
+                ..spec.clone()
+            };
+            agent.validate().unwrap();
+        }
+        // Clients: 1 500 are more than one process runs, not more than two agents' shares.
+        let text = text.replace("producersPerTopic: 4", "producersPerTopic: 1500");
+        let spec = OmbSpec::new(
+            OmbWorkload::parse(&text).unwrap(),
+            &OmbDriver::default(),
+            None,
+            1,
+        )
+        .unwrap();
+        let refused = spec.validate().unwrap_err();
+        assert!(refused.field.starts_with("topics × "), "{}", refused.field);
+        assert!(
+            refused.reason.contains("1501 clients"),
+            "{}",
+            refused.reason
+        );
+        spec.validate_fields().unwrap();
+        let refused = split_omb(&spec, 1).unwrap_err();
+        assert_eq!(refused.field, "agents");
+        assert!(
+            refused.reason.contains("at least 2 agents"),
+            "{}",
+            refused.reason
+        );
+        for share in split_omb(&spec, 2).unwrap() {
+            let agent = OmbSpec {
+                share: Some(share),
+                ..spec.clone()
+            };
+            agent.validate().unwrap();
         }
     }
 

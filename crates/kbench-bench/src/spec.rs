@@ -51,6 +51,15 @@ pub struct Limits {
     pub memory_budget_bytes: u64,
 }
 
+/// A size in MiB, or in KiB below one MiB (so that a small budget does not read as 0 MiB).
+fn binary_size(bytes: u128) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
 impl Default for Limits {
     /// 16 MiB records; half of this machine's memory.
     fn default() -> Self {
@@ -68,9 +77,9 @@ impl Limits {
             return Err(SpecError::new(
                 fields,
                 format!(
-                    "would hold about {} MiB at once, above the memory budget of {} MiB (half this machine's memory unless set)",
-                    needed / (1024 * 1024),
-                    self.memory_budget_bytes / (1024 * 1024)
+                    "would hold about {} at once, above the memory budget of {} (half this machine's memory unless set)",
+                    binary_size(needed),
+                    binary_size(u128::from(self.memory_budget_bytes))
                 ),
             ));
         }

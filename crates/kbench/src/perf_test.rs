@@ -4,9 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use hdrhistogram::Histogram;
 use kbench_bench::cluster::ClusterReport;
-use kbench_bench::consume::{ConsumeRun, ConsumeWindow};
+use kbench_bench::consume::{ConsumeResultDocument, ConsumeRun, ConsumeWindow};
 use kbench_bench::measure::LatencySummary;
 use kbench_bench::result::ResultDocument;
 use kbench_bench::{IntervalReport, ProduceRun};
@@ -214,15 +213,6 @@ impl Metrics<'_> {
     }
 }
 
-/// A histogram's mean and max in ms (µs recorded), 0 when it is empty.
-fn mean_max_ms(h: &Histogram<u64>) -> (f64, f64) {
-    if h.is_empty() {
-        (0.0, 0.0)
-    } else {
-        (h.mean() / 1000.0, h.max() as f64 / 1000.0)
-    }
-}
-
 /// kafka-producer-perf-test `--print-metrics`, from a run's document (one process's, or the merge
 /// of every agent's). Under Java's producer names
 /// (`producer-metrics`) only what means the same over the run: records that failed (the total,
@@ -274,37 +264,43 @@ pub fn producer_metrics(doc: &ResultDocument, client_id: &str) -> BTreeMap<Strin
     m.rows
 }
 
-/// kafka-consumer-perf-test `--print-metrics`, from a run's figures. Under Java's names
+/// kafka-consumer-perf-test `--print-metrics`, from a run's document (one process's, or the merge
+/// of every agent's). Under Java's names
 /// (`consumer-fetch-manager-metrics`) only what means the same: records consumed, Fetch requests
 /// and their latency (request sent to answer), records per Fetch — rates and averages over the
 /// run rather than Java's 30 s windows. Bytes here are key and value bytes, not Java's fetched
 /// bytes, and commits count those that succeeded (Java's every answer): kbench's own.
-pub fn consumer_metrics(run: &ConsumeRun, client_id: &str) -> BTreeMap<String, f64> {
-    let secs = run.elapsed.as_secs_f64().max(1e-9);
+pub fn consumer_metrics(doc: &ConsumeResultDocument, client_id: &str) -> BTreeMap<String, f64> {
+    let secs = doc.duration_s.max(1e-9);
+    let records = doc.records_consumed;
     let mut m = Metrics {
         client_id,
         rows: BTreeMap::new(),
     };
     let fetch = "consumer-fetch-manager-metrics";
-    m.put(fetch, "records-consumed-total", run.records as f64);
-    m.put(fetch, "records-consumed-rate", run.records as f64 / secs);
-    m.put(fetch, "fetch-total", run.fetches as f64);
-    m.put(fetch, "fetch-rate", run.fetches as f64 / secs);
-    let (fetch_avg, fetch_max) = mean_max_ms(&run.fetch_latency);
-    m.put(fetch, "fetch-latency-avg", fetch_avg);
-    m.put(fetch, "fetch-latency-max", fetch_max);
-    if run.fetches > 0 {
-        let per_fetch = run.records as f64 / run.fetches as f64;
+    m.put(fetch, "records-consumed-total", records as f64);
+    m.put(fetch, "records-consumed-rate", records as f64 / secs);
+    m.put(fetch, "fetch-total", doc.fetches as f64);
+    m.put(fetch, "fetch-rate", doc.fetches as f64 / secs);
+    let l = &doc.fetch_latency;
+    m.put(fetch, "fetch-latency-avg", l.mean / 1000.0);
+    m.put(fetch, "fetch-latency-max", l.max as f64 / 1000.0);
+    if doc.fetches > 0 {
+        let per_fetch = records as f64 / doc.fetches as f64;
         m.put(fetch, "records-per-request-avg", per_fetch);
     }
     let own = KBENCH_CONSUMER;
-    m.put(own, "commits-succeeded-total", run.commits as f64);
-    m.put(own, "record-bytes-consumed-total", run.bytes as f64);
-    m.put(own, "record-batch-total", run.batches as f64);
-    m.put(own, "empty-fetch-total", run.empty_fetches as f64);
-    m.put(own, "rebalance-time-ms", run.join.as_millis() as f64);
-    m.cluster(own, &run.cluster);
-    if let Some(cpu) = run.cpu_us_per_record() {
+    m.put(own, "commits-succeeded-total", doc.commits as f64);
+    m.put(
+        own,
+        "record-bytes-consumed-total",
+        doc.bytes_consumed as f64,
+    );
+    m.put(own, "record-batch-total", doc.record_batches as f64);
+    m.put(own, "empty-fetch-total", doc.empty_fetches as f64);
+    m.put(own, "rebalance-time-ms", doc.rebalance_time_ms as f64);
+    m.cluster(own, &doc.cluster);
+    if let Some(cpu) = doc.client_cpu_us_per_record {
         m.put(own, "client-cpu-us-per-record", cpu);
     }
     m.rows

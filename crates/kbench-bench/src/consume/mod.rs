@@ -116,6 +116,11 @@ pub struct ConsumeSpec {
     /// reads this, µs since the Unix epoch (every agent's members at once).
     #[serde(default)]
     pub start_at_us: Option<u64>,
+    /// A distributed segment whose coordinator writes `--histogram-log`: the result's `intervals`
+    /// keep each window's histograms whole ([`crate::timeline::Interval::histograms`]), for the
+    /// merge to add up exactly.
+    #[serde(default)]
+    pub window_histograms: bool,
 }
 
 /// Records read by several readings together, and the gate each holds while it counts them, so
@@ -326,6 +331,7 @@ impl Default for ConsumeSpec {
             shared_total: SharedTotal::default(),
             leave_order: SharedLeave::default(),
             start_at_us: None,
+            window_histograms: false,
         }
     }
 }
@@ -1022,7 +1028,13 @@ async fn outcome(
         negotiated,
         pinned,
     );
+    let intervals = if spec.window_histograms {
+        crate::timeline::with_histograms(document.intervals, &run.timeline)
+    } else {
+        document.intervals
+    };
     let document = ConsumeResultDocument {
+        intervals,
         protocol_anomalies: cluster.protocol_anomalies(),
         group,
         offsets_skipped: document.offsets_skipped

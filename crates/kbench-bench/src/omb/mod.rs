@@ -71,6 +71,9 @@ pub struct OmbSpec {
     /// A distributed run's agent: which of the workload's producers and consumers run here;
     /// `None` runs them all.
     pub share: Option<OmbShare>,
+    /// What this process may build and hold: its records' size and its producers' buffers (an
+    /// agent's are its own `--max-record-size` and `--memory-budget`).
+    pub limits: crate::spec::Limits,
 }
 
 /// The producers and consumers one agent runs of a workload, by their index over the whole
@@ -152,6 +155,9 @@ impl OmbLive {
 
 /// The largest payload pool a workload may ask for, in bytes.
 const MAX_POOL_BYTES: u128 = 1 << 30;
+
+/// The most producers and consumers one process runs (a workload's, or an agent's share of one).
+pub const MAX_PROCESS_CLIENTS: u64 = 1_000;
 
 impl OmbSpec {
     /// The spec a workload and a driver make. `base` is the workload file's folder (a relative
@@ -252,6 +258,7 @@ impl OmbSpec {
             serializer,
             value_schema: None,
             share: None,
+            limits: crate::spec::Limits::default(),
         })
     }
 
@@ -317,7 +324,7 @@ impl OmbSpec {
     }
 
     /// Each producer's spec: its share of the rate, the payload, keys and driver settings.
-    fn producer_spec(&self, topic: &str, rate: Option<f64>, index: u32) -> ProduceSpec {
+    pub(crate) fn producer_spec(&self, topic: &str, rate: Option<f64>, index: u32) -> ProduceSpec {
         ProduceSpec {
             topic: topic.to_string(),
             partitions: self.workload.partitions_per_topic as i32,
@@ -333,20 +340,43 @@ impl OmbSpec {
             interval_histograms: true,
             window_sink: self.window_sink.clone(),
             producer: self.producer.producer.clone(),
+            limits: self.limits,
             ..ProduceSpec::default()
         }
     }
 
-    /// Every check before a run starts.
+    /// Every check before a run starts: the fields, and what this process runs (its share, over
+    /// agents): its clients, and its producers' buffers against its memory budget.
     pub fn validate(&self) -> Result<(), SpecError> {
-        let probe = self.producer_spec(&self.topic(0), None, 0);
-        probe.validate()?;
+        let clients = u64::from(self.local_producers()) + u64::from(self.local_consumers());
+        if clients > MAX_PROCESS_CLIENTS {
+            return Err(SpecError::new(
+                "topics × (producersPerTopic + subscriptionsPerTopic × consumerPerSubscription)",
+                format!(
+                    "{clients} clients, above the {MAX_PROCESS_CLIENTS} one kbench process runs (spread them over agents: --agents)"
+                ),
+            ));
+        }
+        let probe = self.checked_probe()?;
         let memory = probe.memory_needed() * u128::from(self.local_producers());
         probe
             .limits
-            .check_memory("producersPerTopic, messageSize", memory)?;
+            .check_memory("producersPerTopic, messageSize", memory)
+    }
+
+    /// The checks that do not depend on where the producers run: a coordinator's over agents,
+    /// where each agent checks its own share's buffers against its own budget.
+    pub fn validate_fields(&self) -> Result<(), SpecError> {
+        self.checked_probe().map(drop)
+    }
+
+    /// One producer's spec, checked (a single producer must fit this process), and the
+    /// workload's own fields.
+    fn checked_probe(&self) -> Result<ProduceSpec, SpecError> {
+        let probe = self.producer_spec(&self.topic(0), None, 0);
+        probe.validate()?;
         crate::spec::check_range("replicationFactor", self.replication_factor, 1..=i16::MAX)?;
-        Ok(())
+        Ok(probe)
     }
 }
 

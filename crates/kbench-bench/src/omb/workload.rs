@@ -306,15 +306,21 @@ impl OmbWorkload {
         let consumers = u64::from(self.topics)
             * u64::from(self.subscriptions_per_topic)
             * u64::from(self.consumer_per_subscription);
-        if producers + consumers > 1_000 {
+        // One process runs at most MAX_PROCESS_CLIENTS of them (`OmbSpec::validate`); a run over
+        // agents spreads them, up to this many in all.
+        if producers + consumers > MAX_WORKLOAD_CLIENTS {
             return Err(format!(
-                "topics × (producersPerTopic + subscriptionsPerTopic × consumerPerSubscription): {} clients, above the 1000 one kbench process runs",
+                "topics × (producersPerTopic + subscriptionsPerTopic × consumerPerSubscription): {} clients, above the {MAX_WORKLOAD_CLIENTS} a run spreads over agents",
                 producers + consumers
             ));
         }
         Ok(())
     }
 }
+
+/// The most producers and consumers a workload may have in all, spread over agents
+/// (`super::MAX_PROCESS_CLIENTS` on each).
+pub const MAX_WORKLOAD_CLIENTS: u64 = 100_000;
 
 impl OmbDriver {
     pub fn read(path: &Path) -> Result<OmbDriver, String> {

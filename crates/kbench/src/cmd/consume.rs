@@ -632,7 +632,7 @@ fn print_lines(args: &ConsumeArgs, plan: &Plan, outcome: &kbench_bench::consume:
         println!("{}", consumer_final(run, &plan.date));
     }
     if args.print_metrics {
-        let metrics = crate::perf_test::consumer_metrics(run, &plan.connection.client_id);
+        let metrics = crate::perf_test::consumer_metrics(doc, &plan.connection.client_id);
         println!("{}", crate::perf_test::metrics_table(&metrics));
     }
     let cpu = doc.client_cpu_us_per_record.map_or_else(
@@ -725,14 +725,6 @@ async fn distributed(
         )
     } else if !args.fault.faults.is_empty() {
         Some("--fault: not with --agents (group faults act on one process's members)")
-    } else if args.output.histogram_log.is_some() {
-        Some(
-            "--histogram-log: not with consume --agents yet (the agents' consume windows keep no whole histograms)",
-        )
-    } else if args.print_metrics {
-        Some(
-            "--print-metrics: not with consume --agents yet (each agent's consumer has its own metrics)",
-        )
     } else if args
         .consumers
         .is_some_and(|n| (n as usize) < agents.urls.len())
@@ -788,12 +780,19 @@ async fn distributed(
             );
         }
     };
-    let job = run_consume(&coordinator, &plan.spec, &target, stop.token(), &progress);
+    let spec = ConsumeSpec {
+        // --histogram-log: each agent keeps its windows' histograms whole, for the merge.
+        window_histograms: args.output.histogram_log.is_some(),
+        ..plan.spec.clone()
+    };
+    let job = run_consume(&coordinator, &spec, &target, stop.token(), &progress);
     let (merged, interrupted) = crate::signals::until_stopped(job, &stop, None).await;
     if let Some(endpoint) = &endpoint {
         endpoint.freeze().await;
     }
-    let doc = merged.map_err(|e| crate::coordinator::cli_error(e, interrupted))?;
+    let mut doc = merged.map_err(|e| crate::coordinator::cli_error(e, interrupted))?;
+    args.output
+        .write_merged_histogram_log(&doc.start_time, &mut doc.intervals)?;
     if !args.hide_header && !quiet {
         println!("{}", consumer_header(false));
     }
@@ -804,6 +803,11 @@ async fn distributed(
         );
     }
     println!("{}", crate::perf_test::consumer_final_doc(&doc, &plan.date));
+    if args.print_metrics {
+        // The merged document's figures: every agent's records, fetches and histograms added.
+        let metrics = crate::perf_test::consumer_metrics(&doc, &plan.connection.client_id);
+        println!("{}", crate::perf_test::metrics_table(&metrics));
+    }
     let l = &doc.fetch_latency;
     println!(
         "kbench: {} records in {} batches over {total} agents; fetch latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms over {} fetches ({} empty)",

@@ -211,7 +211,13 @@ fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condit
         kbench_bench::spec::check_duration("", d, kbench_bench::spec::MAX_DURATION)
             .map_err(|e| format!("{field}: {}", e.reason))?;
     }
-    spec.validate().map_err(|e| {
+    // Over agents, each agent checks its own share's buffers against its own --memory-budget.
+    let checked = if args.distributed.given() {
+        spec.validate_fields()
+    } else {
+        spec.validate()
+    };
+    checked.map_err(|e| {
         format!(
             "{}: {}",
             args.workload.display(),
@@ -238,8 +244,12 @@ pub async fn run(args: OmbArgs) -> CliResult {
     let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
     // Registered once every other input has been checked: a refused run leaves nothing behind.
     value_schema(&args, &mut spec).await?;
-    spec.validate()
-        .map_err(|e| CliError::usage(format!("--value-schema: {}", spec_error(&e))))?;
+    let checked = if agents.is_some() {
+        spec.validate_fields()
+    } else {
+        spec.validate()
+    };
+    checked.map_err(|e| CliError::usage(format!("--value-schema: {}", spec_error(&e))))?;
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
     }

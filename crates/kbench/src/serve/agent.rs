@@ -120,9 +120,11 @@ pub async fn create(State(app): State<Arc<App>>, body: Bytes) -> ApiResult {
             start_consume(&app, config, *spec, reach).await?
         }
         Work::Omb(segment_work) => {
-            let spec = segment_work
+            let mut spec = segment_work
                 .spec()
                 .map_err(|e| ApiError::field("work", e))?;
+            // Its share against its own limits: the coordinator checked only the fields.
+            spec.limits = app.limits;
             spec.validate()
                 .map_err(|e| ApiError::field(e.field, e.reason))?;
             // The driver's connection settings (its security among them), towards the segment's
