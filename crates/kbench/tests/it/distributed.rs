@@ -776,15 +776,25 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
     assert_eq!(listed["runs"], serde_json::json!([]), "{listed}");
     // A pin the broker cannot hold: each agent checks it before the barrier; the first to fail is
     // the run's one error, naming the agent and the API, and every segment is stopped (both agents
-    // are free again) — for produce, and for e2e (whose consumer checks it before it joins).
+    // are free again) — for produce, for e2e (whose consumer checks it before it joins), and for
+    // consume (each member before its barrier).
     let second = Agent::start(&dir, "second", 0, Some("right"));
-    let beyond = broker.shared_versions(kbench_wire::ApiKey::Produce).end() + 1;
-    let pin = format!("produce={beyond}");
+    let beyond = |api| broker.shared_versions(api).end() + 1;
     let both = format!("{},{}", good.url, second.url);
-    for (workload, extra) in [
-        ("produce", ["--num-records", "100"]),
-        ("e2e", ["--duration", "2s"]),
+    for (workload, extra, api) in [
+        (
+            "produce",
+            ["--num-records", "100"],
+            kbench_wire::ApiKey::Produce,
+        ),
+        ("e2e", ["--duration", "2s"], kbench_wire::ApiKey::Produce),
+        ("consume", ["--messages", "100"], kbench_wire::ApiKey::Fetch),
     ] {
+        let (name, beyond) = match api {
+            kbench_wire::ApiKey::Fetch => ("Fetch", beyond(api)),
+            _ => ("Produce", beyond(api)),
+        };
+        let pin = format!("{}={beyond}", name.to_lowercase());
         let out = Cmd::on(workload, &broker)
             .topic("dist-pin")
             .args(&["--agents", &both, "--agent-token", "right", "--pin", &pin])
@@ -792,13 +802,18 @@ fn bad_agent_lists_tokens_and_versions_are_refused_before_load() {
             .run(LIMIT);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{workload}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{workload}: one error: {stderr}");
+        // One error (consume's coordinator says first what it reads).
+        let errors = stderr.lines().filter(|l| l.starts_with("kbench: error:"));
+        assert_eq!(errors.count(), 1, "{workload}: one error: {stderr}");
         assert!(stderr.contains("--agents http://127.0.0.1:"), "{stderr}");
         assert!(
-            stderr.contains(&format!("--pin {pin}: Produce v{beyond}")),
+            stderr.contains(&format!("--pin {pin}: {name} v{beyond}")),
             "{stderr}"
         );
-        assert!(stderr.contains("broker supports Produce v"), "{stderr}");
+        assert!(
+            stderr.contains(&format!("broker supports {name} v")),
+            "{stderr}"
+        );
         assert!(
             !text(&out.stdout).contains("records sent"),
             "{workload}: no load"
