@@ -30,7 +30,9 @@ use crate::timeline::{Figure, Interval};
 /// 7: a segment's work may be a consume run (`"work": {"consume": …}`).
 /// 8: a segment's work may be an OMB workload's share (`"work": {"omb": …}`), started by
 /// `…/go` once every agent's consumers have joined and ended by `…/enough`.
-pub const AGENT_PROTOCOL: u32 = 8;
+/// 9: a consume segment may keep its windows' histograms (`window_histograms`, for the
+/// coordinator's `--histogram-log`), and an OMB share is checked against the agent's own limits.
+pub const AGENT_PROTOCOL: u32 = 9;
 
 /// What one agent runs of a distributed run: the very spec the coordinator's front end built,
 /// split; the cluster to reach and its connection properties (secrets included: the agent needs
@@ -350,6 +352,19 @@ impl OmbSegment {
             spec.payload = payload.clone();
         }
         spec.value_schema = self.value_schema.clone();
+        // Each index once, ascending and within the workload, as `split_omb` deals them.
+        for (field, indices, count) in [
+            ("share.producers", &self.share.producers, spec.producers()),
+            ("share.consumers", &self.share.consumers, spec.consumers()),
+        ] {
+            if !indices.windows(2).all(|w| w[0] < w[1])
+                || indices.last().is_some_and(|i| *i >= count)
+            {
+                return Err(format!(
+                    "{field}: each index once, ascending, below {count} (the workload's)"
+                ));
+            }
+        }
         spec.share = Some(self.share.clone());
         Ok(spec)
     }
@@ -2003,6 +2018,14 @@ mod tests {
             1,
         )
         .unwrap();
+        // Clients alone: no budget on this machine's memory.
+        let spec = OmbSpec {
+            limits: crate::spec::Limits {
+                memory_budget_bytes: u64::MAX,
+                ..spec.limits
+            },
+            ..spec
+        };
         let refused = spec.validate().unwrap_err();
         assert!(refused.field.starts_with("topics × "), "{}", refused.field);
         assert!(

@@ -297,12 +297,17 @@ impl OmbSpec {
 
     /// Whether this process runs the workload's producer `i`.
     fn runs_producer(&self, i: u32) -> bool {
-        self.share.as_ref().is_none_or(|s| s.producers.contains(&i))
+        // A share's indices are ascending (`split_omb`).
+        self.share
+            .as_ref()
+            .is_none_or(|s| s.producers.binary_search(&i).is_ok())
     }
 
     /// Whether this process runs the workload's consumer `i`.
     fn runs_consumer(&self, i: u32) -> bool {
-        self.share.as_ref().is_none_or(|s| s.consumers.contains(&i))
+        self.share
+            .as_ref()
+            .is_none_or(|s| s.consumers.binary_search(&i).is_ok())
     }
 
     /// The producers this process runs.
@@ -357,7 +362,7 @@ impl OmbSpec {
                 ),
             ));
         }
-        let probe = self.checked_probe()?;
+        let probe = self.checked_probe(self.limits)?;
         let memory = probe.memory_needed() * u128::from(self.local_producers());
         probe
             .limits
@@ -365,15 +370,22 @@ impl OmbSpec {
     }
 
     /// The checks that do not depend on where the producers run: a coordinator's over agents,
-    /// where each agent checks its own share's buffers against its own budget.
+    /// where each agent checks its share's records and buffers against its own limits.
     pub fn validate_fields(&self) -> Result<(), SpecError> {
-        self.checked_probe().map(drop)
+        let unbounded = crate::spec::Limits {
+            max_record_bytes: usize::MAX,
+            memory_budget_bytes: u64::MAX,
+        };
+        self.checked_probe(unbounded).map(drop)
     }
 
-    /// One producer's spec, checked (a single producer must fit this process), and the
-    /// workload's own fields.
-    fn checked_probe(&self) -> Result<ProduceSpec, SpecError> {
-        let probe = self.producer_spec(&self.topic(0), None, 0);
+    /// One producer's spec, checked against `limits` (a single producer must fit the process),
+    /// and the workload's own fields.
+    fn checked_probe(&self, limits: crate::spec::Limits) -> Result<ProduceSpec, SpecError> {
+        let probe = ProduceSpec {
+            limits,
+            ..self.producer_spec(&self.topic(0), None, 0)
+        };
         probe.validate()?;
         crate::spec::check_range("replicationFactor", self.replication_factor, 1..=i16::MAX)?;
         Ok(probe)

@@ -241,6 +241,13 @@ impl OmbWorkload {
             }
         };
         positive("topics", self.topics)?;
+        // The topics every process creates, one after another, whatever its share.
+        if u64::from(self.topics) > MAX_TOPICS {
+            return Err(format!(
+                "topics: {} is above the {MAX_TOPICS} a run creates",
+                self.topics
+            ));
+        }
         positive("partitionsPerTopic", self.partitions_per_topic)?;
         positive("producersPerTopic", self.producers_per_topic)?;
         if self.subscriptions_per_topic > 0 {
@@ -317,6 +324,10 @@ impl OmbWorkload {
         Ok(())
     }
 }
+
+/// The most topics a workload may create (a single process's bound before runs over agents:
+/// every topic has a producer, and one process runs 1 000 clients).
+pub const MAX_TOPICS: u64 = 1_000;
 
 /// The most producers and consumers a workload may have in all, spread over agents
 /// (`super::MAX_PROCESS_CLIENTS` on each).
