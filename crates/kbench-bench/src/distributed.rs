@@ -1987,8 +1987,26 @@ mod tests {
                     subscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nproducersPerTopic: 4\n\
                     producerRate: 100\nconsumerBacklogSizeGB: 0\ntestDurationMinutes: 0.1\n\
                     warmupDurationMinutes: 0\n";
-        let w = OmbWorkload::parse(text).unwrap();
-        let mut spec = OmbSpec::new(w, &OmbDriver::default(), None, 1).unwrap();
+        let of = |text: &str| {
+            OmbSpec::new(
+                OmbWorkload::parse(text).unwrap(),
+                &OmbDriver::default(),
+                None,
+                1,
+            )
+            .unwrap()
+        };
+        // Each of `agents` shares passes this process's checks.
+        let every_share_fits = |spec: &OmbSpec, agents: usize| {
+            for share in split_omb(spec, agents).unwrap() {
+                let agent = OmbSpec {
+                    share: Some(share),
+                    ..spec.clone()
+                };
+                agent.validate().unwrap();
+            }
+        };
+        let mut spec = of(text);
         let one = spec.producer_spec(&spec.topic(0), None, 0).memory_needed() as u64;
         // Room for two producers, not four.
         spec.limits.memory_budget_bytes = 2 * one + one / 2;
@@ -2000,32 +2018,17 @@ mod tests {
             refused.reason
         );
         spec.validate_fields().unwrap();
-        let shares = split_omb(&spec, 2).unwrap();
-        for share in shares {
-            assert_eq!(share.producers.len(), 2);
-            let agent = OmbSpec {
-                share: Some(share),
-                ..spec.clone()
-            };
-            agent.validate().unwrap();
-        }
-        // Clients: 1 500 are more than one process runs, not more than two agents' shares.
-        let text = text.replace("producersPerTopic: 4", "producersPerTopic: 1500");
-        let spec = OmbSpec::new(
-            OmbWorkload::parse(&text).unwrap(),
-            &OmbDriver::default(),
-            None,
-            1,
-        )
-        .unwrap();
-        // Clients alone: no budget on this machine's memory.
-        let spec = OmbSpec {
-            limits: crate::spec::Limits {
-                memory_budget_bytes: u64::MAX,
-                ..spec.limits
-            },
-            ..spec
-        };
+        assert!(
+            split_omb(&spec, 2)
+                .unwrap()
+                .iter()
+                .all(|s| s.producers.len() == 2)
+        );
+        every_share_fits(&spec, 2);
+        // Clients: 1 500 are more than one process runs, not more than two agents' shares (no
+        // budget on this machine's memory here).
+        let mut spec = of(&text.replace("producersPerTopic: 4", "producersPerTopic: 1500"));
+        spec.limits.memory_budget_bytes = u64::MAX;
         let refused = spec.validate().unwrap_err();
         assert!(refused.field.starts_with("topics × "), "{}", refused.field);
         assert!(
@@ -2041,13 +2044,7 @@ mod tests {
             "{}",
             refused.reason
         );
-        for share in split_omb(&spec, 2).unwrap() {
-            let agent = OmbSpec {
-                share: Some(share),
-                ..spec.clone()
-            };
-            agent.validate().unwrap();
-        }
+        every_share_fits(&spec, 2);
     }
 
     #[test]

@@ -1860,6 +1860,29 @@ fn omb_over_three_agents(
     }
 }
 
+/// An OMB workload file in `dir`: one topic of 2 partitions, `producers` producers at `rate`
+/// msg/s in all, one subscription of one consumer, `test` and `warmup` minutes.
+fn one_subscription_workload(
+    dir: &TempDir,
+    producers: u32,
+    rate: u32,
+    test: &str,
+    warmup: &str,
+) -> PathBuf {
+    let workload = dir.path().join("w.yaml");
+    std::fs::write(
+        &workload,
+        format!(
+            "name: w\ntopics: 1\npartitionsPerTopic: 2\nmessageSize: 100\n\
+             subscriptionsPerTopic: 1\nconsumerPerSubscription: 1\n\
+             producersPerTopic: {producers}\nproducerRate: {rate}\nconsumerBacklogSizeGB: 0\n\
+             testDurationMinutes: {test}\nwarmupDurationMinutes: {warmup}\n"
+        ),
+    )
+    .unwrap();
+    workload
+}
+
 /// OMB's own split (1 producer and 1 consumer over 2 agents): one agent produces, the other only
 /// consumes, keeping the producers' phases all the same: it reads every record, its periods line
 /// up with the producer's, and its end-to-end figures are the measured phase's.
@@ -1867,15 +1890,7 @@ fn omb_over_three_agents(
 fn omb_over_two_agents_one_producing_and_one_consuming() {
     let broker = TestBroker::of(BrokerKind::Embedded);
     let dir = TempDir::new("dist-omb-split");
-    let workload = dir.path().join("w.yaml");
-    std::fs::write(
-        &workload,
-        "name: split\ntopics: 1\npartitionsPerTopic: 2\nmessageSize: 100\n\
-         subscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nproducersPerTopic: 1\n\
-         producerRate: 1000\nconsumerBacklogSizeGB: 0\n\
-         testDurationMinutes: 0.1\nwarmupDurationMinutes: 0.05\n",
-    )
-    .unwrap();
+    let workload = one_subscription_workload(&dir, 1, 1000, "0.1", "0.05");
     let agents: Vec<Agent> = (0..2)
         .map(|i| Agent::start(&dir, &format!("a{i}"), 0, None))
         .collect();
@@ -2012,15 +2027,7 @@ fn omb_over_agents_refuses_what_cannot_be_split_naming_the_field() {
 fn omb_over_agents_checks_each_share_against_the_agents_own_budget() {
     let broker = TestBroker::start();
     let dir = TempDir::new("dist-omb-budget");
-    let workload = dir.path().join("w.yaml");
-    std::fs::write(
-        &workload,
-        "name: budget\ntopics: 1\npartitionsPerTopic: 2\nmessageSize: 100\n\
-         subscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nproducersPerTopic: 4\n\
-         producerRate: 100\nconsumerBacklogSizeGB: 0\n\
-         testDurationMinutes: 0.05\nwarmupDurationMinutes: 0\n",
-    )
-    .unwrap();
+    let workload = one_subscription_workload(&dir, 4, 100, "0.05", "0");
     // The second agent (producers 2 and 3, and the consumer) has room for one producer (about
     // 210 KiB of buffers here), not two.
     let spawn = |name: &str, extra: &[&str]| {
