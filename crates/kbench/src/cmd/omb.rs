@@ -211,13 +211,7 @@ fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condit
         kbench_bench::spec::check_duration("", d, kbench_bench::spec::MAX_DURATION)
             .map_err(|e| format!("{field}: {}", e.reason))?;
     }
-    // Over agents, each agent checks its own share's buffers against its own --memory-budget.
-    let checked = if args.distributed.given() {
-        spec.validate_fields()
-    } else {
-        spec.validate()
-    };
-    checked.map_err(|e| {
+    checked(&spec, args.distributed.given()).map_err(|e| {
         format!(
             "{}: {}",
             args.workload.display(),
@@ -226,6 +220,16 @@ fn plan(args: &OmbArgs) -> Result<(OmbSpec, Option<Vec<kbench_bench::slo::Condit
     })?;
     let slo = args.slo.conditions("omb")?;
     Ok((spec, slo))
+}
+
+/// The spec's checks for where it runs: in this process, everything; over agents, the fields
+/// only — each agent checks its own share against its own limits.
+fn checked(spec: &OmbSpec, over_agents: bool) -> Result<(), kbench_bench::SpecError> {
+    if over_agents {
+        spec.validate_fields()
+    } else {
+        spec.validate()
+    }
 }
 
 /// `kbench omb`.
@@ -244,12 +248,8 @@ pub async fn run(args: OmbArgs) -> CliResult {
     let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
     // Registered once every other input has been checked: a refused run leaves nothing behind.
     value_schema(&args, &mut spec).await?;
-    let checked = if agents.is_some() {
-        spec.validate_fields()
-    } else {
-        spec.validate()
-    };
-    checked.map_err(|e| CliError::usage(format!("--value-schema: {}", spec_error(&e))))?;
+    checked(&spec, agents.is_some())
+        .map_err(|e| CliError::usage(format!("--value-schema: {}", spec_error(&e))))?;
     for n in &spec.not_applied {
         eprintln!("kbench: not applied: {n}");
     }
