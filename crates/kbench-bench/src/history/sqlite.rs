@@ -2,9 +2,9 @@
 //! version is the file's `user_version`; writers take the file's write lock for one transaction
 //! each and wait for one another (WAL, busy timeout).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, ErrorCode, TransactionBehavior, params};
 
 use super::{Backend, Benchmark, Recording, SCHEMA_VERSION, SampleRow, newer_schema};
 
@@ -48,6 +48,25 @@ const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 /// How long a writer waits for another's transaction before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Run `step` until it does not fail for another connection's lock, within [`BUSY_TIMEOUT`]:
+/// for the few steps SQLite fails at once, without waiting in its busy handler.
+fn when_free<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match step() {
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                ) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            done => return done,
+        }
+    }
+}
+
 /// An open SQLite store.
 pub(super) struct Sqlite {
     conn: Connection,
@@ -72,9 +91,13 @@ impl Sqlite {
 
     fn prepare(&mut self) -> rusqlite::Result<()> {
         self.conn.busy_timeout(BUSY_TIMEOUT)?;
-        // WAL: readers never block the writer; one writer at a time, the others wait.
-        self.conn
-            .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        // WAL: readers never block the writer; one writer at a time, the others wait. Switching a
+        // new file to WAL while another connection does the same can fail at once, without the
+        // busy handler (SQLite's way out of a lock cycle): try again until the timeout.
+        when_free(|| {
+            self.conn
+                .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+        })?;
         self.conn.execute_batch("PRAGMA foreign_keys = ON")
     }
 
