@@ -376,14 +376,15 @@ impl GroupMember {
                     tracing::debug!(%reason, "SyncGroup answer that does not decode: joining again");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                Err(ClientError::Kafka { code, .. }) if code == UNKNOWN_MEMBER_ID => {
+                Err(ClientError::Kafka { api, code, .. }) if code == UNKNOWN_MEMBER_ID => {
                     self.member_id.clear();
                     // Out of the group: what it owned is lost, not claimed.
                     self.lost = true;
                     self.assignment.clear();
                     if tokio::time::Instant::now() >= deadline {
-                        return Err(group_error("JoinGroup", &self.config.group_id, code));
+                        return Err(group_error(&api, &self.config.group_id, code));
                     }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 // A generation whose leader never sent the assignment for as long as a rebalance
                 // may take: named, as the group cannot form while it leads.
@@ -433,15 +434,25 @@ impl GroupMember {
                     .with_partitions(self.assignment.clone()),
             ]
         };
+        // Nothing owned (eager, a first join, a lost member): no generation either (Java's
+        // NO_GENERATION), so that every eager join offers the same metadata. Tansu takes changed
+        // metadata for a new generation, and answers a follower's SyncGroup before its leader's
+        // with REBALANCE_IN_PROGRESS at once: members that joined again with the generation just
+        // joined made generation after generation, and the group did not form in time.
+        let generation = if owned.is_empty() {
+            -1
+        } else {
+            self.generation_id
+        };
         let mut subscriptions = Vec::new();
         for a in self.offered() {
             let body = ConsumerProtocolSubscription::default()
                 .with_topics(vec![str_bytes(&self.config.topic)])
                 .with_owned_partitions(owned.clone())
-                .with_generation_id(self.generation_id)
+                .with_generation_id(generation)
                 .with_user_data(
                     a.is_cooperative()
-                        .then(|| Bytes::copy_from_slice(&self.generation_id.to_be_bytes())),
+                        .then(|| Bytes::copy_from_slice(&generation.to_be_bytes())),
                 );
             subscriptions.push((a.name(), encode_versioned(&body, 3)?));
         }
