@@ -423,8 +423,9 @@ impl GroupMember {
         }
         // What every assignor offered is told (ConsumerProtocolSubscription v3, as Java and
         // librdkafka send it): the topic, the partitions owned through the join (cooperatively;
-        // none when eager) and the generation they were owned in — and, for cooperative-sticky,
-        // that generation again in the user data, where Java's older leaders read it.
+        // none when eager) and the generation last joined (-1 when nothing is owned, below) — and,
+        // for cooperative-sticky, that generation again in the user data, where Java's older
+        // leaders read it.
         let owned = if self.assignment.is_empty() {
             Vec::new()
         } else {

@@ -1635,7 +1635,7 @@ fn consume_over_three_agents_reads_every_record_once_on_both_brokers() {
         // first batch, see above): 4 records before librdkafka's.
         warm_partitions(&broker, topic, 3);
         // As one group (a member on each agent), then with the partitions assigned and dealt
-        // out. Three members on three processes joining at once once failed to form the group on
+        // out. Three members on three processes joining at once formerly failed to form the group on
         // the embedded broker (3 of 35 runs under load: members that joined again with the
         // generation just joined made Tansu start generation after generation); since eager
         // members offer the same metadata at every join, 29 of 29 (docs/PERFORMANCE.md, "stop
