@@ -515,6 +515,10 @@ pub struct E2eConsumerSide {
     /// Whether the consumer had every acknowledged record by the end of the drain.
     pub drained: bool,
     pub member_id: Option<String>,
+    /// With `--consumers N` above one: every member of the group, and the partitions it held at
+    /// the end (`member_id` is the first's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<E2eMemberEnd>,
     pub records_consumed: u64,
     /// Acknowledged and not on the broker (not found when the missing offsets were read again).
     pub records_lost: u64,
@@ -539,6 +543,13 @@ pub struct E2eConsumerSide {
     pub fetch_duration: LatencySummary,
     /// Per poll that returned records: response in hand → records decoded and counted, µs.
     pub consumer_processing: LatencySummary,
+}
+
+/// A member of an e2e run's consumer group at the end of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct E2eMemberEnd {
+    pub member_id: String,
+    pub assigned_partitions: Vec<i32>,
 }
 
 impl E2eResultDocument {
@@ -568,6 +579,7 @@ impl E2eResultDocument {
             consumer: Some(E2eConsumerSide {
                 drained: run.drained,
                 member_id: run.member_id.clone(),
+                members: run.members.clone(),
                 records_consumed: run.consumed,
                 records_lost: run.lost,
                 records_unverified: run.unverified,

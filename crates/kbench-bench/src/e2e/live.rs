@@ -396,6 +396,8 @@ pub struct E2eRun {
     pub clock: &'static str,
     pub group_id: String,
     pub member_id: Option<String>,
+    /// With several consumers: each member and its partitions at the end.
+    pub members: Vec<crate::result::E2eMemberEnd>,
     pub assignment: Vec<i32>,
     pub negotiated: Negotiated,
     /// Acknowledged, not consumed, and not known to be on the broker or not: the re-read by offset

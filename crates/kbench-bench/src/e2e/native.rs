@@ -1,13 +1,16 @@
 //! The native e2e driver: producers and the group consumer speak the Kafka protocol, each on its own
 //! connections. Every record carries its id in its key (run tag, producer, sequence: 16 bytes) and
 //! its send time in a header (`kbench-sent-us`: µs on this process's monotonic clock since the run's
-//! epoch). The consumer joins its group and learns its start offsets (latest) *before* any producer
-//! starts, so no record of the run can fall before its position; it never moves a position past
-//! records it has not read (see [`readable_until`]), heartbeats, commits by the one commit rule, and
-//! leaves the group at the end.
+//! epoch). The consumer learns the run's start offsets (latest) and joins its group *before* any
+//! producer starts, so no record of the run can fall before its position; it never moves a position
+//! past records it has not read (see [`readable_until`]), heartbeats, commits by the one commit
+//! rule, and leaves the group at the end. With `--consumers N` the group has N such members, each
+//! on connections of its own, counting into one record tracker: a partition handed from one member
+//! to another is read on from where the group committed (never before the run's start), and what is
+//! read twice across the handover is counted duplicated.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kbench_client::group::{GroupConfig, GroupMember, Membership, send_commit};
@@ -161,6 +164,7 @@ impl Native {
 
 /// What the producers and the consumer of a native run share: its settings, the topic's layout, the
 /// instant send times are counted from, and the tag that marks the run's records.
+#[derive(Clone)]
 struct NativeRun {
     spec: E2eSpec,
     layout: TopicLayout,
@@ -194,10 +198,14 @@ impl Driver for Native {
         ready: tokio::sync::oneshot::Sender<()>,
     ) -> Result<ConsumerTask, BenchError> {
         let topic = self.spec.read_topic().to_string();
-        let cluster = self.connect(self.spec.consumer_id.clone(), &topic).await?;
+        let mut clusters = Vec::new();
+        for k in 0..self.spec.consumers.max(1) {
+            let id = member_name(&self.spec.consumer_id, k, self.spec.consumers);
+            clusters.push(self.connect(id, &topic).await?);
+        }
         Ok(tokio::spawn(consume(
             self.shared_reading(),
-            cluster,
+            clusters,
             live,
             stop,
             ready,
@@ -559,19 +567,153 @@ async fn produce(
     live.cluster.lock().expect("cluster lock").merge(&events);
 }
 
-/// The consumer: join, learn positions, signal ready, then poll/commit/heartbeat until stopped.
+/// A member's name with `--consumers N`: the run's own for one member, `-k` after it for member
+/// k of several (as `consume --consumers` names its members' `group.instance.id`s).
+fn member_name(name: &str, k: usize, members: usize) -> String {
+    if members > 1 {
+        format!("{name}-{k}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// The consumer group: learn the run's start offsets, join every member (at once, as a group
+/// forms), signal ready, then each member polls, commits and heartbeats until stopped. One member
+/// failing stops the others; its error is the consumer's.
 async fn consume(
     run: NativeRun,
-    cluster: Arc<Cluster>,
+    clusters: Vec<Arc<Cluster>>,
     live: Arc<E2eLive>,
     stop: CancellationToken,
     ready: tokio::sync::oneshot::Sender<()>,
 ) -> Result<ConsumerDone, BenchError> {
-    let mut consumer = NativeConsumer::join(run, cluster, live).await?;
+    let Some(first) = clusters.first() else {
+        return Err(BenchError::Run("no consumer to start".into()));
+    };
+    let all: Vec<i32> = run.layout.partitions.iter().map(|p| p.partition).collect();
+    let run_start = Arc::new(first.latest_offsets(&run.layout, &all).await?);
+    let seen = Arc::new(Mutex::new(Seen::counting_into(live.clone())));
+    let members = clusters.len();
+    let stop_members = stop.child_token();
+    let (joined_tx, mut joined_rx) = tokio::sync::mpsc::channel::<()>(members);
+    let mut tasks = JoinSet::new();
+    for (k, cluster) in clusters.into_iter().enumerate() {
+        let shared = MemberShared {
+            run: run.clone(),
+            live: live.clone(),
+            seen: seen.clone(),
+            run_start: run_start.clone(),
+            index: k,
+        };
+        let (stop, joined) = (stop_members.clone(), joined_tx.clone());
+        tasks.spawn(async move {
+            let mut consumer = NativeConsumer::join(shared, cluster).await?;
+            let _ = joined.send(()).await;
+            consumer.consume_until(&stop).await?;
+            consumer.finish().await.map(|done| (k, done))
+        });
+    }
+    drop(joined_tx);
+    let mut joined = 0;
+    while joined < members {
+        tokio::select! {
+            Some(()) = joined_rx.recv() => joined += 1,
+            Some(ended) = tasks.join_next() => {
+                // A member ended before every member had joined: its error is the run's.
+                stop_members.cancel();
+                return Err(match ended {
+                    Ok(Err(e)) => e,
+                    Ok(Ok(_)) => BenchError::Run("a consumer stopped before it was ready".into()),
+                    Err(e) => BenchError::Run(format!("a consumer task failed: {e}")),
+                });
+            }
+            else => return Err(BenchError::Run("the consumers ended before they were ready".into())),
+        }
+    }
+    if run.spec.peers_consumer() {
+        count_by_segment(&run, &live);
+    }
     let _ = ready.send(());
-    consumer.count_by_segment();
-    consumer.consume_until(&stop).await?;
-    consumer.finish().await
+    let mut ends: Vec<(usize, ConsumerDone)> = Vec::new();
+    let mut failed = None;
+    while let Some(ended) = tasks.join_next().await {
+        match ended {
+            Ok(Ok(done)) => ends.push(done),
+            Ok(Err(e)) => {
+                stop_members.cancel();
+                failed.get_or_insert(e);
+            }
+            Err(e) => {
+                stop_members.cancel();
+                failed.get_or_insert(BenchError::Run(format!("a consumer task failed: {e}")));
+            }
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    ends.sort_by_key(|(k, _)| *k);
+    let mut assignment: Vec<i32> = ends
+        .iter()
+        .flat_map(|(_, d)| d.assignment.iter().copied())
+        .collect();
+    assignment.sort_unstable();
+    assignment.dedup();
+    let member_id = ends
+        .first()
+        .map(|(_, d)| d.member_id.clone())
+        .unwrap_or_default();
+    let members = if members > 1 {
+        ends.into_iter()
+            .map(|(_, d)| crate::result::E2eMemberEnd {
+                member_id: d.member_id,
+                assigned_partitions: d.assignment,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(ConsumerDone {
+        member_id,
+        assignment,
+        members,
+    })
+}
+
+/// Where a member reads a partition it takes over: where the group committed, but never before the
+/// run's start (a commit of an earlier run with the same group); the run's start when nothing was
+/// committed (another member read it and was gone before it committed: read again, duplicates, none
+/// lost). A partition the run did not know at its start (the topic grew) is read from the commit,
+/// else from its latest offset.
+fn taken_over_at(committed: Option<i64>, run_start: Option<i64>, latest: Option<i64>) -> i64 {
+    match (committed, run_start) {
+        (Some(c), Some(s)) => c.max(s),
+        (None, Some(s)) => s,
+        (c, None) => c.or(latest).unwrap_or(0),
+    }
+}
+
+/// What every member of the run's consumer group shares, and its place among them.
+struct MemberShared {
+    run: NativeRun,
+    live: Arc<E2eLive>,
+    /// The records read by any member: one read again by another is a duplicate.
+    seen: Arc<Mutex<Seen>>,
+    /// The run's start offset in each partition (latest, before any member joined): a partition
+    /// taken over is never read from before it.
+    run_start: Arc<BTreeMap<i32, i64>>,
+    index: usize,
+}
+
+/// A distributed run's consumer: count the records read by the producer agents' segments.
+fn count_by_segment(run: &NativeRun, live: &E2eLive) {
+    *live.segments.lock().expect("segments lock") = crate::e2e::Segments::new(
+        run.spec
+            .producer_segments
+            .iter()
+            .map(|s| s.first_producer..s.first_producer + s.producers)
+            .collect(),
+    );
 }
 
 /// The native consumer in its group: its membership, engine and positions, and what it keeps from
@@ -585,7 +727,9 @@ struct NativeConsumer {
     /// The next offset to read in each partition assigned.
     positions: BTreeMap<i32, i64>,
     decoder: BatchDecoder,
-    seen: Seen,
+    seen: Arc<Mutex<Seen>>,
+    /// See [`MemberShared::run_start`].
+    run_start: Arc<BTreeMap<i32, i64>>,
     gaps: BTreeMap<i32, Gaps>,
     /// How long a hole is held before it is passed over ([`gap_hold`]).
     gap_hold: Duration,
@@ -604,9 +748,23 @@ struct NativeConsumer {
 
 impl NativeConsumer {
     /// Rejoin after the coordinator asked for it; keep positions of partitions still ours, start
-    /// new ones at latest; the engine reads the new assignment from there.
+    /// new ones where the group committed (never before the run's start; latest for a partition
+    /// the run did not know); the engine reads the new assignment from there. One of several
+    /// members first commits what it read, as Java's consumer does before it rejoins, so that the
+    /// partitions' next owners start where it stopped.
     async fn rejoin(&mut self) -> Result<(), ClientError> {
         add(&self.live.rejoins, 1);
+        if self.run.spec.consumers > 1 && self.committer.pending(&self.positions) {
+            let layout = self.run.layout.clone();
+            match self.member.commit(&layout, &self.positions).await {
+                Ok(Membership::Stable) => {
+                    add(&self.live.commits, 1);
+                    self.committer.committed(&self.positions);
+                }
+                // The generation already gone: what Java's consumer logs and moves on from.
+                other => tracing::debug!(?other, "commit before rejoining"),
+            }
+        }
         self.member.rejoin().await?;
         let assigned = self.member.assignment().to_vec();
         self.positions.retain(|p, _| assigned.contains(p));
@@ -616,8 +774,33 @@ impl NativeConsumer {
             .collect();
         if !new.is_empty() {
             let layout = self.engine.layout();
-            let latest = self.engine.cluster().latest_offsets(&layout, &new).await?;
-            self.positions.extend(latest);
+            let committed = self.member.committed_offsets(&layout, &new).await?;
+            let unknown: Vec<i32> = new
+                .iter()
+                .copied()
+                .filter(|p| !self.run_start.contains_key(p))
+                .collect();
+            let latest = if unknown.is_empty() {
+                BTreeMap::new()
+            } else {
+                self.engine
+                    .cluster()
+                    .latest_offsets(&layout, &unknown)
+                    .await?
+            };
+            let mut verify = self.live.verify.lock().expect("verify lock");
+            for p in new {
+                let at = taken_over_at(
+                    committed.get(&p).copied(),
+                    self.run_start.get(&p).copied(),
+                    latest.get(&p).copied(),
+                );
+                self.positions.insert(p, at);
+                // Its next records may be read again after another member's: a handover.
+                if let Some(v) = verify.as_mut() {
+                    v.verifier.handover(p);
+                }
+            }
         }
         self.engine.assign(&self.positions);
         Ok(())
@@ -626,10 +809,16 @@ impl NativeConsumer {
     /// Join the group, learn the assigned partitions' latest offsets (where the run starts) and hand
     /// them to a consumer engine.
     async fn join(
-        run: NativeRun,
+        shared: MemberShared,
         cluster: Arc<Cluster>,
-        live: Arc<E2eLive>,
     ) -> Result<NativeConsumer, BenchError> {
+        let MemberShared {
+            run,
+            live,
+            seen,
+            run_start,
+            index,
+        } = shared;
         let spec = &run.spec;
         let config = GroupConfig {
             group_id: spec.group_id.clone(),
@@ -639,16 +828,28 @@ impl NativeConsumer {
             assignors: spec.consumer.assignors.clone(),
             protocol: spec.consumer.group_protocol,
             remote_assignor: spec.consumer.remote_assignor.clone(),
-            instance_id: spec.consumer.group_instance_id.clone(),
+            instance_id: spec
+                .consumer
+                .group_instance_id
+                .as_ref()
+                .map(|id| member_name(id, index, spec.consumers)),
         };
-        let setup = async {
-            let member = GroupMember::join(cluster.clone(), config).await?;
-            let positions = cluster
-                .latest_offsets(&run.layout, member.assignment())
-                .await?;
-            Ok::<_, ClientError>((member, positions))
-        };
-        let (member, positions) = setup.await?;
+        let member = GroupMember::join(cluster.clone(), config).await?;
+        // Where the run starts: its start offsets, taken before any member joined.
+        let mut positions: BTreeMap<i32, i64> = member
+            .assignment()
+            .iter()
+            .filter_map(|p| run_start.get(p).map(|o| (*p, *o)))
+            .collect();
+        let unknown: Vec<i32> = member
+            .assignment()
+            .iter()
+            .copied()
+            .filter(|p| !positions.contains_key(p))
+            .collect();
+        if !unknown.is_empty() {
+            positions.extend(cluster.latest_offsets(&run.layout, &unknown).await?);
+        }
         let mut engine = kbench_client::Consumer::new(
             cluster.clone(),
             &run.layout,
@@ -686,7 +887,8 @@ impl NativeConsumer {
         Ok(NativeConsumer {
             run,
             cluster,
-            seen: Seen::counting_into(live.clone()),
+            seen,
+            run_start,
             live,
             member,
             engine,
@@ -701,20 +903,6 @@ impl NativeConsumer {
             wall_clock,
             decoding,
         })
-    }
-
-    /// A distributed run's consumer: count the records read by the producer agents' segments.
-    fn count_by_segment(&self) {
-        if self.peers {
-            *self.live.segments.lock().expect("segments lock") = crate::e2e::Segments::new(
-                self.run
-                    .spec
-                    .producer_segments
-                    .iter()
-                    .map(|s| s.first_producer..s.first_producer + s.producers)
-                    .collect(),
-            );
-        }
     }
 
     /// Heartbeat, poll, count and commit until stopped.
@@ -844,8 +1032,10 @@ impl NativeConsumer {
             wall_clock: self.wall_clock,
             reply: self.run.spec.reply.as_ref().map(|r| &r.correlation),
         };
-        // Held for the response, never across an await.
+        // Held for the response, never across an await (the verifier's first, then the tracker's,
+        // as every member takes them).
         let mut verify = self.live.verify.lock().expect("verify lock");
+        let mut seen = self.seen.lock().expect("seen lock");
         for part in &fetched.parts {
             let (partition, data) = (&part.partition, &part.data);
             let Some(position) = self.positions.get(partition).copied() else {
@@ -874,7 +1064,7 @@ impl NativeConsumer {
                         record.value.unwrap_or_default(),
                     );
                 }
-                counting.record(&record, &mut self.seen, &mut answer);
+                counting.record(&record, &mut seen, &mut answer);
             });
             if let Err(e) = result {
                 self.live.error(
@@ -1023,12 +1213,13 @@ impl NativeConsumer {
                 deadline,
             };
             reading
-                .count_late(ranges, &mut self.decoder, &mut self.seen, live)
+                .count_late(ranges, &mut self.decoder, &self.seen, live)
                 .await;
         }
         Ok(ConsumerDone {
             member_id: self.member.member_id().to_string(),
             assignment: self.member.assignment().to_vec(),
+            members: Vec::new(),
         })
     }
 }
@@ -1255,7 +1446,7 @@ impl Reread<'_> {
         &self,
         ranges: Vec<(i32, std::ops::Range<i64>)>,
         decoder: &mut BatchDecoder,
-        seen: &mut Seen,
+        seen: &Mutex<Seen>,
         live: &E2eLive,
     ) {
         for (partition, range) in ranges {
@@ -1291,6 +1482,7 @@ impl Reread<'_> {
                 let mut late_producers: Vec<u32> = Vec::new();
                 let decoded = {
                     let mut verify = live.verify.lock().expect("verify lock");
+                    let mut seen = seen.lock().expect("seen lock");
                     decoder.decode_all(&fetched.records, |header, record| {
                         offset = offset
                             .max(header.base_offset + i64::from(header.last_offset_delta) + 1);
@@ -1443,6 +1635,22 @@ mod tests {
             i64::MAX
         );
         assert_eq!(gaps.skipped, vec![14..18, 22..30]);
+    }
+
+    #[test]
+    fn a_partition_taken_over_is_read_from_the_group_s_commit_never_before_the_run() {
+        // Committed by the member before, in this run.
+        assert_eq!(taken_over_at(Some(120), Some(100), None), 120);
+        // Committed by an earlier run with the same group: this run's records start later.
+        assert_eq!(taken_over_at(Some(40), Some(100), None), 100);
+        // Nothing committed: from the run's start (read again, never skipped).
+        assert_eq!(taken_over_at(None, Some(100), Some(150)), 100);
+        // A partition the run did not know at its start: its commit, else its latest offset.
+        assert_eq!(taken_over_at(Some(7), None, Some(30)), 7);
+        assert_eq!(taken_over_at(None, None, Some(30)), 30);
+        assert_eq!(taken_over_at(None, None, None), 0);
+        assert_eq!(member_name("c", 0, 1), "c");
+        assert_eq!(member_name("c", 2, 3), "c-2");
     }
 
     #[test]

@@ -418,6 +418,7 @@ pub(crate) struct Phases {
     drain_elapsed: Duration,
     drained: bool,
     member_id: Option<String>,
+    members: Vec<crate::result::E2eMemberEnd>,
     assignment: Vec<i32>,
     aborted: Option<String>,
     cpu: CpuTime,
@@ -523,12 +524,14 @@ pub(crate) async fn drive(
     let drain_elapsed = drain_started.elapsed();
     consume_stop.cancel();
     let mut member_id = None;
+    let mut members = Vec::new();
     let mut assignment = Vec::new();
     if let Some(task) = consumer.take() {
         match task.await {
             Ok(Ok(done)) => {
                 member_id = Some(done.member_id);
                 assignment = done.assignment;
+                members = done.members;
             }
             Ok(Err(e)) => aborted = Some(format!("the consumer failed: {e}")),
             Err(e) => aborted = aborted.or(Some(format!("the consumer task failed: {e}"))),
@@ -545,6 +548,7 @@ pub(crate) async fn drive(
         drain_elapsed,
         drained,
         member_id,
+        members,
         assignment,
         aborted,
         cpu: CpuTime::now().since(cpu_before),
@@ -667,6 +671,7 @@ pub(crate) fn conclude(
         clock,
         group_id: spec.group_id.clone(),
         member_id: phases.member_id,
+        members: phases.members,
         assignment: phases.assignment,
         negotiated,
         protocol_anomalies: BTreeMap::new(),
@@ -688,6 +693,9 @@ pub(crate) fn conclude(
 pub(crate) struct ConsumerDone {
     pub(crate) member_id: String,
     pub(crate) assignment: Vec<i32>,
+    /// With several consumers: every member (`member_id` and `assignment` are the first's id
+    /// and the group's partitions).
+    pub(crate) members: Vec<crate::result::E2eMemberEnd>,
 }
 
 /// Acknowledged records of this run not (yet) consumed. A distributed run's consumer counts per

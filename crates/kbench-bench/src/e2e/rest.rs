@@ -868,6 +868,7 @@ impl RestConsumer<'_> {
         }
         result.map(|()| ConsumerDone {
             member_id: self.instance.instance_id.clone(),
+            members: Vec::new(),
             assignment: self.progress.positions.keys().copied().collect(),
         })
     }

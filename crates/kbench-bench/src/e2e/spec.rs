@@ -152,6 +152,8 @@ impl RestSpec {
 pub const MAX_RECORDS_PER_REQUEST: usize = 1_000_000;
 /// The most producers one run starts.
 pub const MAX_PRODUCERS: usize = 10_000;
+/// The most members of the run's consumer group one e2e run starts (`--consumers`).
+pub const MAX_CONSUMERS: usize = 100;
 
 /// An e2e run's settings.
 /// Serialisable (the REST driver's settings excepted): the same spec travels to distributed agents.
@@ -174,6 +176,10 @@ pub struct E2eSpec {
     /// idempotence.
     pub producer: ProducerSettings,
     pub group_id: String,
+    /// Members of the consumer group, each a consumer of its own (connections, member id,
+    /// heartbeats, commits), reading what the group assigns it (`--consumers`).
+    #[serde(default = "one_consumer")]
+    pub consumers: usize,
     /// The consumer's client id (the member id is the coordinator's to give).
     pub consumer_id: String,
     pub commit: CommitMode,
@@ -272,6 +278,7 @@ impl Default for E2eSpec {
             messages_per_batch: Span::fixed(1),
             producer: ProducerSettings::default(),
             group_id: fresh_id("kbench-e2e"),
+            consumers: 1,
             consumer_id: fresh_id("kbench-consumer"),
             commit: CommitMode::Sync,
             consumer: ConsumerSettings {
@@ -392,6 +399,21 @@ impl E2eSpec {
             return Err(SpecError::new(
                 "group_instance_id",
                 "kbench's own consumer's; through a REST Proxy, the proxy's consumer joins the group",
+            ));
+        }
+        if self.mode.has_consumer() {
+            check_range("consumers", self.consumers, 1..=MAX_CONSUMERS)?;
+        }
+        if self.consumers > 1 && self.rest.is_some() {
+            return Err(SpecError::new(
+                "consumers",
+                "kbench's own consumers; through a REST Proxy one proxy consumer reads",
+            ));
+        }
+        if self.consumers > 1 && !self.mode.has_consumer() {
+            return Err(SpecError::new(
+                "consumers",
+                "nothing reads in producer-only mode",
             ));
         }
         if self.verify && self.rest.is_some() {
@@ -586,7 +608,7 @@ impl E2eSpec {
             0
         };
         let consumer = if self.mode.has_consumer() {
-            2 * self.consumer.fetch_max_bytes as u128
+            self.consumers as u128 * 2 * self.consumer.fetch_max_bytes as u128
         } else {
             0
         };
@@ -609,6 +631,7 @@ impl E2eSpec {
             "compression": self.producer.compression.name(),
             "max_in_flight": self.producer.max_in_flight,
             "group_id": self.group_id,
+            "consumers": self.consumers,
             "consumer_id": self.consumer_id,
             "commit": self.commit.describe(),
             "consume_wait_ms": self.consumer.fetch_max_wait.as_millis() as u64,
@@ -648,6 +671,10 @@ impl E2eSpec {
     }
 }
 
+fn one_consumer() -> usize {
+    1
+}
+
 /// The clock statement for a distributed run's consumer.
 pub const PEERS_CLOCK: &str = "wall: send time carried in kbench-sent-wall-us on the producer agent's clock, receipt on the consumer agent's, corrected by the coordinator's estimate of the two clocks' offset (its bound is in distributed.clock)";
 
@@ -677,7 +704,7 @@ mod tests {
     #[test]
     fn the_default_spec_is_valid_and_each_bad_field_is_named() {
         assert_eq!(E2eSpec::default().validate(), Ok(()));
-        let cases: [Case; 17] = [
+        let cases: [Case; 19] = [
             ("num_records", |s| s.records = Some(0)),
             ("closed_loop", |s| s.closed_loop = Some(Duration::ZERO)),
             ("closed_loop", |s| {
@@ -697,6 +724,8 @@ mod tests {
             ("partitions", |s| s.partitions = 0),
             ("producers", |s| s.producers = 0),
             ("producers", |s| s.producers = MAX_PRODUCERS + 1),
+            ("consumers", |s| s.consumers = 0),
+            ("consumers", |s| s.consumers = MAX_CONSUMERS + 1),
             ("batch_interval", |s| {
                 s.batch_interval_ms = Span { min: 5, max: 1 }
             }),

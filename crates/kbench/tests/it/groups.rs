@@ -843,3 +843,111 @@ fn e2e_reads_as_a_static_member_on_librdkafka_mock_cluster() {
         ])
         .refused("--group-instance-id");
 }
+
+/// `e2e --consumers 3`: three members of one group, each on connections of its own, read every
+/// acknowledged record between them — on both Tansu brokers (where a group forms in rounds: a
+/// partition handed over is read on from where the group committed) and on librdkafka's mock
+/// cluster (three brokers, the partitions' leaders spread). At the end the members hold the six
+/// partitions between them, none twice; a record read again across a handover is a duplicate,
+/// never a second count.
+#[test]
+fn e2e_with_three_consumers_reads_every_record_across_the_group() {
+    for kind in crate::common::BROKERS {
+        let broker = TestBroker::of(kind);
+        let topic = &format!("e2e-members-{kind:?}").to_lowercase();
+        e2e_with_three_consumers(
+            &broker.addr,
+            topic,
+            &["--partitions", "6"],
+            &format!("{kind:?}"),
+        );
+    }
+    let mock = crate::mock::Mock::new(3);
+    mock.topic("e2e-members", 6);
+    e2e_with_three_consumers(&mock.bootstrap, "e2e-members", &[], "mock");
+    // What cannot be: said naming the flag, before anything is contacted.
+    for args in [
+        vec!["--consumers", "0"],
+        vec!["--consumers", "101"],
+        vec!["--consumers", "2", "--mode", "producers"],
+        vec![
+            "--consumers",
+            "2",
+            "--via",
+            "rest-proxy",
+            "--rest-url",
+            "http://127.0.0.1:1",
+        ],
+        vec![
+            "--consumers",
+            "2",
+            "--agents",
+            "http://127.0.0.1:9,http://127.0.0.1:10",
+        ],
+    ] {
+        Cmd::new("e2e").args(&args).refused("--consumers");
+    }
+}
+
+fn e2e_with_three_consumers(bootstrap: &str, topic: &str, extra: &[&str], name: &str) {
+    let dir = TempDir::new(topic);
+    let json = dir.path().join("e2e.json");
+    let out = Cmd::new("e2e")
+        .args(&["--bootstrap-server", bootstrap])
+        .topic(topic)
+        .args(&[
+            "--consumers",
+            "3",
+            "--producers",
+            "2",
+            "--batch-interval",
+            "20ms",
+            "--duration",
+            "4s",
+            "--verify",
+        ])
+        .args(extra)
+        .json(&json)
+        .ok(LIMIT);
+    let stdout = text(&out.stdout);
+    let doc = result_json(&json);
+    let acked = n(&doc, "records_acked");
+    assert!(acked > 0, "{name}");
+    assert_eq!(
+        n(&doc, "records_produced"),
+        acked + n(&doc, "records_failed"),
+        "{name}"
+    );
+    assert_eq!(n(&doc, "records_lost"), 0, "{name}: {stdout}");
+    assert_eq!(
+        n(&doc, "records_consumed") - n(&doc, "records_duplicated"),
+        acked,
+        "{name}: {stdout}"
+    );
+    assert_eq!(
+        doc["verification"]["ok"], true,
+        "{name}: {}",
+        doc["verification"]
+    );
+    assert_eq!(doc["settings"]["consumers"], 3, "{name}");
+    let members = doc["members"].as_array().expect("members");
+    assert_eq!(members.len(), 3, "{name}: {doc}");
+    let mut ids: Vec<&str> = members
+        .iter()
+        .map(|m| m["member_id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "{name}: {ids:?}");
+    let mut held: Vec<i64> = members
+        .iter()
+        .flat_map(|m| m["assigned_partitions"].as_array().unwrap().iter())
+        .map(|p| p.as_i64().unwrap())
+        .collect();
+    held.sort_unstable();
+    assert_eq!(held, (0..6).collect::<Vec<i64>>(), "{name}: {members:?}");
+    assert!(
+        stdout.contains("Group: 3 members at the end"),
+        "{name}: {stdout}"
+    );
+}

@@ -117,9 +117,17 @@ pub struct E2eArgs {
     #[arg(long)]
     pub group: Option<String>,
 
-    /// Consumer client id (default: a fresh kbench-consumer-<id> per run).
+    /// Consumer client id (default: a fresh kbench-consumer-<id> per run); with --consumers N,
+    /// member k is <id>-k.
     #[arg(long)]
     pub consumer_id: Option<String>,
+
+    /// Members of the run's consumer group (default 1, at most 100): each a consumer of its own,
+    /// reading the partitions the group assigns it; records read again across a handover are
+    /// counted duplicated. With --group-instance-id ID, member k is ID-k. Not through a REST
+    /// Proxy, nor over --agents.
+    #[arg(long, value_name = "N")]
+    pub consumers: Option<usize>,
 
     /// The consumer's group protocol (Java's group.protocol): classic (JoinGroup, SyncGroup,
     /// Heartbeat; the default) or consumer (KIP-848's ConsumerGroupHeartbeat, where the broker
@@ -253,6 +261,7 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     set(&mut spec.producer.compression, args.compression);
     set(&mut spec.group_id, args.group.clone());
     set(&mut spec.consumer_id, args.consumer_id.clone());
+    set(&mut spec.consumers, args.consumers);
     set(&mut spec.consumer.group_protocol, args.group_protocol);
     if let Some(id) = &args.group_instance_id {
         spec.consumer.group_instance_id = Some(id.clone());

@@ -391,6 +391,11 @@ fn consumer_agent(
         )
     } else if args.mode.is_some() {
         Some("--mode: a distributed run places the consumer and the producers itself".into())
+    } else if spec.consumers > 1 {
+        Some(
+            "--consumers: a distributed run has one consumer, on its agent; not with --agents"
+                .into(),
+        )
     } else if spec.reply.is_some() {
         Some("--reply-topic: not with --agents (the reply consumer times requests sent in its own process)".into())
     } else if agents.urls.len() < 2 {
@@ -541,6 +546,18 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
         run.heartbeats,
         run.rejoins
     );
+    if !run.members.is_empty() {
+        let members: Vec<String> = run
+            .members
+            .iter()
+            .map(|m| format!("{} {:?}", m.member_id, m.assigned_partitions))
+            .collect();
+        println!(
+            "Group: {} members at the end: {}",
+            run.members.len(),
+            members.join("; ")
+        );
+    }
     if let Some(r) = &doc.reply {
         print_reply(r);
     } else if run.late > 0 {
