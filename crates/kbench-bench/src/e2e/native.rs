@@ -590,10 +590,17 @@ async fn consume(
     let Some(first) = clusters.first() else {
         return Err(BenchError::Run("no consumer to start".into()));
     };
-    let all: Vec<i32> = run.layout.partitions.iter().map(|p| p.partition).collect();
-    let run_start = Arc::new(first.latest_offsets(&run.layout, &all).await?);
-    let seen = Arc::new(Mutex::new(Seen::counting_into(live.clone())));
     let members = clusters.len();
+    // Several members: the run's start, before any joins (a partition may change hands while
+    // the group forms). One: its partitions' latest offsets once it has joined, as ever.
+    let run_start = if members > 1 {
+        let all: Vec<i32> = run.layout.partitions.iter().map(|p| p.partition).collect();
+        first.latest_offsets(&run.layout, &all).await?
+    } else {
+        BTreeMap::new()
+    };
+    let run_start = Arc::new(run_start);
+    let seen = Arc::new(Mutex::new(Seen::counting_into(live.clone())));
     let stop_members = stop.child_token();
     let (joined_tx, mut joined_rx) = tokio::sync::mpsc::channel::<()>(members);
     let mut tasks = JoinSet::new();
@@ -605,12 +612,19 @@ async fn consume(
             run_start: run_start.clone(),
             index: k,
         };
-        let (stop, joined) = (stop_members.clone(), joined_tx.clone());
+        let (members_stop, run_stop, joined) =
+            (stop_members.clone(), stop.clone(), joined_tx.clone());
         tasks.spawn(async move {
             let mut consumer = NativeConsumer::join(shared, cluster).await?;
             let _ = joined.send(()).await;
-            consumer.consume_until(&stop).await?;
-            consumer.finish().await.map(|done| (k, done))
+            if let Err(e) = consumer.consume_until(&members_stop).await {
+                // Out of the group at once: the others' next join does not wait for it.
+                let _ = consumer.member.leave().await;
+                return Err(e);
+            }
+            // Stopped because another member failed: no re-read in the middle of the load.
+            let reread = run_stop.is_cancelled();
+            consumer.finish(reread).await.map(|done| (k, done))
         });
     }
     drop(joined_tx);
@@ -754,7 +768,10 @@ impl NativeConsumer {
     /// partitions' next owners start where it stopped.
     async fn rejoin(&mut self) -> Result<(), ClientError> {
         add(&self.live.rejoins, 1);
-        if self.run.spec.consumers > 1 && self.committer.pending(&self.positions) {
+        if self.run.spec.consumers > 1 && !self.positions.is_empty() {
+            // Synchronously, as Java's onJoinPrepare: a background commit still in flight (or
+            // failed) is not where the next owner should start.
+            while self.async_commits.join_next().await.is_some() {}
             let layout = self.run.layout.clone();
             match self.member.commit(&layout, &self.positions).await {
                 Ok(Membership::Stable) => {
@@ -774,7 +791,18 @@ impl NativeConsumer {
             .collect();
         if !new.is_empty() {
             let layout = self.engine.layout();
-            let committed = self.member.committed_offsets(&layout, &new).await?;
+            // Not answered (a coordinator moving): from the run's start, read again rather than
+            // skipped.
+            let committed = match self.member.committed_offsets(&layout, &new).await {
+                Ok(c) => c,
+                Err(e) => {
+                    self.live.error(
+                        format!("OffsetFetch before reading a partition taken over: {e}"),
+                        0,
+                    );
+                    BTreeMap::new()
+                }
+            };
             let unknown: Vec<i32> = new
                 .iter()
                 .copied()
@@ -850,6 +878,12 @@ impl NativeConsumer {
         if !unknown.is_empty() {
             positions.extend(cluster.latest_offsets(&run.layout, &unknown).await?);
         }
+        // One member: where it starts is the run's start.
+        let run_start = if run_start.is_empty() {
+            Arc::new(positions.clone())
+        } else {
+            run_start
+        };
         let mut engine = kbench_client::Consumer::new(
             cluster.clone(),
             &run.layout,
@@ -1171,10 +1205,15 @@ impl NativeConsumer {
     /// Stopped: commit what was read (a final synchronous commit) and leave the group, so that it
     /// does not wait out a session; then, with records missing, read the holes passed over and
     /// the rest of each partition again to tell late records from lost ones.
-    async fn finish(mut self) -> Result<ConsumerDone, BenchError> {
+    async fn finish(mut self, reread: bool) -> Result<ConsumerDone, BenchError> {
         self.learn_schemas().await;
         if let Some((decoding, _)) = self.decoding.take() {
-            *self.live.value_decoding.lock().expect("decoding lock") = Some(decoding.report());
+            // Every member's counts, added up.
+            let mut kept = self.live.value_decoding.lock().expect("decoding lock");
+            match kept.as_mut() {
+                Some(report) => report.merge(&decoding.report()),
+                None => *kept = Some(decoding.report()),
+            }
         }
         let live = &self.live;
         let layout = self.engine.layout();
@@ -1191,7 +1230,8 @@ impl NativeConsumer {
             live.error(format!("leave group: {e}"), 0);
         }
         let spec = &self.run.spec;
-        if (spec.mode == E2eMode::ConsumerAndProducers || self.peers) && missing(live) > 0 {
+        if reread && (spec.mode == E2eMode::ConsumerAndProducers || self.peers) && missing(live) > 0
+        {
             tracing::info!(
                 missing = missing(live),
                 "re-reading missing offsets after the drain"
