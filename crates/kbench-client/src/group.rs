@@ -384,7 +384,8 @@ impl GroupMember {
                     if tokio::time::Instant::now() >= deadline {
                         return Err(group_error(&api, &self.config.group_id, code));
                     }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    // At once, as a new member: librdkafka's mock cluster holds a rebalance
+                    // for the members it knows, and one that comes later misses it.
                 }
                 // A generation whose leader never sent the assignment for as long as a rebalance
                 // may take: named, as the group cannot form while it leads.

@@ -545,8 +545,42 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             self.joining = Some((join, began));
             return Ok(());
         }
-        let r = m.rejoin().await;
-        self.rejoined(m, r, began).await
+        // Eagerly the member reads nothing while the coordinator holds its join. A leave or a
+        // crash fault in the meantime gives the join up at once: the member, owning nothing,
+        // then leaves (or, crashed, says nothing), so that the others' rebalance does not wait
+        // for a join it would only leave (one held for 21 s on librdkafka's mock cluster gave
+        // partitions to a member already told to leave). At the run's end the join is awaited.
+        let stopped = self.group.as_ref().map(|g| g.stopped.clone());
+        let joined = {
+            let join = m.rejoin();
+            tokio::pin!(join);
+            let mut run_end = false;
+            loop {
+                tokio::select! {
+                    r = &mut join => break Some(r),
+                    _ = self.cancel.cancelled(), if !run_end => {
+                        if stopped
+                            .as_ref()
+                            .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
+                        {
+                            break None;
+                        }
+                        run_end = true;
+                    }
+                }
+            }
+        };
+        match joined {
+            Some(r) => self.rejoined(m, r, began).await,
+            None => {
+                tracing::debug!("stopped by a fault while joining: the join given up");
+                self.positions.clear();
+                self.committed.clear();
+                self.consumer.assign(&self.positions);
+                self.member = Some(m);
+                Ok(())
+            }
+        }
     }
 
     /// A rejoin's end: the new assignment positioned, partitions kept keep the position reached;
