@@ -424,9 +424,8 @@ impl GroupMember {
         }
         // What every assignor offered is told (ConsumerProtocolSubscription v3, as Java and
         // librdkafka send it): the topic, the partitions owned through the join (cooperatively;
-        // none when eager) and the generation last joined (-1 when nothing is owned, below) — and,
-        // for cooperative-sticky, that generation again in the user data, where Java's older
-        // leaders read it.
+        // none when eager) and the generation last joined — and, for cooperative-sticky, that
+        // generation again in the user data, where Java's older leaders read it.
         let owned = if self.assignment.is_empty() {
             Vec::new()
         } else {
@@ -436,16 +435,11 @@ impl GroupMember {
                     .with_partitions(self.assignment.clone()),
             ]
         };
-        // Nothing owned (eager, a first join, a lost member): no generation either (Java's
-        // NO_GENERATION), so that every eager join offers the same metadata. Tansu takes changed
-        // metadata for a new generation, and answers a follower's SyncGroup before its leader's
-        // with REBALANCE_IN_PROGRESS at once: members that joined again with the generation just
-        // joined made generation after generation, and the group did not form in time.
-        let generation = if owned.is_empty() {
-            -1
-        } else {
-            self.generation_id
-        };
+        // The generation last joined, as Java sends it. Naming none (-1) when nothing is owned
+        // made every eager join offer the same metadata, which let upstream-shaped Tansu groups
+        // form, but librdkafka's mock cluster then kept a newcomer out of every generation while
+        // the group's other members stayed (docs/PERFORMANCE.md, "stop 59"): not kept.
+        let generation = self.generation_id;
         let mut subscriptions = Vec::new();
         for a in self.offered() {
             let body = ConsumerProtocolSubscription::default()
