@@ -880,7 +880,8 @@ fn e2e_reads_as_a_static_member_on_librdkafka_mock_cluster() {
 fn e2e_with_three_consumers_reads_every_record_across_the_group() {
     // Not the embedded broker: three members joining at once there can fail to form the group
     // (Tansu 0.6's churn, README "Distributed runs"); the upstream binary formed it every time.
-    for kind in [BrokerKind::Standalone] {
+    {
+        let kind = BrokerKind::Standalone;
         let broker = TestBroker::of(kind);
         let topic = &format!("e2e-members-{kind:?}").to_lowercase();
         e2e_with_three_consumers(
