@@ -264,22 +264,38 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str, schedule: &Schedule
         assert_eq!(unique, schedule.records, "{name}: {v}\n{g}\n{stdout}");
     } else {
         // The embedded Tansu keeps a crashed member in the group: its partitions are never
-        // handed on. That must be in the figures: the stranded partitions are the crashed
-        // member's, named in a warning, and their records are what was not read.
+        // handed on. And where the survivor rejoined as a new member after it (its own join held
+        // round after round while the others' changed the generation, until its session ran
+        // out), Tansu answered its SyncGroup with the crashed leader's assignment, which names it
+        // not: it reads nothing (2 of 4 runs here under load). That must be in the figures: the
+        // stranded partitions are those no member at the end was given, named in a warning, and
+        // their records are what was not read.
         assert_eq!(name, "embedded", "{g}");
-        let crashed = g["members"]
-            .as_array()
-            .unwrap()
+        let members = g["members"].as_array().unwrap();
+        let last = |m: &serde_json::Value| -> Vec<i64> {
+            m["joins"]
+                .as_array()
+                .unwrap()
+                .last()
+                .map(|j| {
+                    j["assigned"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|p| p.as_i64().unwrap())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let crashed = members.iter().find(|m| m["ended"] == "crashed").unwrap();
+        let read_at_end: Vec<i64> = members
             .iter()
-            .find(|m| m["ended"] == "crashed")
-            .unwrap();
-        let last: Vec<i64> = crashed["joins"].as_array().unwrap().last().unwrap()["assigned"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p.as_i64().unwrap())
+            .filter(|m| m["ended"] == "run-ended")
+            .flat_map(last)
             .collect();
-        assert_eq!(stranded, last, "{g}");
+        let unread: Vec<i64> = (0..6).filter(|p| !read_at_end.contains(p)).collect();
+        assert_eq!(stranded, unread, "{g}");
+        assert!(last(crashed).iter().all(|p| stranded.contains(p)), "{g}");
         assert!(unique < schedule.records, "{v}");
         assert!(
             stdout.contains("WARNING: partitions without a reader when the run ended"),
