@@ -374,6 +374,12 @@ pub struct E2eResultDocument {
     /// consumer's agent and nothing is known of what was read.
     #[serde(flatten)]
     pub consumer: Option<E2eConsumerSide>,
+    /// With `--consumers` above one or group faults (`--fault at=T consumer-join=K`, ...): the
+    /// group's members, its rebalances and the time each partition had no reader, as `kbench
+    /// consume` reports them; seconds from the load's start. (Not in the flattened consumer
+    /// side: a flattened map with number keys does not read back.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<crate::consume::group::GroupReport>,
     pub produce_requests: u64,
     pub fetches: u64,
     pub commits: u64,
@@ -593,6 +599,7 @@ impl E2eResultDocument {
                 fetch_duration: LatencySummary::of(&run.fetch_duration),
                 consumer_processing: LatencySummary::of(&run.consumer_processing),
             }),
+            group: run.group.clone(),
             produce_requests: run.produce_requests,
             fetches: run.fetches,
             commits: run.commits,

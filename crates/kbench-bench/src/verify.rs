@@ -261,6 +261,7 @@ impl Verifier {
         self.read += 1;
         let p = self.partitions.entry(partition).or_default();
         if p.last_offset.is_some_and(|last| offset <= last) {
+            tracing::debug!(partition, offset, last = ?p.last_offset, "offset regression");
             self.offset_regressions += 1;
         }
         p.last_offset = Some(offset);

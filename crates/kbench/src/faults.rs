@@ -40,7 +40,7 @@ pub fn plan(args: &FaultArgs, bootstrap: Option<&str>) -> Result<Vec<Fault>, Str
     let (faults, members) = plan_consume(args, bootstrap)?;
     if let Some(f) = members.first() {
         return Err(format!(
-            "--fault {:?}: {} acts on a consumer group's members: only on `kbench consume`",
+            "--fault {:?}: {} acts on a consumer group's members: only on `kbench consume` and `kbench e2e`",
             f.spec,
             f.action.kind()
         ));

@@ -586,7 +586,7 @@ pub(crate) async fn report_windows<O: ConsumeObserver>(
 
 /// The group's rebalances: spans where members' joins overlap (each join from its start to its
 /// end), with what set each off, its longest phases, and the partition gaps that closed in it.
-fn rebalances(
+pub(crate) fn rebalances(
     members: &[MemberReport],
     events: &[OwnerEvent],
     faults: &[GroupFault],

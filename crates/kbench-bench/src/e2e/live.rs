@@ -398,6 +398,8 @@ pub struct E2eRun {
     pub member_id: Option<String>,
     /// With several consumers: each member and its partitions at the end.
     pub members: Vec<crate::result::E2eMemberEnd>,
+    /// With several members or group faults: the group's members, rebalances and faults.
+    pub group: Option<crate::consume::group::GroupReport>,
     pub assignment: Vec<i32>,
     pub negotiated: Negotiated,
     /// Acknowledged, not consumed, and not known to be on the broker or not: the re-read by offset

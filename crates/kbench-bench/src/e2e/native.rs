@@ -10,6 +10,7 @@
 //! read twice across the handover is counted duplicated.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,7 @@ use rand::{Rng, SeedableRng};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::consume::group::{GroupFault, GroupReport, MemberJoin, MemberReport, OwnerEvent};
 use crate::e2e::live::{E2eLive, add};
 use crate::e2e::phases::{
     CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, RECORD_ID_LEN,
@@ -30,6 +32,7 @@ use crate::e2e::phases::{
 use crate::e2e::reply::{Correlation, correlation_of};
 use crate::e2e::spec::{E2eMode, E2eSpec};
 use crate::error::BenchError;
+use crate::fault::FaultAction;
 use crate::schema::decode::{Decoding, RegistryReader};
 use crate::verify::{Stamp, VERIFY_HEADER};
 
@@ -199,13 +202,20 @@ impl Driver for Native {
     ) -> Result<ConsumerTask, BenchError> {
         let topic = self.spec.read_topic().to_string();
         let mut clusters = Vec::new();
+        let many = self.spec.group_changes();
         for k in 0..self.spec.consumers.max(1) {
-            let id = member_name(&self.spec.consumer_id, k, self.spec.consumers);
+            let id = member_name(&self.spec.consumer_id, k, many);
             clusters.push(self.connect(id, &topic).await?);
         }
+        // Members that a consumer-join fault adds connect as they join.
+        let joiner = Joiner {
+            config: self.cluster_config(String::new()),
+            topic,
+        };
         Ok(tokio::spawn(consume(
             self.shared_reading(),
             clusters,
+            joiner,
             live,
             stop,
             ready,
@@ -568,21 +578,171 @@ async fn produce(
 }
 
 /// A member's name with `--consumers N`: the run's own for one member, `-k` after it for member
-/// k of several (as `consume --consumers` names its members' `group.instance.id`s).
-fn member_name(name: &str, k: usize, members: usize) -> String {
-    if members > 1 {
+/// k of several, or of a group that faults change (as `consume --consumers` names its members'
+/// `group.instance.id`s).
+fn member_name(name: &str, k: usize, many: bool) -> String {
+    if many {
         format!("{name}-{k}")
     } else {
         name.to_string()
     }
 }
 
+/// How a member that a `consumer-join` fault adds connects: the consumers' connection settings
+/// (its client id `<consumer-id>-k`) and the topic it reads.
+struct Joiner {
+    config: ClusterConfig,
+    topic: String,
+}
+
+/// What the group's members note as they run, for the group report: when each took or stopped
+/// reading which partition. Its seconds are the load's (from the moment the group was ready and
+/// the producers started), as the timeline's and the faults' `at=` are: the first joins, before
+/// the load, are at negative seconds, and partitions owned before it at 0.
+struct GroupLog {
+    /// The group's start (before its first joins): the members' joins are timed from it, and
+    /// moved to the load's seconds in the report.
+    created: Instant,
+    load_start: std::sync::OnceLock<Instant>,
+    events: Mutex<Vec<OwnerEvent>>,
+}
+
+impl GroupLog {
+    /// Seconds from the group's start to `t`.
+    fn secs(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.created).as_secs_f64()
+    }
+
+    /// From the load's start to now (0 before it).
+    fn elapsed(&self) -> Duration {
+        self.load_start
+            .get()
+            .map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// `member` took (`owned`) or stopped reading (`!owned`) `partitions`, now.
+    fn owner(&self, member: usize, partitions: impl IntoIterator<Item = i32>, owned: bool) {
+        let at = self.elapsed();
+        self.events
+            .lock()
+            .expect("events lock")
+            .extend(partitions.into_iter().map(|partition| OwnerEvent {
+                at,
+                member,
+                partition,
+                owned,
+            }));
+    }
+}
+
+/// How a member's reading ended: at the run's end, or by a fault.
+const RUN_END: u8 = 0;
+const LEFT: u8 = 1;
+const CRASHED: u8 = 2;
+
+/// A member's task's outcome: its place, its end (none when a fault stopped it before it had
+/// joined, or it crashed), its joins and the records it read.
+struct MemberOut {
+    k: usize,
+    done: Option<ConsumerDone>,
+    member_id: Option<String>,
+    joins: Vec<MemberJoin>,
+    records: u64,
+    duplicated: u64,
+}
+
+/// A member of the group run, as the run keeps it.
+struct Member {
+    started: Duration,
+    stop: CancellationToken,
+    fault_stop: CancellationToken,
+    ending: Arc<AtomicU8>,
+    joined: Arc<AtomicBool>,
+    ended_by: Option<&'static str>,
+    ended_at: Option<Duration>,
+    finished: bool,
+}
+
+/// Start member `k` of the group on `cluster`: it joins, says so on `joined` (the first members),
+/// reads until its stop, and ends as its `ending` says.
+fn spawn_member(
+    tasks: &mut JoinSet<Result<MemberOut, BenchError>>,
+    mut shared: MemberShared,
+    cluster: Arc<Cluster>,
+    stop: &CancellationToken,
+    run_stop: &CancellationToken,
+    joined_tx: Option<tokio::sync::mpsc::Sender<()>>,
+    started: Duration,
+) -> Member {
+    let k = shared.index;
+    let member_stop = stop.child_token();
+    let fault_stop = CancellationToken::new();
+    shared.fault_stop = fault_stop.clone();
+    let ending = Arc::new(AtomicU8::new(RUN_END));
+    let joined = Arc::new(AtomicBool::new(false));
+    let (stop_, run_stop, ending_, joined_) = (
+        member_stop.clone(),
+        run_stop.clone(),
+        ending.clone(),
+        joined.clone(),
+    );
+    tasks.spawn(async move {
+        let log = shared.log.clone();
+        let mut consumer = tokio::select! {
+            c = NativeConsumer::join(shared, cluster) => c?,
+            // Stopped (the run's end, or a fault) while the coordinator held its join: a member
+            // that read nothing.
+            _ = stop_.cancelled() => {
+                return Ok(MemberOut { k, done: None, member_id: None, joins: Vec::new(), records: 0, duplicated: 0 });
+            }
+        };
+        joined_.store(true, Ordering::SeqCst);
+        if let Some(tx) = joined_tx {
+            let _ = tx.send(()).await;
+        }
+        if let Err(e) = consumer.consume_until(&stop_).await {
+            // Out of the group at once: the others' next join does not wait for it.
+            let _ = consumer.member.leave().await;
+            return Err(e);
+        }
+        let ending = ending_.load(Ordering::SeqCst);
+        if ending != RUN_END {
+            // A leave or a crash: its partitions have no reader from now.
+            log.owner(k, consumer.positions.keys().copied(), false);
+        }
+        let joins = std::mem::take(&mut consumer.joins);
+        let (records, duplicated) = (consumer.records, consumer.duplicated);
+        let member_id = Some(consumer.member.member_id().to_string());
+        if ending == CRASHED {
+            consumer.crash();
+            return Ok(MemberOut { k, done: None, member_id, joins, records, duplicated });
+        }
+        // Stopped because another member failed, or by a leave: no re-read in the middle of the
+        // load.
+        let reread = run_stop.is_cancelled() && ending == RUN_END;
+        let done = consumer.finish(reread).await?;
+        Ok(MemberOut { k, done: Some(done), member_id, joins, records, duplicated })
+    });
+    Member {
+        started,
+        stop: member_stop,
+        fault_stop,
+        ending,
+        joined,
+        ended_by: None,
+        ended_at: None,
+        finished: false,
+    }
+}
+
 /// The consumer group: learn the run's start offsets, join every member (at once, as a group
-/// forms), signal ready, then each member polls, commits and heartbeats until stopped. One member
-/// failing stops the others; its error is the consumer's.
+/// forms), signal ready, then each member polls, commits and heartbeats until stopped, while the
+/// group faults on the schedule (timed from the load's start, the moment ready is said) add,
+/// stop and crash members. One member failing stops the others; its error is the consumer's.
 async fn consume(
     run: NativeRun,
     clusters: Vec<Arc<Cluster>>,
+    joiner: Joiner,
     live: Arc<E2eLive>,
     stop: CancellationToken,
     ready: tokio::sync::oneshot::Sender<()>,
@@ -590,10 +750,11 @@ async fn consume(
     let Some(first) = clusters.first() else {
         return Err(BenchError::Run("no consumer to start".into()));
     };
-    let members = clusters.len();
-    // Several members: the run's start, before any joins (a partition may change hands while
-    // the group forms). One: its partitions' latest offsets once it has joined, as ever.
-    let run_start = if members > 1 {
+    let first_members = clusters.len();
+    let many = run.spec.group_changes();
+    // Several members, now or later: the run's start, before any joins (a partition may change
+    // hands while the group forms). One: its partitions' latest offsets once it has joined.
+    let run_start = if many {
         let all: Vec<i32> = run.layout.partitions.iter().map(|p| p.partition).collect();
         first.latest_offsets(&run.layout, &all).await?
     } else {
@@ -601,35 +762,38 @@ async fn consume(
     };
     let run_start = Arc::new(run_start);
     let seen = Arc::new(Mutex::new(Seen::counting_into(live.clone())));
+    let log = Arc::new(GroupLog {
+        created: Instant::now(),
+        load_start: std::sync::OnceLock::new(),
+        events: Mutex::new(Vec::new()),
+    });
+    let shared = |index: usize| MemberShared {
+        run: run.clone(),
+        live: live.clone(),
+        seen: seen.clone(),
+        run_start: run_start.clone(),
+        log: log.clone(),
+        index,
+        fault_stop: CancellationToken::new(),
+    };
     let stop_members = stop.child_token();
-    let (joined_tx, mut joined_rx) = tokio::sync::mpsc::channel::<()>(members);
+    let (joined_tx, mut joined_rx) = tokio::sync::mpsc::channel::<()>(first_members);
     let mut tasks = JoinSet::new();
+    let mut members: Vec<Member> = Vec::new();
     for (k, cluster) in clusters.into_iter().enumerate() {
-        let shared = MemberShared {
-            run: run.clone(),
-            live: live.clone(),
-            seen: seen.clone(),
-            run_start: run_start.clone(),
-            index: k,
-        };
-        let (members_stop, run_stop, joined) =
-            (stop_members.clone(), stop.clone(), joined_tx.clone());
-        tasks.spawn(async move {
-            let mut consumer = NativeConsumer::join(shared, cluster).await?;
-            let _ = joined.send(()).await;
-            if let Err(e) = consumer.consume_until(&members_stop).await {
-                // Out of the group at once: the others' next join does not wait for it.
-                let _ = consumer.member.leave().await;
-                return Err(e);
-            }
-            // Stopped because another member failed: no re-read in the middle of the load.
-            let reread = run_stop.is_cancelled();
-            consumer.finish(reread).await.map(|done| (k, done))
-        });
+        members.push(spawn_member(
+            &mut tasks,
+            shared(k),
+            cluster,
+            &stop_members,
+            &stop,
+            Some(joined_tx.clone()),
+            Duration::ZERO,
+        ));
     }
     drop(joined_tx);
     let mut joined = 0;
-    while joined < members {
+    while joined < first_members {
         tokio::select! {
             Some(()) = joined_rx.recv() => joined += 1,
             Some(ended) = tasks.join_next() => {
@@ -648,38 +812,189 @@ async fn consume(
         count_by_segment(&run, &live);
     }
     let _ = ready.send(());
-    let mut ends: Vec<(usize, ConsumerDone)> = Vec::new();
+    let load_start = Instant::now();
+    let _ = log.load_start.set(load_start);
+    let mut faults = run.spec.member_faults.iter();
+    let mut next_fault = faults.next();
+    let mut applied: Vec<GroupFault> = Vec::new();
+    let mut outs: Vec<MemberOut> = Vec::new();
     let mut failed = None;
-    while let Some(ended) = tasks.join_next().await {
-        match ended {
-            Ok(Ok(done)) => ends.push(done),
-            Ok(Err(e)) => {
-                stop_members.cancel();
-                failed.get_or_insert(e);
-            }
-            Err(e) => {
-                stop_members.cancel();
-                failed.get_or_insert(BenchError::Run(format!("a consumer task failed: {e}")));
+    loop {
+        let due = next_fault.map(|f| load_start + f.at);
+        // Every member gone (left, crashed) and a join still to come: wait for it, unless the run
+        // ends first.
+        let waiting = due.is_some() && !stop.is_cancelled() && failed.is_none();
+        if tasks.is_empty() && !waiting {
+            break;
+        }
+        tokio::select! {
+            _ = stop.cancelled(), if tasks.is_empty() => break,
+            ended = tasks.join_next(), if !tasks.is_empty() => match ended {
+                None => continue,
+                Some(Ok(Ok(out))) => {
+                    members[out.k].finished = true;
+                    outs.push(out);
+                }
+                Some(Ok(Err(e))) => {
+                    stop_members.cancel();
+                    failed.get_or_insert(e);
+                }
+                Some(Err(e)) => {
+                    stop_members.cancel();
+                    failed.get_or_insert(BenchError::Run(format!("a consumer task failed: {e}")));
+                }
+            },
+            _ = tokio::time::sleep_until(due.unwrap_or(load_start).into()),
+                if waiting =>
+            {
+                // The run ended meanwhile: this fault and the rest are not applied.
+                if stop.is_cancelled() {
+                    continue;
+                }
+                let Some(fault) = next_fault else { continue };
+                next_fault = faults.next();
+                let at = log.elapsed();
+                let mut acted = Vec::new();
+                let mut error = None;
+                match fault.action {
+                    FaultAction::ConsumerJoin { count } => {
+                        for _ in 0..count {
+                            let k = members.len();
+                            let mut config = joiner.config.clone();
+                            config.client_id = member_name(&run.spec.consumer_id, k, true);
+                            match connect_as(config, joiner.topic.clone()).await {
+                                Ok(cluster) => {
+                                    members.push(spawn_member(
+                                        &mut tasks,
+                                        shared(k),
+                                        cluster,
+                                        &stop_members,
+                                        &stop,
+                                        None,
+                                        at,
+                                    ));
+                                    acted.push(k);
+                                }
+                                Err(e) => error = Some(e.to_string()),
+                            }
+                        }
+                    }
+                    FaultAction::ConsumerLeave { count } | FaultAction::ConsumerCrash { count } => {
+                        let crash = matches!(fault.action, FaultAction::ConsumerCrash { .. });
+                        // The newest members that have joined go first, then any still running.
+                        let mut order: Vec<usize> = (0..members.len()).rev().collect();
+                        order.sort_by_key(|i| !members[*i].joined.load(Ordering::SeqCst));
+                        let chosen: Vec<usize> = order
+                            .into_iter()
+                            .filter(|i| members[*i].ended_by.is_none() && !members[*i].finished)
+                            .take(count as usize)
+                            .collect();
+                        for i in chosen {
+                            let m = &mut members[i];
+                            m.ending.store(if crash { CRASHED } else { LEFT }, Ordering::SeqCst);
+                            m.ended_by = Some(if crash { "crashed" } else { "left" });
+                            m.ended_at = Some(at);
+                            m.fault_stop.cancel();
+                            m.stop.cancel();
+                            acted.push(i);
+                        }
+                        if acted.len() < count as usize {
+                            error = Some(format!(
+                                "{} of {count} members were still reading",
+                                acted.len()
+                            ));
+                        }
+                    }
+                    _ => error = Some("not a group member's fault".into()),
+                }
+                applied.push(GroupFault {
+                    fault: fault.spec.clone(),
+                    at_s: at.as_secs_f64(),
+                    members: acted,
+                    error,
+                });
             }
         }
     }
     if let Some(e) = failed {
         return Err(e);
     }
-    ends.sort_by_key(|(k, _)| *k);
+    for fault in &run.spec.member_faults[applied.len()..] {
+        applied.push(GroupFault {
+            fault: fault.spec.clone(),
+            at_s: fault.at.as_secs_f64(),
+            members: Vec::new(),
+            error: Some("not applied: the run had ended".into()),
+        });
+    }
+    outs.sort_by_key(|o| o.k);
+    let end = log.elapsed();
+    // The joins in the load's seconds (those before it negative).
+    let before_load = load_start.duration_since(log.created).as_secs_f64();
+    for o in outs.iter_mut() {
+        for j in o.joins.iter_mut() {
+            j.at_s -= before_load;
+        }
+    }
+    let reports: Vec<MemberReport> = outs
+        .iter()
+        .map(|o| {
+            let m = &members[o.k];
+            MemberReport {
+                member: o.k,
+                member_id: o.member_id.clone(),
+                started_s: m.started.as_secs_f64(),
+                ended_s: m.ended_at.unwrap_or(end).as_secs_f64(),
+                ended: m.ended_by.unwrap_or("run-ended").into(),
+                instance_id: run
+                    .spec
+                    .consumer
+                    .group_instance_id
+                    .as_ref()
+                    .map(|id| member_name(id, o.k, many)),
+                replaces: None,
+                records: o.records,
+                duplicated: Some(o.duplicated),
+                joins: o.joins.clone(),
+                error: o
+                    .member_id
+                    .is_none()
+                    .then(|| "stopped before it had joined".to_string()),
+            }
+        })
+        .collect();
+    let group = many.then(|| {
+        let events = log.events.lock().expect("events lock").clone();
+        let (rebalances, unowned, at_end) =
+            crate::consume::group::rebalances(&reports, &events, &applied, end);
+        GroupReport {
+            consumers: run.spec.consumers as u32,
+            members: reports,
+            rebalances,
+            faults: applied,
+            partitions_unowned_ms: unowned,
+            partitions_unowned_at_end_ms: at_end,
+        }
+    });
+    // The members that read to the end: their partitions at the end.
+    let ends: Vec<ConsumerDone> = outs
+        .into_iter()
+        .filter(|o| members[o.k].ended_by.is_none())
+        .filter_map(|o| o.done)
+        .collect();
     let mut assignment: Vec<i32> = ends
         .iter()
-        .flat_map(|(_, d)| d.assignment.iter().copied())
+        .flat_map(|d| d.assignment.iter().copied())
         .collect();
     assignment.sort_unstable();
     assignment.dedup();
     let member_id = ends
         .first()
-        .map(|(_, d)| d.member_id.clone())
+        .map(|d| d.member_id.clone())
         .unwrap_or_default();
-    let members = if members > 1 {
+    let members = if many {
         ends.into_iter()
-            .map(|(_, d)| crate::result::E2eMemberEnd {
+            .map(|d| crate::result::E2eMemberEnd {
                 member_id: d.member_id,
                 assigned_partitions: d.assignment,
             })
@@ -691,6 +1006,7 @@ async fn consume(
         member_id,
         assignment,
         members,
+        group,
     })
 }
 
@@ -716,7 +1032,11 @@ struct MemberShared {
     /// The run's start offset in each partition (latest, before any member joined): a partition
     /// taken over is never read from before it.
     run_start: Arc<BTreeMap<i32, i64>>,
+    /// When each member took or stopped reading which partition.
+    log: Arc<GroupLog>,
     index: usize,
+    /// Cancelled by a leave or a crash fault (never by the run's end).
+    fault_stop: CancellationToken,
 }
 
 /// A distributed run's consumer: count the records read by the producer agents' segments.
@@ -758,6 +1078,13 @@ struct NativeConsumer {
     wall_clock: bool,
     /// With a schema registry (`deserializer`): the values' decoder, and the registry it asks.
     decoding: Option<(Decoding, RegistryReader)>,
+    /// Its place in the group, the group's log, its joins and the records it read.
+    index: usize,
+    log: Arc<GroupLog>,
+    joins: Vec<MemberJoin>,
+    records: u64,
+    duplicated: u64,
+    fault_stop: CancellationToken,
 }
 
 impl NativeConsumer {
@@ -768,7 +1095,16 @@ impl NativeConsumer {
     /// partitions' next owners start where it stopped.
     async fn rejoin(&mut self) -> Result<(), ClientError> {
         add(&self.live.rejoins, 1);
-        if self.run.spec.consumers > 1 && !self.positions.is_empty() {
+        let began = Instant::now();
+        let before: Vec<i32> = self.positions.keys().copied().collect();
+        // Cooperatively (KIP-429) and under the consumer protocol (KIP-848) a member keeps what
+        // it is not asked to give up; eagerly it gives up everything for the join.
+        let eager = !self.member.cooperative() && self.member.heartbeat_interval().is_none();
+        if eager {
+            // Eagerly, nothing is read while the member rejoins.
+            self.log.owner(self.index, before.iter().copied(), false);
+        }
+        if self.run.spec.group_changes() && !self.positions.is_empty() {
             // Synchronously, as Java's onJoinPrepare: a background commit still in flight (or
             // failed) is not where the next owner should start.
             while self.async_commits.join_next().await.is_some() {}
@@ -782,8 +1118,28 @@ impl NativeConsumer {
                 other => tracing::debug!(?other, "commit before rejoining"),
             }
         }
-        self.member.rejoin().await?;
+        // A leave or a crash fault while the coordinator holds the join gives the join up at
+        // once: the member, owning nothing, then leaves (or, crashed, says nothing), so that the
+        // others' rebalance does not wait for a join it would only leave.
+        let joined = tokio::select! {
+            r = self.member.rejoin() => Some(r),
+            _ = self.fault_stop.cancelled() => None,
+        };
+        let Some(joined) = joined else {
+            tracing::debug!("stopped by a fault while joining: the join given up");
+            self.log.owner(self.index, before, false);
+            self.positions.clear();
+            self.engine.assign(&self.positions);
+            return Ok(());
+        };
+        joined?;
         let assigned = self.member.assignment().to_vec();
+        if self.run.spec.group_changes() && eager {
+            // Eagerly every partition was given up for the join, and another member may have
+            // read one meanwhile (a coordinator that moves the group on while this member's join
+            // is held): each is read on from where the group committed, as Java's consumer does.
+            self.positions.clear();
+        }
         self.positions.retain(|p, _| assigned.contains(p));
         let new: Vec<i32> = assigned
             .into_iter()
@@ -831,7 +1187,34 @@ impl NativeConsumer {
             }
         }
         self.engine.assign(&self.positions);
+        let now: Vec<i32> = self.positions.keys().copied().collect();
+        self.log.owner(
+            self.index,
+            before.into_iter().filter(|p| !now.contains(p)),
+            false,
+        );
+        self.log.owner(self.index, now, true);
+        self.note_join(began);
         Ok(())
+    }
+
+    /// A join that began at `began`, as the group report keeps it.
+    fn note_join(&mut self, began: Instant) {
+        let m = &self.member;
+        // An incremental rebalance goes in steps (KIP-848's heartbeats; KIP-429's second round):
+        // a heartbeat apart at most.
+        let incremental = m.cooperative() || m.heartbeat_interval().is_some();
+        let step = m.heartbeat_every(self.run.spec.consumer.heartbeat_interval);
+        let (join, sync) = m.phases();
+        self.joins.push(MemberJoin {
+            at_s: self.log.secs(began),
+            join_group_ms: join.as_secs_f64() * 1e3,
+            sync_group_ms: sync.as_secs_f64() * 1e3,
+            took_ms: began.elapsed().as_secs_f64() * 1e3,
+            generation_id: m.generation_id(),
+            assigned: m.assignment().to_vec(),
+            step_s: if incremental { step.as_secs_f64() } else { 0.0 },
+        });
     }
 
     /// Join the group, learn the assigned partitions' latest offsets (where the run starts) and hand
@@ -845,8 +1228,11 @@ impl NativeConsumer {
             live,
             seen,
             run_start,
+            log,
             index,
+            fault_stop,
         } = shared;
+        let began = Instant::now();
         let spec = &run.spec;
         let config = GroupConfig {
             group_id: spec.group_id.clone(),
@@ -860,15 +1246,43 @@ impl NativeConsumer {
                 .consumer
                 .group_instance_id
                 .as_ref()
-                .map(|id| member_name(id, index, spec.consumers)),
+                .map(|id| member_name(id, index, spec.group_changes())),
         };
         let member = GroupMember::join(cluster.clone(), config).await?;
+        // A group that changes: a member may join late (a consumer-join fault) and take
+        // partitions others have read: each is read from where the group committed (never
+        // before the run's start), a handover for the verifier.
+        let committed = if spec.group_changes() && !member.assignment().is_empty() {
+            match member
+                .committed_offsets(&run.layout, member.assignment())
+                .await
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    live.error(format!("OffsetFetch after joining: {e}"), 0);
+                    BTreeMap::new()
+                }
+            }
+        } else {
+            BTreeMap::new()
+        };
         // Where the run starts: its start offsets, taken before any member joined.
         let mut positions: BTreeMap<i32, i64> = member
             .assignment()
             .iter()
-            .filter_map(|p| run_start.get(p).map(|o| (*p, *o)))
+            .filter_map(|p| {
+                run_start
+                    .get(p)
+                    .map(|o| (*p, taken_over_at(committed.get(p).copied(), Some(*o), None)))
+            })
             .collect();
+        if spec.group_changes()
+            && let Some(v) = live.verify.lock().expect("verify lock").as_mut()
+        {
+            for p in positions.keys() {
+                v.verifier.handover(*p);
+            }
+        }
         let unknown: Vec<i32> = member
             .assignment()
             .iter()
@@ -918,7 +1332,8 @@ impl NativeConsumer {
             }
             None => None,
         };
-        Ok(NativeConsumer {
+        log.owner(index, positions.keys().copied(), true);
+        let mut consumer = NativeConsumer {
             run,
             cluster,
             seen,
@@ -936,7 +1351,15 @@ impl NativeConsumer {
             peers,
             wall_clock,
             decoding,
-        })
+            index,
+            log,
+            joins: Vec::new(),
+            records: 0,
+            duplicated: 0,
+            fault_stop,
+        };
+        consumer.note_join(began);
+        Ok(consumer)
     }
 
     /// Heartbeat, poll, count and commit until stopped.
@@ -1156,6 +1579,8 @@ impl NativeConsumer {
                 let _ = h.record(t.max(1));
             }
         }
+        self.records += answer.consumed;
+        self.duplicated += answer.duplicated;
         if answer.got > 0 {
             live.turn.notify_waiters();
         }
@@ -1260,7 +1685,28 @@ impl NativeConsumer {
             member_id: self.member.member_id().to_string(),
             assignment: self.member.assignment().to_vec(),
             members: Vec::new(),
+            group: None,
         })
+    }
+
+    /// Crashed (`consumer-crash`): it stops where it is — no commit, no LeaveGroup, its
+    /// heartbeats end; the coordinator learns of it when its session runs out. What its fetches
+    /// met and its values' decoding still count.
+    fn crash(mut self) {
+        if let Some((decoding, _)) = self.decoding.take() {
+            let mut kept = self.live.value_decoding.lock().expect("decoding lock");
+            match kept.as_mut() {
+                Some(report) => report.merge(&decoding.report()),
+                None => *kept = Some(decoding.report()),
+            }
+        }
+        let events = self.engine.finish();
+        self.live
+            .consumer_cluster
+            .lock()
+            .expect("cluster lock")
+            .merge(&events);
+        self.async_commits.abort_all();
     }
 }
 
@@ -1274,6 +1720,9 @@ struct Answer {
     received_wall_us: u64,
     /// Records read (at or past their partition's position).
     got: u64,
+    /// Of them, this run's (as `records_consumed` counts them), and those read before.
+    consumed: u64,
+    duplicated: u64,
     /// The producer of each record counted, for the counts by segment (a distributed run).
     firsts: Vec<u32>,
     /// Whole trips, µs.
@@ -1294,6 +1743,8 @@ impl Answer {
             received_wall_ms: now_ms() - queued.as_millis() as i64,
             received_wall_us: crate::clock::wall_us().saturating_sub(queued.as_micros() as u64),
             got: 0,
+            consumed: 0,
+            duplicated: 0,
             firsts: Vec::new(),
             trips: Vec::new(),
             seeks: Vec::new(),
@@ -1322,8 +1773,10 @@ impl Counting<'_> {
         match identify(record, self.reply) {
             Some((tag, producer, seq, sent)) if tag == self.run_tag || self.wall_clock => {
                 add(&live.consumed, 1);
+                answer.consumed += 1;
                 if seen.mark(tag, producer, seq) {
                     add(&live.duplicates, 1);
+                    answer.duplicated += 1;
                     return;
                 }
                 if self.peers {
@@ -1689,8 +2142,8 @@ mod tests {
         assert_eq!(taken_over_at(Some(7), None, Some(30)), 7);
         assert_eq!(taken_over_at(None, None, Some(30)), 30);
         assert_eq!(taken_over_at(None, None, None), 0);
-        assert_eq!(member_name("c", 0, 1), "c");
-        assert_eq!(member_name("c", 2, 3), "c-2");
+        assert_eq!(member_name("c", 0, false), "c");
+        assert_eq!(member_name("c", 2, true), "c-2");
     }
 
     #[test]

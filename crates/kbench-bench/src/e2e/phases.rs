@@ -419,6 +419,7 @@ pub(crate) struct Phases {
     drained: bool,
     member_id: Option<String>,
     members: Vec<crate::result::E2eMemberEnd>,
+    group: Option<crate::consume::group::GroupReport>,
     assignment: Vec<i32>,
     aborted: Option<String>,
     cpu: CpuTime,
@@ -525,6 +526,7 @@ pub(crate) async fn drive(
     consume_stop.cancel();
     let mut member_id = None;
     let mut members = Vec::new();
+    let mut group = None;
     let mut assignment = Vec::new();
     if let Some(task) = consumer.take() {
         match task.await {
@@ -532,6 +534,7 @@ pub(crate) async fn drive(
                 member_id = Some(done.member_id);
                 assignment = done.assignment;
                 members = done.members;
+                group = done.group;
             }
             Ok(Err(e)) => aborted = Some(format!("the consumer failed: {e}")),
             Err(e) => aborted = aborted.or(Some(format!("the consumer task failed: {e}"))),
@@ -549,6 +552,7 @@ pub(crate) async fn drive(
         drained,
         member_id,
         members,
+        group,
         assignment,
         aborted,
         cpu: CpuTime::now().since(cpu_before),
@@ -672,6 +676,7 @@ pub(crate) fn conclude(
         group_id: spec.group_id.clone(),
         member_id: phases.member_id,
         members: phases.members,
+        group: phases.group,
         assignment: phases.assignment,
         negotiated,
         protocol_anomalies: BTreeMap::new(),
@@ -696,6 +701,8 @@ pub(crate) struct ConsumerDone {
     /// With several consumers: every member (`member_id` and `assignment` are the first's id
     /// and the group's partitions).
     pub(crate) members: Vec<crate::result::E2eMemberEnd>,
+    /// With several members or group faults: the group's members, rebalances and faults.
+    pub(crate) group: Option<crate::consume::group::GroupReport>,
 }
 
 /// Acknowledged records of this run not (yet) consumed. A distributed run's consumer counts per

@@ -869,6 +869,7 @@ impl RestConsumer<'_> {
         result.map(|()| ConsumerDone {
             member_id: self.instance.instance_id.clone(),
             members: Vec::new(),
+            group: None,
             assignment: self.progress.positions.keys().copied().collect(),
         })
     }

@@ -180,6 +180,11 @@ pub struct E2eSpec {
     /// heartbeats, commits), reading what the group assigns it (`--consumers`).
     #[serde(default = "one_consumer")]
     pub consumers: usize,
+    /// Group faults on the load's schedule (`--fault at=T consumer-join=K`, `consumer-leave=K`,
+    /// `consumer-crash=K`): members that join, leave or stop heartbeating while records flow,
+    /// timed from the load's start. Never sent to agents.
+    #[serde(skip)]
+    pub member_faults: Vec<crate::fault::Fault>,
     /// The consumer's client id (the member id is the coordinator's to give).
     pub consumer_id: String,
     pub commit: CommitMode,
@@ -279,6 +284,7 @@ impl Default for E2eSpec {
             producer: ProducerSettings::default(),
             group_id: fresh_id("kbench-e2e"),
             consumers: 1,
+            member_faults: Vec::new(),
             consumer_id: fresh_id("kbench-consumer"),
             commit: CommitMode::Sync,
             consumer: ConsumerSettings {
@@ -415,6 +421,30 @@ impl E2eSpec {
                 "consumers",
                 "nothing reads in producer-only mode",
             ));
+        }
+        if let Some(f) = self.member_faults.first() {
+            if self.rest.is_some() || !self.mode.has_consumer() || self.run_tag.is_some() {
+                return Err(SpecError::new(
+                    "fault",
+                    format!(
+                        "{:?} acts on kbench's own consumer group, in one process: not through a REST Proxy, without a consumer, or over agents",
+                        f.spec
+                    ),
+                ));
+            }
+            if let Some(f) = self
+                .member_faults
+                .iter()
+                .find(|f| matches!(f.action, crate::fault::FaultAction::ConsumerRestart { .. }))
+            {
+                return Err(SpecError::new(
+                    "fault",
+                    format!(
+                        "{:?}: consumer-restart is `kbench consume`'s; e2e takes consumer-join, consumer-leave and consumer-crash",
+                        f.spec
+                    ),
+                ));
+            }
         }
         if self.verify && self.rest.is_some() {
             return Err(SpecError::new(
@@ -615,6 +645,12 @@ impl E2eSpec {
         producers + consumer
     }
 
+    /// Whether the run's group has several members, now or later (`--consumers` above one, or
+    /// group faults): its members are named `-k` and share the run's start offsets.
+    pub fn group_changes(&self) -> bool {
+        self.consumers > 1 || !self.member_faults.is_empty()
+    }
+
     /// The settings block of the result document: the spec as the user would write it (never a
     /// password).
     pub fn settings_json(&self) -> serde_json::Value {
@@ -632,6 +668,7 @@ impl E2eSpec {
             "max_in_flight": self.producer.max_in_flight,
             "group_id": self.group_id,
             "consumers": self.consumers,
+            "member_faults": self.member_faults.iter().map(|f| &f.spec).collect::<Vec<_>>(),
             "consumer_id": self.consumer_id,
             "commit": self.commit.describe(),
             "consume_wait_ms": self.consumer.fetch_max_wait.as_millis() as u64,

@@ -544,6 +544,15 @@ fn conclude(
 
 /// A group run, said: its members, each rebalance and each fault that did less than asked.
 fn group_lines(g: &kbench_bench::consume::group::GroupReport) -> Vec<String> {
+    said_group(g, "what was written to them since is not in these figures")
+}
+
+/// A group run's lines, `unread` saying what became of the records of partitions nobody read
+/// at the end (consume leaves them out; e2e counts them late or lost).
+pub(crate) fn said_group(
+    g: &kbench_bench::consume::group::GroupReport,
+    unread: &str,
+) -> Vec<String> {
     let mut out = Vec::new();
     let records: Vec<String> = g
         .members
@@ -582,7 +591,7 @@ fn group_lines(g: &kbench_bench::consume::group::GroupReport) -> Vec<String> {
             .map(|(p, ms)| format!("{p} (for {:.1} s)", ms / 1e3))
             .collect();
         out.push(format!(
-            "WARNING: partitions without a reader when the run ended: {}. The coordinator never gave them to a live member; what was written to them since is not in these figures.",
+            "WARNING: partitions without a reader when the run ended: {}. The coordinator never gave them to a live member; {unread}.",
             list.join(", ")
         ));
     }

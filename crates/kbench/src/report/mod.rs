@@ -454,12 +454,14 @@ fn cluster_bands(runs: &[&(&str, &Run, &Doc)]) -> Vec<(String, f64, f64)> {
 
 /// A consumer group's rebalances (`group.rebalances`), shaded the way faults are: each from when
 /// its first member began joining to when its last had its partitions (at least 0.2 s wide),
-/// named by its cause. Seconds from the group run's start, which is the consume's.
+/// named by its cause. Seconds from the group run's start, which is the consume's (an e2e's: its
+/// load's, the first joins before it at negative seconds).
 fn rebalance_bands(runs: &[&(&str, &Run, &Doc)]) -> Vec<(String, f64, f64)> {
     let mut bands = Vec::new();
     for (label, run, _) in runs {
-        let Run::Consume(d) = run else { continue };
-        let Some(g) = d.group.as_ref() else { continue };
+        let Some(g) = sections::run_group(run) else {
+            continue;
+        };
         let prefix = if runs.len() > 1 {
             format!("{label}: ")
         } else {

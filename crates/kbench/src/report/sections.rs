@@ -116,10 +116,17 @@ pub(super) fn accounting(h: &mut String, label: &str, run: &Run) {
         row(h, "settings", escape(&list.join(", ")));
     }
     h.push_str("</table>");
-    if let Run::Consume(d) = run
-        && let Some(g) = d.group.as_ref()
-    {
+    if let Some(g) = run_group(run) {
         group(h, g);
+    }
+}
+
+/// A run's consumer group block: a consume's, or an e2e's consumer side's.
+pub(super) fn run_group(run: &Run) -> Option<&kbench_bench::consume::group::GroupReport> {
+    match run {
+        Run::Consume(d) => d.group.as_ref(),
+        Run::E2e(d) => d.group.as_ref(),
+        _ => None,
     }
 }
 

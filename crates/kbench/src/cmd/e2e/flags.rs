@@ -141,6 +141,17 @@ pub struct E2eArgs {
     #[arg(long, value_name = "ID", value_parser = parse_group_instance_id)]
     pub group_instance_id: Option<String>,
 
+    /// The consumers' session (Java's session.timeout.ms; default 45s): how long the coordinator
+    /// waits for a member that stopped heartbeating (`--fault at=T consumer-crash=1`) before it
+    /// hands on its partitions. Classic protocol only.
+    #[arg(long, value_parser = parse_duration)]
+    pub session_timeout: Option<Duration>,
+
+    /// The consumers' heartbeat interval (Java's heartbeat.interval.ms; default 3s), below the
+    /// session. Classic protocol only.
+    #[arg(long, value_parser = parse_duration)]
+    pub heartbeat_interval: Option<Duration>,
+
     /// Run only part of the pipe: consumer-and-producers (the default), producers, consumer.
     #[arg(long)]
     pub mode: Option<E2eMode>,
@@ -263,6 +274,11 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     set(&mut spec.consumer_id, args.consumer_id.clone());
     set(&mut spec.consumers, args.consumers);
     set(&mut spec.consumer.group_protocol, args.group_protocol);
+    set(&mut spec.consumer.session_timeout, args.session_timeout);
+    set(
+        &mut spec.consumer.heartbeat_interval,
+        args.heartbeat_interval,
+    );
     if let Some(id) = &args.group_instance_id {
         spec.consumer.group_instance_id = Some(id.clone());
     }

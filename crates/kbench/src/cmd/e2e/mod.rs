@@ -24,6 +24,19 @@ pub async fn run(mut args: E2eArgs) -> CliResult {
     let serializer = args.connection.take_serializer()?;
     let pins = args.pins.pins(E2eSpec::APIS)?;
     let mut spec = spec_from(&args)?;
+    let (faults, member_faults) =
+        crate::faults::plan_consume(&args.fault, args.bootstrap_server.as_deref())?;
+    if let Some(f) = member_faults.first()
+        && args.distributed.given()
+    {
+        return Err(CliError::usage(format!(
+            "--fault {:?}: acts on the run's own consumer group, in this process: not with --agents",
+            f.spec
+        )));
+    }
+    spec.member_faults = member_faults;
+    spec.validate()
+        .map_err(|e| CliError::usage(crate::args::spec_error(&e)))?;
     let value_schema = flags::value_schema(&args, &serializer, &mut spec)?;
     if !spec.deserializer.is_empty() {
         kbench_bench::schema::decode::RegistryReader::new(&spec.deserializer)
@@ -31,7 +44,6 @@ pub async fn run(mut args: E2eArgs) -> CliResult {
     }
     args.slo.conditions("e2e")?;
     let settings = args.connection.settings()?;
-    let faults = crate::faults::plan(&args.fault, args.bootstrap_server.as_deref())?;
     if !faults.is_empty() && (spec.rest.is_some() || args.distributed.given()) {
         return Err(CliError::usage(
             "--fault: not with --via rest-proxy or --agents (faults apply to the embedded broker this process starts)",
@@ -557,6 +569,13 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
             run.members.len(),
             members.join("; ")
         );
+    }
+    // Its members, rebalances and faults, as `kbench consume` says them.
+    if let Some(g) = &run.group {
+        let unread = "their acknowledged records since are counted late or lost";
+        for line in crate::cmd::consume::said_group(g, unread) {
+            println!("{line}");
+        }
     }
     if let Some(r) = &doc.reply {
         print_reply(r);
