@@ -220,6 +220,23 @@ struct Running {
     task: tokio::task::JoinHandle<Result<MemberRun, BenchError>>,
 }
 
+/// The members a leave, crash or restart of `count` members stops, of `members` (by index): the
+/// newest that have joined first, then any still `running`.
+pub(crate) fn members_to_stop(
+    members: usize,
+    joined: impl Fn(usize) -> bool,
+    running: impl Fn(usize) -> bool,
+    count: u32,
+) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..members).rev().collect();
+    order.sort_by_key(|i| !joined(*i));
+    order
+        .into_iter()
+        .filter(|i| running(*i))
+        .take(count as usize)
+        .collect()
+}
+
 /// How long a restart waits for the members it stops to close before their new members start.
 const RESTART_CLOSE_WAIT: Duration = Duration::from_secs(15);
 
@@ -377,14 +394,12 @@ pub(crate) async fn run_group<O: ConsumeObserver>(
             | FaultAction::ConsumerRestart { count } => {
                 let crash = matches!(fault.action, FaultAction::ConsumerCrash { .. });
                 let restart = matches!(fault.action, FaultAction::ConsumerRestart { .. });
-                // The newest members that have joined go first, then any still running.
-                let mut order: Vec<usize> = (0..members.len()).rev().collect();
-                order.sort_by_key(|i| !members[*i].joined.load(Ordering::SeqCst));
-                let chosen: Vec<usize> = order
-                    .into_iter()
-                    .filter(|i| members[*i].ended_by.is_none() && !members[*i].task.is_finished())
-                    .take(count as usize)
-                    .collect();
+                let chosen = members_to_stop(
+                    members.len(),
+                    |i| members[i].joined.load(Ordering::SeqCst),
+                    |i| members[i].ended_by.is_none() && !members[i].task.is_finished(),
+                    count,
+                );
                 for &i in &chosen {
                     let m = &mut members[i];
                     m.crash.store(crash, Ordering::SeqCst);

@@ -881,14 +881,12 @@ async fn consume(
                     }
                     FaultAction::ConsumerLeave { count } | FaultAction::ConsumerCrash { count } => {
                         let crash = matches!(fault.action, FaultAction::ConsumerCrash { .. });
-                        // The newest members that have joined go first, then any still running.
-                        let mut order: Vec<usize> = (0..members.len()).rev().collect();
-                        order.sort_by_key(|i| !members[*i].joined.load(Ordering::SeqCst));
-                        let chosen: Vec<usize> = order
-                            .into_iter()
-                            .filter(|i| members[*i].ended_by.is_none() && !members[*i].finished)
-                            .take(count as usize)
-                            .collect();
+                        let chosen = crate::consume::group::members_to_stop(
+                            members.len(),
+                            |i| members[i].joined.load(Ordering::SeqCst),
+                            |i| members[i].ended_by.is_none() && !members[i].finished,
+                            count,
+                        );
                         for i in chosen {
                             let m = &mut members[i];
                             m.ending.store(if crash { CRASHED } else { LEFT }, Ordering::SeqCst);
