@@ -122,6 +122,10 @@ pub struct GroupMember {
     kip848: Kip848,
     /// The classic protocol: the leader's member id in the last JoinGroup answer.
     leader: String,
+    /// The classic protocol: the generation whose SyncGroup this member last completed (-1 none).
+    synced_generation: i32,
+    /// The classic protocol: a Heartbeat was answered REBALANCE_IN_PROGRESS since the last sync.
+    rebalance_signalled: bool,
 }
 
 /// What a member of the consumer protocol (KIP-848) keeps between heartbeats.
@@ -172,7 +176,45 @@ impl GroupMember {
         config: GroupConfig,
     ) -> Result<GroupMember, ClientError> {
         let coordinator = find_coordinator(&cluster, &config.group_id).await?;
-        let mut member = GroupMember {
+        let mut member = GroupMember::unjoined(cluster, config, coordinator);
+        member.first_join().await?;
+        Ok(member)
+    }
+
+    /// As [`join`](Self::join), given up when `stop` is cancelled first: then `None`, and a
+    /// member the coordinator had already given an id (KIP-394, or a round of a held join) sends
+    /// LeaveGroup, waiting at most 5 s for it, so that the group's next join need not wait a
+    /// session for it. (A coordinator that reads a connection's requests in order, as Kafka does,
+    /// reads that leave only once it answers the held JoinGroup.)
+    pub async fn join_until(
+        cluster: Arc<Cluster>,
+        config: GroupConfig,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Result<Option<GroupMember>, ClientError> {
+        let coordinator = tokio::select! {
+            c = find_coordinator(&cluster, &config.group_id) => c?,
+            _ = stop.cancelled() => return Ok(None),
+        };
+        let mut member = GroupMember::unjoined(cluster, config, coordinator);
+        let joined = tokio::select! {
+            r = member.first_join() => Some(r),
+            _ = stop.cancelled() => None,
+        };
+        match joined {
+            Some(r) => r.map(|()| Some(member)),
+            None => {
+                let _ = tokio::time::timeout(Duration::from_secs(5), member.leave()).await;
+                Ok(None)
+            }
+        }
+    }
+
+    fn unjoined(
+        cluster: Arc<Cluster>,
+        config: GroupConfig,
+        coordinator: Arc<Connection>,
+    ) -> GroupMember {
+        GroupMember {
             cluster,
             config,
             coordinator,
@@ -184,12 +226,16 @@ impl GroupMember {
             lost: false,
             kip848: Kip848::default(),
             leader: String::new(),
-        };
-        if member.config.protocol == GroupProtocol::Consumer {
-            member.start_kip848().await?;
+            synced_generation: -1,
+            rebalance_signalled: false,
         }
-        member.rejoin().await?;
-        Ok(member)
+    }
+
+    async fn first_join(&mut self) -> Result<(), ClientError> {
+        if self.config.protocol == GroupProtocol::Consumer {
+            self.start_kip848().await?;
+        }
+        self.rejoin().await
     }
 
     /// The heartbeat interval the coordinator set (the consumer protocol's); `None`: the
@@ -339,6 +385,7 @@ impl GroupMember {
             // A coordinator whose connection broke (it restarted, say) is looked up again.
             if self.coordinator.is_broken() {
                 self.coordinator = find_coordinator(&self.cluster, &self.config.group_id).await?;
+                self.forget_generation();
             }
             match self.join_and_sync().await {
                 Ok(()) => return Ok(()),
@@ -357,6 +404,7 @@ impl GroupMember {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     self.coordinator =
                         find_coordinator(&self.cluster, &self.config.group_id).await?;
+                    self.forget_generation();
                 }
                 // The coordinator's connection dropped (it restarted, or it could not read the
                 // version asked): look it up again and join on a new connection.
@@ -364,6 +412,7 @@ impl GroupMember {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     self.coordinator =
                         find_coordinator(&self.cluster, &self.config.group_id).await?;
+                    self.forget_generation();
                 }
                 // librdkafka's mock cluster answers some SyncGroups (those it fails, in the middle
                 // of a rebalance) with a null assignment, which the protocol does not allow and
@@ -378,6 +427,7 @@ impl GroupMember {
                 }
                 Err(ClientError::Kafka { api, code, .. }) if code == UNKNOWN_MEMBER_ID => {
                     self.member_id.clear();
+                    self.forget_generation();
                     // Out of the group: what it owned is lost, not claimed.
                     self.lost = true;
                     self.assignment.clear();
@@ -411,6 +461,13 @@ impl GroupMember {
         }
     }
 
+    /// A new coordinator, or a new member id: no generation synced into that the next join's
+    /// answer could repeat (see the check in [`join_and_sync`](Self::join_and_sync)).
+    fn forget_generation(&mut self) {
+        self.synced_generation = -1;
+        self.rebalance_signalled = false;
+    }
+
     async fn join_and_sync(&mut self) -> Result<(), ClientError> {
         let group = self.config.group_id.clone();
         let version = self
@@ -424,8 +481,9 @@ impl GroupMember {
         }
         // What every assignor offered is told (ConsumerProtocolSubscription v3, as Java and
         // librdkafka send it): the topic, the partitions owned through the join (cooperatively;
-        // none when eager) and the generation last joined — and, for cooperative-sticky, that
-        // generation again in the user data, where Java's older leaders read it.
+        // none when eager) and the generation they were owned in (below) — and, for
+        // cooperative-sticky, that generation again in the user data, where Java's older leaders
+        // read it.
         let owned = if self.assignment.is_empty() {
             Vec::new()
         } else {
@@ -435,11 +493,17 @@ impl GroupMember {
                     .with_partitions(self.assignment.clone()),
             ]
         };
-        // The generation last joined, as Java sends it. Naming none (-1) when nothing is owned
-        // made every eager join offer the same metadata, which let upstream-shaped Tansu groups
-        // form, but librdkafka's mock cluster then kept a newcomer out of every generation while
-        // the group's other members stayed (docs/PERFORMANCE.md, "stop 59"): not kept.
-        let generation = self.generation_id;
+        // The generation last joined where something is owned through the join (cooperatively),
+        // as Java sends it; none (-1, Java's NO_GENERATION) where nothing is (eager, new or lost).
+        // An eager member's rejoin then offers the very metadata it offered before, so a
+        // coordinator that starts a new generation for changed metadata (Tansu 0.6) does not
+        // start one at each retry. librdkafka's mock cluster never reads the metadata
+        // (docs/PERFORMANCE.md, "stop 61").
+        let generation = if owned.is_empty() {
+            -1
+        } else {
+            self.generation_id
+        };
         let mut subscriptions = Vec::new();
         for a in self.offered() {
             let body = ConsumerProtocolSubscription::default()
@@ -529,6 +593,42 @@ impl GroupMember {
         if response.error_code != 0 {
             return Err(group_error("JoinGroup", &group, response.error_code));
         }
+        // The coordinator asked for a rebalance, yet answered the join with the generation this
+        // member already synced into, from the coordinator it synced with: no new generation
+        // formed (Kafka answers so only a follower of a stable group, which asks for no
+        // rebalance; a new coordinator or member id forgets the generation, as a coordinator
+        // that moved may answer a follower so). Tansu 0.6 does this when a
+        // member's session ran out: the heartbeat that noticed it removed the member but kept
+        // the group formed, with its old leader and old assignments, so every SyncGroup would
+        // hand back the old assignment and the gone member's partitions would have no reader
+        // for ever. Leaving (which starts a new generation there, without the gone leader) and
+        // joining again as a new member forms the group anew. Not for a static member, whose
+        // rejoin keeps its generation there by design (KIP-345).
+        if self.rebalance_signalled
+            && self.config.instance_id.is_none()
+            && response.generation_id >= 0
+            && response.generation_id == self.synced_generation
+        {
+            tracing::debug!(group = %group, member = %self.member_id, generation = response.generation_id, leader = %response.leader, "JoinGroup answered the generation already synced after a rebalance was asked for: leaving, to join again as a new member");
+            self.rebalance_signalled = false;
+            self.synced_generation = -1;
+            self.member_id = response.member_id.to_string();
+            if let Err(e) = self.leave().await {
+                tracing::debug!(group = %group, member = %self.member_id, error = %e, "LeaveGroup before joining again as a new member failed: the coordinator drops the old id after its session");
+            }
+            self.member_id.clear();
+            self.lost = true;
+            self.assignment.clear();
+            // Retried as a rebalance in progress, for as long as the rebalance timeout allows.
+            return Err(ClientError::kafka(
+                "JoinGroup",
+                format!(
+                    "group {group:?}: the coordinator asked for a rebalance but answered the join with generation {} again, which this member had already synced into; it left to join as a new member",
+                    response.generation_id
+                ),
+                REBALANCE_IN_PROGRESS,
+            ));
+        }
         self.member_id = response.member_id.to_string();
         self.generation_id = response.generation_id;
         let joined = joining.elapsed();
@@ -593,6 +693,8 @@ impl GroupMember {
         self.second_round =
             self.cooperative() && before.iter().any(|p| !self.assignment.contains(p));
         self.lost = false;
+        self.synced_generation = self.generation_id;
+        self.rebalance_signalled = false;
         Ok(())
     }
 
@@ -622,6 +724,7 @@ impl GroupMember {
             response.error_code,
             ILLEGAL_GENERATION | UNKNOWN_MEMBER_ID | FENCED_INSTANCE_ID
         );
+        self.rebalance_signalled |= response.error_code == REBALANCE_IN_PROGRESS;
         tracing::debug!(group = %self.config.group_id, member = %self.member_id, generation = self.generation_id, error_code = response.error_code, "Heartbeat answered");
         membership("Heartbeat", &self.config.group_id, response.error_code)
     }

@@ -175,11 +175,11 @@ async fn join_or_assign(
                     None => spec.consumer.group_instance_id.clone(),
                 },
             };
-            let joined = tokio::select! {
-                m = GroupMember::join(cluster.clone(), config) => m,
-                _ = cancel.cancelled() => return Err(BenchError::StoppedJoining),
-            };
-            let m = joined.map_err(|e| BenchError::Run(format!("group {group_id:?}: {e}")))?;
+            // Stopped while the coordinator held the join: given up (leaving, if it had an id).
+            let m = GroupMember::join_until(cluster.clone(), config, cancel)
+                .await
+                .map_err(|e| BenchError::Run(format!("group {group_id:?}: {e}")))?
+                .ok_or(BenchError::StoppedJoining)?;
             let assigned = m.assignment().to_vec();
             Ok((Some(m), assigned))
         }

@@ -57,6 +57,9 @@ pub(crate) struct Native {
     reply_layout: Option<TopicLayout>,
     /// Request-reply with an application group: its lag sampler, stopped at the end.
     lag_sampler: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
+    /// The connection sets of members that a consumer-join fault added: their versions are the
+    /// run's too, and they are closed at the end with the rest.
+    late: Arc<Mutex<Vec<Arc<Cluster>>>>,
 }
 
 impl Native {
@@ -78,6 +81,7 @@ impl Native {
             created: false,
             reply_layout: None,
             lag_sampler: None,
+            late: Arc::default(),
         };
         let admin = native
             .connect(cluster.client_id.clone(), &spec.topic)
@@ -211,6 +215,7 @@ impl Driver for Native {
         let joiner = Joiner {
             config: self.cluster_config(String::new()),
             topic,
+            late: self.late.clone(),
         };
         Ok(tokio::spawn(consume(
             self.shared_reading(),
@@ -285,7 +290,8 @@ impl Driver for Native {
         }
         let mut negotiated = Negotiated::default();
         let mut anomalies = std::collections::BTreeMap::<String, u64>::new();
-        for c in &self.clusters {
+        let late = std::mem::take(&mut *self.late.lock().expect("late lock"));
+        for c in self.clusters.iter().chain(&late) {
             negotiated.merge(&c.negotiated());
             for (k, v) in c.protocol_anomalies() {
                 *anomalies.entry(k).or_default() += v;
@@ -593,6 +599,8 @@ fn member_name(name: &str, k: usize, many: bool) -> String {
 struct Joiner {
     config: ClusterConfig,
     topic: String,
+    /// Where each late member's connection set is kept for the driver (see `Native::late`).
+    late: Arc<Mutex<Vec<Arc<Cluster>>>>,
 }
 
 /// What the group's members note as they run, for the group report: when each took or stopped
@@ -688,13 +696,17 @@ fn spawn_member(
     );
     tasks.spawn(async move {
         let log = shared.log.clone();
-        let mut consumer = tokio::select! {
-            c = NativeConsumer::join(shared, cluster) => c?,
+        let Some(mut consumer) = NativeConsumer::join(shared, cluster, &stop_).await? else {
             // Stopped (the run's end, or a fault) while the coordinator held its join: a member
-            // that read nothing.
-            _ = stop_.cancelled() => {
-                return Ok(MemberOut { k, done: None, member_id: None, joins: Vec::new(), records: 0, duplicated: 0 });
-            }
+            // that read nothing (and left, if it had been given an id).
+            return Ok(MemberOut {
+                k,
+                done: None,
+                member_id: None,
+                joins: Vec::new(),
+                records: 0,
+                duplicated: 0,
+            });
         };
         joined_.store(true, Ordering::SeqCst);
         if let Some(tx) = joined_tx {
@@ -715,13 +727,27 @@ fn spawn_member(
         let member_id = Some(consumer.member.member_id().to_string());
         if ending == CRASHED {
             consumer.crash();
-            return Ok(MemberOut { k, done: None, member_id, joins, records, duplicated });
+            return Ok(MemberOut {
+                k,
+                done: None,
+                member_id,
+                joins,
+                records,
+                duplicated,
+            });
         }
         // Stopped because another member failed, or by a leave: no re-read in the middle of the
         // load.
         let reread = run_stop.is_cancelled() && ending == RUN_END;
         let done = consumer.finish(reread).await?;
-        Ok(MemberOut { k, done: Some(done), member_id, joins, records, duplicated })
+        Ok(MemberOut {
+            k,
+            done: Some(done),
+            member_id,
+            joins,
+            records,
+            duplicated,
+        })
     });
     Member {
         started,
@@ -864,6 +890,7 @@ async fn consume(
                             config.client_id = member_name(&run.spec.consumer_id, k, true);
                             match connect_as(config, joiner.topic.clone()).await {
                                 Ok(cluster) => {
+                                    joiner.late.lock().expect("late lock").push(cluster.clone());
                                     members.push(spawn_member(
                                         &mut tasks,
                                         shared(k),
@@ -1220,7 +1247,8 @@ impl NativeConsumer {
     async fn join(
         shared: MemberShared,
         cluster: Arc<Cluster>,
-    ) -> Result<NativeConsumer, BenchError> {
+        stop: &CancellationToken,
+    ) -> Result<Option<NativeConsumer>, BenchError> {
         let MemberShared {
             run,
             live,
@@ -1246,7 +1274,9 @@ impl NativeConsumer {
                 .as_ref()
                 .map(|id| member_name(id, index, spec.group_changes())),
         };
-        let member = GroupMember::join(cluster.clone(), config).await?;
+        let Some(member) = GroupMember::join_until(cluster.clone(), config, stop).await? else {
+            return Ok(None);
+        };
         // A group that changes: a member may join late (a consumer-join fault) and take
         // partitions others have read: each is read from where the group committed (never
         // before the run's start), a handover for the verifier.
@@ -1357,7 +1387,7 @@ impl NativeConsumer {
             fault_stop,
         };
         consumer.note_join(began);
-        Ok(consumer)
+        Ok(Some(consumer))
     }
 
     /// Heartbeat, poll, count and commit until stopped.
