@@ -1635,11 +1635,8 @@ fn consume_over_three_agents_reads_every_record_once_on_both_brokers() {
         // first batch, see above): 4 records before librdkafka's.
         warm_partitions(&broker, topic, 3);
         // As one group (a member on each agent), then with the partitions assigned and dealt
-        // out. The group case on the upstream binary only: with three members on three processes
-        // joining at once, the embedded broker failed to form the group in 3 of 35 runs under
-        // load (docs/PERFORMANCE.md, "stop 58" and "stop 59"); README, "Distributed runs".
-        let group = kind == BrokerKind::Standalone;
-        consume_over_three_agents_after(&broker.addr, topic, &dir, 4, group);
+        // out.
+        consume_over_three_agents_after(&broker.addr, topic, &dir, 4, true);
     }
 }
 
@@ -1836,19 +1833,28 @@ fn omb_over_three_agents(
     // librdkafka reads back exactly what each subscription read: every record acknowledged,
     // where the broker kept them all.
     let topic = merged["topics"][0].as_str().unwrap();
+    // The upstream binary may lose a partition's first batch even after every subscription has
+    // read it: librdkafka, reading last, then reads less than the least of them (once in stop
+    // 61's runs: 21 581 where the subscriptions read 21 582, 21 582 and 21 583). Up to one record
+    // per partition fewer is allowed for there.
+    let floor = if loses_first_batches {
+        held.saturating_sub(3)
+    } else {
+        held
+    };
     let back = librdkafka::read(
         bootstrap,
         topic,
         3,
-        held as usize,
+        floor as usize,
         Duration::from_secs(1),
         Duration::from_secs(60),
     );
     if loses_first_batches {
         // A subscription may have read less than the broker holds at the end (it started where
-        // the broker's earliest offset was then).
+        // the broker's earliest offset was then), or more (a first batch the broker lost later).
         assert!(
-            back.len() as u64 >= held && back.len() as u64 <= acked + warm,
+            back.len() as u64 >= floor && back.len() as u64 <= acked + warm,
             "{name}: {} read back, {each:?} by the subscriptions",
             back.len()
         );

@@ -29,7 +29,7 @@ fn a_join_a_leave_and_a_crash_lose_nothing_on_the_upstream_tansu_binary() {
 fn a_join_a_leave_and_a_crash_lose_nothing_on_librdkafka_mock_cluster() {
     let mock = crate::mock::Mock::new(3);
     mock.topic("changing", 6);
-    changing_group(&mock.bootstrap, &[], "mock", &CLASSIC);
+    changing_group(&mock.bootstrap, &[], "mock", &MOCK_CLASSIC);
 }
 
 /// Cooperative-sticky (KIP-429) in the classic protocol: members keep reading the partitions they
@@ -151,6 +151,18 @@ const CLASSIC: Schedule = Schedule {
     min_unowned_ms: 5000.0,
 };
 
+/// The classic schedule on librdkafka's mock cluster, whose rounds can fail in a row under load:
+/// its coordinator ends a SyncGroup round when the leader's SyncGroup comes and refuses a
+/// follower's that comes after it (REBALANCE_IN_PROGRESS with a null assignment, where Kafka gives
+/// the follower its assignment), and the follower's join starts a new round, held 5 s. With two
+/// tests at once here the three-member round after the join failed so in 2 of 6 runs, and the
+/// group had no reader for up to 27 s (docs/PERFORMANCE.md, "stop 61"): the run waits 40 s
+/// without a record before it ends.
+const MOCK_CLASSIC: Schedule = Schedule {
+    timeout_ms: "40000",
+    ..CLASSIC
+};
+
 /// Cooperatively (`partition.assignment.strategy=cooperative-sticky`), where a join takes two
 /// rounds, each held by the coordinator (the mock holds a rebalance a second less than the
 /// session, Tansu half of it): 4 s sessions, and the faults far apart — a join at 6 s, a leave
@@ -217,6 +229,8 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str, schedule: &Schedule
         consume = consume.args(&["--fault", fault]);
     }
     let out = consume.json(&consumed).ok(LIMIT);
+    // Kept with the run's files (which a failing test leaves behind), for KBENCH_LOG's lines.
+    let _ = std::fs::write(dir.path().join("consume.stderr"), &out.stderr);
     let produce_out = producer.join().expect("the producer thread");
     let stdout = text(&out.stdout);
     assert_eq!(
@@ -258,50 +272,12 @@ fn changing_group(bootstrap: &str, pin: &[&str], name: &str, schedule: &Schedule
         .keys()
         .map(|k| k.parse().unwrap())
         .collect();
-    if stranded.is_empty() {
-        // The coordinator gave the crashed member's partitions to a live one after its session:
-        // every record was read.
-        assert_eq!(unique, schedule.records, "{name}: {v}\n{g}\n{stdout}");
-    } else {
-        // The embedded Tansu keeps a crashed member in the group: its partitions are never
-        // handed on. And where the survivor rejoined as a new member after it (its own join held
-        // round after round while the others' changed the generation, until its session ran
-        // out), Tansu answered its SyncGroup with the crashed leader's assignment, which names it
-        // not: it reads nothing (2 of 4 runs here under load). That must be in the figures: the
-        // stranded partitions are those no member at the end was given, named in a warning, and
-        // their records are what was not read.
-        assert_eq!(name, "embedded", "{g}");
-        let members = g["members"].as_array().unwrap();
-        let last = |m: &serde_json::Value| -> Vec<i64> {
-            m["joins"]
-                .as_array()
-                .unwrap()
-                .last()
-                .map(|j| {
-                    j["assigned"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|p| p.as_i64().unwrap())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let crashed = members.iter().find(|m| m["ended"] == "crashed").unwrap();
-        let read_at_end: Vec<i64> = members
-            .iter()
-            .filter(|m| m["ended"] == "run-ended")
-            .flat_map(last)
-            .collect();
-        let unread: Vec<i64> = (0..6).filter(|p| !read_at_end.contains(p)).collect();
-        assert_eq!(stranded, unread, "{g}");
-        assert!(last(crashed).iter().all(|p| stranded.contains(p)), "{g}");
-        assert!(unique < schedule.records, "{v}");
-        assert!(
-            stdout.contains("WARNING: partitions without a reader when the run ended"),
-            "{stdout}"
-        );
-    }
+    // The coordinator gave the crashed member's partitions to a live one after its session, and
+    // every record was read. (On the embedded Tansu 0.6 this needs kbench to leave and join
+    // again when a rebalance it was told of comes back as the generation it already had: the
+    // heartbeat that noticed the crash kept the old leader and assignments there.)
+    assert!(stranded.is_empty(), "{name}: {g}\n{stdout}");
+    assert_eq!(unique, schedule.records, "{name}: {v}\n{g}\n{stdout}");
     let members = g["members"].as_array().expect("members");
     assert_eq!(members.len(), 3, "{name}: {g}");
     let ended: Vec<&str> = members
@@ -895,17 +871,14 @@ fn e2e_reads_as_a_static_member_on_librdkafka_mock_cluster() {
 }
 
 /// `e2e --consumers 3`: three members of one group, each on connections of its own, read every
-/// acknowledged record between them — on the upstream Tansu binary (where a group forms in rounds: a
+/// acknowledged record between them — on both Tansu brokers (where a group forms in rounds: a
 /// partition handed over is read on from where the group committed) and on librdkafka's mock
 /// cluster (three brokers, the partitions' leaders spread). At the end the members hold the six
 /// partitions between them, none twice; a record read again across a handover is a duplicate,
 /// never a second count.
 #[test]
 fn e2e_with_three_consumers_reads_every_record_across_the_group() {
-    // Not the embedded broker: three members joining at once there can fail to form the group
-    // (Tansu 0.6's churn, README "Distributed runs"); the upstream binary formed it every time.
-    {
-        let kind = BrokerKind::Standalone;
+    for kind in [BrokerKind::Embedded, BrokerKind::Standalone] {
         let broker = TestBroker::of(kind);
         let topic = &format!("e2e-members-{kind:?}").to_lowercase();
         e2e_with_three_consumers(
@@ -973,15 +946,15 @@ fn e2e_with_three_consumers(bootstrap: &str, topic: &str, extra: &[&str], name: 
 /// send: a member joins (5 s), one leaves (13 s) and one crashes (18 s) (its session, 6 s, decides), with
 /// `--verify`. Every acknowledged record is read, none lost; sent = acked + failed; the group
 /// block names every member, its end and its records, and a rebalance for each fault; `kbench
-/// report` shows the group. On the upstream Tansu binary and librdkafka's mock cluster, side by
-/// side. Not on the embedded broker: there a member whose join the coordinator holds while the
-/// others' change the generation can fail to join for 30 s and the run fails naming it (1 of 2
-/// runs here under load; README "Consumer groups"), as `consume`'s group test shows.
+/// report` shows the group. On both Tansu brokers and librdkafka's mock cluster, side by side
+/// (on the embedded Tansu, two members may read a partition at once for up to a heartbeat after
+/// a join: see `e2e_changing_group`).
 #[test]
 fn e2e_with_a_join_a_leave_and_a_crash_reads_every_record() {
     let mock = crate::mock::Mock::new(3);
     mock.topic("e2e-changing", 6);
     let upstream = TestBroker::of(BrokerKind::Standalone);
+    let embedded = TestBroker::of(BrokerKind::Embedded);
     // The leave well after the join's rebalance (3-4 s on Tansu), so that the member it stops
     // (the newest that has joined) has read.
     let all = [
@@ -992,6 +965,7 @@ fn e2e_with_a_join_a_leave_and_a_crash_reads_every_record() {
     std::thread::scope(|s| {
         s.spawn(|| e2e_changing_group(&mock.bootstrap, &[], "mock", &all));
         s.spawn(|| e2e_changing_group(&upstream.addr, &["--partitions", "6"], "upstream", &all));
+        s.spawn(|| e2e_changing_group(&embedded.addr, &["--partitions", "6"], "embedded", &all));
     });
     // Group faults act on e2e's own consumers, in this process: refused naming --fault.
     Cmd::new("e2e")
@@ -1046,10 +1020,42 @@ fn e2e_changing_group(bootstrap: &str, extra: &[&str], name: &str, faults: &[&st
     for f in faults {
         cmd = cmd.args(&["--fault", f]);
     }
-    let out = cmd.json(&json).ok(LIMIT);
+    let out = cmd.json(&json).run(LIMIT);
     let stdout = text(&out.stdout);
     let doc = result_json(&json);
-    every_record_read(&doc, &format!("{name}: {stdout}"));
+    let v = &doc["verification"];
+    if name == "embedded" && out.status.code() == Some(5) && n(v, "offset_regressions") > 0 {
+        // The embedded Tansu (the 0.6 crate) answers the leader's JoinGroup at once and forms
+        // the generation from the members it knows, before they have all rejoined: a member not
+        // yet told (by its next heartbeat, 500 ms here) reads its old partitions while their new
+        // owner reads them from the commit. Two members reading a partition at once is what
+        // --verify must name (records read behind another member's position) and fail the run
+        // for (exit 5); nothing may be lost, and what was read twice is counted duplicated.
+        // Kafka, the upstream binary and the mock hold the leader's join until the others rejoin.
+        assert!(stdout.contains("Verification FAILED"), "{stdout}");
+        assert!(n(v, "duplicated") > 0, "{v}");
+        for field in [
+            "corrupted",
+            "unexpected",
+            "reordered",
+            "sequence_gaps",
+            "aborted_read",
+        ] {
+            assert_eq!(n(v, field), 0, "{field}: {v}");
+        }
+        assert!(v["error"].is_null(), "{v}");
+        let mut as_if_ok = doc.clone();
+        as_if_ok["verification"]["ok"] = serde_json::Value::Bool(true);
+        every_record_read(&as_if_ok, &format!("{name}: {stdout}"));
+    } else {
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {stdout}\n{}",
+            text(&out.stderr)
+        );
+        every_record_read(&doc, &format!("{name}: {stdout}"));
+    }
     assert_eq!(
         doc["settings"]["member_faults"].as_array().unwrap().len(),
         faults.len()
