@@ -171,17 +171,7 @@ fn group_error(api: &str, group: &str, code: i16) -> ClientError {
 
 impl GroupMember {
     /// Find the coordinator, join the group and sync: on return the member has its partitions.
-    pub async fn join(
-        cluster: Arc<Cluster>,
-        config: GroupConfig,
-    ) -> Result<GroupMember, ClientError> {
-        let coordinator = find_coordinator(&cluster, &config.group_id).await?;
-        let mut member = GroupMember::unjoined(cluster, config, coordinator);
-        member.first_join().await?;
-        Ok(member)
-    }
-
-    /// As [`join`](Self::join), given up when `stop` is cancelled first: then `None`, and a
+    /// Given up when `stop` is cancelled first: then `None`, and a
     /// member the coordinator had already given an id (KIP-394, or a round of a held join) sends
     /// LeaveGroup, waiting at most 5 s for it, so that the group's next join need not wait a
     /// session for it. (A coordinator that reads a connection's requests in order, as Kafka does,
