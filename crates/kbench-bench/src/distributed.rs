@@ -1281,6 +1281,7 @@ pub fn merge_consume(
         // Each agent's members and rebalances are its own document's; the merge does not join
         // them (the agents' members are in `distributed.agents`, by count).
         group: None,
+        unread: None,
         topics: BTreeMap::new(),
         // Every agent decoded what it read: the reports add.
         value_decoding: done

@@ -17,6 +17,7 @@ pub mod document;
 pub mod e2e;
 pub mod error;
 pub mod fault;
+pub mod group;
 pub mod history;
 pub mod iso8601;
 pub mod latest;

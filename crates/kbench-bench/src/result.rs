@@ -534,8 +534,14 @@ pub struct E2eConsumerSide {
     pub records_unverified: u64,
     #[serde(default)]
     pub unverified_reason: Option<String>,
-    /// Acknowledged and on the broker, but not consumed by the end of the drain.
+    /// Acknowledged and on the broker, but not consumed by the end of the drain: *unread*
+    /// (found by reading the missing offsets again, by a reader outside the group). Never lost.
     pub records_late: u64,
+    /// Where the unread records are, per partition, and why they were not read (`no reader for
+    /// the last T s`, `the group was rebalancing when the drain ended`, or `not read by the end of
+    /// the drain`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unread: BTreeMap<i32, crate::e2e::UnreadPartition>,
     pub records_duplicated: u64,
     pub records_unexpected: u64,
     pub records_foreign: u64,
@@ -591,6 +597,7 @@ impl E2eResultDocument {
                 records_unverified: run.unverified,
                 unverified_reason: run.unverified_reason.clone(),
                 records_late: run.late,
+                unread: run.unread.clone(),
                 records_duplicated: run.duplicates,
                 records_unexpected: run.unexpected,
                 records_foreign: run.foreign,

@@ -82,7 +82,8 @@ pub struct Fetched {
 #[derive(Debug)]
 struct Cursor {
     offset: i64,
-    /// Bumped by every seek: answers for an earlier epoch are dropped.
+    /// New at every positioning (an assignment, a seek, a reset), from the engine's one sequence,
+    /// so never repeated for a partition: answers for an earlier epoch are dropped.
     epoch: u64,
     leader: i32,
     /// A Fetch for it is out (its source asked for it).
@@ -109,6 +110,8 @@ struct State {
     /// Per broker: since when a Fetch has been out without an answer.
     waiting: HashMap<i32, Instant>,
     stopped: bool,
+    /// The last cursor epoch given out.
+    epochs: u64,
 }
 
 struct Shared {
@@ -154,6 +157,7 @@ impl Consumer {
                 events: ClusterEvents::default(),
                 waiting: HashMap::new(),
                 stopped: false,
+                epochs: 0,
             }),
             changed: Notify::new(),
             wake: Notify::new(),
@@ -171,9 +175,9 @@ impl Consumer {
                 .keys()
                 .map(|p| (*p, st.layout.leader(*p).unwrap_or(-1)))
                 .collect();
-            let old = std::mem::take(&mut st.cursors);
+            st.cursors.clear();
             for (p, leader) in leaders {
-                let epoch = old.get(&p).map_or(0, |c| c.epoch + 1);
+                let epoch = st.next_epoch();
                 st.cursors.insert(
                     p,
                     Cursor {
@@ -197,13 +201,64 @@ impl Consumer {
         self.shared.wake.notify_one();
     }
 
+    /// Read these partitions too, from these offsets (a partition already read is sought there);
+    /// the others are read on as they were. A group's assignment grows so.
+    pub fn add(&mut self, positions: &BTreeMap<i32, i64>) {
+        {
+            let mut st = self.shared.state.lock().expect("consumer state");
+            for (p, offset) in positions {
+                let leader = st.layout.leader(*p).unwrap_or(-1);
+                let epoch = st.next_epoch();
+                st.cursors.insert(
+                    *p,
+                    Cursor {
+                        offset: *offset,
+                        epoch,
+                        leader,
+                        in_flight: false,
+                        stale_since: None,
+                        backoff_until: None,
+                        out_of_range: false,
+                        unavailable_since: None,
+                    },
+                );
+            }
+            if st.cursors.values().any(|c| c.leader < 0) {
+                st.refresh_wanted = true;
+            }
+            self.shared.start_sources(&mut st);
+        }
+        self.shared.changed.notify_waiters();
+        self.shared.wake.notify_one();
+    }
+
+    /// Stop reading these partitions: answers for them still under way are dropped. A group's
+    /// assignment shrinks so (a revocation).
+    pub fn remove(&mut self, partitions: &[i32]) {
+        let mut st = self.shared.state.lock().expect("consumer state");
+        for p in partitions {
+            if let Some(c) = st.cursors.remove(p)
+                && let Some(since) = c.unavailable_since
+            {
+                *st.events.unavailable.entry(*p).or_default() += Instant::now() - since;
+            }
+        }
+    }
+
+    /// The partitions being read.
+    pub fn assigned(&self) -> Vec<i32> {
+        let st = self.shared.state.lock().expect("consumer state");
+        st.cursors.keys().copied().collect()
+    }
+
     /// Fetch `partition` from `offset` from now on; answers fetched from elsewhere are dropped.
     pub fn seek(&mut self, partition: i32, offset: i64) {
         {
             let mut st = self.shared.state.lock().expect("consumer state");
+            let epoch = st.next_epoch();
             if let Some(c) = st.cursors.get_mut(&partition) {
                 c.offset = offset;
-                c.epoch += 1;
+                c.epoch = epoch;
                 c.out_of_range = false;
             }
         }
@@ -282,6 +337,12 @@ impl Drop for Consumer {
 }
 
 impl State {
+    /// A cursor epoch never given out before.
+    fn next_epoch(&mut self) -> u64 {
+        self.epochs += 1;
+        self.epochs
+    }
+
     /// The events so far, with a broker still unanswered (beyond a Fetch's `max_wait`) and
     /// partitions still without a usable leader counted up to `now`.
     fn events_at(&self, now: Instant, cluster: &Cluster, max_wait: Duration) -> ClusterEvents {
@@ -712,12 +773,13 @@ async fn reset(shared: &Arc<Shared>, partitions: &[i32]) {
     match answer {
         Ok(offsets) => {
             for (p, to) in offsets {
+                let epoch = st.next_epoch();
                 if let Some(c) = st.cursors.get_mut(&p)
                     && c.out_of_range
                 {
                     let from = c.offset;
                     c.offset = to;
-                    c.epoch += 1;
+                    c.epoch = epoch;
                     c.out_of_range = false;
                     st.resets.push((p, from, to));
                 }

@@ -7,7 +7,6 @@
 //! `kbench-bench`'s job): it moves requests, says what happened to them, and records what the
 //! cluster did ([`events`]).
 
-pub mod assignor;
 pub mod cluster;
 pub mod config;
 pub mod connection;
@@ -16,6 +15,8 @@ pub mod error;
 pub mod events;
 pub mod fetch;
 pub mod group;
+/// The assignors, where they were before the group module gathered them.
+pub use group::assignor;
 pub mod input;
 pub mod partitioner;
 pub mod produce;
@@ -37,7 +38,10 @@ pub use consumer::{Consumer, ConsumerOptions, Fetched, FetchedPart};
 pub use error::{ClientError, ErrorClass};
 pub use events::{ClusterEvents, LeaderChange, Stall};
 pub use fetch::FetchedPartition;
-pub use group::{GroupConfig, GroupMember, Membership};
+pub use group::{
+    Assigned, Commits, Committed, GroupConfig, GroupConsumer, GroupCounters, GroupMember, JoinInfo,
+    MemberEnd, Membership, Polled, Revoked, SessionSettings, StartFrom, StartPolicy,
+};
 pub use produce::{Acks, ProducerConfig};
 pub use producer::{Acked, Delivery, OpenBatch, Outcome, Producer, ProducerOptions, Until};
 pub use sasl::{Sasl, SaslMechanism, SaslSettings, Secret};

@@ -23,8 +23,8 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
 use kbench_client::{
-    ClientError, Cluster, ClusterConfig, ConsumerProperties, ConsumerSettings, GroupMember,
-    OffsetReset, TopicLayout,
+    ClientError, Cluster, ClusterConfig, ConsumerProperties, ConsumerSettings, OffsetReset,
+    TopicLayout,
 };
 use kbench_wire::{ApiKey, api_name};
 use serde::Serialize;
@@ -208,13 +208,13 @@ impl LeaveOrder {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The reading at `slot` joined as `m`: whether it leads now.
-    pub fn joined(&self, slot: usize, m: &kbench_client::GroupMember) {
-        if m.is_leader() {
+    /// The reading at `slot` joined as `join` says: whether it leads now.
+    pub fn joined(&self, slot: usize, join: &kbench_client::JoinInfo) {
+        if join.leader {
             self.leading
                 .lock()
                 .expect("leave order lock")
-                .insert(slot, m.member_id().to_string());
+                .insert(slot, join.member_id.clone());
         } else {
             self.gone(slot);
         }
@@ -235,10 +235,11 @@ impl LeaveOrder {
         }
     }
 
-    /// Before `m` leaves at the run's end: while its leader (by its last JoinGroup answer) is a
-    /// reading of this run that has not left, wait for it to, for at most `bound`.
-    pub async fn before_leaving(&self, m: &kbench_client::GroupMember, bound: Duration) {
-        if m.is_leader() || m.leader_id().is_empty() {
+    /// Before a member leaves at the run's end: while its leader (`leader_id`, by its last
+    /// JoinGroup answer; `leads` when that is itself) is a reading of this run that has not left,
+    /// wait for it to, for at most `bound`.
+    pub async fn before_leaving(&self, (leader_id, leads): (String, bool), bound: Duration) {
+        if leads || leader_id.is_empty() {
             return;
         }
         let leads = || {
@@ -246,7 +247,7 @@ impl LeaveOrder {
                 .lock()
                 .expect("leave order lock")
                 .values()
-                .any(|id| id == m.leader_id())
+                .any(|id| *id == leader_id)
         };
         let waiting = async {
             loop {
@@ -259,7 +260,7 @@ impl LeaveOrder {
         };
         if tokio::time::timeout(bound, waiting).await.is_err() {
             tracing::debug!(
-                leader = m.leader_id(),
+                leader = %leader_id,
                 "the group's leader had not left within {} ms: leaving before it",
                 bound.as_millis()
             );
@@ -273,9 +274,9 @@ pub struct SharedLeave(pub Option<Arc<LeaveOrder>>);
 
 impl SharedLeave {
     /// [`LeaveOrder::joined`], where the run has an order.
-    pub fn joined(&self, slot: usize, m: &kbench_client::GroupMember) {
+    pub fn joined(&self, slot: usize, join: &kbench_client::JoinInfo) {
         if let Some(o) = &self.0 {
-            o.joined(slot, m);
+            o.joined(slot, join);
         }
     }
 
@@ -337,6 +338,13 @@ impl Default for ConsumeSpec {
 }
 
 impl ConsumeSpec {
+    /// The rebalance timeout a member sends (`max.poll.interval.ms` as kbench reads it: the
+    /// session, but at least 30 s): how long a join may be held, and how long a rebalance under
+    /// way holds the run's time-out off.
+    pub fn rebalance_timeout(&self) -> Duration {
+        self.consumer.session_timeout.max(Duration::from_secs(30))
+    }
+
     /// The Kafka APIs a consume run sends (what may be pinned).
     pub const APIS: &[ApiKey] = &[
         ApiKey::Fetch,
@@ -721,6 +729,10 @@ pub struct ConsumeResultDocument {
     /// With `--consumers N` or group faults: every member, every rebalance, every fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<group::GroupReport>,
+    /// A run that timed out with records on the broker it had not read (the group stopped
+    /// reading them): how many, where, and why. Never "lost": they are there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unread: Option<Unread>,
     /// With `--include` matching several topics: each topic's own figures, partitions, members
     /// and verification (the document's `partitions` is then empty).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -788,6 +800,7 @@ impl ConsumeResultDocument {
             verification: run.verification.clone(),
             latest_values: run.latest_values.clone(),
             group: None,
+            unread: None,
             topics: BTreeMap::new(),
             value_decoding: run.value_decoding.clone(),
             cluster: run.cluster.clone(),
@@ -795,6 +808,97 @@ impl ConsumeResultDocument {
             distributed: None,
         }
     }
+}
+
+/// Records on the broker a timed-out run had not read.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct Unread {
+    pub records: u64,
+    pub partitions: BTreeMap<i32, UnreadPartition>,
+}
+
+/// One partition's unread records: offsets `from..to` (the log's end when the run ended).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct UnreadPartition {
+    pub from: i64,
+    pub to: i64,
+    pub records: u64,
+    /// Why: `no reader since T s` (no member owned it at the end), or `not read when the run
+    /// ended`.
+    pub reason: String,
+}
+
+/// What a run that timed out left unread on the broker: every partition's log end (ListOffsets)
+/// against where the run got to (a partition the group never read: from its commit, or the start
+/// `auto.offset.reset=earliest` gives). `None` when nothing is.
+async fn unread_after(
+    cluster: &Cluster,
+    layout: &TopicLayout,
+    spec: &ConsumeSpec,
+    run: &ConsumeRun,
+    group: Option<&group::GroupReport>,
+) -> Option<Unread> {
+    let partitions: Vec<i32> = match &spec.mode {
+        ConsumeMode::Assign { partitions } if !partitions.is_empty() => partitions.clone(),
+        _ => layout.partitions.iter().map(|p| p.partition).collect(),
+    };
+    let ends = cluster.latest_offsets(layout, &partitions).await.ok()?;
+    let unseen: Vec<i32> = partitions
+        .iter()
+        .copied()
+        .filter(|p| !run.partitions.contains_key(p))
+        .collect();
+    let mut starts: BTreeMap<i32, i64> = BTreeMap::new();
+    if !unseen.is_empty() {
+        if let ConsumeMode::Group { group_id } = &spec.mode {
+            starts = cluster
+                .group_offsets(group_id, layout, &unseen)
+                .await
+                .unwrap_or_default();
+        }
+        let missing: Vec<i32> = unseen
+            .iter()
+            .copied()
+            .filter(|p| !starts.contains_key(p))
+            .collect();
+        if !missing.is_empty() && spec.start == StartAt::Reset(OffsetReset::Earliest) {
+            starts.extend(cluster.earliest_offsets(layout, &missing).await.ok()?);
+        }
+    }
+    let mut out = Unread {
+        records: 0,
+        partitions: BTreeMap::new(),
+    };
+    for p in partitions {
+        let Some(from) = run
+            .partitions
+            .get(&p)
+            .map(|s| s.end_offset)
+            .or_else(|| starts.get(&p).copied())
+        else {
+            continue;
+        };
+        let to = ends.get(&p).copied().unwrap_or(from);
+        if to <= from {
+            continue;
+        }
+        let reason = match group.and_then(|g| g.partitions_unowned_at_end_ms.get(&p)) {
+            Some(ms) => format!("no reader for the last {:.1} s", ms / 1e3),
+            None => "not read when the run ended".to_string(),
+        };
+        let records = (to - from) as u64;
+        out.records += records;
+        out.partitions.insert(
+            p,
+            UnreadPartition {
+                from,
+                to,
+                records,
+                reason,
+            },
+        );
+    }
+    (out.records > 0).then_some(out)
 }
 
 /// A consume job's outcome.
@@ -932,7 +1036,7 @@ pub async fn run_consume_job<O: ConsumeObserver>(
     let ran = if spec.consumers > 1 || !spec.member_faults.is_empty() {
         group::run_group(
             cluster.clone(),
-            layout,
+            layout.clone(),
             Arc::new(spec.clone()),
             stop.clone(),
             observer,
@@ -940,9 +1044,15 @@ pub async fn run_consume_job<O: ConsumeObserver>(
         .await
         .map(|(run, report)| (run, Some(report)))
     } else {
-        run_consume(cluster.clone(), layout, spec, stop.clone(), observer)
-            .await
-            .map(|run| (run, None))
+        run_consume(
+            cluster.clone(),
+            layout.clone(),
+            spec,
+            stop.clone(),
+            observer,
+        )
+        .await
+        .map(|run| (run, None))
     };
     let (run, group) = match ran {
         Ok(ran) => ran,
@@ -953,7 +1063,13 @@ pub async fn run_consume_job<O: ConsumeObserver>(
         }
         Err(e) => return Err(e),
     };
-    Ok(outcome(
+    // A run that timed out with records it had not read: the group stopped reading them.
+    let unread = if run.timed_out {
+        unread_after(&cluster, &layout, spec, &run, group.as_ref()).await
+    } else {
+        None
+    };
+    let mut out = outcome(
         run,
         spec,
         &cluster,
@@ -964,7 +1080,9 @@ pub async fn run_consume_job<O: ConsumeObserver>(
         group,
         BTreeMap::new(),
     )
-    .await)
+    .await;
+    out.document.unread = unread;
+    Ok(out)
 }
 
 /// The topics `pattern` (`--include`) matches on `cluster` now; none is an error naming it.
@@ -1045,34 +1163,18 @@ async fn outcome(
     ConsumeOutcome { run, document }
 }
 
-/// Where each partition starts: committed offsets (group mode), else the spec's start.
+/// Where each assigned partition starts: the spec's start (an offset, or `auto.offset.reset`).
 async fn start_positions(
     cluster: &Cluster,
     layout: &TopicLayout,
-    member: Option<&GroupMember>,
     partitions: &[i32],
     start: StartAt,
 ) -> Result<BTreeMap<i32, i64>, ClientError> {
-    let mut positions = match member {
-        Some(m) => m.committed_offsets(layout, partitions).await?,
-        None => BTreeMap::new(),
-    };
-    let missing: Vec<i32> = partitions
-        .iter()
-        .copied()
-        .filter(|p| !positions.contains_key(p))
-        .collect();
-    if !missing.is_empty() {
-        let reset = match start {
-            StartAt::Offset(o) => missing.iter().map(|p| (*p, o)).collect(),
-            StartAt::Reset(OffsetReset::Earliest) => {
-                cluster.earliest_offsets(layout, &missing).await?
-            }
-            StartAt::Reset(OffsetReset::Latest) => cluster.latest_offsets(layout, &missing).await?,
-        };
-        positions.extend(reset);
+    match start {
+        StartAt::Offset(o) => Ok(partitions.iter().map(|p| (*p, o)).collect()),
+        StartAt::Reset(OffsetReset::Earliest) => cluster.earliest_offsets(layout, partitions).await,
+        StartAt::Reset(OffsetReset::Latest) => cluster.latest_offsets(layout, partitions).await,
     }
-    Ok(positions)
 }
 
 /// The consumer engine's settings for a consume run.

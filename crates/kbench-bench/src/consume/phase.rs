@@ -1,25 +1,31 @@
 //! The measured phase of a consume run ([`run_consume`]): join the group or take the assigned
-//! partitions, position them, then fetch, decode and count until `messages` records were read, the
-//! time-out passed or the run was stopped; heartbeats, commits, progress and timeline windows on the
-//! way, a last commit and leaving the group at the end.
+//! partitions, then fetch, decode and count until `messages` records were read, the time-out
+//! passed or the run was stopped; progress and timeline windows on the way, and at the end a last
+//! commit and leaving the group.
+//!
+//! In a group the member is the client's [`GroupConsumer`]: it heartbeats, rejoins, commits and
+//! revokes on its own; the reading only polls it, takes the partitions it is given and gives up,
+//! and marks where it got to.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
 use kbench_client::{
-    ClientError, Cluster, FetchedPart, GroupConfig, GroupMember, Membership, TopicLayout,
+    Cluster, Commits, Consumer, FetchedPart, GroupConfig, GroupConsumer, GroupCounters, MemberEnd,
+    Polled, SessionSettings, StartFrom, StartPolicy, TopicLayout,
 };
 use kbench_wire::BatchDecoder;
 use tokio_util::sync::CancellationToken;
 
-use super::group::{MemberCtx, MemberJoin, MemberRun};
+use super::group::{MemberCtx, MemberRun};
 use super::{
-    ConsumeMode, ConsumeObserver, ConsumeRun, ConsumeSpec, ConsumeWindow, PartitionSpan,
+    ConsumeMode, ConsumeObserver, ConsumeRun, ConsumeSpec, ConsumeWindow, PartitionSpan, StartAt,
     TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS, batches_end, engine_options, start_positions,
 };
 use crate::error::BenchError;
+use crate::group::MemberJoin;
 use crate::measure::{CpuTime, latency_histogram, peak_rss_kib};
 use crate::stop::Stop;
 use crate::timeline::Timeline;
@@ -77,13 +83,50 @@ struct ProgressWindow {
     end_to_end: Option<Histogram<u64>>,
 }
 
-/// A cooperative rejoin under way (KIP-429): the member, moved into the join, comes back with
-/// its outcome; the partitions it owns are read on meanwhile.
-type Joining = std::pin::Pin<
-    Box<dyn std::future::Future<Output = (GroupMember, Result<(), ClientError>)> + Send>,
->;
+/// Where records come from: a group member (the client's session), or assigned partitions.
+enum Source {
+    Group(Box<GroupConsumer>),
+    Assigned(Consumer),
+}
 
-/// A consume run between joining and the end: the consumer, where it is in each partition, and
+impl Source {
+    async fn poll(&mut self) -> Option<Polled> {
+        match self {
+            Source::Group(g) => g.poll().await,
+            Source::Assigned(c) => c.poll().await.map(Polled::Fetched),
+        }
+    }
+
+    /// Processed `partition` up to `next`: what the group commits.
+    fn mark(&self, partition: i32, next: i64) {
+        if let Source::Group(g) = self {
+            g.mark(partition, next);
+        }
+    }
+
+    fn seek(&mut self, partition: i32, offset: i64) {
+        match self {
+            Source::Group(g) => g.seek(partition, offset),
+            Source::Assigned(c) => c.seek(partition, offset),
+        }
+    }
+
+    fn pause(&mut self, paused: bool) {
+        match self {
+            Source::Group(g) => g.pause(paused),
+            Source::Assigned(c) => c.pause(paused),
+        }
+    }
+
+    fn rebalancing_since(&self) -> Option<Instant> {
+        match self {
+            Source::Group(g) => g.rebalancing_since(),
+            Source::Assigned(_) => None,
+        }
+    }
+}
+
+/// A consume run between joining and the end: where it reads, where it is in each partition, and
 /// every figure the [`ConsumeRun`] reports.
 struct Reading<'a, O> {
     /// Its place in the run's [`super::LeaveOrder`].
@@ -92,32 +135,24 @@ struct Reading<'a, O> {
     observer: Arc<O>,
     stop: Stop,
     cancel: CancellationToken,
-    cluster: Arc<Cluster>,
     layout: Arc<TopicLayout>,
-    /// Group mode: kbench's membership of the group (`None` while [`Reading::joining`] has it).
-    member: Option<GroupMember>,
-    /// A cooperative rejoin under way, and when it began.
-    joining: Option<(Joining, Instant)>,
-    /// Cancelled, the rejoin under way gives up and hands the member back (to leave the group).
-    abandon_join: CancellationToken,
-    consumer: kbench_client::Consumer,
+    source: Source,
+    /// The member's counts (its own: a group run adds its members' runs up).
+    counters: Arc<GroupCounters>,
     decoder: BatchDecoder,
     began: Began,
-    /// The next offset to read in each partition.
+    /// The next offset to read in each partition read now.
     positions: BTreeMap<i32, i64>,
-    /// The positions last committed.
-    committed: BTreeMap<i32, i64>,
+    /// Partitions taken and not read from yet (their first record ends a takeover).
+    fresh: BTreeSet<i32>,
     spans: BTreeMap<i32, PartitionSpan>,
     records: u64,
     bytes: u64,
     batches: u64,
     fetches: u64,
     empty_fetches: u64,
-    commits: u64,
-    /// Commits refused because the group was rebalancing (not errors).
-    commits_refused: u64,
     errors: BTreeMap<String, u64>,
-    /// Time spent joining the group, every round.
+    /// Time spent joining the group, every round (not reading through it).
     join: Duration,
     fetch_latency: Histogram<u64>,
     end_to_end: Histogram<u64>,
@@ -128,6 +163,8 @@ struct Reading<'a, O> {
     /// A group run's member: what it shares with the others, and its joins.
     group: Option<MemberCtx>,
     joins: Vec<MemberJoin>,
+    /// Whether the member has had its first partitions (told the observer).
+    joined: bool,
     /// `--verify`: records this member read that had been read before.
     duplicated: u64,
     /// `--latest-values`: each expected key's last value read (a group's members share one).
@@ -139,8 +176,6 @@ struct Reading<'a, O> {
     )>,
     last_record: Instant,
     timed_out: bool,
-    last_heartbeat: Instant,
-    last_commit: Instant,
     /// The observer asked for a pause (a backlog being built): the consumer does not fetch.
     paused: bool,
     window: ProgressWindow,
@@ -150,50 +185,85 @@ struct Reading<'a, O> {
     next_window: Instant,
 }
 
-/// Join `spec`'s group (returning the member and its assignment), or take the assigned partitions
-/// (every one of `layout`'s when none is named).
-async fn join_or_assign(
+/// `spec`'s group as the client's session is configured.
+fn group_config(spec: &ConsumeSpec, group_id: &str, group: Option<&MemberCtx>) -> GroupConfig {
+    GroupConfig {
+        group_id: group_id.to_string(),
+        topic: spec.topic.clone(),
+        session_timeout: spec.consumer.session_timeout,
+        rebalance_timeout: spec.rebalance_timeout(),
+        assignors: spec.consumer.assignors.clone(),
+        protocol: spec.consumer.group_protocol,
+        remote_assignor: spec.consumer.remote_assignor.clone(),
+        // A group run's member has its own (the run's, numbered).
+        instance_id: match group {
+            Some(g) => g.instance_id.clone(),
+            None => spec.consumer.group_instance_id.clone(),
+        },
+        heartbeat_interval: spec.consumer.heartbeat_interval,
+    }
+}
+
+/// Join `spec`'s group, or take the assigned partitions (every one of `layout`'s when none is
+/// named) at their start positions.
+async fn open_source(
     cluster: &Arc<Cluster>,
     layout: &TopicLayout,
     spec: &ConsumeSpec,
     group: Option<&MemberCtx>,
+    counters: &Arc<GroupCounters>,
     cancel: &CancellationToken,
-) -> Result<(Option<GroupMember>, Vec<i32>), BenchError> {
+) -> Result<(Source, BTreeMap<i32, i64>), BenchError> {
     match &spec.mode {
         ConsumeMode::Group { group_id } => {
-            let config = GroupConfig {
-                group_id: group_id.clone(),
-                topic: spec.topic.clone(),
-                session_timeout: spec.consumer.session_timeout,
-                rebalance_timeout: spec.consumer.session_timeout.max(Duration::from_secs(30)),
-                assignors: spec.consumer.assignors.clone(),
-                protocol: spec.consumer.group_protocol,
-                remote_assignor: spec.consumer.remote_assignor.clone(),
-                // A group run's member has its own (the run's, numbered).
-                instance_id: match group {
-                    Some(g) => g.instance_id.clone(),
-                    None => spec.consumer.group_instance_id.clone(),
+            let settings = SessionSettings {
+                commits: if spec.commit {
+                    Commits::Every(spec.consumer.auto_commit_interval)
+                } else {
+                    Commits::Off
                 },
+                start: StartPolicy {
+                    from: match spec.start {
+                        StartAt::Reset(r) => StartFrom::Reset(r),
+                        StartAt::Offset(o) => StartFrom::Offset(o),
+                    },
+                    floor: None,
+                },
+                counters: counters.clone(),
             };
             // Stopped while the coordinator held the join: given up (leaving, if it had an id).
-            let m = GroupMember::join_until(cluster.clone(), config, cancel)
-                .await
-                .map_err(|e| BenchError::Run(format!("group {group_id:?}: {e}")))?
-                .ok_or(BenchError::StoppedJoining)?;
-            let assigned = m.assignment().to_vec();
-            Ok((Some(m), assigned))
+            let g = GroupConsumer::start(
+                cluster.clone(),
+                layout,
+                group_config(spec, group_id, group),
+                engine_options(spec),
+                settings,
+                cancel,
+            )
+            .await
+            .map_err(|e| BenchError::Run(format!("group {group_id:?}: {e}")))?
+            .ok_or(BenchError::StoppedJoining)?;
+            // Its partitions come as it polls.
+            Ok((Source::Group(Box::new(g)), BTreeMap::new()))
         }
-        ConsumeMode::Assign { partitions } if partitions.is_empty() => Ok((
-            None,
-            layout.partitions.iter().map(|p| p.partition).collect(),
-        )),
-        ConsumeMode::Assign { partitions } => Ok((None, partitions.clone())),
+        ConsumeMode::Assign { partitions } => {
+            let assigned: Vec<i32> = if partitions.is_empty() {
+                layout.partitions.iter().map(|p| p.partition).collect()
+            } else {
+                partitions.clone()
+            };
+            let positions = start_positions(cluster, layout, &assigned, spec.start)
+                .await
+                .map_err(|e| BenchError::topic(&spec.topic, e))?;
+            let mut c = Consumer::new(cluster.clone(), layout, engine_options(spec));
+            c.assign(&positions);
+            Ok((Source::Assigned(c), positions))
+        }
     }
 }
 
 impl<'a, O: ConsumeObserver> Reading<'a, O> {
-    /// Join (group mode) and position, the tool's "rebalance" time being the join; tell the
-    /// observer, and hand the positions to a consumer engine.
+    /// Join (group mode: the partitions come as it polls) or take the assigned partitions.
     async fn join(
         cluster: Arc<Cluster>,
         layout: TopicLayout,
@@ -204,43 +274,26 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
     ) -> Result<Self, BenchError> {
         let cancel = group
             .as_ref()
-            .map_or_else(|| stop.token().clone(), |g| g.cancel.clone());
+            .map_or_else(|| stop.token().clone(), |g| g.stop.token().clone());
         let began = Began {
             wall: SystemTime::now(),
             at: Instant::now(),
             cpu: CpuTime::now(),
         };
-        let (member, assigned) =
-            join_or_assign(&cluster, &layout, spec, group.as_ref(), &cancel).await?;
-        let join = if member.is_some() {
-            began.at.elapsed()
-        } else {
-            Duration::ZERO
-        };
-        let mut joins = Vec::new();
-        if let (Some(g), Some(m)) = (group.as_ref(), member.as_ref()) {
-            joins.push(member_join(g, m, began.at, join, spec));
-            g.share.owner(g.index, assigned.iter().copied(), true);
-            g.joined.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-        let positions = start_positions(&cluster, &layout, member.as_ref(), &assigned, spec.start)
-            .await
-            .map_err(|e| BenchError::topic(&spec.topic, e))?;
+        let counters = Arc::new(GroupCounters::default());
+        let (source, positions) =
+            open_source(&cluster, &layout, spec, group.as_ref(), &counters, &cancel).await?;
         // Its place in the group's leave order, once nothing more can fail its start.
         let slot = spec.leave_order.0.as_ref().map_or(0, |o| o.slot());
-        if let Some(m) = member.as_ref() {
-            spec.leave_order.joined(slot, m);
-        }
         let spans = positions
             .iter()
             .map(|(p, o)| (*p, fresh_span(*o)))
             .collect();
-
-        observer.joined();
+        let assigned = matches!(source, Source::Assigned(_));
+        if assigned {
+            observer.joined();
+        }
         let layout = Arc::new(layout);
-        let mut consumer =
-            kbench_client::Consumer::new(cluster.clone(), &layout, engine_options(spec));
-        consumer.assign(&positions);
         let timeline = Timeline::new(began.wall, TIMELINE_COUNTERS, TIMELINE_HISTOGRAMS)
             .with_sink(spec.window_sink.clone());
         let every = spec.timeline_interval.max(Duration::from_millis(10));
@@ -257,25 +310,20 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             observer,
             stop,
             cancel,
-            cluster,
             layout,
-            member,
-            joining: None,
-            abandon_join: CancellationToken::new(),
-            consumer,
+            source,
+            counters,
             decoder: BatchDecoder::new(),
             positions,
-            committed: BTreeMap::new(),
+            fresh: BTreeSet::new(),
             spans,
             records: 0,
             bytes: 0,
             batches: 0,
             fetches: 0,
             empty_fetches: 0,
-            commits: 0,
-            commits_refused: 0,
             errors: BTreeMap::new(),
-            join,
+            join: Duration::ZERO,
             fetch_latency: latency_histogram(),
             end_to_end: latency_histogram(),
             fetch_e2e: Vec::new(),
@@ -297,19 +345,18 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 }),
             },
             group,
-            joins,
+            joins: Vec::new(),
+            joined: assigned,
             duplicated: 0,
             decoding,
             last_record: Instant::now(),
             timed_out: false,
-            last_heartbeat: Instant::now(),
-            last_commit: Instant::now(),
             paused: false,
             window: ProgressWindow {
                 start: Instant::now(),
                 records: 0,
                 bytes: 0,
-                join,
+                join: Duration::ZERO,
                 end_to_end: spec.end_to_end.then(latency_histogram),
             },
             timeline,
@@ -321,67 +368,110 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
 
     /// Fetch until `messages` records were read, none came for `timeout`, or the run is stopped.
     async fn fetch_until_done(&mut self) -> Result<(), BenchError> {
-        // How often the loop looks up from the answers (heartbeats, windows, the time-out) when none
-        // comes.
+        // How often the loop looks up from the answers (windows, the time-out) when none comes.
         let tick = Duration::from_millis(20);
         while self.total() < self.spec.messages {
             if self.cancel.is_cancelled() {
                 break;
             }
             let now = Instant::now();
-            let idle = match self.group.as_ref() {
-                Some(g) => g.share.idle().min(now - self.began.at),
-                None => now - self.last_record,
-            };
-            if idle > self.spec.timeout {
+            if self.idle_past_timeout(now) {
                 self.timed_out = true;
                 break;
             }
             self.close_windows(now);
-            self.keep_membership(now).await?;
             // Paused (a backlog being built): in the group, heartbeating, not fetching, not idle.
             if self.observer.paused() != self.paused {
                 self.paused = !self.paused;
-                self.consumer.pause(self.paused);
+                self.source.pause(self.paused);
             }
             if self.paused {
                 self.last_record = Instant::now();
             }
-            if self.paused || self.positions.is_empty() {
-                // Nothing to read (paused, or another member has every partition): wait.
-                let wait = if self.paused {
-                    tick
-                } else {
-                    self.member
-                        .as_ref()
-                        .map_or(self.spec.consumer.heartbeat_interval, |m| {
-                            m.heartbeat_every(self.spec.consumer.heartbeat_interval)
-                        })
-                        .min(Duration::from_millis(500))
-                };
-                tokio::select! {
-                    _ = self.cancel.cancelled() => break,
-                    _ = tokio::time::sleep(wait) => continue,
-                    (m, r, began) = joined(&mut self.joining) => {
-                        self.rejoined(m, r, began).await?;
-                        continue;
-                    }
-                }
-            }
-            let fetched = tokio::select! {
-                f = self.consumer.poll() => f,
+            let polled = tokio::select! {
+                p = self.source.poll() => p,
                 _ = self.cancel.cancelled() => break,
                 _ = tokio::time::sleep(tick) => continue,
-                (m, r, began) = joined(&mut self.joining) => {
-                    self.rejoined(m, r, began).await?;
-                    continue;
-                }
             };
-            let Some(fetched) = fetched else { break };
-            self.on_fetched(&fetched);
-            self.learn_schemas().await?;
+            match polled {
+                None => break,
+                Some(Polled::Fetched(fetched)) => {
+                    self.on_fetched(&fetched);
+                    self.learn_schemas().await?;
+                }
+                Some(Polled::Assigned(assigned)) => self.assigned(assigned),
+                Some(Polled::Revoked(revoked)) => self.revoked(revoked),
+                Some(Polled::Failed(e)) => {
+                    return Err(BenchError::Run(format!("the group member failed: {e}")));
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Whether no record came for `timeout` (the group's: any member's record counts). A
+    /// rebalance under way holds the time-out off, for as long as the rebalance timeout: the
+    /// records are there, the group is settling who reads them.
+    fn idle_past_timeout(&self, now: Instant) -> bool {
+        let idle = match self.group.as_ref() {
+            Some(g) => g.share.idle().min(now - self.began.at),
+            None => now - self.last_record,
+        };
+        if idle <= self.spec.timeout {
+            return false;
+        }
+        self.source
+            .rebalancing_since()
+            .is_none_or(|since| now - since >= self.spec.rebalance_timeout())
+    }
+
+    /// Partitions given to the member: each read from where the session positioned it, a
+    /// handover for the verifier; the join noted; the tool's rebalance time counted (unless the
+    /// member read on through it).
+    fn assigned(&mut self, assigned: kbench_client::Assigned) {
+        for (p, o) in &assigned.added {
+            self.positions.insert(*p, *o);
+            self.spans.entry(*p).or_insert(fresh_span(*o));
+            self.fresh.insert(*p);
+        }
+        let took = assigned.join.took;
+        if !assigned.join.incremental || !self.joined {
+            self.join += took;
+            self.window.join += took;
+        }
+        self.spec.leave_order.joined(self.slot, &assigned.join);
+        if let Some(g) = self.group.as_ref() {
+            g.share.owner(g.index, assigned.added.keys().copied(), true);
+            self.joins.push(MemberJoin::of(
+                &assigned.join,
+                &assigned.owned,
+                &g.share.log,
+            ));
+            g.stop.joined();
+            // The group read nothing while it settled: the time-out counts from now.
+            g.share.touch();
+        }
+        self.last_record = Instant::now();
+        if !self.joined {
+            self.joined = true;
+            self.observer.joined();
+        }
+    }
+
+    /// Partitions the member gave up: no longer read (the session committed where this reading
+    /// got to, unless they were lost).
+    fn revoked(&mut self, revoked: kbench_client::Revoked) {
+        for p in revoked.positions.keys() {
+            self.positions.remove(p);
+            self.fresh.remove(p);
+        }
+        // The coordinator may hold the join until the others join too: none waits for this
+        // member to leave meanwhile (`assigned` puts it back if it leads again).
+        self.spec.leave_order.gone(self.slot);
+        if let Some(g) = self.group.as_ref() {
+            g.share
+                .owner(g.index, revoked.positions.keys().copied(), false);
+        }
     }
 
     /// Records read towards a target shared with other readings, else this reading's own.
@@ -449,242 +539,6 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         }
     }
 
-    /// Group mode: heartbeat (rejoining when asked) and commit, each when its interval has passed.
-    async fn keep_membership(&mut self, now: Instant) -> Result<(), BenchError> {
-        if self.member.is_none() {
-            return Ok(());
-        }
-        let due = self.member.as_ref().is_some_and(|m| {
-            m.heartbeat_due_in(
-                now - self.last_heartbeat,
-                self.spec.consumer.heartbeat_interval,
-            )
-            .is_zero()
-        });
-        if due {
-            self.last_heartbeat = now;
-            self.heartbeat().await?;
-        }
-        if self.spec.commit
-            && now - self.last_commit >= self.spec.consumer.auto_commit_interval
-            && self.positions != self.committed
-        {
-            self.last_commit = now;
-            self.commit().await;
-        }
-        Ok(())
-    }
-
-    /// One heartbeat; a rebalance asked for is joined at once, an error counted.
-    async fn heartbeat(&mut self) -> Result<(), BenchError> {
-        let Some(m) = self.member.as_mut() else {
-            return Ok(());
-        };
-        match m.heartbeat().await {
-            Ok(Membership::Stable) => {}
-            Ok(Membership::RejoinNeeded) => self.rejoin().await?,
-            Err(e) => *self.errors.entry(format!("heartbeat: {e}")).or_default() += 1,
-        }
-        Ok(())
-    }
-
-    /// Join the group again and position the new assignment; partitions kept keep the position
-    /// reached. The time it takes is join time.
-    async fn rejoin(&mut self) -> Result<(), BenchError> {
-        if self.member.is_none() {
-            return Ok(());
-        }
-        // The coordinator may hold this join until the others join too: none waits for this
-        // member to leave meanwhile (`joined` puts it back if it leads again).
-        self.spec.leave_order.gone(self.slot);
-        let began = Instant::now();
-        // As Java's consumer does before it rejoins (onJoinPrepare): the positions reached are
-        // committed, so that the partitions' next owners start where this member stopped.
-        // Its failure (the member's generation already gone) is what Java's consumer logs and
-        // moves on from: not an error of the run.
-        if self.spec.commit
-            && self.positions != self.committed
-            && let Err(e) = self.try_commit().await
-        {
-            tracing::debug!(%e, "commit before rejoining");
-        }
-        // The partitions given up stop being read here; with the consumer protocol (KIP-848)
-        // those kept are read on.
-        let kept: Vec<i32> = self
-            .member
-            .as_ref()
-            .and_then(|m| m.incoming())
-            .map(|next| next.to_vec())
-            .unwrap_or_default();
-        if let Some(g) = self.group.as_ref() {
-            g.share.owner(
-                g.index,
-                self.positions.keys().copied().filter(|p| !kept.contains(p)),
-                false,
-            );
-        }
-        let Some(mut m) = self.member.take() else {
-            return Ok(());
-        };
-        if m.cooperative() {
-            // KIP-429: the partitions owned are read on while the coordinator holds the join
-            // (none when the member was lost: those are neither read nor committed).
-            self.positions.retain(|p, _| kept.contains(p));
-            self.consumer.assign(&self.positions);
-            self.abandon_join = CancellationToken::new();
-            let abandon = self.abandon_join.clone();
-            let join: Joining = Box::pin(async move {
-                let r = tokio::select! {
-                    r = m.rejoin() => r,
-                    _ = abandon.cancelled() => Err(ClientError::Other(
-                        "the member ended before its rejoin did".into(),
-                    )),
-                };
-                (m, r)
-            });
-            self.joining = Some((join, began));
-            return Ok(());
-        }
-        // Eagerly the member reads nothing while the coordinator holds its join. A leave or a
-        // crash fault in the meantime gives the join up at once: the member, owning nothing,
-        // then leaves (or, crashed, says nothing), so that the others' rebalance does not wait
-        // for a join it would only leave (one held for 21 s on librdkafka's mock cluster gave
-        // partitions to a member already told to leave). At the run's end the join is awaited.
-        let stopped = self.group.as_ref().map(|g| g.stopped.clone());
-        let joined = {
-            let join = m.rejoin();
-            tokio::pin!(join);
-            let mut run_end = false;
-            loop {
-                tokio::select! {
-                    r = &mut join => break Some(r),
-                    _ = self.cancel.cancelled(), if !run_end => {
-                        if stopped
-                            .as_ref()
-                            .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
-                        {
-                            break None;
-                        }
-                        run_end = true;
-                    }
-                }
-            }
-        };
-        match joined {
-            Some(r) => self.rejoined(m, r, began).await,
-            None => {
-                tracing::debug!("stopped by a fault while joining: the join given up");
-                self.positions.clear();
-                self.committed.clear();
-                self.consumer.assign(&self.positions);
-                self.member = Some(m);
-                Ok(())
-            }
-        }
-    }
-
-    /// A rejoin's end: the new assignment positioned, partitions kept keep the position reached;
-    /// cooperatively, those taken away are committed where this member stopped and given up (the
-    /// member then joins again at once, [`GroupMember::heartbeat_due_in`]). The time from the
-    /// rejoin's start is join time, unless the member read on through it (cooperatively).
-    async fn rejoined(
-        &mut self,
-        m: GroupMember,
-        joined: Result<(), ClientError>,
-        began: Instant,
-    ) -> Result<(), BenchError> {
-        self.member = Some(m);
-        joined.map_err(|e| BenchError::Run(format!("rejoining the group: {e}")))?;
-        if let Some(m) = self.member.as_ref() {
-            self.spec.leave_order.joined(self.slot, m);
-        }
-        let revoked = self.member.as_ref().is_some_and(|m| {
-            m.cooperative() && self.positions.keys().any(|p| !m.assignment().contains(p))
-        });
-        if revoked && self.spec.commit && self.positions != self.committed {
-            // Java's onPartitionsRevoked: the next owner starts where this member stopped. A
-            // refusal (the next round already under way) is what Java logs and moves on from,
-            // as before a rejoin.
-            if let Err(e) = self.try_commit().await {
-                tracing::debug!(%e, "commit of the partitions given up");
-            }
-        }
-        let Some(m) = self.member.as_ref() else {
-            return Ok(());
-        };
-        let assigned = m.assignment().to_vec();
-        let mut fresh = start_positions(
-            &self.cluster,
-            &self.layout,
-            Some(m),
-            &assigned,
-            self.spec.start,
-        )
-        .await
-        .map_err(|e| BenchError::topic(&self.spec.topic, e))?;
-        for (p, o) in fresh.iter_mut() {
-            if let Some(kept) = self.positions.get(p) {
-                *o = *kept;
-            }
-            self.spans.entry(*p).or_insert(fresh_span(*o));
-        }
-        if let Some(g) = self.group.as_ref() {
-            g.share.owner(
-                g.index,
-                self.positions
-                    .keys()
-                    .copied()
-                    .filter(|p| !fresh.contains_key(p)),
-                false,
-            );
-        }
-        self.positions = fresh;
-        self.consumer.assign(&self.positions);
-        let took = began.elapsed();
-        let cooperative = self.member.as_ref().is_some_and(|m| m.cooperative());
-        if let (Some(g), Some(m)) = (self.group.as_ref(), self.member.as_ref()) {
-            self.joins.push(member_join(g, m, began, took, self.spec));
-            g.share.owner(g.index, self.positions.keys().copied(), true);
-        }
-        // The tool's rebalance time is time not reading; a cooperative join went on beside the
-        // reading (it is in the group's report, not here).
-        if !cooperative {
-            self.join += took;
-            self.window.join += took;
-        }
-        Ok(())
-    }
-
-    /// Commit the positions reached (group mode); an error is counted.
-    async fn commit(&mut self) {
-        if let Err(e) = self.try_commit().await {
-            *self.errors.entry(format!("commit: {e}")).or_default() += 1;
-        }
-    }
-
-    /// Commit the positions reached (group mode), counted when it succeeds; the error when not.
-    /// A commit the coordinator refused for the membership (a rebalance under way, a stale
-    /// generation or epoch) did not commit and is counted as refused, not as an error: Java's
-    /// consumer logs it and rejoins (the heartbeat finds the rebalance), and the positions are
-    /// committed at the next commit or by their next owner.
-    async fn try_commit(&mut self) -> Result<(), kbench_client::ClientError> {
-        let Some(m) = self.member.as_ref() else {
-            return Ok(());
-        };
-        if m.commit(&self.layout, &self.positions).await? == Membership::RejoinNeeded {
-            self.commits_refused += 1;
-            tracing::debug!(
-                member = m.member_id(),
-                group = m.group_id(),
-                "OffsetCommit refused: the group is rebalancing"
-            );
-            return Ok(());
-        }
-        self.commits += 1;
-        self.committed = self.positions.clone();
-        Ok(())
-    }
-
     /// Count one Fetch answer: its latency, its errors and offset resets, then its records, up to
     /// `messages`; tell the observer what it added.
     fn on_fetched(&mut self, fetched: &kbench_client::Fetched) {
@@ -711,6 +565,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                     s.end_offset = *to;
                 }
                 *p = *to;
+                self.source.mark(*partition, *to);
             }
         }
         let before = self.records;
@@ -838,6 +693,12 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             && taken > 0
         {
             g.share.read(taken, taken_bytes);
+            // The partition's first record since this member took it: its takeover's end.
+            if self.fresh.remove(partition) {
+                g.share
+                    .log
+                    .note(g.index, [*partition], crate::group::Ownership::FirstRead);
+            }
         }
         if let Some(shared) = &self.spec.shared_total.0 {
             shared
@@ -850,6 +711,7 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
         self.window.bytes += taken_bytes;
         if next > position {
             self.positions.insert(*partition, next);
+            self.source.mark(*partition, next);
             if let Some(s) = self.spans.get_mut(partition) {
                 s.end_offset = next;
                 s.records += taken;
@@ -864,14 +726,13 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
                 .max(part.from)
             && self.total_or_own() < self.spec.messages
         {
-            self.consumer.seek(*partition, next);
+            self.source.seek(*partition, next);
         }
     }
 
-    /// End the run: stop the engine, close the last timeline window, commit what was read and
-    /// leave the group (group mode), and gather the figures.
+    /// End the run: close the last timeline window; in a group, commit what was read, wait (as
+    /// the run's other readings need) and leave as the member's end says; gather the figures.
     async fn finish(mut self) -> MemberRun {
-        let cluster_events = self.consumer.finish();
         let elapsed = self.began.at.elapsed();
         let cpu = CpuTime::now().since(self.began.cpu);
         let ended_at = SystemTime::now();
@@ -881,130 +742,73 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             &[self.records, self.bytes],
             vec![self.fetch_latency.clone(), self.end_to_end.clone()],
         );
-        let crashed = self
+        let end = self
             .group
             .as_ref()
-            .is_some_and(|g| g.crash.load(std::sync::atomic::Ordering::SeqCst));
+            .map_or(MemberEnd::RunEnded, |g| g.stop.end());
         if let Some(g) = self.group.as_ref()
-            && g.stopped.load(std::sync::atomic::Ordering::SeqCst)
+            && end.by_fault()
         {
             g.share
                 .owner(g.index, self.positions.keys().copied(), false);
         }
-        // A cooperative rejoin under way ends first (a crashed member's is dropped): the member
-        // then commits and leaves as any other. One that a coordinator holds past a session (or
-        // `FINISH_JOIN_WAIT`) is given up — the join request abandoned — and the member leaves
-        // from where it is, as Java's `close()` leaves in the middle of a rebalance. A broker that
-        // reads one request of a connection at a time (Kafka) answers its commit and LeaveGroup
-        // only after the join it holds: they get as long again, and past it the member is left
-        // to its session timeout (an error of the run, named).
-        let patience = self.spec.consumer.session_timeout.min(FINISH_JOIN_WAIT);
-        let mut close_by = None;
-        if let Some((mut join, began)) = self.joining.take()
-            && !crashed
-        {
-            let (m, joined) = match tokio::time::timeout(patience, &mut join).await {
-                Ok(ended) => ended,
-                Err(_) => {
-                    tracing::debug!(
-                        "the group's rebalance did not end within {} ms of the member's end: leaving from the join",
-                        patience.as_millis()
-                    );
-                    self.abandon_join.cancel();
-                    close_by = Some(tokio::time::Instant::now() + patience);
-                    join.await
+        let crashed = end == MemberEnd::Crashed;
+        let member_id;
+        let cluster_events = match self.source {
+            Source::Assigned(c) => {
+                member_id = None;
+                if let Some(shared) = &self.spec.shared_total.0 {
+                    shared.last_commit(false, Duration::ZERO).await;
                 }
-            };
-            if joined.is_ok() {
-                self.spec.leave_order.joined(self.slot, &m);
+                c.finish()
             }
-            if let (Ok(()), Some(g)) = (joined, self.group.as_ref()) {
-                self.joins
-                    .push(member_join(g, &m, began, began.elapsed(), self.spec));
-            }
-            self.member = Some(m);
-        }
-        // A reading with no member to commit and leave with does not hold the others.
-        if let Some(shared) = &self.spec.shared_total.0
-            && (self.member.is_none() || crashed)
-        {
-            shared.last_commit(false, Duration::ZERO).await;
-        }
-        // A crashed member says nothing more to the group: its session runs out (and the others
-        // do not wait for it to leave).
-        if self.member.is_none() || crashed {
-            self.spec.leave_order.gone(self.slot);
-        }
-        if let Some(m) = self.member.as_ref().filter(|_| !crashed) {
-            let far = tokio::time::Instant::now() + Duration::from_secs(3600);
-            let by = close_by.unwrap_or(far);
-            if self.spec.commit && self.positions != self.committed {
-                match tokio::time::timeout_at(by, m.commit(&self.layout, &self.positions)).await {
-                    Ok(Ok(Membership::Stable)) => self.commits += 1,
-                    Ok(Ok(Membership::RejoinNeeded)) => self.commits_refused += 1,
-                    Ok(Err(e)) => *self.errors.entry(format!("commit: {e}")).or_default() += 1,
-                    Err(_) => {
-                        *self
-                            .errors
-                            .entry("commit: no answer behind the join the coordinator held".into())
-                            .or_default() += 1
+            Source::Group(g) => {
+                member_id = Some(g.member_id());
+                if crashed {
+                    // A crashed member says nothing more to the group: its session runs out
+                    // (and the others do not wait for it to leave).
+                    if let Some(shared) = &self.spec.shared_total.0 {
+                        shared.last_commit(false, Duration::ZERO).await;
+                    }
+                    self.spec.leave_order.gone(self.slot);
+                } else {
+                    if self.spec.commit
+                        && let Err(e) = g.commit().await
+                    {
+                        *self.errors.entry(format!("commit: {e}")).or_default() += 1;
+                    }
+                    // The waits below (for the others' last commits, for the leader's leave)
+                    // together last at most half the session.
+                    let waits_end = tokio::time::Instant::now()
+                        + (self.spec.consumer.session_timeout / 2).min(LAST_COMMIT_WAIT);
+                    let left_of = |end: tokio::time::Instant| {
+                        end.saturating_duration_since(tokio::time::Instant::now())
+                    };
+                    // `--include`'s topics: no member leaves before every topic's has committed
+                    // (a LeaveGroup starts a rebalance, in which the others' commits would be
+                    // refused).
+                    if let Some(shared) = &self.spec.shared_total.0 {
+                        shared.last_commit(true, left_of(waits_end)).await;
+                    }
+                    // At the run's end the group's leader leaves first (see `LeaveOrder`); a
+                    // member a fault stops leaves when told.
+                    if let Some(order) = self.spec.leave_order.0.as_ref()
+                        && !end.by_fault()
+                    {
+                        order.before_leaving(g.leader(), left_of(waits_end)).await;
                     }
                 }
+                let events = g.close(end).await;
+                self.spec.leave_order.gone(self.slot);
+                events
             }
-            // The waits below (for the others' last commits, for the leader's leave) together
-            // last at most half the session, as the member does not heartbeat meanwhile.
-            let waits_end = tokio::time::Instant::now()
-                + (self.spec.consumer.session_timeout / 2).min(LAST_COMMIT_WAIT);
-            let left_of = |end: tokio::time::Instant| {
-                end.saturating_duration_since(tokio::time::Instant::now())
-            };
-            // `--include`'s topics: no member leaves before every topic's has committed (a
-            // LeaveGroup starts a rebalance, in which the others' commits would be refused).
-            if let Some(shared) = &self.spec.shared_total.0 {
-                shared.last_commit(true, left_of(waits_end)).await;
-            }
-            // A restart closes as Java's consumer does (a static member stays in the group for
-            // its session, for its successor to take its place); the run's end and a leave fault
-            // leave, static members too (Java's `close` with `LEAVE_GROUP`), so that a later run
-            // in the group does not wait out their sessions.
-            let restart = self
-                .group
-                .as_ref()
-                .is_some_and(|g| g.restart.load(std::sync::atomic::Ordering::SeqCst));
-            // At the run's end the group's leader leaves first (see `LeaveOrder`); a member a
-            // fault stops leaves when told.
-            let fault = self
-                .group
-                .as_ref()
-                .is_some_and(|g| g.stopped.load(std::sync::atomic::Ordering::SeqCst));
-            if let Some(order) = self.spec.leave_order.0.as_ref()
-                && !restart
-                && !fault
-            {
-                order.before_leaving(m, left_of(waits_end)).await;
-            }
-            let closed = if restart {
-                tokio::time::timeout_at(by, m.close()).await
-            } else {
-                tokio::time::timeout_at(by, m.leave()).await
-            };
-            self.spec.leave_order.gone(self.slot);
-            match closed {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => *self.errors.entry(format!("leave: {e}")).or_default() += 1,
-                Err(_) => {
-                    *self
-                        .errors
-                        .entry(format!(
-                            "leave: no answer within {} ms behind the join the coordinator held; the member was left to its session timeout",
-                            patience.as_millis()
-                        ))
-                        .or_default() += 1
-                }
-            }
+        };
+        for (what, n) in self.counters.errors() {
+            *self.errors.entry(what).or_default() += n;
         }
         let aborted = self.stop.reason();
         let duplicated = self.verifier.is_some().then_some(self.duplicated);
+        use std::sync::atomic::Ordering::Relaxed;
         let run = ConsumeRun {
             records: self.records,
             bytes: self.bytes,
@@ -1018,13 +822,13 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
             fetch_latency: self.fetch_latency,
             fetches: self.fetches,
             empty_fetches: self.empty_fetches,
-            commits: self.commits,
-            commits_refused: self.commits_refused,
+            commits: self.counters.commits.load(Relaxed),
+            commits_refused: self.counters.commits_refused.load(Relaxed),
             timed_out: self.timed_out,
             aborted,
             errors: self.errors,
             partitions: self.spans,
-            member_id: self.member.map(|m| m.member_id().to_string()),
+            member_id,
             end_to_end: self.end_to_end,
             timeline: self.timeline.into_windows(),
             verification: self
@@ -1051,48 +855,8 @@ impl<'a, O: ConsumeObserver> Reading<'a, O> {
 }
 
 /// `--include`'s topics: how long a member that has made its last commit waits for the other
-/// topics' members to make theirs before it leaves (at most half its session, as it does not
-/// heartbeat meanwhile).
+/// topics' members to make theirs before it leaves (at most half its session).
 const LAST_COMMIT_WAIT: Duration = Duration::from_secs(5);
-
-/// How long a member that ends during a cooperative rebalance waits for it, to commit and leave.
-const FINISH_JOIN_WAIT: Duration = Duration::from_secs(10);
-
-/// The rejoin under way, once it ends (never, when none is).
-async fn joined(
-    joining: &mut Option<(Joining, Instant)>,
-) -> (GroupMember, Result<(), ClientError>, Instant) {
-    let Some((join, _)) = joining.as_mut() else {
-        return std::future::pending().await;
-    };
-    let (m, r) = join.await;
-    let began = joining.take().map_or_else(Instant::now, |(_, b)| b);
-    (m, r, began)
-}
-
-/// A member's join that began at `began` and took `took`, as the group report keeps it.
-fn member_join(
-    g: &MemberCtx,
-    m: &GroupMember,
-    began: Instant,
-    took: Duration,
-    spec: &ConsumeSpec,
-) -> MemberJoin {
-    // An incremental rebalance goes in steps (KIP-848's heartbeats; KIP-429's second round,
-    // which follows the first at once): a heartbeat apart at most.
-    let incremental = m.cooperative() || m.heartbeat_interval().is_some();
-    let step = m.heartbeat_every(spec.consumer.heartbeat_interval);
-    let (join, sync) = m.phases();
-    MemberJoin {
-        at_s: began.saturating_duration_since(g.share.start).as_secs_f64(),
-        join_group_ms: join.as_secs_f64() * 1e3,
-        sync_group_ms: sync.as_secs_f64() * 1e3,
-        took_ms: took.as_secs_f64() * 1e3,
-        generation_id: m.generation_id(),
-        assigned: m.assignment().to_vec(),
-        step_s: if incremental { step.as_secs_f64() } else { 0.0 },
-    }
-}
 
 /// A partition's span before anything was read from `offset`.
 fn fresh_span(offset: i64) -> PartitionSpan {

@@ -2,8 +2,8 @@
 //! HTTP API) and what it leaves behind ([`E2eRun`]).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
@@ -30,6 +30,9 @@ pub struct E2eLive {
     pub commit_failures: AtomicU64,
     pub heartbeats: AtomicU64,
     pub rejoins: AtomicU64,
+    /// The native consumer group's counts (heartbeats, rejoins, commits) and whether a member is
+    /// rebalancing (the drain waits for it), shared by its members' sessions.
+    pub group: Arc<kbench_client::GroupCounters>,
     /// Fetch answers whose batches left a hole below later records: the consumer held its position
     /// at the hole and asked again (see [`readable_until`]).
     pub gaps_held: AtomicU64,
@@ -38,6 +41,8 @@ pub struct E2eLive {
     /// Records of this run never consumed in time but found on the broker when the missing offsets
     /// were read again after the drain.
     pub late: AtomicU64,
+    /// Of `late`, per partition.
+    pub late_by_partition: Mutex<BTreeMap<i32, u64>>,
     pub producer_latency: Mutex<Histogram<u64>>,
     /// Per record: its batch's scheduled time → the batch's request sent (OMB's publish delay).
     pub publish_delay: Mutex<Histogram<u64>>,
@@ -106,9 +111,11 @@ impl Default for E2eLive {
             commit_failures: AtomicU64::new(0),
             heartbeats: AtomicU64::new(0),
             rejoins: AtomicU64::new(0),
+            group: Arc::default(),
             gaps_held: AtomicU64::new(0),
             gaps_skipped: AtomicU64::new(0),
             late: AtomicU64::new(0),
+            late_by_partition: Mutex::new(BTreeMap::new()),
             producer_latency: Mutex::new(latency_histogram()),
             publish_delay: Mutex::new(latency_histogram()),
             schedule_slips: AtomicU64::new(0),
@@ -269,6 +276,17 @@ impl E2eLive {
         *self.phase.lock().expect("phase lock") = phase;
     }
 
+    /// Commits, failed commits, heartbeats and rejoins: the REST driver's and the native group's.
+    pub(crate) fn group_figures(&self) -> (u64, u64, u64, u64) {
+        let g = &self.group;
+        (
+            get(&self.commits) + get(&g.commits),
+            get(&self.commit_failures) + get(&g.commits_refused) + get(&g.commit_failures),
+            get(&self.heartbeats) + get(&g.heartbeats),
+            get(&self.rejoins) + get(&g.rejoins),
+        )
+    }
+
     pub(crate) fn error(&self, message: String, records: u64) {
         *self
             .errors
@@ -292,7 +310,7 @@ impl E2eLive {
             consumed: get(&self.consumed),
             duplicates: get(&self.duplicates),
             foreign: get(&self.foreign),
-            commits: get(&self.commits),
+            commits: get(&self.commits) + get(&self.group.commits),
             producer_latency: self.producer_latency.lock().expect("latency lock").clone(),
             whole_trip: self.whole_trip.lock().expect("latency lock").clone(),
         }
@@ -357,6 +375,8 @@ pub struct E2eRun {
     /// Acknowledged and on the broker, but not consumed by the end of the drain (found by reading
     /// the missing offsets again).
     pub late: u64,
+    /// Of `late`, where and why.
+    pub unread: BTreeMap<i32, crate::e2e::UnreadPartition>,
     pub gaps_held: u64,
     pub gaps_skipped: u64,
     /// Consumed although their request was reported failed (e.g. acknowledged after a time-out).

@@ -33,6 +33,16 @@ pub use phases::{CLOSED_LOOP_TIMEOUT, RECORD_ID_LEN};
 pub use reply::{AppLag, Correlation, LagSample, ReplySpec};
 pub use spec::{CommitMode, E2eMode, E2eSpec, ProducerSegment, RestApi, RestSpec, clock_for};
 
+/// One partition's acknowledged records that were on the broker and not read by the end of the
+/// drain (found by reading them again by offset, from outside the group): unread, never lost.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UnreadPartition {
+    pub records: u64,
+    /// `no reader for the last T s` (no member owned it at the end), `the group was rebalancing
+    /// when the drain ended`, or `not read by the end of the drain`.
+    pub reason: String,
+}
+
 /// Run the e2e workload until `stop` or `spec.duration` ends the load, then drain. `cluster`
 /// is where the native driver connects (each producer and the consumer on connections of their own);
 /// a spec with `rest` goes through the proxy instead. `live` is updated as the run goes. Fails only

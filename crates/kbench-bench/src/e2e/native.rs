@@ -10,12 +10,13 @@
 //! read twice across the handover is counted duplicated.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kbench_client::group::{GroupConfig, GroupMember, Membership, send_commit};
-use kbench_client::{ClientError, Cluster, ClusterConfig, TopicLayout};
+use kbench_client::{
+    ClientError, Cluster, ClusterConfig, Commits, GroupConfig, GroupConsumer, MemberEnd, Polled,
+    SessionSettings, StartFrom, StartPolicy, TopicLayout,
+};
 use kbench_wire::batch::{RecordHeader, now_ms};
 use kbench_wire::{BatchDecoder, Negotiated, RecordView};
 use rand::rngs::SmallRng;
@@ -23,16 +24,15 @@ use rand::{Rng, SeedableRng};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::consume::group::{GroupFault, GroupReport, MemberJoin, MemberReport, OwnerEvent};
 use crate::e2e::live::{E2eLive, add};
 use crate::e2e::phases::{
-    CommitDue, Committed, Committer, ConsumerDone, ConsumerTask, Driver, Pacer, RECORD_ID_LEN,
-    Seen, missing, record_id,
+    ConsumerDone, ConsumerTask, Driver, Pacer, RECORD_ID_LEN, Seen, missing, record_id,
 };
 use crate::e2e::reply::{Correlation, correlation_of};
-use crate::e2e::spec::{E2eMode, E2eSpec};
+use crate::e2e::spec::{CommitMode, E2eMode, E2eSpec};
 use crate::error::BenchError;
-use crate::fault::FaultAction;
+use crate::group::roster::{MemberStop, Roster};
+use crate::group::{GroupFault, GroupReport, MemberJoin, MemberReport, OwnerLog, Ownership};
 use crate::schema::decode::{Decoding, RegistryReader};
 use crate::verify::{Stamp, VERIFY_HEADER};
 
@@ -594,8 +594,8 @@ fn member_name(name: &str, k: usize, many: bool) -> String {
     }
 }
 
-/// How a member that a `consumer-join` fault adds connects: the consumers' connection settings
-/// (its client id `<consumer-id>-k`) and the topic it reads.
+/// How a member that a `consumer-join` fault (or a restart) adds connects: the consumers'
+/// connection settings (its client id `<consumer-id>-k`) and the topic it reads.
 struct Joiner {
     config: ClusterConfig,
     topic: String,
@@ -603,168 +603,108 @@ struct Joiner {
     late: Arc<Mutex<Vec<Arc<Cluster>>>>,
 }
 
-/// What the group's members note as they run, for the group report: when each took or stopped
-/// reading which partition. Its seconds are the load's (from the moment the group was ready and
-/// the producers started), as the timeline's and the faults' `at=` are: the first joins, before
-/// the load, are at negative seconds, and partitions owned before it at 0.
-struct GroupLog {
-    /// The group's start (before its first joins): the members' joins are timed from it, and
-    /// moved to the load's seconds in the report.
-    created: Instant,
-    load_start: std::sync::OnceLock<Instant>,
-    events: Mutex<Vec<OwnerEvent>>,
+/// How far the group read each partition, and the holes its members passed over: where the
+/// re-read after the drain looks, for every partition of the topic (a partition no member owned
+/// at the end included).
+#[derive(Debug, Default)]
+struct Reach {
+    positions: BTreeMap<i32, i64>,
+    skipped: Vec<(i32, std::ops::Range<i64>)>,
 }
 
-impl GroupLog {
-    /// Seconds from the group's start to `t`.
-    fn secs(&self, t: Instant) -> f64 {
-        t.saturating_duration_since(self.created).as_secs_f64()
+impl Reach {
+    /// A member got this far in these partitions.
+    fn note(&mut self, positions: &BTreeMap<i32, i64>) {
+        for (p, o) in positions {
+            let at = self.positions.entry(*p).or_insert(*o);
+            *at = (*at).max(*o);
+        }
     }
 
-    /// From the load's start to now (0 before it).
-    fn elapsed(&self) -> Duration {
-        self.load_start
-            .get()
-            .map_or(Duration::ZERO, |s| s.elapsed())
+    /// A member passed over these holes.
+    fn holes(&mut self, gaps: &mut BTreeMap<i32, Gaps>, partitions: impl IntoIterator<Item = i32>) {
+        for p in partitions {
+            if let Some(g) = gaps.remove(&p) {
+                self.skipped
+                    .extend(g.skipped.into_iter().map(move |r| (p, r)));
+            }
+        }
     }
 
-    /// `member` took (`owned`) or stopped reading (`!owned`) `partitions`, now.
-    fn owner(&self, member: usize, partitions: impl IntoIterator<Item = i32>, owned: bool) {
-        let at = self.elapsed();
-        self.events
-            .lock()
-            .expect("events lock")
-            .extend(partitions.into_iter().map(|partition| OwnerEvent {
-                at,
-                member,
-                partition,
-                owned,
-            }));
+    /// What to read again: every hole passed over, and in every partition of `partitions`
+    /// everything from the furthest any member got (the run's start where none read it).
+    fn ranges(
+        &self,
+        partitions: &[i32],
+        run_start: &BTreeMap<i32, i64>,
+    ) -> Vec<(i32, std::ops::Range<i64>)> {
+        let mut out = self.skipped.clone();
+        for p in partitions {
+            let from = self
+                .positions
+                .get(p)
+                .or_else(|| run_start.get(p))
+                .copied()
+                .unwrap_or(0);
+            out.push((*p, from..i64::MAX));
+        }
+        out
     }
 }
 
-/// How a member's reading ended: at the run's end, or by a fault.
-const RUN_END: u8 = 0;
-const LEFT: u8 = 1;
-const CRASHED: u8 = 2;
-
-/// A member's task's outcome: its place, its end (none when a fault stopped it before it had
-/// joined, or it crashed), its joins and the records it read.
+/// A member's task's outcome: its place, its id (none when a fault stopped it before it had
+/// joined), its joins, the records it read and what it read at the end.
 struct MemberOut {
     k: usize,
-    done: Option<ConsumerDone>,
     member_id: Option<String>,
     joins: Vec<MemberJoin>,
     records: u64,
     duplicated: u64,
+    /// The partitions it read when the run ended (none for a member a fault stopped).
+    assignment: Vec<i32>,
 }
 
-/// A member of the group run, as the run keeps it.
-struct Member {
-    started: Duration,
-    stop: CancellationToken,
-    fault_stop: CancellationToken,
-    ending: Arc<AtomicU8>,
-    joined: Arc<AtomicBool>,
-    ended_by: Option<&'static str>,
-    ended_at: Option<Duration>,
-    finished: bool,
-}
-
-/// Start member `k` of the group on `cluster`: it joins, says so on `joined` (the first members),
-/// reads until its stop, and ends as its `ending` says.
-fn spawn_member(
-    tasks: &mut JoinSet<Result<MemberOut, BenchError>>,
-    mut shared: MemberShared,
+/// Member `k`'s task: it joins, says so on `joined` once it has its first partitions (the
+/// first members), reads until its stop, and ends as its stop says.
+async fn run_member(
+    shared: MemberShared,
     cluster: Arc<Cluster>,
-    stop: &CancellationToken,
-    run_stop: &CancellationToken,
-    joined_tx: Option<tokio::sync::mpsc::Sender<()>>,
-    started: Duration,
-) -> Member {
+    stop: MemberStop,
+    joined: Option<tokio::sync::mpsc::Sender<()>>,
+) -> Result<MemberOut, BenchError> {
     let k = shared.index;
-    let member_stop = stop.child_token();
-    let fault_stop = CancellationToken::new();
-    shared.fault_stop = fault_stop.clone();
-    let ending = Arc::new(AtomicU8::new(RUN_END));
-    let joined = Arc::new(AtomicBool::new(false));
-    let (stop_, run_stop, ending_, joined_) = (
-        member_stop.clone(),
-        run_stop.clone(),
-        ending.clone(),
-        joined.clone(),
-    );
-    tasks.spawn(async move {
-        let log = shared.log.clone();
-        let Some(mut consumer) = NativeConsumer::join(shared, cluster, &stop_).await? else {
-            // Stopped (the run's end, or a fault) while the coordinator held its join: a member
-            // that read nothing (and left, if it had been given an id).
-            return Ok(MemberOut {
-                k,
-                done: None,
-                member_id: None,
-                joins: Vec::new(),
-                records: 0,
-                duplicated: 0,
-            });
-        };
-        joined_.store(true, Ordering::SeqCst);
-        if let Some(tx) = joined_tx {
-            let _ = tx.send(()).await;
-        }
-        if let Err(e) = consumer.consume_until(&stop_).await {
-            // Out of the group at once: the others' next join does not wait for it.
-            let _ = consumer.member.leave().await;
-            return Err(e);
-        }
-        let ending = ending_.load(Ordering::SeqCst);
-        if ending != RUN_END {
-            // A leave or a crash: its partitions have no reader from now.
-            log.owner(k, consumer.positions.keys().copied(), false);
-        }
-        let joins = std::mem::take(&mut consumer.joins);
-        let (records, duplicated) = (consumer.records, consumer.duplicated);
-        let member_id = Some(consumer.member.member_id().to_string());
-        if ending == CRASHED {
-            consumer.crash();
-            return Ok(MemberOut {
-                k,
-                done: None,
-                member_id,
-                joins,
-                records,
-                duplicated,
-            });
-        }
-        // Stopped because another member failed, or by a leave: no re-read in the middle of the
-        // load.
-        let reread = run_stop.is_cancelled() && ending == RUN_END;
-        let done = consumer.finish(reread).await?;
-        Ok(MemberOut {
+    let Some(mut consumer) = NativeConsumer::start(shared, cluster, stop.token()).await? else {
+        // Stopped (the run's end, or a fault) while the coordinator held its join: a member
+        // that read nothing (and left, if it had been given an id).
+        return Ok(MemberOut {
             k,
-            done: Some(done),
-            member_id,
-            joins,
-            records,
-            duplicated,
-        })
-    });
-    Member {
-        started,
-        stop: member_stop,
-        fault_stop,
-        ending,
-        joined,
-        ended_by: None,
-        ended_at: None,
-        finished: false,
-    }
+            member_id: None,
+            joins: Vec::new(),
+            records: 0,
+            duplicated: 0,
+            assignment: Vec::new(),
+        });
+    };
+    let read = consumer.consume_until(&stop, joined).await;
+    let end = if read.is_err() {
+        // Out of the group at once: the others' next join does not wait for it.
+        MemberEnd::Left
+    } else if stop.by_fault() {
+        stop.end()
+    } else {
+        MemberEnd::RunEnded
+    };
+    let out = consumer.end(end).await;
+    read.map(|()| out)
 }
 
 /// The consumer group: learn the run's start offsets, join every member (at once, as a group
-/// forms), signal ready, then each member polls, commits and heartbeats until stopped, while the
-/// group faults on the schedule (timed from the load's start, the moment ready is said) add,
-/// stop and crash members. One member failing stops the others; its error is the consumer's.
+/// forms), signal ready once each has its partitions, then each member polls and counts until
+/// stopped, while the group faults on the schedule (timed from the load's start, the moment ready
+/// is said) add, stop, crash and restart members ([`Roster`]). One member failing stops the
+/// others; its error is the consumer's. After the drain, the offsets no member read are read
+/// again by a reader outside the group, in every partition: a record is lost only when that read
+/// does not find it.
 async fn consume(
     run: NativeRun,
     clusters: Vec<Arc<Cluster>>,
@@ -773,62 +713,49 @@ async fn consume(
     stop: CancellationToken,
     ready: tokio::sync::oneshot::Sender<()>,
 ) -> Result<ConsumerDone, BenchError> {
-    let Some(first) = clusters.first() else {
+    let Some(first) = clusters.first().cloned() else {
         return Err(BenchError::Run("no consumer to start".into()));
     };
     let first_members = clusters.len();
     let many = run.spec.group_changes();
-    // Several members, now or later: the run's start, before any joins (a partition may change
-    // hands while the group forms). One: its partitions' latest offsets once it has joined.
-    let run_start = if many {
-        let all: Vec<i32> = run.layout.partitions.iter().map(|p| p.partition).collect();
-        first.latest_offsets(&run.layout, &all).await?
-    } else {
-        BTreeMap::new()
-    };
-    let run_start = Arc::new(run_start);
+    // The run's start, before any member joins: no member reads before it (a commit of an
+    // earlier run in the group included), and a partition taken over is read from the group's
+    // commit, or from here.
+    let all: Vec<i32> = run.layout.partitions.iter().map(|p| p.partition).collect();
+    let run_start = Arc::new(first.latest_offsets(&run.layout, &all).await?);
     let seen = Arc::new(Mutex::new(Seen::counting_into(live.clone())));
-    let log = Arc::new(GroupLog {
-        created: Instant::now(),
-        load_start: std::sync::OnceLock::new(),
-        events: Mutex::new(Vec::new()),
-    });
-    let shared = |index: usize| MemberShared {
+    let log = Arc::new(OwnerLog::from_load());
+    let reach = Arc::new(Mutex::new(Reach::default()));
+    let shared = |index: usize, slot: usize| MemberShared {
         run: run.clone(),
         live: live.clone(),
         seen: seen.clone(),
         run_start: run_start.clone(),
         log: log.clone(),
+        reach: reach.clone(),
         index,
-        fault_stop: CancellationToken::new(),
+        slot,
     };
-    let stop_members = stop.child_token();
-    let (joined_tx, mut joined_rx) = tokio::sync::mpsc::channel::<()>(first_members);
-    let mut tasks = JoinSet::new();
-    let mut members: Vec<Member> = Vec::new();
-    for (k, cluster) in clusters.into_iter().enumerate() {
-        members.push(spawn_member(
-            &mut tasks,
-            shared(k),
-            cluster,
-            &stop_members,
-            &stop,
-            Some(joined_tx.clone()),
-            Duration::ZERO,
-        ));
+    let mut roster: Roster<MemberOut> = Roster::new(&stop);
+    let (joined_tx, mut joined_rx) = tokio::sync::mpsc::channel::<()>(first_members.max(1));
+    for cluster in clusters {
+        let tx = joined_tx.clone();
+        roster.spawn(None, None, Duration::ZERO, |index, slot, member_stop| {
+            run_member(shared(index, slot), cluster, member_stop, Some(tx))
+        });
     }
     drop(joined_tx);
     let mut joined = 0;
     while joined < first_members {
         tokio::select! {
             Some(()) = joined_rx.recv() => joined += 1,
-            Some(ended) = tasks.join_next() => {
+            Some((_, ended)) = roster.next_ended() => {
                 // A member ended before every member had joined: its error is the run's.
-                stop_members.cancel();
+                roster.stop_all();
+                while roster.next_ended().await.is_some() {}
                 return Err(match ended {
-                    Ok(Err(e)) => e,
-                    Ok(Ok(_)) => BenchError::Run("a consumer stopped before it was ready".into()),
-                    Err(e) => BenchError::Run(format!("a consumer task failed: {e}")),
+                    Err(e) => e,
+                    Ok(_) => BenchError::Run("a consumer stopped before it was ready".into()),
                 });
             }
             else => return Err(BenchError::Run("the consumers ended before they were ready".into())),
@@ -839,123 +766,102 @@ async fn consume(
     }
     let _ = ready.send(());
     let load_start = Instant::now();
-    let _ = log.load_start.set(load_start);
-    let mut faults = run.spec.member_faults.iter();
-    let mut next_fault = faults.next();
+    log.set_zero(load_start);
+    // Members a fault adds connect as they join, each as `<consumer-id>-k`.
+    let next_k = std::sync::atomic::AtomicUsize::new(first_members);
+    let connect = || {
+        let mut config = joiner.config.clone();
+        let k = next_k.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        config.client_id = member_name(&run.spec.consumer_id, k, true);
+        let (topic, late) = (joiner.topic.clone(), joiner.late.clone());
+        async move {
+            let cluster = connect_as(config, topic).await?;
+            late.lock().expect("late lock").push(cluster.clone());
+            Ok(cluster)
+        }
+    };
+    let spawn = |roster: &mut Roster<MemberOut>,
+                 slot: Option<usize>,
+                 replaces: Option<usize>,
+                 cluster: Arc<Cluster>,
+                 started: Duration| {
+        roster.spawn(slot, replaces, started, |index, slot, member_stop| {
+            run_member(shared(index, slot), cluster, member_stop, None)
+        });
+    };
+    let mut faults = run.spec.member_faults.iter().peekable();
     let mut applied: Vec<GroupFault> = Vec::new();
     let mut outs: Vec<MemberOut> = Vec::new();
     let mut failed = None;
     loop {
-        let due = next_fault.map(|f| load_start + f.at);
+        let due = faults.peek().map(|f| load_start + f.at);
         // Every member gone (left, crashed) and a join still to come: wait for it, unless the run
         // ends first.
         let waiting = due.is_some() && !stop.is_cancelled() && failed.is_none();
-        if tasks.is_empty() && !waiting {
+        if roster.is_empty() && !waiting {
             break;
         }
         tokio::select! {
-            _ = stop.cancelled(), if tasks.is_empty() => break,
-            ended = tasks.join_next(), if !tasks.is_empty() => match ended {
+            _ = stop.cancelled(), if roster.is_empty() => break,
+            ended = roster.next_ended(), if !roster.is_empty() => match ended {
                 None => continue,
-                Some(Ok(Ok(out))) => {
-                    members[out.k].finished = true;
-                    outs.push(out);
-                }
-                Some(Ok(Err(e))) => {
-                    stop_members.cancel();
+                Some((_, Ok(out))) => outs.push(out),
+                Some((_, Err(e))) => {
+                    roster.stop_all();
                     failed.get_or_insert(e);
                 }
-                Some(Err(e)) => {
-                    stop_members.cancel();
-                    failed.get_or_insert(BenchError::Run(format!("a consumer task failed: {e}")));
-                }
             },
-            _ = tokio::time::sleep_until(due.unwrap_or(load_start).into()),
-                if waiting =>
-            {
+            _ = tokio::time::sleep_until(due.unwrap_or(load_start).into()), if waiting => {
                 // The run ended meanwhile: this fault and the rest are not applied.
                 if stop.is_cancelled() {
                     continue;
                 }
-                let Some(fault) = next_fault else { continue };
-                next_fault = faults.next();
+                let Some(fault) = faults.next() else { continue };
                 let at = log.elapsed();
-                let mut acted = Vec::new();
-                let mut error = None;
-                match fault.action {
-                    FaultAction::ConsumerJoin { count } => {
-                        for _ in 0..count {
-                            let k = members.len();
-                            let mut config = joiner.config.clone();
-                            config.client_id = member_name(&run.spec.consumer_id, k, true);
-                            match connect_as(config, joiner.topic.clone()).await {
-                                Ok(cluster) => {
-                                    joiner.late.lock().expect("late lock").push(cluster.clone());
-                                    members.push(spawn_member(
-                                        &mut tasks,
-                                        shared(k),
-                                        cluster,
-                                        &stop_members,
-                                        &stop,
-                                        None,
-                                        at,
-                                    ));
-                                    acted.push(k);
-                                }
-                                Err(e) => error = Some(e.to_string()),
-                            }
-                        }
-                    }
-                    FaultAction::ConsumerLeave { count } | FaultAction::ConsumerCrash { count } => {
-                        let crash = matches!(fault.action, FaultAction::ConsumerCrash { .. });
-                        let chosen = crate::consume::group::members_to_stop(
-                            members.len(),
-                            |i| members[i].joined.load(Ordering::SeqCst),
-                            |i| members[i].ended_by.is_none() && !members[i].finished,
-                            count,
-                        );
-                        for i in chosen {
-                            let m = &mut members[i];
-                            m.ending.store(if crash { CRASHED } else { LEFT }, Ordering::SeqCst);
-                            m.ended_by = Some(if crash { "crashed" } else { "left" });
-                            m.ended_at = Some(at);
-                            m.fault_stop.cancel();
-                            m.stop.cancel();
-                            acted.push(i);
-                        }
-                        if acted.len() < count as usize {
-                            error = Some(format!(
-                                "{} of {count} members were still reading",
-                                acted.len()
-                            ));
-                        }
-                    }
-                    _ => error = Some("not a group member's fault".into()),
-                }
-                applied.push(GroupFault {
-                    fault: fault.spec.clone(),
-                    at_s: at.as_secs_f64(),
-                    members: acted,
-                    error,
-                });
+                applied.push(roster.apply(fault, at, connect, spawn).await);
             }
         }
     }
     if let Some(e) = failed {
         return Err(e);
     }
-    for fault in &run.spec.member_faults[applied.len()..] {
-        applied.push(GroupFault {
-            fault: fault.spec.clone(),
-            at_s: fault.at.as_secs_f64(),
-            members: Vec::new(),
-            error: Some("not applied: the run had ended".into()),
-        });
+    for fault in faults {
+        applied.push(Roster::<MemberOut>::not_applied(fault));
+    }
+    // The group's counts, into the run's.
+    let counters = &live.group;
+    for (what, n) in counters.errors() {
+        live.error(what, 0);
+        let _ = n;
+    }
+    // After the drain: what no member read is read again, in every partition.
+    let spec = &run.spec;
+    if stop.is_cancelled()
+        && (spec.mode == E2eMode::ConsumerAndProducers || spec.peers_consumer())
+        && missing(&live) > 0
+    {
+        tracing::info!(
+            missing = missing(&live),
+            "re-reading missing offsets after the drain"
+        );
+        live.set_phase("verifying");
+        let ranges = reach.lock().expect("reach lock").ranges(&all, &run_start);
+        let reading = Reread {
+            cluster: &first,
+            layout: &run.layout,
+            max_bytes: fetch_bytes(spec),
+            run_tag: run.run_tag,
+            reply: spec.reply.as_ref().map(|r| &r.correlation),
+            deadline: Instant::now() + spec.drain.max(Duration::from_secs(1)),
+        };
+        reading
+            .count_late(ranges, &mut BatchDecoder::new(), &seen, &live)
+            .await;
     }
     outs.sort_by_key(|o| o.k);
     let end = log.elapsed();
     // The joins in the load's seconds (those before it negative).
-    let before_load = load_start.duration_since(log.created).as_secs_f64();
+    let before_load = log.zero_s();
     for o in outs.iter_mut() {
         for j in o.joins.iter_mut() {
             j.at_s -= before_load;
@@ -964,20 +870,20 @@ async fn consume(
     let reports: Vec<MemberReport> = outs
         .iter()
         .map(|o| {
-            let m = &members[o.k];
+            let m = &roster.members[o.k];
             MemberReport {
                 member: o.k,
                 member_id: o.member_id.clone(),
                 started_s: m.started.as_secs_f64(),
                 ended_s: m.ended_at.unwrap_or(end).as_secs_f64(),
-                ended: m.ended_by.unwrap_or("run-ended").into(),
+                ended: m.ended_by.unwrap_or(MemberEnd::RunEnded).as_str().into(),
                 instance_id: run
                     .spec
                     .consumer
                     .group_instance_id
                     .as_ref()
-                    .map(|id| member_name(id, o.k, many)),
-                replaces: None,
+                    .map(|id| member_name(id, m.slot, many)),
+                replaces: m.replaces,
                 records: o.records,
                 duplicated: Some(o.duplicated),
                 joins: o.joins.clone(),
@@ -989,9 +895,9 @@ async fn consume(
         })
         .collect();
     let group = many.then(|| {
-        let events = log.events.lock().expect("events lock").clone();
+        let events = log.events();
         let (rebalances, unowned, at_end) =
-            crate::consume::group::rebalances(&reports, &events, &applied, end);
+            crate::group::rebalances(&reports, &events, &applied, end);
         GroupReport {
             consumers: run.spec.consumers as u32,
             members: reports,
@@ -1002,26 +908,25 @@ async fn consume(
         }
     });
     // The members that read to the end: their partitions at the end.
-    let ends: Vec<ConsumerDone> = outs
-        .into_iter()
-        .filter(|o| members[o.k].ended_by.is_none())
-        .filter_map(|o| o.done)
+    let ends: Vec<&MemberOut> = outs
+        .iter()
+        .filter(|o| roster.members[o.k].ended_by.is_none() && o.member_id.is_some())
         .collect();
     let mut assignment: Vec<i32> = ends
         .iter()
-        .flat_map(|d| d.assignment.iter().copied())
+        .flat_map(|o| o.assignment.iter().copied())
         .collect();
     assignment.sort_unstable();
     assignment.dedup();
     let member_id = ends
         .first()
-        .map(|d| d.member_id.clone())
+        .and_then(|o| o.member_id.clone())
         .unwrap_or_default();
     let members = if many {
-        ends.into_iter()
-            .map(|d| crate::result::E2eMemberEnd {
-                member_id: d.member_id,
-                assigned_partitions: d.assignment,
+        ends.iter()
+            .map(|o| crate::result::E2eMemberEnd {
+                member_id: o.member_id.clone().unwrap_or_default(),
+                assigned_partitions: o.assignment.clone(),
             })
             .collect()
     } else {
@@ -1035,19 +940,6 @@ async fn consume(
     })
 }
 
-/// Where a member reads a partition it takes over: where the group committed, but never before the
-/// run's start (a commit of an earlier run with the same group); the run's start when nothing was
-/// committed (another member read it and was gone before it committed: read again, duplicates, none
-/// lost). A partition the run did not know at its start (the topic grew) is read from the commit,
-/// else from its latest offset.
-fn taken_over_at(committed: Option<i64>, run_start: Option<i64>, latest: Option<i64>) -> i64 {
-    match (committed, run_start) {
-        (Some(c), Some(s)) => c.max(s),
-        (None, Some(s)) => s,
-        (c, None) => c.or(latest).unwrap_or(0),
-    }
-}
-
 /// What every member of the run's consumer group shares, and its place among them.
 struct MemberShared {
     run: NativeRun,
@@ -1058,10 +950,12 @@ struct MemberShared {
     /// taken over is never read from before it.
     run_start: Arc<BTreeMap<i32, i64>>,
     /// When each member took or stopped reading which partition.
-    log: Arc<GroupLog>,
+    log: Arc<OwnerLog>,
+    /// How far the group read.
+    reach: Arc<Mutex<Reach>>,
     index: usize,
-    /// Cancelled by a leave or a crash fault (never by the run's end).
-    fault_stop: CancellationToken,
+    /// Its place (a restart's successor takes its predecessor's, and its `group.instance.id`).
+    slot: usize,
 }
 
 /// A distributed run's consumer: count the records read by the producer agents' segments.
@@ -1075,27 +969,25 @@ fn count_by_segment(run: &NativeRun, live: &E2eLive) {
     );
 }
 
-/// The native consumer in its group: its membership, engine and positions, and what it keeps from
-/// answer to answer (the records seen, the holes held, the commit rule).
+/// One member of the run's consumer group: the client's session (which joins, heartbeats,
+/// commits and rebalances on its own), the positions this member reached, and what it keeps from
+/// answer to answer (the records seen, the holes held).
 struct NativeConsumer {
     run: NativeRun,
     cluster: Arc<Cluster>,
     live: Arc<E2eLive>,
-    member: GroupMember,
-    engine: kbench_client::Consumer,
-    /// The next offset to read in each partition assigned.
+    group: GroupConsumer,
+    /// The next offset to read in each partition the member reads now.
     positions: BTreeMap<i32, i64>,
+    /// Partitions taken and not read from yet (their first record ends a takeover).
+    fresh: std::collections::BTreeSet<i32>,
     decoder: BatchDecoder,
     seen: Arc<Mutex<Seen>>,
-    /// See [`MemberShared::run_start`].
-    run_start: Arc<BTreeMap<i32, i64>>,
     gaps: BTreeMap<i32, Gaps>,
     /// How long a hole is held before it is passed over ([`gap_hold`]).
     gap_hold: Duration,
-    committer: Committer,
-    last_heartbeat: Instant,
-    /// Background commits not answered yet.
-    async_commits: JoinSet<()>,
+    /// `--commit sync`: the member commits after every answer that moved a position.
+    commit_each_poll: bool,
     /// A distributed run's consumer: it counts its run's records, timed from their wall-clock send
     /// header, corrected per producer agent.
     peers: bool,
@@ -1103,148 +995,19 @@ struct NativeConsumer {
     wall_clock: bool,
     /// With a schema registry (`deserializer`): the values' decoder, and the registry it asks.
     decoding: Option<(Decoding, RegistryReader)>,
-    /// Its place in the group, the group's log, its joins and the records it read.
+    /// Its place in the group, the group's log and reach, its joins and the records it read.
     index: usize,
-    log: Arc<GroupLog>,
+    log: Arc<OwnerLog>,
+    reach: Arc<Mutex<Reach>>,
     joins: Vec<MemberJoin>,
     records: u64,
     duplicated: u64,
-    fault_stop: CancellationToken,
 }
 
 impl NativeConsumer {
-    /// Rejoin after the coordinator asked for it; keep positions of partitions still ours, start
-    /// new ones where the group committed (never before the run's start; latest for a partition
-    /// the run did not know); the engine reads the new assignment from there. One of several
-    /// members first commits what it read, as Java's consumer does before it rejoins, so that the
-    /// partitions' next owners start where it stopped.
-    async fn rejoin(&mut self) -> Result<(), ClientError> {
-        add(&self.live.rejoins, 1);
-        let began = Instant::now();
-        let before: Vec<i32> = self.positions.keys().copied().collect();
-        // Cooperatively (KIP-429) and under the consumer protocol (KIP-848) a member keeps what
-        // it is not asked to give up; eagerly it gives up everything for the join.
-        let eager = !self.member.cooperative() && self.member.heartbeat_interval().is_none();
-        if eager {
-            // Eagerly, nothing is read while the member rejoins.
-            self.log.owner(self.index, before.iter().copied(), false);
-        }
-        if self.run.spec.group_changes() && !self.positions.is_empty() {
-            // Synchronously, as Java's onJoinPrepare: a background commit still in flight (or
-            // failed) is not where the next owner should start.
-            while self.async_commits.join_next().await.is_some() {}
-            let layout = self.run.layout.clone();
-            match self.member.commit(&layout, &self.positions).await {
-                Ok(Membership::Stable) => {
-                    add(&self.live.commits, 1);
-                    self.committer.committed(&self.positions);
-                }
-                // The generation already gone: what Java's consumer logs and moves on from.
-                other => tracing::debug!(?other, "commit before rejoining"),
-            }
-        }
-        // A leave or a crash fault while the coordinator holds the join gives the join up at
-        // once: the member, owning nothing, then leaves (or, crashed, says nothing), so that the
-        // others' rebalance does not wait for a join it would only leave.
-        let joined = tokio::select! {
-            r = self.member.rejoin() => Some(r),
-            _ = self.fault_stop.cancelled() => None,
-        };
-        let Some(joined) = joined else {
-            tracing::debug!("stopped by a fault while joining: the join given up");
-            self.log.owner(self.index, before, false);
-            self.positions.clear();
-            self.engine.assign(&self.positions);
-            return Ok(());
-        };
-        joined?;
-        let assigned = self.member.assignment().to_vec();
-        if self.run.spec.group_changes() && eager {
-            // Eagerly every partition was given up for the join, and another member may have
-            // read one meanwhile (a coordinator that moves the group on while this member's join
-            // is held): each is read on from where the group committed, as Java's consumer does.
-            self.positions.clear();
-        }
-        self.positions.retain(|p, _| assigned.contains(p));
-        let new: Vec<i32> = assigned
-            .into_iter()
-            .filter(|p| !self.positions.contains_key(p))
-            .collect();
-        if !new.is_empty() {
-            let layout = self.engine.layout();
-            // Not answered (a coordinator moving): from the run's start, read again rather than
-            // skipped.
-            let committed = match self.member.committed_offsets(&layout, &new).await {
-                Ok(c) => c,
-                Err(e) => {
-                    self.live.error(
-                        format!("OffsetFetch before reading a partition taken over: {e}"),
-                        0,
-                    );
-                    BTreeMap::new()
-                }
-            };
-            let unknown: Vec<i32> = new
-                .iter()
-                .copied()
-                .filter(|p| !self.run_start.contains_key(p))
-                .collect();
-            let latest = if unknown.is_empty() {
-                BTreeMap::new()
-            } else {
-                self.engine
-                    .cluster()
-                    .latest_offsets(&layout, &unknown)
-                    .await?
-            };
-            let mut verify = self.live.verify.lock().expect("verify lock");
-            for p in new {
-                let at = taken_over_at(
-                    committed.get(&p).copied(),
-                    self.run_start.get(&p).copied(),
-                    latest.get(&p).copied(),
-                );
-                self.positions.insert(p, at);
-                // Its next records may be read again after another member's: a handover.
-                if let Some(v) = verify.as_mut() {
-                    v.verifier.handover(p);
-                }
-            }
-        }
-        self.engine.assign(&self.positions);
-        let now: Vec<i32> = self.positions.keys().copied().collect();
-        self.log.owner(
-            self.index,
-            before.into_iter().filter(|p| !now.contains(p)),
-            false,
-        );
-        self.log.owner(self.index, now, true);
-        self.note_join(began);
-        Ok(())
-    }
-
-    /// A join that began at `began`, as the group report keeps it.
-    fn note_join(&mut self, began: Instant) {
-        let m = &self.member;
-        // An incremental rebalance goes in steps (KIP-848's heartbeats; KIP-429's second round):
-        // a heartbeat apart at most.
-        let incremental = m.cooperative() || m.heartbeat_interval().is_some();
-        let step = m.heartbeat_every(self.run.spec.consumer.heartbeat_interval);
-        let (join, sync) = m.phases();
-        self.joins.push(MemberJoin {
-            at_s: self.log.secs(began),
-            join_group_ms: join.as_secs_f64() * 1e3,
-            sync_group_ms: sync.as_secs_f64() * 1e3,
-            took_ms: began.elapsed().as_secs_f64() * 1e3,
-            generation_id: m.generation_id(),
-            assigned: m.assignment().to_vec(),
-            step_s: if incremental { step.as_secs_f64() } else { 0.0 },
-        });
-    }
-
-    /// Join the group, learn the assigned partitions' latest offsets (where the run starts) and hand
-    /// them to a consumer engine.
-    async fn join(
+    /// Join the group (the partitions come as it polls: from the group's commit, never before the
+    /// run's start), and learn the run's value schema. `None` when stopped while joining.
+    async fn start(
         shared: MemberShared,
         cluster: Arc<Cluster>,
         stop: &CancellationToken,
@@ -1255,10 +1018,10 @@ impl NativeConsumer {
             seen,
             run_start,
             log,
+            reach,
             index,
-            fault_stop,
+            slot,
         } = shared;
-        let began = Instant::now();
         let spec = &run.spec;
         let config = GroupConfig {
             group_id: spec.group_id.clone(),
@@ -1272,79 +1035,44 @@ impl NativeConsumer {
                 .consumer
                 .group_instance_id
                 .as_ref()
-                .map(|id| member_name(id, index, spec.group_changes())),
+                .map(|id| member_name(id, slot, spec.group_changes())),
+            heartbeat_interval: spec.consumer.heartbeat_interval,
         };
-        let Some(member) = GroupMember::join_until(cluster.clone(), config, stop).await? else {
-            return Ok(None);
+        let options = kbench_client::ConsumerOptions {
+            partition_max_bytes: fetch_bytes(spec),
+            max_bytes: fetch_bytes(spec),
+            max_wait: spec.consumer.fetch_max_wait,
+            read_committed: false,
+            // A log that lost the offsets read (a broker that restarted empty) is read again
+            // from its start.
+            reset: kbench_client::OffsetReset::Earliest,
+            retry_backoff: kbench_client::config::RETRY_BACKOFF,
         };
-        // A group that changes: a member may join late (a consumer-join fault) and take
-        // partitions others have read: each is read from where the group committed (never
-        // before the run's start), a handover for the verifier.
-        let committed = if spec.group_changes() && !member.assignment().is_empty() {
-            match member
-                .committed_offsets(&run.layout, member.assignment())
-                .await
-            {
-                Ok(c) => c,
-                Err(e) => {
-                    live.error(format!("OffsetFetch after joining: {e}"), 0);
-                    BTreeMap::new()
-                }
-            }
-        } else {
-            BTreeMap::new()
+        let settings = SessionSettings {
+            commits: match spec.commit {
+                CommitMode::Sync => Commits::Owner,
+                CommitMode::Interval(every) => Commits::Every(every),
+            },
+            start: StartPolicy {
+                from: StartFrom::Reset(kbench_client::OffsetReset::Latest),
+                floor: Some(run_start),
+            },
+            counters: live.group.clone(),
         };
-        // Where the run starts: its start offsets, taken before any member joined.
-        let mut positions: BTreeMap<i32, i64> = member
-            .assignment()
-            .iter()
-            .filter_map(|p| {
-                run_start
-                    .get(p)
-                    .map(|o| (*p, taken_over_at(committed.get(p).copied(), Some(*o), None)))
-            })
-            .collect();
-        if spec.group_changes()
-            && let Some(v) = live.verify.lock().expect("verify lock").as_mut()
-        {
-            for p in positions.keys() {
-                v.verifier.handover(*p);
-            }
-        }
-        let unknown: Vec<i32> = member
-            .assignment()
-            .iter()
-            .copied()
-            .filter(|p| !positions.contains_key(p))
-            .collect();
-        if !unknown.is_empty() {
-            positions.extend(cluster.latest_offsets(&run.layout, &unknown).await?);
-        }
-        // One member: where it starts is the run's start.
-        let run_start = if run_start.is_empty() {
-            Arc::new(positions.clone())
-        } else {
-            run_start
-        };
-        let mut engine = kbench_client::Consumer::new(
+        let Some(group) = GroupConsumer::start(
             cluster.clone(),
             &run.layout,
-            kbench_client::ConsumerOptions {
-                partition_max_bytes: fetch_bytes(spec),
-                max_bytes: fetch_bytes(spec),
-                max_wait: spec.consumer.fetch_max_wait,
-                read_committed: false,
-                // A log that lost the offsets read (a broker that restarted empty) is read again
-                // from its start.
-                reset: kbench_client::OffsetReset::Earliest,
-                retry_backoff: kbench_client::config::RETRY_BACKOFF,
-            },
-        );
-        engine.assign(&positions);
+            config,
+            options,
+            settings,
+            stop,
+        )
+        .await?
+        else {
+            return Ok(None);
+        };
         let peers = spec.peers_consumer();
         let wall_clock = spec.mode == E2eMode::Consumer && !peers;
-        let gap_hold = gap_hold(spec.consumer.fetch_max_wait);
-        let committer = Committer::new(spec.commit, &positions);
         let decoding = match spec.deserializer.get("schema.registry.url") {
             Some(_) => {
                 let reader = RegistryReader::new(&spec.deserializer)
@@ -1360,102 +1088,167 @@ impl NativeConsumer {
             }
             None => None,
         };
-        log.owner(index, positions.keys().copied(), true);
-        let mut consumer = NativeConsumer {
+        Ok(Some(NativeConsumer {
+            gap_hold: gap_hold(spec.consumer.fetch_max_wait),
+            commit_each_poll: spec.commit == CommitMode::Sync,
             run,
             cluster,
-            seen,
-            run_start,
             live,
-            member,
-            engine,
-            positions,
+            group,
+            positions: BTreeMap::new(),
+            fresh: Default::default(),
             decoder: BatchDecoder::new(),
+            seen,
             gaps: BTreeMap::new(),
-            gap_hold,
-            committer,
-            last_heartbeat: Instant::now(),
-            async_commits: JoinSet::new(),
             peers,
             wall_clock,
             decoding,
             index,
             log,
+            reach,
             joins: Vec::new(),
             records: 0,
             duplicated: 0,
-            fault_stop,
-        };
-        consumer.note_join(began);
-        Ok(Some(consumer))
+        }))
     }
 
-    /// Heartbeat, poll, count and commit until stopped.
-    async fn consume_until(&mut self, stop: &CancellationToken) -> Result<(), BenchError> {
-        while !stop.is_cancelled() {
-            // The consumer protocol's coordinator sets the interval (KIP-848).
-            let configured = self.run.spec.consumer.heartbeat_interval;
-            if self
-                .member
-                .heartbeat_due_in(self.last_heartbeat.elapsed(), configured)
-                .is_zero()
-            {
-                self.heartbeat().await?;
-            }
-            if self.positions.is_empty() {
-                // Nothing assigned (another member has every partition): wait for a rebalance.
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(self.member.heartbeat_every(configured)) => continue,
-                }
-            }
-            // The next answer of any broker's fetch loop (each broker is fetched from
-            // concurrently, on connections of their own); the heartbeat's turn comes between
-            // answers.
-            let until_heartbeat = self
-                .member
-                .heartbeat_due_in(self.last_heartbeat.elapsed(), configured);
-            let fetched = tokio::select! {
-                _ = stop.cancelled() => break,
-                f = self.engine.poll() => f,
-                _ = tokio::time::sleep(until_heartbeat) => continue,
+    /// Poll, count and mark until stopped; the first partitions said on `joined`.
+    async fn consume_until(
+        &mut self,
+        stop: &MemberStop,
+        mut joined: Option<tokio::sync::mpsc::Sender<()>>,
+    ) -> Result<(), BenchError> {
+        let token = stop.token().clone();
+        loop {
+            let polled = tokio::select! {
+                _ = token.cancelled() => break,
+                p = self.group.poll() => p,
             };
-            let Some(fetched) = fetched else { break };
-            add(&self.live.fetches, 1);
-            if !self.answer_is_readable(&fetched).await {
-                continue;
-            }
-            let answer = self.read_answer(&fetched);
-            self.take_in(answer, &fetched);
-            self.learn_schemas().await;
-            self.commit_if_due().await?;
-        }
-        Ok(())
-    }
-
-    /// One heartbeat: a rebalance asked for is joined; a coordinator lost (a broker restarted) is
-    /// found and joined again.
-    async fn heartbeat(&mut self) -> Result<(), BenchError> {
-        self.last_heartbeat = Instant::now();
-        add(&self.live.heartbeats, 1);
-        match self.member.heartbeat().await {
-            Ok(Membership::Stable) => {}
-            Ok(Membership::RejoinNeeded) => {
-                self.rejoin().await?;
-            }
-            Err(e) => {
-                self.live.error(format!("heartbeat: {e}"), 0);
-                // The coordinator is gone (a broker restarted): find it and join again. A broker
-                // that stays down fails this too; the next heartbeat tries again.
-                let moved = matches!(e, ClientError::Kafka { code: 15 | 16, .. });
-                if (self.member.coordinator_lost() || moved)
-                    && let Err(e) = self.rejoin().await
-                {
-                    self.live.error(format!("rejoin: {e}"), 0);
+            match polled {
+                None => break,
+                Some(Polled::Fetched(fetched)) => {
+                    add(&self.live.fetches, 1);
+                    if self.answer_is_readable(&fetched).await {
+                        let answer = self.read_answer(&fetched);
+                        self.take_in(answer, &fetched);
+                        self.learn_schemas().await;
+                    }
+                    self.mark();
+                    if self.commit_each_poll
+                        && let Err(e) = self.group.commit().await
+                    {
+                        self.live.error(format!("commit: {e}"), 0);
+                    }
+                }
+                Some(Polled::Assigned(assigned)) => {
+                    self.assigned(assigned);
+                    stop.joined();
+                    if let Some(tx) = joined.take() {
+                        let _ = tx.send(()).await;
+                    }
+                }
+                Some(Polled::Revoked(revoked)) => self.revoked(revoked),
+                Some(Polled::Failed(e)) => {
+                    return Err(BenchError::Run(format!("the consumer's group member: {e}")));
                 }
             }
         }
         Ok(())
+    }
+
+    /// Where this member got to in each partition: what its session commits.
+    fn mark(&self) {
+        for (p, o) in &self.positions {
+            self.group.mark(*p, *o);
+        }
+    }
+
+    /// Partitions given: each read from where the session positioned it (the group's commit,
+    /// never before the run's start), a handover for the verifier (what another member read may
+    /// be read again: duplicates).
+    fn assigned(&mut self, assigned: kbench_client::Assigned) {
+        if self.run.spec.group_changes()
+            && let Some(v) = self.live.verify.lock().expect("verify lock").as_mut()
+        {
+            for p in assigned.added.keys() {
+                v.verifier.handover(*p);
+            }
+        }
+        for (p, o) in &assigned.added {
+            self.positions.insert(*p, *o);
+            self.fresh.insert(*p);
+        }
+        self.log
+            .note(self.index, assigned.added.keys().copied(), Ownership::Taken);
+        self.joins
+            .push(MemberJoin::of(&assigned.join, &assigned.owned, &self.log));
+    }
+
+    /// Partitions given up: no longer read (the session committed where this member got to,
+    /// unless they were lost); how far it got, and the holes it passed over, kept for the
+    /// re-read.
+    fn revoked(&mut self, revoked: kbench_client::Revoked) {
+        let given_up: BTreeMap<i32, i64> = revoked
+            .positions
+            .keys()
+            .filter_map(|p| self.positions.remove(p).map(|o| (*p, o)))
+            .collect();
+        for p in given_up.keys() {
+            self.fresh.remove(p);
+        }
+        let mut reach = self.reach.lock().expect("reach lock");
+        reach.note(&given_up);
+        reach.holes(&mut self.gaps, given_up.keys().copied());
+        drop(reach);
+        self.log
+            .note(self.index, given_up.keys().copied(), Ownership::Released);
+    }
+
+    /// The member ends as `end` says (the session commits and leaves, or crashes); what it read
+    /// and how far, into the run's.
+    async fn end(mut self, end: MemberEnd) -> MemberOut {
+        if end.by_fault() {
+            // A leave or a crash: its partitions have no reader from now.
+            self.log.note(
+                self.index,
+                self.positions.keys().copied(),
+                Ownership::Released,
+            );
+        }
+        {
+            let mut reach = self.reach.lock().expect("reach lock");
+            reach.note(&self.positions);
+            let all: Vec<i32> = self.gaps.keys().copied().collect();
+            reach.holes(&mut self.gaps, all);
+        }
+        self.learn_schemas().await;
+        if let Some((decoding, _)) = self.decoding.take() {
+            // Every member's counts, added up.
+            let mut kept = self.live.value_decoding.lock().expect("decoding lock");
+            match kept.as_mut() {
+                Some(report) => report.merge(&decoding.report()),
+                None => *kept = Some(decoding.report()),
+            }
+        }
+        let member_id = Some(self.group.member_id());
+        let events = self.group.close(end).await;
+        self.live
+            .consumer_cluster
+            .lock()
+            .expect("cluster lock")
+            .merge(&events);
+        MemberOut {
+            k: self.index,
+            member_id,
+            joins: self.joins,
+            records: self.records,
+            duplicated: self.duplicated,
+            assignment: if end == MemberEnd::RunEnded {
+                self.positions.keys().copied().collect()
+            } else {
+                Vec::new()
+            },
+        }
     }
 
     /// Count an answer's errors and offset resets. A log that ends below what was read from it was
@@ -1490,7 +1283,7 @@ impl NativeConsumer {
         if behind.is_empty() {
             return true;
         }
-        self.run.layout = self.engine.layout();
+        self.run.layout = self.group.layout();
         reset_to_start(
             &self.cluster,
             &self.run.layout,
@@ -1500,7 +1293,7 @@ impl NativeConsumer {
         )
         .await;
         for p in &behind {
-            self.engine.seek(*p, self.positions[p]);
+            self.group.seek(*p, self.positions[p]);
         }
         false
     }
@@ -1559,6 +1352,11 @@ impl NativeConsumer {
             }
             if next > position {
                 self.positions.insert(*partition, next);
+                // The partition's first records since this member took it: its takeover's end.
+                if self.fresh.remove(partition) {
+                    self.log
+                        .note(self.index, [*partition], Ownership::FirstRead);
+                }
             }
             // The engine fetches on from the end of these batches; a position held at a hole
             // (or answered from elsewhere) is asked for from where it is.
@@ -1589,7 +1387,7 @@ impl NativeConsumer {
     /// (latencies gathered) the fetch's duration and the time the answer took to process.
     fn take_in(&mut self, answer: Answer, fetched: &kbench_client::Fetched) {
         for (p, at) in answer.seeks {
-            self.engine.seek(p, at);
+            self.group.seek(p, at);
         }
         let live = &self.live;
         if !answer.firsts.is_empty() {
@@ -1625,116 +1423,6 @@ impl NativeConsumer {
                 .expect("latency lock")
                 .record((answer.in_hand.elapsed().as_micros() as u64).max(1));
         }
-    }
-
-    /// Commit the positions when the commit rule says so: awaited, or in the background.
-    async fn commit_if_due(&mut self) -> Result<(), BenchError> {
-        let layout = &self.run.layout;
-        match self.committer.due(&self.positions) {
-            Some(CommitDue::Awaited) => {
-                match committed(self.member.commit(layout, &self.positions).await).count(&self.live)
-                {
-                    Committed::Yes => self.committer.committed(&self.positions),
-                    Committed::RejoinNeeded => {
-                        self.rejoin().await?;
-                    }
-                    Committed::Failed(_) => {}
-                }
-            }
-            Some(CommitDue::Background) => {
-                let request = self.member.commit_request(layout, &self.positions)?;
-                self.committer.committed(&self.positions);
-                let live = self.live.clone();
-                self.async_commits.spawn(async move {
-                    committed(send_commit(request).await).count(&live);
-                });
-                while self.async_commits.try_join_next().is_some() {}
-            }
-            None => {}
-        }
-        Ok(())
-    }
-
-    /// Stopped: commit what was read (a final synchronous commit) and leave the group, so that it
-    /// does not wait out a session; then, with records missing, read the holes passed over and
-    /// the rest of each partition again to tell late records from lost ones.
-    async fn finish(mut self, reread: bool) -> Result<ConsumerDone, BenchError> {
-        self.learn_schemas().await;
-        if let Some((decoding, _)) = self.decoding.take() {
-            // Every member's counts, added up.
-            let mut kept = self.live.value_decoding.lock().expect("decoding lock");
-            match kept.as_mut() {
-                Some(report) => report.merge(&decoding.report()),
-                None => *kept = Some(decoding.report()),
-            }
-        }
-        let live = &self.live;
-        let layout = self.engine.layout();
-        let events = self.engine.finish();
-        live.consumer_cluster
-            .lock()
-            .expect("cluster lock")
-            .merge(&events);
-        while self.async_commits.join_next().await.is_some() {}
-        if self.committer.pending(&self.positions) {
-            committed(self.member.commit(&layout, &self.positions).await).count(live);
-        }
-        if let Err(e) = self.member.leave().await {
-            live.error(format!("leave group: {e}"), 0);
-        }
-        let spec = &self.run.spec;
-        if reread && (spec.mode == E2eMode::ConsumerAndProducers || self.peers) && missing(live) > 0
-        {
-            tracing::info!(
-                missing = missing(live),
-                "re-reading missing offsets after the drain"
-            );
-            live.set_phase("verifying");
-            let ranges = self
-                .gaps
-                .into_iter()
-                .flat_map(|(p, g)| g.skipped.into_iter().map(move |r| (p, r)))
-                .chain(self.positions.iter().map(|(p, o)| (*p, *o..i64::MAX)))
-                .collect();
-            let deadline = Instant::now() + spec.drain.max(Duration::from_secs(1));
-            let reading = Reread {
-                cluster: &self.cluster,
-                layout: &layout,
-                max_bytes: fetch_bytes(spec),
-                run_tag: self.run.run_tag,
-                reply: spec.reply.as_ref().map(|r| &r.correlation),
-                deadline,
-            };
-            reading
-                .count_late(ranges, &mut self.decoder, &self.seen, live)
-                .await;
-        }
-        Ok(ConsumerDone {
-            member_id: self.member.member_id().to_string(),
-            assignment: self.member.assignment().to_vec(),
-            members: Vec::new(),
-            group: None,
-        })
-    }
-
-    /// Crashed (`consumer-crash`): it stops where it is — no commit, no LeaveGroup, its
-    /// heartbeats end; the coordinator learns of it when its session runs out. What its fetches
-    /// met and its values' decoding still count.
-    fn crash(mut self) {
-        if let Some((decoding, _)) = self.decoding.take() {
-            let mut kept = self.live.value_decoding.lock().expect("decoding lock");
-            match kept.as_mut() {
-                Some(report) => report.merge(&decoding.report()),
-                None => *kept = Some(decoding.report()),
-            }
-        }
-        let events = self.engine.finish();
-        self.live
-            .consumer_cluster
-            .lock()
-            .expect("cluster lock")
-            .merge(&events);
-        self.async_commits.abort_all();
     }
 }
 
@@ -1877,15 +1565,6 @@ fn clock_ahead(spec: &E2eSpec, producer: u32) -> i64 {
         .map_or(0, |s| s.clock_ahead_us)
 }
 
-/// A group commit's answer as the commit rule counts it.
-fn committed(answer: Result<Membership, ClientError>) -> Committed {
-    match answer {
-        Ok(Membership::Stable) => Committed::Yes,
-        Ok(Membership::RejoinNeeded) => Committed::RejoinNeeded,
-        Err(e) => Committed::Failed(e.to_string()),
-    }
-}
-
 /// How long the consumer holds its position at a hole in a partition's offsets before it passes
 /// over it: long enough for a broker that exposes later records before earlier ones to store the
 /// earlier ones (Tansu takes well under a millisecond), and at least two fetch waits.
@@ -2001,6 +1680,7 @@ impl Reread<'_> {
                 }
                 let from = offset;
                 let mut late_producers: Vec<u32> = Vec::new();
+                let mut late_here = 0u64;
                 let decoded = {
                     let mut verify = live.verify.lock().expect("verify lock");
                     let mut seen = seen.lock().expect("seen lock");
@@ -2024,9 +1704,18 @@ impl Reread<'_> {
                         {
                             add(&live.late, 1);
                             late_producers.push(producer);
+                            late_here += 1;
                         }
                     })
                 };
+                if late_here > 0 {
+                    *live
+                        .late_by_partition
+                        .lock()
+                        .expect("late lock")
+                        .entry(partition)
+                        .or_default() += late_here;
+                }
                 if !late_producers.is_empty() {
                     let mut segments = live.segments.lock().expect("segments lock");
                     for p in late_producers.drain(..) {
@@ -2159,17 +1848,33 @@ mod tests {
     }
 
     #[test]
-    fn a_partition_taken_over_is_read_from_the_group_s_commit_never_before_the_run() {
-        // Committed by the member before, in this run.
-        assert_eq!(taken_over_at(Some(120), Some(100), None), 120);
-        // Committed by an earlier run with the same group: this run's records start later.
-        assert_eq!(taken_over_at(Some(40), Some(100), None), 100);
-        // Nothing committed: from the run's start (read again, never skipped).
-        assert_eq!(taken_over_at(None, Some(100), Some(150)), 100);
-        // A partition the run did not know at its start: its commit, else its latest offset.
-        assert_eq!(taken_over_at(Some(7), None, Some(30)), 7);
-        assert_eq!(taken_over_at(None, None, Some(30)), 30);
-        assert_eq!(taken_over_at(None, None, None), 0);
+    fn the_group_s_reach_is_read_again_in_every_partition() {
+        let mut reach = Reach::default();
+        reach.note(&BTreeMap::from([(0, 120), (1, 90)]));
+        // Another member read partition 0 less far (after a handover): the furthest counts.
+        reach.note(&BTreeMap::from([(0, 110)]));
+        let mut gaps = BTreeMap::from([(
+            1,
+            Gaps {
+                held: None,
+                skipped: vec![40..45, 50..52],
+            },
+        )]);
+        reach.holes(&mut gaps, [1]);
+        assert!(gaps.is_empty());
+        let run_start = BTreeMap::from([(0, 100), (1, 30), (2, 70)]);
+        let ranges = reach.ranges(&[0, 1, 2], &run_start);
+        // Partition 2 no member read: from the run's start.
+        assert_eq!(
+            ranges,
+            vec![
+                (1, 40..45),
+                (1, 50..52),
+                (0, 120..i64::MAX),
+                (1, 90..i64::MAX),
+                (2, 70..i64::MAX)
+            ]
+        );
         assert_eq!(member_name("c", 0, false), "c");
         assert_eq!(member_name("c", 2, true), "c-2");
     }

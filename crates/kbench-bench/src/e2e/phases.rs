@@ -424,6 +424,8 @@ pub(crate) struct Phases {
     aborted: Option<String>,
     cpu: CpuTime,
     timeline: Vec<crate::timeline::Window>,
+    /// A member of the group was rebalancing when the drain ended.
+    rebalancing_at_end: bool,
 }
 
 /// The shared middle of every e2e run, whatever the driver: run the load until the duration or a
@@ -508,12 +510,28 @@ pub(crate) async fn drive(
     let peers = spec.peers_consumer();
     let mut drained = !peers && (!spec.mode.has_producers() || !spec.mode.has_consumer());
     if consumer.is_some() && (spec.mode.has_producers() || peers) {
+        // A group that changes: the drain's time counts from the later of its start and the end
+        // of the group's last rebalance (the partitions' new owners read then), and a rebalance
+        // under way holds it for as long as the rebalance timeout; never longer in all than the
+        // drain and a rebalance timeout.
+        let rebalance_timeout = spec.rebalance_timeout();
+        let longest = drain_started + spec.drain + rebalance_timeout;
         loop {
             if missing(live) == 0 {
                 drained = true;
                 break;
             }
-            if drain_started.elapsed() >= spec.drain
+            let now = Instant::now();
+            let from = live
+                .group
+                .last_settled()
+                .map_or(drain_started, |t| t.max(drain_started));
+            let rebalancing = live
+                .group
+                .rebalancing_since()
+                .is_some_and(|since| now < since + rebalance_timeout);
+            if (now >= from + spec.drain && !rebalancing)
+                || now >= longest
                 || consumer.as_ref().is_some_and(|t| t.is_finished())
             {
                 break;
@@ -523,6 +541,7 @@ pub(crate) async fn drive(
         }
     }
     let drain_elapsed = drain_started.elapsed();
+    let rebalancing_at_end = live.group.rebalancing_since().is_some();
     consume_stop.cancel();
     let mut member_id = None;
     let mut members = Vec::new();
@@ -556,7 +575,41 @@ pub(crate) async fn drive(
         assignment,
         aborted,
         cpu: CpuTime::now().since(cpu_before),
+        rebalancing_at_end,
     }
+}
+
+/// Where the unread records are (acknowledged, on the broker, not read by the end of the drain),
+/// and why each partition's were not read.
+fn unread_partitions(
+    live: &E2eLive,
+    phases: &Phases,
+) -> BTreeMap<i32, crate::e2e::UnreadPartition> {
+    live.late_by_partition
+        .lock()
+        .expect("late lock")
+        .iter()
+        .map(|(p, records)| {
+            let unowned = phases
+                .group
+                .as_ref()
+                .and_then(|g| g.partitions_unowned_at_end_ms.get(p));
+            let reason = match unowned {
+                Some(ms) => format!("no reader for the last {:.1} s", ms / 1e3),
+                None if phases.rebalancing_at_end => {
+                    "the group was rebalancing when the drain ended".to_string()
+                }
+                None => "not read by the end of the drain".to_string(),
+            };
+            (
+                *p,
+                crate::e2e::UnreadPartition {
+                    records: *records,
+                    reason,
+                },
+            )
+        })
+        .collect()
 }
 
 /// The run's figures, from the live counters and the phases.
@@ -624,6 +677,7 @@ pub(crate) fn conclude(
         duplicates,
         lost,
         late,
+        unread: unread_partitions(live, &phases),
         gaps_held: get(&live.gaps_held),
         gaps_skipped: get(&live.gaps_skipped),
         unexpected,
@@ -631,10 +685,10 @@ pub(crate) fn conclude(
         untracked: get(&live.untracked),
         produce_requests: get(&live.produce_requests),
         fetches: get(&live.fetches),
-        commits: get(&live.commits),
-        commit_failures: get(&live.commit_failures),
-        heartbeats: get(&live.heartbeats),
-        rejoins: get(&live.rejoins),
+        commits: live.group_figures().0,
+        commit_failures: live.group_figures().1,
+        heartbeats: live.group_figures().2,
+        rejoins: live.group_figures().3,
         producer_latency: h(&live.producer_latency),
         publish_delay: h(&live.publish_delay),
         schedule_slips: get(&live.schedule_slips),
@@ -734,8 +788,6 @@ pub(crate) struct Committer {
 /// How a commit ended.
 pub(crate) enum Committed {
     Yes,
-    /// Refused: the group rebalanced or forgot this member; a rejoin is needed.
-    RejoinNeeded,
     Failed(String),
 }
 
@@ -744,7 +796,6 @@ impl Committed {
     pub(crate) fn count(self, live: &E2eLive) -> Committed {
         match &self {
             Committed::Yes => add(&live.commits, 1),
-            Committed::RejoinNeeded => add(&live.commit_failures, 1),
             Committed::Failed(e) => {
                 add(&live.commit_failures, 1);
                 live.error(format!("commit: {e}"), 0);

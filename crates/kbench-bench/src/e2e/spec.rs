@@ -422,29 +422,16 @@ impl E2eSpec {
                 "nothing reads in producer-only mode",
             ));
         }
-        if let Some(f) = self.member_faults.first() {
-            if self.rest.is_some() || !self.mode.has_consumer() || self.run_tag.is_some() {
-                return Err(SpecError::new(
-                    "fault",
-                    format!(
-                        "{:?} acts on kbench's own consumer group, in one process: not through a REST Proxy, without a consumer, or over agents",
-                        f.spec
-                    ),
-                ));
-            }
-            if let Some(f) = self
-                .member_faults
-                .iter()
-                .find(|f| matches!(f.action, crate::fault::FaultAction::ConsumerRestart { .. }))
-            {
-                return Err(SpecError::new(
-                    "fault",
-                    format!(
-                        "{:?}: consumer-restart is `kbench consume`'s; e2e takes consumer-join, consumer-leave and consumer-crash",
-                        f.spec
-                    ),
-                ));
-            }
+        if let Some(f) = self.member_faults.first()
+            && (self.rest.is_some() || !self.mode.has_consumer() || self.run_tag.is_some())
+        {
+            return Err(SpecError::new(
+                "fault",
+                format!(
+                    "{:?} acts on kbench's own consumer group, in one process: not through a REST Proxy, without a consumer, or over agents",
+                    f.spec
+                ),
+            ));
         }
         if self.verify && self.rest.is_some() {
             return Err(SpecError::new(
@@ -676,6 +663,7 @@ impl E2eSpec {
             "session_timeout_ms": self.consumer.session_timeout.as_millis() as u64,
             "heartbeat_interval_ms": self.consumer.heartbeat_interval.as_millis() as u64,
             "group_protocol": self.consumer.group_protocol.name(),
+            "partition_assignment_strategy": self.consumer.assignors.iter().map(|a| a.name()).collect::<Vec<_>>(),
             "group_instance_id": self.consumer.group_instance_id,
             "duration_s": self.duration.map(|d| d.as_secs_f64()),
             "records": self.records,

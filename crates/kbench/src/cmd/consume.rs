@@ -493,6 +493,12 @@ fn conclude(
             println!("{line}");
         }
     }
+    // Records on the broker the run never read (its group stopped reading them): a failed run,
+    // never "lost".
+    if let Some(u) = &outcome.document.unread {
+        println!("{}", unread_line(u));
+        code = EXIT_FAILED;
+    }
     // `--include`'s topics: each topic's members, and a topic whose verification failed (the
     // summed line above then says FAILED), named.
     for (topic, part) in &outcome.document.topics {
@@ -542,6 +548,25 @@ fn conclude(
     Ok(code)
 }
 
+/// What a run that timed out left unread on the broker, said in one line.
+fn unread_line(u: &kbench_bench::consume::Unread) -> String {
+    let parts: Vec<String> = u
+        .partitions
+        .iter()
+        .map(|(p, part)| {
+            format!(
+                "{p}: {} at offsets {}..{} ({})",
+                part.records, part.from, part.to, part.reason
+            )
+        })
+        .collect();
+    format!(
+        "ERROR: {} records on the broker were not read when the run timed out (unread, not lost: the group stopped reading them): {}.",
+        u.records,
+        parts.join("; ")
+    )
+}
+
 /// A group run, said: its members, each rebalance and each fault that did less than asked.
 fn group_lines(g: &kbench_bench::consume::group::GroupReport) -> Vec<String> {
     said_group(g, "what was written to them since is not in these figures")
@@ -574,8 +599,14 @@ pub(crate) fn said_group(
             .partitions_unowned_ms
             .values()
             .fold(0.0f64, |a, b| a.max(*b));
+        let takeover = r.takeover_ms.map_or_else(String::new, |ms| {
+            format!(
+                "; every partition that moved read again {:.0} ms after the fault",
+                ms
+            )
+        });
         out.push(format!(
-            "Rebalance at {:.1} s ({}): {:.0} ms; JoinGroup up to {:.0} ms, SyncGroup up to {:.0} ms; {} partitions without a reader, the longest {worst:.0} ms.",
+            "Rebalance at {:.1} s ({}): {:.0} ms; JoinGroup up to {:.0} ms, SyncGroup up to {:.0} ms; {} partitions without a reader, the longest {worst:.0} ms{takeover}.",
             r.began_s,
             r.cause,
             (r.ended_s - r.began_s) * 1e3,

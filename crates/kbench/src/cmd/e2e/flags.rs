@@ -152,6 +152,12 @@ pub struct E2eArgs {
     #[arg(long, value_parser = parse_duration)]
     pub heartbeat_interval: Option<Duration>,
 
+    /// The consumers' assignors, in order of preference (Java's partition.assignment.strategy:
+    /// range, roundrobin, cooperative-sticky; default range). cooperative-sticky alone rebalances
+    /// incrementally (KIP-429): a member reads on the partitions it keeps. Classic protocol only.
+    #[arg(long, value_name = "LIST", value_parser = parse_assignors)]
+    pub partition_assignment_strategy: Option<Assignors>,
+
     /// Run only part of the pipe: consumer-and-producers (the default), producers, consumer.
     #[arg(long)]
     pub mode: Option<E2eMode>,
@@ -275,6 +281,10 @@ pub(crate) fn spec_from(args: &E2eArgs) -> Result<E2eSpec, String> {
     set(&mut spec.consumers, args.consumers);
     set(&mut spec.consumer.group_protocol, args.group_protocol);
     set(&mut spec.consumer.session_timeout, args.session_timeout);
+    set(
+        &mut spec.consumer.assignors,
+        args.partition_assignment_strategy.clone().map(|a| a.0),
+    );
     set(
         &mut spec.consumer.heartbeat_interval,
         args.heartbeat_interval,
@@ -419,4 +429,13 @@ fn parse_group_protocol(s: &str) -> Result<kbench_client::config::GroupProtocol,
     c.apply("--group-protocol", "group.protocol", s)
         .map_err(|e| e.to_string())?;
     Ok(c.group_protocol)
+}
+
+/// `--partition-assignment-strategy`'s assignors, in order of preference.
+#[derive(Debug, Clone)]
+pub struct Assignors(pub Vec<kbench_client::assignor::Assignor>);
+
+/// `--partition-assignment-strategy`: assignor names, comma-separated, as Java takes them.
+fn parse_assignors(s: &str) -> Result<Assignors, String> {
+    kbench_client::assignor::Assignor::parse_list(s).map(Assignors)
 }

@@ -444,7 +444,7 @@ fn print_merged(doc: &E2eResultDocument) {
         doc.drain_s,
     );
     println!(
-        "{} lost, {} late, {} duplicated, {} unexpected, {} foreign",
+        "{} lost, {} unread, {} duplicated, {} unexpected, {} foreign",
         read(|c| c.records_lost),
         read(|c| c.records_late),
         read(|c| c.records_duplicated),
@@ -572,7 +572,7 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
     }
     // Its members, rebalances and faults, as `kbench consume` says them.
     if let Some(g) = &run.group {
-        let unread = "their acknowledged records since are counted late or lost";
+        let unread = "their acknowledged records since are read again by offset and counted unread, or lost if not found";
         for line in crate::cmd::consume::said_group(g, unread) {
             println!("{line}");
         }
@@ -580,9 +580,15 @@ fn print_summary(run: &E2eRun, doc: &E2eResultDocument) {
     if let Some(r) = &doc.reply {
         print_reply(r);
     } else if run.late > 0 {
+        let parts: Vec<String> = run
+            .unread
+            .iter()
+            .map(|(p, u)| format!("partition {p}: {} ({})", u.records, u.reason))
+            .collect();
         println!(
-            "{} late: acknowledged and on the broker (read again by offset after the drain), but not consumed in time; their whole trip is not in the percentiles",
-            run.late
+            "{} unread: acknowledged and on the broker (read again by offset after the drain, outside the group), but not read by the group in time; their whole trip is not in the percentiles: {}",
+            run.late,
+            parts.join("; ")
         );
     }
     if run.lost > 0 && doc.reply.is_none() {
