@@ -1301,3 +1301,60 @@ fn e2e_churn(bootstrap: &str, topic: &str, extra: &[&str], name: &str, faults: &
     );
     assert_eq!(read.len() as u64, acked, "{name}");
 }
+
+/// A rebalance longer than `--timeout` (the issue that made this test: three members on
+/// librdkafka's mock cluster, one leaves, and the survivors' JoinGroup is held a session less a
+/// second — 9 s here, past the 5 s time-out): the time-out is held off while the group
+/// rebalances, the survivors read on, and every record written is read; nothing is left unread.
+/// Before the group consumer, the run ended at the time-out with a third of the records read.
+#[test]
+fn consume_reads_on_through_a_rebalance_longer_than_its_timeout_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Mock::new(3);
+    mock.topic("slow-rebalance", 6);
+    let dir = TempDir::new("slow-rebalance");
+    let produced = dir.path().join("produce.json");
+    let producer = produce_beside(&mock.bootstrap, &[], "slow-rebalance", 8_000, &produced);
+    let consumed = dir.path().join("consume.json");
+    let out = Cmd::new("consume")
+        .args(&["--bootstrap-server", &mock.bootstrap])
+        .topic("slow-rebalance")
+        .args(&[
+            "--group",
+            "slow-rebalance",
+            "--consumers",
+            "3",
+            "--messages",
+            "8000",
+            "--timeout",
+            "5000",
+            "--verify",
+            "-X",
+            "session.timeout.ms=10000",
+            "--fault",
+            "at=4s consumer-leave=1",
+        ])
+        .json(&consumed)
+        .ok(LIMIT);
+    let stdout = text(&out.stdout);
+    let p = producer.join().expect("the producer thread");
+    assert_eq!(p.status.code(), Some(0), "{}", text(&p.stderr));
+    let doc = result_json(&consumed);
+    assert_eq!(doc["timed_out"], false, "{stdout}");
+    assert!(doc["unread"].is_null(), "{stdout}");
+    let v = &doc["verification"];
+    assert_eq!(
+        n(v, "records_verified") - n(v, "duplicated"),
+        8_000,
+        "{v}\n{stdout}"
+    );
+    // The leave's rebalance was longer than the time-out, and its takeover is in the report.
+    let leave = doc["group"]["rebalances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cause"].as_str().unwrap().contains("consumer-leave"))
+        .cloned()
+        .expect("the leave's rebalance");
+    assert!(leave["takeover_ms"].as_f64().unwrap() > 5_000.0, "{leave}");
+    assert!(stdout.contains("every partition that moved read again"), "{stdout}");
+}
