@@ -23,6 +23,7 @@ pub mod iso8601;
 pub mod latest;
 pub mod measure;
 pub mod omb;
+pub mod pace;
 pub mod produce;
 pub mod ranges;
 pub mod result;

@@ -815,6 +815,9 @@ impl ConsumeResultDocument {
 pub struct Unread {
     pub records: u64,
     pub partitions: BTreeMap<i32, UnreadPartition>,
+    /// Read through a consumer group (whose members stopped reading them: the run failed), not
+    /// assigned partitions (kafka-consumer-perf-test's time-out, said and not failed).
+    pub group: bool,
 }
 
 /// One partition's unread records: offsets `from..to` (the log's end when the run ended).
@@ -868,6 +871,7 @@ async fn unread_after(
     let mut out = Unread {
         records: 0,
         partitions: BTreeMap::new(),
+        group: matches!(spec.mode, ConsumeMode::Group { .. }),
     };
     for p in partitions {
         let Some(from) = run

@@ -253,9 +253,10 @@ impl Pacer {
             self.next = tokio::time::Instant::now();
         }
         self.next += Duration::from_millis(self.interval.draw(&mut self.rng));
+        // Within tens of µs of the batch's turn (crate::pace), not at tokio's next tick.
         tokio::select! {
             _ = stop.cancelled() => return None,
-            _ = tokio::time::sleep_until(self.next) => {}
+            _ = crate::pace::sleep_until(self.next.into_std()) => {}
         }
         let scheduled = self.next;
         let now = tokio::time::Instant::now();

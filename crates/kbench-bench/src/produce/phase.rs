@@ -1616,10 +1616,12 @@ impl RecordLoop<'_> {
                 .engine
                 .next_linger()
                 .map_or(intended, |d| d.min(intended));
+            // Within tens of µs of the intended time, not at tokio's next millisecond tick: the
+            // generator's own delay is not the broker's latency (crate::pace).
             tokio::select! {
                 _ = self.cancel.cancelled() => return false,
                 _ = self.finish.cancelled() => return false,
-                _ = tokio::time::sleep_until(wake.into()) => {}
+                _ = crate::pace::sleep_until(wake) => {}
             }
             self.clock.read();
             if let Some(since) = self.feed.engine.gone_since() {

@@ -315,8 +315,9 @@ impl Shared {
             if moved.is_empty() {
                 return Ok(Committed::Nothing);
             }
+            // Refused here, as Java's `RebalanceInProgressException` is, without a request (and
+            // not counted: the coordinator refused nothing).
             let Some(target) = st.target.as_ref() else {
-                GroupCounters::add(&self.counters.commits_refused);
                 return Ok(Committed::Refused);
             };
             (target.request(&self.topic, &moved), moved)

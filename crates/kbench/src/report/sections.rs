@@ -154,16 +154,17 @@ fn group(h: &mut String, g: &kbench_bench::consume::group::GroupReport) {
             m.joins.len()
         );
     }
-    h.push_str("</table><table><tr><th>rebalance at s</th><th>took ms</th><th class=\"l\">cause</th><th>JoinGroup max ms</th><th>SyncGroup max ms</th><th class=\"l\">partitions without a reader</th></tr>");
+    h.push_str("</table><table><tr><th>rebalance at s</th><th>took ms</th><th class=\"l\">cause</th><th>JoinGroup max ms</th><th>SyncGroup max ms</th><th title=\"takeover_ms: from the fault to the first record read from the last partition that moved\">takeover ms</th><th class=\"l\">partitions without a reader</th></tr>");
     for r in &g.rebalances {
         let _ = write!(
             h,
-            "<tr><td>{:.1}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td>{:.1}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
             r.began_s,
             ms((r.ended_s - r.began_s) * 1e3),
             escape(&r.cause),
             ms(r.join_group_ms_max),
             ms(r.sync_group_ms_max),
+            r.takeover_ms.map_or_else(|| "—".to_string(), ms),
             escape(&partitions(&r.partitions_unowned_ms))
         );
     }

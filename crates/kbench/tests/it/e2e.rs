@@ -158,7 +158,7 @@ fn records_missing_after_the_drain_are_late_when_the_broker_has_them() {
         acked,
         "{doc}"
     );
-    assert!(stdout.contains(&format!("{late} late")), "{stdout}");
+    assert!(stdout.contains(&format!("{late} unread")), "{stdout}");
     // Late records are not in the whole-trip percentiles: they were not consumed in time.
     assert_eq!(
         doc["whole_trip"]["count"].as_u64(),
