@@ -1364,3 +1364,61 @@ fn consume_reads_on_through_a_rebalance_longer_than_its_timeout_on_librdkafka_mo
         "{stdout}"
     );
 }
+
+/// A rebalance that outlasts the drain (the e2e case, shortened: three members on
+/// librdkafka's mock cluster, one leaves at 3 s, and the survivors' JoinGroup is held a session
+/// less a second — 9 s — so the group has no reader until after the 3 s drain would end): the
+/// drain waits for the rebalance, the survivors read every acknowledged record, nothing is lost or
+/// unread, and librdkafka reads exactly what was acknowledged. Before the group consumer, the run
+/// ended at the drain's end and called the records of the partitions no member owned lost.
+#[test]
+fn e2e_reads_on_through_a_rebalance_longer_than_its_drain_on_librdkafka_mock_cluster() {
+    let mock = crate::mock::Mock::new(3);
+    mock.topic("slow-rebalance-e2e", 6);
+    let dir = TempDir::new("slow-rebalance-e2e");
+    let json = dir.path().join("e2e.json");
+    let out = Cmd::new("e2e")
+        .args(&["--bootstrap-server", &mock.bootstrap])
+        .topic("slow-rebalance-e2e")
+        .args(&[
+            "--producers",
+            "3",
+            "--batch-interval",
+            "20ms",
+            "--duration",
+            "8s",
+            "--drain",
+            "3s",
+            "--consumers",
+            "3",
+            "--session-timeout",
+            "10s",
+            "--verify",
+            "--fault",
+            "at=3s consumer-leave=1",
+        ])
+        .json(&json)
+        .run(LIMIT);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let doc = result_json(&json);
+    every_record_read(&doc, &stdout);
+    assert_eq!(n(&doc, "records_late"), 0, "{stdout}");
+    // The drain outlasted its 3 s: it waited for the rebalance.
+    assert!(doc["drain_s"].as_f64().unwrap() > 3.0, "{stdout}");
+    let acked = n(&doc, "records_acked");
+    let read = crate::librdkafka::read(
+        &mock.bootstrap,
+        "slow-rebalance-e2e",
+        6,
+        acked as usize,
+        Duration::from_millis(500),
+        LIMIT,
+    );
+    assert_eq!(read.len() as u64, acked);
+}
