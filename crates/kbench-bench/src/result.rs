@@ -182,6 +182,10 @@ pub struct ResultDocument {
     pub service_time: LatencySummary,
     /// Per record: intended send time → its request sent (OMB's publish delay).
     pub publish_delay: LatencySummary,
+    /// Throttled: per record that waited for its intended time, how late the wait ended — the
+    /// generator's own delay, part of `latency` (`saturation` says when it is a large share).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_delay: Option<LatencySummary>,
     /// Whether kbench, not the target, set the pace (and the evidence).
     pub saturation: crate::produce::phase::Saturation,
     /// Failed records per error message.
@@ -323,6 +327,7 @@ impl ResultDocument {
             latency: LatencySummary::of(&run.latency),
             service_time: LatencySummary::of(&run.service_time),
             publish_delay: LatencySummary::of(&run.publish_delay),
+            generator_delay: run.generator_delay.as_ref().map(LatencySummary::of),
             saturation: run.saturation.clone(),
             errors: run.errors.clone(),
             aborted: run.aborted.clone(),

@@ -96,6 +96,23 @@ struct Cursor {
     unavailable_since: Option<Instant>,
 }
 
+impl Cursor {
+    /// A cursor positioned at `offset` (epoch `epoch`) whose partition `leader` leads (-1: not
+    /// known yet).
+    fn at(offset: i64, epoch: u64, leader: i32) -> Cursor {
+        Cursor {
+            offset,
+            epoch,
+            leader,
+            in_flight: false,
+            stale_since: None,
+            backoff_until: None,
+            out_of_range: false,
+            unavailable_since: None,
+        }
+    }
+}
+
 struct State {
     layout: TopicLayout,
     cursors: BTreeMap<i32, Cursor>,
@@ -178,19 +195,8 @@ impl Consumer {
             st.cursors.clear();
             for (p, leader) in leaders {
                 let epoch = st.next_epoch();
-                st.cursors.insert(
-                    p,
-                    Cursor {
-                        offset: positions[&p],
-                        epoch,
-                        leader,
-                        in_flight: false,
-                        stale_since: None,
-                        backoff_until: None,
-                        out_of_range: false,
-                        unavailable_since: None,
-                    },
-                );
+                st.cursors
+                    .insert(p, Cursor::at(positions[&p], epoch, leader));
             }
             if st.cursors.values().any(|c| c.leader < 0) {
                 st.refresh_wanted = true;
@@ -209,19 +215,7 @@ impl Consumer {
             for (p, offset) in positions {
                 let leader = st.layout.leader(*p).unwrap_or(-1);
                 let epoch = st.next_epoch();
-                st.cursors.insert(
-                    *p,
-                    Cursor {
-                        offset: *offset,
-                        epoch,
-                        leader,
-                        in_flight: false,
-                        stale_since: None,
-                        backoff_until: None,
-                        out_of_range: false,
-                        unavailable_since: None,
-                    },
-                );
+                st.cursors.insert(*p, Cursor::at(*offset, epoch, leader));
             }
             if st.cursors.values().any(|c| c.leader < 0) {
                 st.refresh_wanted = true;
