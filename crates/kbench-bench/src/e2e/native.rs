@@ -828,11 +828,9 @@ async fn consume(
     for fault in faults {
         applied.push(Roster::<MemberOut>::not_applied(fault));
     }
-    // The group's counts, into the run's.
-    let counters = &live.group;
-    for (what, n) in counters.errors() {
+    // What the members' sessions met and went on from, into the run's errors.
+    for what in live.group.errors().into_keys() {
         live.error(what, 0);
-        let _ = n;
     }
     // After the drain: what no member read is read again, in every partition.
     let spec = &run.spec;
