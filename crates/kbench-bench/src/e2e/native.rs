@@ -652,6 +652,29 @@ impl Reach {
     }
 }
 
+/// `ranges` moved into the partitions' logs as they are now: a range that starts past its log's
+/// end (the broker lost the log since the group read it: it restarted empty) or before its start
+/// is read from the log's start; what the log no longer holds stays unread by any reader, so lost.
+fn within_logs(
+    ranges: Vec<(i32, std::ops::Range<i64>)>,
+    starts: &BTreeMap<i32, i64>,
+    ends: &BTreeMap<i32, i64>,
+) -> Vec<(i32, std::ops::Range<i64>)> {
+    ranges
+        .into_iter()
+        .map(|(p, r)| {
+            let (Some(&start), Some(&end)) = (starts.get(&p), ends.get(&p)) else {
+                return (p, r);
+            };
+            if r.start > end || r.start < start {
+                (p, start..r.end.max(start))
+            } else {
+                (p, r)
+            }
+        })
+        .collect()
+}
+
 /// A member's task's outcome: its place, its id (none when a fault stopped it before it had
 /// joined), its joins, the records it read and what it read at the end.
 struct MemberOut {
@@ -844,9 +867,23 @@ async fn consume(
         );
         live.set_phase("verifying");
         let ranges = reach.lock().expect("reach lock").ranges(&all, &run_start);
+        // The topic as the broker has it now (a broker that restarted empty gave it a new
+        // id), and where the group read past a log that has since gone, the log as it is now
+        // read from its start.
+        let layout = match first.metadata(&run.layout.name).await {
+            Ok((_, now)) if !now.partitions.is_empty() => now,
+            _ => run.layout.clone(),
+        };
+        let ranges = match (
+            first.earliest_offsets(&layout, &all).await,
+            first.latest_offsets(&layout, &all).await,
+        ) {
+            (Ok(starts), Ok(ends)) => within_logs(ranges, &starts, &ends),
+            _ => ranges,
+        };
         let reading = Reread {
             cluster: &first,
-            layout: &run.layout,
+            layout: &layout,
             max_bytes: fetch_bytes(spec),
             run_tag: run.run_tag,
             reply: spec.reply.as_ref().map(|r| &r.correlation),
@@ -1843,6 +1880,27 @@ mod tests {
             i64::MAX
         );
         assert_eq!(gaps.skipped, vec![14..18, 22..30]);
+    }
+
+    #[test]
+    fn a_range_past_a_log_that_went_is_read_from_the_log_s_start() {
+        let starts = BTreeMap::from([(0, 0), (1, 5), (2, 0)]);
+        let ends = BTreeMap::from([(0, 40), (1, 50), (2, 10)]);
+        let ranges = vec![
+            (0, 30..i64::MAX),
+            (1, 2..i64::MAX),
+            (2, 300..i64::MAX),
+            (2, 100..120),
+        ];
+        assert_eq!(
+            within_logs(ranges, &starts, &ends),
+            vec![
+                (0, 30..i64::MAX),
+                (1, 5..i64::MAX),
+                (2, 0..i64::MAX),
+                (2, 0..120)
+            ]
+        );
     }
 
     #[test]
