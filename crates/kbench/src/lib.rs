@@ -67,6 +67,9 @@ pub fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal, and never with NO_COLOR set (no-color.org): a pipe or a log
+        // file gets plain text.
+        .with_ansi(colour_on_stderr())
         .init();
     // One thread drives the client: the hot path never crosses threads, and the process's CPU time is
     // the client's cost. The broker, when embedded, is another process.
@@ -106,4 +109,10 @@ pub fn main() -> ExitCode {
     // blocking task still running is not waited for past this: the process ends on the first stop.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     ExitCode::from(code)
+}
+
+/// Whether stderr takes terminal colour: a terminal, and `NO_COLOR` unset or empty.
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }

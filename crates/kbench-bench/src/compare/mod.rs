@@ -31,6 +31,11 @@ pub enum Verdict {
     Improvement,
     InsideNoise,
     TooFewRepetitions,
+    /// Every sample on both sides the same value (a count of failures at 0 in every run, say):
+    /// nothing to resample, nothing changed.
+    Identical,
+    /// The baseline's median is 0 and the other side's is not: a change, but no ratio to give it.
+    NoRatio,
 }
 
 impl Verdict {
@@ -40,6 +45,8 @@ impl Verdict {
             Verdict::Improvement => "improvement",
             Verdict::InsideNoise => "inside noise",
             Verdict::TooFewRepetitions => "too few repetitions",
+            Verdict::Identical => "identical",
+            Verdict::NoRatio => "no ratio (baseline 0)",
         }
     }
 }
@@ -129,7 +136,19 @@ pub fn compare(s: &Samples, threshold: f64, seed: u64) -> Comparison {
         b_repetitions: s.b.len(),
         verdict: Verdict::TooFewRepetitions,
     };
-    if s.a.len() < MIN_REPETITIONS || s.b.len() < MIN_REPETITIONS || !ratio.is_finite() {
+    if s.a.len() < MIN_REPETITIONS || s.b.len() < MIN_REPETITIONS {
+        return out;
+    }
+    // No spread on either side: identical, or a change (0 against something) that has no ratio.
+    if s.a.iter().chain(&s.b).all(|x| *x == s.a[0]) {
+        out.ratio = 1.0;
+        out.ci_low = 1.0;
+        out.ci_high = 1.0;
+        out.verdict = Verdict::Identical;
+        return out;
+    }
+    if !ratio.is_finite() {
+        out.verdict = Verdict::NoRatio;
         return out;
     }
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -261,6 +280,18 @@ mod tests {
             7,
         );
         assert_eq!(c.verdict, Verdict::InsideNoise, "{c:?}");
+    }
+
+    #[test]
+    fn no_spread_on_either_side_is_identical_and_a_zero_baseline_has_no_ratio() {
+        let c = compare(&samples(Better::Lower, vec![0.0; 3], vec![0.0; 3]), 0.05, 7);
+        assert_eq!(c.verdict, Verdict::Identical);
+        let c = compare(
+            &samples(Better::Lower, vec![0.0; 3], vec![0.0, 2.0, 5.0]),
+            0.05,
+            7,
+        );
+        assert_eq!(c.verdict, Verdict::NoRatio);
     }
 
     #[test]

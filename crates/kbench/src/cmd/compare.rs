@@ -175,9 +175,27 @@ pub fn run(args: CompareArgs) -> CliResult {
         .iter()
         .filter(|r| r.verdict == Verdict::TooFewRepetitions)
         .count();
+    let identical = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Identical)
+        .count();
+    let no_ratio = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::NoRatio)
+        .count();
     table.push_str(&format!(
-        "\n{regressions} regression(s), {improvements} improvement(s), {} inside noise{}\n",
-        rows.len() - regressions - improvements - too_few,
+        "\n{regressions} regression(s), {improvements} improvement(s), {} inside noise{}{}{}\n",
+        rows.len() - regressions - improvements - too_few - identical - no_ratio,
+        if identical > 0 {
+            format!(", {identical} identical")
+        } else {
+            String::new()
+        },
+        if no_ratio > 0 {
+            format!(", {no_ratio} changed from a baseline of 0 (no ratio)")
+        } else {
+            String::new()
+        },
         if too_few > 0 {
             format!(", {too_few} with too few repetitions (use --repetitions 3 or more)")
         } else {

@@ -332,7 +332,10 @@ pub(super) fn compare(h: &mut String, label: &str, d: &CompareDocument) {
     let colour = |v: Verdict| match v {
         Verdict::Regression => "#b00020",
         Verdict::Improvement => "#006b3c",
-        Verdict::InsideNoise | Verdict::TooFewRepetitions => "#888888",
+        Verdict::InsideNoise
+        | Verdict::TooFewRepetitions
+        | Verdict::Identical
+        | Verdict::NoRatio => "#888888",
     };
     // The plot names each row by its number in the table and its metric (cells are long).
     let plot: Vec<(String, f64, f64, f64, &str)> = d

@@ -181,6 +181,11 @@ fn kafka_3565_shape_compares_none_and_snappy_across_two_targets() {
     for row in rows(&stdout, "records_per_sec") {
         assert!(row.ends_with("| inside noise |"), "{row}");
     }
+    // No failed record in any repetition on either side: identical, not "too few repetitions".
+    for row in rows(&stdout, "records_failed") {
+        assert!(row.ends_with("| identical |"), "{row}");
+    }
+    assert!(!stdout.contains("too few repetitions"), "{stdout}");
     let md = dir.path().join("compare.md");
     let cut = Cmd::new("compare")
         .args(&[a.to_str().unwrap(), b.to_str().unwrap()])
