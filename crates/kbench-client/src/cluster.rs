@@ -33,6 +33,43 @@ pub struct ClusterConfig {
     pub security_protocol: crate::SecurityProtocol,
     /// SASL for every connection (`security.protocol` SASL_PLAINTEXT or SASL_SSL).
     pub sasl: Option<std::sync::Arc<crate::Sasl>>,
+    /// What the clusters connected with this configuration (and its clones) learnt of the
+    /// brokers' versions, shared: see [`LearnedCaps`].
+    pub learned: LearnedCaps,
+}
+
+/// APIs held below a version the brokers announced but could not take (see
+/// [`Cluster::avoid_flexible`]), shared by every cluster connected with one configuration or its
+/// clones: a group's members learn it once (librdkafka's mock closing the connection on a
+/// SyncGroup v4 failed a round for each member that had not learnt it yet, a member that joined
+/// later included). Settings that differ only in what was learnt compare equal.
+#[derive(Debug, Clone, Default)]
+pub struct LearnedCaps(Arc<Mutex<std::collections::BTreeMap<i16, i16>>>);
+
+impl PartialEq for LearnedCaps {
+    fn eq(&self, _: &LearnedCaps) -> bool {
+        true
+    }
+}
+
+impl LearnedCaps {
+    fn get(&self, api: ApiKey) -> Option<i16> {
+        self.0
+            .lock()
+            .expect("caps lock")
+            .get(&(api as i16))
+            .copied()
+    }
+
+    /// Hold `api` at `max`; `false` when it was held there or lower already.
+    fn cap(&self, api: ApiKey, max: i16) -> bool {
+        let mut caps = self.0.lock().expect("caps lock");
+        if caps.get(&(api as i16)).is_some_and(|c| *c <= max) {
+            return false;
+        }
+        caps.insert(api as i16, max);
+        true
+    }
 }
 
 impl ClusterConfig {
@@ -107,8 +144,8 @@ pub struct Cluster {
     write_stats: Arc<crate::connection::WriteStats>,
     negotiated: Mutex<Negotiated>,
     /// APIs held below a version the brokers announced but could not take (see
-    /// [`Cluster::avoid_flexible`]).
-    caps: Mutex<std::collections::BTreeMap<i16, i16>>,
+    /// [`Cluster::avoid_flexible`]): the configuration's, shared with its clones' clusters.
+    caps: LearnedCaps,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -143,6 +180,12 @@ impl Cluster {
             .await
             {
                 Ok(conn) => {
+                    // The addresses passed over, named (librdkafka goes on to the next as quietly).
+                    for (skipped, reason) in &failures {
+                        tracing::warn!(
+                            "bootstrap server {skipped} skipped ({reason}); connected through {addr}"
+                        );
+                    }
                     bootstrap = Some(conn);
                     break;
                 }
@@ -165,6 +208,7 @@ impl Cluster {
                 reason: format!("no bootstrap server answered: {}", failures.join("; ")),
             });
         };
+        let caps = config.learned.clone();
         let cluster = Cluster {
             config,
             bootstrap: Arc::new(bootstrap),
@@ -173,7 +217,7 @@ impl Cluster {
             connecting: Mutex::new(HashMap::new()),
             write_stats,
             negotiated: Mutex::new(Negotiated::default()),
-            caps: Mutex::new(std::collections::BTreeMap::new()),
+            caps,
         };
         cluster.negotiated.lock().expect("negotiated lock").insert(
             ApiKey::ApiVersions,
@@ -223,13 +267,7 @@ impl Cluster {
 
     /// Choose the version for `api` on `conn` (pin or highest common) and record it as used.
     pub fn version_on(&self, conn: &Connection, api: ApiKey) -> Result<i16, ClientError> {
-        let cap = self
-            .caps
-            .lock()
-            .expect("caps lock")
-            .get(&(api as i16))
-            .copied();
-        let v = match cap {
+        let v = match self.caps.get(api) {
             Some(cap) => {
                 kbench_wire::versions::choose_within(api, conn.ranges(), &self.config.pins, cap)?
             }
@@ -281,12 +319,9 @@ impl Cluster {
         if self.config.pins.get(api).is_some() {
             return false;
         }
-        let mut caps = self.caps.lock().expect("caps lock");
-        if caps.get(&(api as i16)).is_some_and(|c| *c <= max) {
+        if !self.caps.cap(api, max) {
             return false;
         }
-        caps.insert(api as i16, max);
-        drop(caps);
         self.write_stats.anomaly(format!(
             "{} v{version} {what} (v{max} used instead)",
             api_name(api)

@@ -213,14 +213,20 @@ impl Connection {
             addr: addr.to_string(),
             reason,
         };
+        // The whole setup (TCP, TLS, ApiVersions, SASL) within socket.connection.setup.timeout.ms,
+        // as librdkafka bounds it: a broker that takes the connection and never answers is given
+        // up on within the setting, and the bootstrap list's next address is tried.
+        let started = std::time::Instant::now();
+        let setup_left = || connect_timeout.saturating_sub(started.elapsed());
+        let no_answer = |to: &str| {
+            connect_err(format!(
+                "no answer{to} within {} ms (socket.connection.setup.timeout.ms)",
+                connect_timeout.as_millis()
+            ))
+        };
         let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
             .await
-            .map_err(|_| {
-                connect_err(format!(
-                    "no answer within {} ms",
-                    connect_timeout.as_millis()
-                ))
-            })?
+            .map_err(|_| no_answer(""))?
             .map_err(|e| connect_err(e.to_string()))?;
         stream
             .set_nodelay(true)
@@ -231,11 +237,11 @@ impl Connection {
                 (Box::new(r), Box::new(w))
             }
             Some(tls) => {
-                let stream = tokio::time::timeout(connect_timeout, tls.connect(addr, stream))
+                let stream = tokio::time::timeout(setup_left(), tls.connect(addr, stream))
                     .await
                     .map_err(|_| {
                         connect_err(format!(
-                            "TLS handshake not done within {} ms (is this a TLS port?)",
+                            "TLS handshake not done within {} ms (socket.connection.setup.timeout.ms; is this a TLS port?)",
                             connect_timeout.as_millis()
                         ))
                     })?
@@ -282,15 +288,30 @@ impl Connection {
             max_in_flight: max_in_flight.max(1) as u32,
             stats: write_stats,
         };
-        (conn.api_versions_version, conn.ranges) =
-            conn.api_versions().await.map_err(|e| match e {
-                ClientError::Disconnected { reason, .. } => connect_err(format!(
-                    "closed during ApiVersions ({reason}); is this a Kafka broker?"
-                )),
-                other => other,
-            })?;
+        let versions = match tokio::time::timeout(setup_left(), conn.api_versions()).await {
+            Ok(versions) => versions,
+            Err(_) => {
+                conn.close(Duration::ZERO).await;
+                return Err(no_answer(" to ApiVersions"));
+            }
+        };
+        (conn.api_versions_version, conn.ranges) = versions.map_err(|e| match e {
+            ClientError::Disconnected { reason, .. } => connect_err(format!(
+                "closed during ApiVersions ({reason}); is this a Kafka broker?"
+            )),
+            other => other,
+        })?;
         if let Some(sasl) = sasl {
-            let lifetime = crate::sasl::authenticate(&conn, sasl).await?;
+            let lifetime =
+                match tokio::time::timeout(setup_left(), crate::sasl::authenticate(&conn, sasl))
+                    .await
+                {
+                    Ok(lifetime) => lifetime?,
+                    Err(_) => {
+                        conn.close(Duration::ZERO).await;
+                        return Err(no_answer(" to the SASL handshake"));
+                    }
+                };
             conn.schedule_reauthentication(lifetime);
         }
         Ok(conn)

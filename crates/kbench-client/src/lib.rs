@@ -26,7 +26,8 @@ pub mod security;
 pub mod txn;
 
 pub use cluster::{
-    Cluster, ClusterConfig, PartitionLeader, Purpose, TopicLayout, create_topics_request,
+    Cluster, ClusterConfig, LearnedCaps, PartitionLeader, Purpose, TopicLayout,
+    create_topics_request,
 };
 pub use config::{
     Conflict, ConnectionSettings, ConsumerProperties, ConsumerSettings, OffsetReset,

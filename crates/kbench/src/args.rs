@@ -19,6 +19,9 @@ pub const EXIT_VERIFY: u8 = 5;
 
 /// The command-line flag for a spec field: `payload_size` → `--payload-size` (each of a list of
 /// fields, `a, b` → `--a, --b`).
+/// Spec fields no flag sets, only a client property (`-X`): said as the property the user gave.
+const PROPERTY_FIELDS: &[(&str, &str)] = &[("enable_idempotence", "enable.idempotence")];
+
 pub fn flag(field: &str) -> String {
     field
         .split(", ")
@@ -26,6 +29,8 @@ pub fn flag(field: &str) -> String {
         .map(|f| {
             if f.contains('.') {
                 f.to_string()
+            } else if let Some((_, property)) = PROPERTY_FIELDS.iter().find(|(k, _)| *k == f) {
+                property.to_string()
             } else {
                 format!("--{}", f.replace('_', "-"))
             }
@@ -50,6 +55,7 @@ pub fn at_least<const MIN: usize>(s: &str) -> Result<usize, String> {
 pub fn positive_u64(s: &str) -> Result<u64, String> {
     match s.trim().parse::<i128>() {
         Ok(n) if n > 0 && n <= u64::MAX as i128 => Ok(n as u64),
+        Ok(n) if n > 0 => Err(format!("too large (at most {})", u64::MAX)),
         Ok(_) => Err("must be a positive whole number".into()),
         Err(_) => Err("expected a whole number".into()),
     }
@@ -62,6 +68,7 @@ pub fn positive_usize(s: &str) -> Result<usize, String> {
 pub fn non_negative_u64(s: &str) -> Result<u64, String> {
     match s.trim().parse::<i128>() {
         Ok(n) if (0..=u64::MAX as i128).contains(&n) => Ok(n as u64),
+        Ok(n) if n > 0 => Err(format!("too large (at most {})", u64::MAX)),
         Ok(_) => Err("must not be negative".into()),
         Err(_) => Err("expected a whole number".into()),
     }
@@ -360,7 +367,16 @@ pub fn check_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<(), String> {
             .write(true)
             .create_new(true)
             .open(&probe)
-            .map_err(|e| format!("{flag} {}: cannot write there: {e}", path.display()))?;
+            .map_err(|e| {
+                // What failed is making a file in the folder (a result is written beside its
+                // path, then moved into place): said so, or /proc's "No such file" reads as
+                // if the path were missing.
+                format!(
+                    "{flag} {}: cannot write there: no file can be made in {} (a result is written beside its path, then moved into place): {e}",
+                    path.display(),
+                    dir.display()
+                )
+            })?;
         let _ = std::fs::remove_file(&probe);
         seen.push((flag, absolute));
     }

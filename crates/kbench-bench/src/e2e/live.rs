@@ -87,6 +87,9 @@ pub struct E2eLive {
     pub trips: Mutex<Option<Vec<u64>>>,
     /// Whether this run created its topic (it did not exist).
     pub topic_created: std::sync::atomic::AtomicBool,
+    /// Connected to the cluster (or the REST Proxy), the topic ready: what "starting" waits on
+    /// after this is the consumer's join.
+    pub connected: std::sync::atomic::AtomicBool,
     /// Request-reply with `--app-group`: the application group's lag, sampled.
     pub app_lag: Mutex<Option<crate::e2e::AppLag>>,
     /// Woken when a record's outcome is known or records were read: a closed loop's turn.
@@ -139,6 +142,7 @@ impl Default for E2eLive {
             reread_failed: Mutex::new(None),
             trips: Mutex::new(None),
             topic_created: Default::default(),
+            connected: Default::default(),
             app_lag: Mutex::new(None),
             turn: tokio::sync::Notify::new(),
             phase: Mutex::new("starting"),

@@ -66,15 +66,27 @@ pub async fn run_e2e(
         let capacity = spec.records.unwrap_or(0).min(1 << 20) as usize;
         *live.trips.lock().expect("trips lock") = Some(Vec::with_capacity(capacity));
     }
+    // Connecting (and creating the topic) ends at the first stop too, as every later phase does.
+    let before_load = || BenchError::Run("stopped before the run began".into());
     match &spec.rest {
         Some(rest) => {
-            let driver = rest::Rest::new(spec, rest).await?;
+            let driver = tokio::select! {
+                d = rest::Rest::new(spec, rest) => d?,
+                _ = stop.cancelled() => return Err(before_load()),
+            };
+            live.connected
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             phases::run_with(driver, live, stop).await
         }
         None => {
-            let driver = native::Native::new(spec, cluster).await?;
+            let driver = tokio::select! {
+                d = native::Native::new(spec, cluster) => d?,
+                _ = stop.cancelled() => return Err(before_load()),
+            };
             live.topic_created
                 .store(driver.created, std::sync::atomic::Ordering::Relaxed);
+            live.connected
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             phases::run_with(driver, live, stop).await
         }
     }

@@ -48,14 +48,18 @@ pub struct ProduceOutcome {
     pub document: ResultDocument,
 }
 
-/// Connect to `cluster` within its connect timeout (+ 2 s for the bootstrap answers), or until
-/// `cancel`: every job's first step.
+/// Connect to `cluster`, or until `cancel`: every job's first step. Each bootstrap address is
+/// given its connection setup timeout (`socket.connection.setup.timeout.ms`: TCP, TLS, ApiVersions,
+/// SASL) before the next is tried; the whole walk is bounded by that many timeouts, plus 2 s for
+/// the answers after the setup.
 pub(crate) async fn connect_bounded(
     cluster: ClusterConfig,
     cancel: &CancellationToken,
 ) -> Result<Cluster, BenchError> {
     let bootstrap = cluster.bootstrap.join(",");
-    let budget = cluster.connect_timeout + Duration::from_secs(2);
+    let addresses = cluster.bootstrap.len().max(1) as u32;
+    let setup = cluster.connect_timeout;
+    let budget = setup * addresses + Duration::from_secs(2);
     let connected = tokio::select! {
         c = tokio::time::timeout(budget, Cluster::connect(cluster)) => c,
         _ = cancel.cancelled() => return Err(BenchError::Run("stopped before the run began".into())),
@@ -63,7 +67,11 @@ pub(crate) async fn connect_bounded(
     connected
         .map_err(|_| BenchError::Connect {
             bootstrap: bootstrap.clone(),
-            reason: format!("no answer within {} s", budget.as_secs()),
+            reason: format!(
+                "no answer within {} ms (socket.connection.setup.timeout.ms {} ms for each of {addresses} address(es))",
+                budget.as_millis(),
+                setup.as_millis()
+            ),
         })?
         .map_err(|e| BenchError::connect(&bootstrap, e))
 }

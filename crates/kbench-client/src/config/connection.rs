@@ -288,6 +288,7 @@ impl ConnectionSettings {
             tls: self.tls.clone(),
             security_protocol: self.security.protocol,
             sasl: self.sasl.clone(),
+            learned: Default::default(),
         }
     }
 }

@@ -481,6 +481,14 @@ fn conclude(
     // (a broker that went away) is a failed run.
     if run.timed_out && !run.errors.is_empty() {
         code = EXIT_FAILED;
+        // The reason for the exit code, in one line (the time-out warning alone reads as exit 0's).
+        let mut errors = run.errors.keys();
+        let first = errors.next().map(String::as_str).unwrap_or_default();
+        let more = match errors.count() {
+            0 => String::new(),
+            n => format!(" (and {n} more error(s) in the result)"),
+        };
+        eprintln!("kbench: the run failed: it timed out after errors: {first}{more}");
     }
     if let Some(v) = &run.verification {
         println!("{}", v.line());

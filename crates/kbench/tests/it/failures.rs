@@ -684,3 +684,207 @@ fn one_sigterm_or_sigint_ends_the_broker_the_agent_and_the_server() {
     let (mut server, _) = start_serve(&["--results-dir", &dir.file("serve")], &[]);
     ends_on_one(&mut server, libc::SIGINT, "kbench serve");
 }
+
+/// A listener that takes connections and never answers: the kernel completes the handshake, the
+/// bytes sent are never read. Held open for the rest of the test binary's life.
+fn silent_socket() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().take(64).collect();
+        std::thread::sleep(Duration::from_secs(3600));
+        drop(held);
+    });
+    addr
+}
+
+/// A bootstrap list whose first address takes the connection and never answers: the next is tried
+/// once socket.connection.setup.timeout.ms has passed (librdkafka delivered this in 0.1 s; kbench
+/// gave up with "no answer within 12 s"), the address passed over is named, and librdkafka reads
+/// every record back.
+#[test]
+fn a_bootstrap_server_that_never_answers_is_passed_over_for_the_next() {
+    let silent = silent_socket();
+    let broker = TestBroker::start();
+    let out = Cmd::new("produce")
+        .args(&[
+            "--bootstrap-server",
+            &format!("{silent},{}", broker.addr),
+            "--num-records",
+            "1000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "-X",
+            "socket.connection.setup.timeout.ms=1000",
+        ])
+        .topic("bootstrap-walk")
+        .run(Duration::from_secs(60));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("bootstrap server {silent} skipped"))
+            && err.contains("socket.connection.setup.timeout.ms"),
+        "{err}"
+    );
+    // The warning, written to a pipe, carries no terminal colour codes.
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    let read = crate::librdkafka::read(
+        &broker.addr,
+        "bootstrap-walk",
+        1,
+        1000,
+        Duration::from_millis(300),
+        Duration::from_secs(60),
+    );
+    assert_eq!(read.len(), 1000);
+}
+
+/// Against an address that never answers, the error gives the time the setting names (2 s was
+/// said as "4 s") and names the setting.
+#[test]
+fn a_silent_broker_is_given_up_on_within_the_connection_setup_timeout_it_names() {
+    let silent = silent_socket();
+    let out = Cmd::new("produce")
+        .args(&[
+            "--bootstrap-server",
+            &silent,
+            "--num-records",
+            "10",
+            "-X",
+            "socket.connection.setup.timeout.ms=1500",
+        ])
+        .run(Duration::from_secs(60));
+    assert_clean_failure(&out, &silent);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("within 1500 ms (socket.connection.setup.timeout.ms)"),
+        "{err}"
+    );
+}
+
+/// The first SIGTERM ends e2e and e2e-latency while they connect (to a broker that never answers,
+/// with a setup timeout of a minute): at once, exit 130 as an interrupt before the load (they waited
+/// out ApiVersions' 30 s request timeout first).
+#[test]
+fn sigterm_while_connecting_ends_e2e_and_e2e_latency_at_once() {
+    let silent = silent_socket();
+    for command in ["e2e", "e2e-latency"] {
+        let mut args = vec![
+            command,
+            "--bootstrap-server",
+            &silent,
+            "--topic",
+            "never-reached",
+            "-X",
+            "socket.connection.setup.timeout.ms=60000",
+        ];
+        if command == "e2e-latency" {
+            args.extend([
+                "--num-records",
+                "10",
+                "--producer-acks",
+                "1",
+                "--record-size",
+                "100",
+            ]);
+        }
+        let mut child = kbench()
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = wait_with_limit(&mut child, Duration::from_secs(10));
+        assert_eq!(status.code(), Some(130), "{command}: {status:?}");
+    }
+}
+
+/// A result path that cannot be written says why (for /proc/version, "No such file or directory"
+/// alone: what failed is the file kbench makes beside it), and a count past u64 says its bound.
+#[test]
+fn a_path_that_cannot_be_written_and_a_count_too_large_say_why() {
+    let out = run(
+        &["produce", "--json", "/proc/version"],
+        Duration::from_secs(30),
+    );
+    assert_clean_failure(
+        &out,
+        "--json /proc/version: cannot write there: no file can be made in /proc",
+    );
+    let out = run(
+        &["produce", "--num-records", "18446744073709551616"],
+        Duration::from_secs(30),
+    );
+    assert_clean_failure(&out, "too large (at most 18446744073709551615)");
+}
+
+/// `-X enable.idempotence=true` against a broker that serves no InitProducerId (librdkafka's mock
+/// with the API turned off): the error names the property the user gave, not a flag that does not
+/// exist (`--enable-idempotence`).
+#[test]
+fn a_property_refused_by_the_broker_is_named_as_given() {
+    let mock = crate::mock::Mock::new(1);
+    mock.cluster
+        .apiversion(rdkafka::types::RDKafkaApiKey::InitProducerId, None, None)
+        .unwrap();
+    mock.topic("no-idempotence", 1);
+    let out = Cmd::new("produce")
+        .args(&[
+            "--bootstrap-server",
+            &mock.bootstrap,
+            "--num-records",
+            "10",
+            "-X",
+            "enable.idempotence=true",
+        ])
+        .topic("no-idempotence")
+        .run(Duration::from_secs(60));
+    assert_clean_failure(&out, "enable.idempotence: ");
+    assert!(
+        !text(&out.stderr).contains("--enable-idempotence"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// A consume whose broker dies times out with errors behind it, exits 1, and says so in one line
+/// (it printed kafka-consumer-perf-test's time-out warning, as after a clean time-out, and nothing
+/// about why it failed).
+#[test]
+fn a_consume_whose_broker_died_says_why_it_failed() {
+    let mut broker = TestBroker::start();
+    let out = Cmd::on("produce", &broker)
+        .args(&["--num-records", "1000"])
+        .topic("dies-under-consume")
+        .run(Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dir = TempDir::new("consume-broker-dies");
+    let err_path = dir.path().join("stderr");
+    let mut child = kbench()
+        .args([
+            "consume",
+            "--bootstrap-server",
+            &broker.addr,
+            "--topic",
+            "dies-under-consume",
+            "--messages",
+            "100000000",
+            "--timeout",
+            "3000",
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    broker.kill();
+    let status = wait_with_limit(&mut child, Duration::from_secs(60));
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("kbench: the run failed: "), "{err}");
+}

@@ -148,7 +148,13 @@ async fn drive(
     ));
     let live = Arc::new(E2eLive::default());
     let every = args.reporting_interval.unwrap_or(Duration::from_secs(5));
-    let progress = progress_lines(live.clone(), bar.clone(), every, spec.group_id.clone());
+    let progress = progress_lines(
+        live.clone(),
+        bar.clone(),
+        every,
+        spec.group_id.clone(),
+        (bootstrap.clone(), config.connect_timeout),
+    );
     let e2e = run_e2e(&spec, &config, live.clone(), harness.stop.clone());
     let job = async {
         tokio::select! {
@@ -235,10 +241,17 @@ async fn progress_lines(
     bar: Arc<crate::progress::Progress>,
     every: Duration,
     group: String,
+    (bootstrap, setup): (String, Duration),
 ) -> std::convert::Infallible {
     let joining = async {
         tokio::time::sleep(Duration::from_secs(3)).await;
-        if live.phase() == "starting" {
+        if live.phase() == "starting" && !live.connected.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            bar.note(&format!(
+                "kbench e2e: still connecting to {bootstrap} after 3 s (ApiVersions, then the topic's metadata; each address is given socket.connection.setup.timeout.ms, {} ms)",
+                setup.as_millis()
+            ));
+        } else if live.phase() == "starting" {
             bar.note(&format!(
                 "kbench e2e: the consumer is still joining group {group} after 3 s; the load starts once it is in (a broker may hold a JoinGroup for its rebalance delay)"
             ));
