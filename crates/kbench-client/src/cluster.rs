@@ -286,7 +286,9 @@ impl Cluster {
     /// announced (librdkafka's mock cluster does for JoinGroup v6 and SyncGroup v4, which it reads
     /// as rigid): from now on `api` is asked at its last rigid version, as Java's and librdkafka's
     /// readers of such a broker would have to; counted as a protocol anomaly. `false` (nothing
-    /// changed) when the version was not flexible, the API is pinned, or it is capped already.
+    /// changed) when the version was not flexible or the API is pinned; `true` also when a clone
+    /// of this cluster's configuration learnt the cap while this request was on its way (a
+    /// group's members that sent SyncGroup v4 at once).
     pub fn avoid_flexible(&self, api: ApiKey, version: i16) -> bool {
         if !kbench_wire::versions::is_flexible(api, version) || self.config.pins.get(api).is_some()
         {
@@ -295,20 +297,19 @@ impl Cluster {
         let Some(rigid) = kbench_wire::versions::last_rigid_version(api) else {
             return false;
         };
-        if !self.cap_at(
+        if self.cap_at(
             api,
             version,
             rigid,
             "request: the broker closed the connection",
         ) {
-            return false;
+            tracing::warn!(
+                "{} v{version}: the broker closed the connection; asking at v{rigid} from now on",
+                api_name(api)
+            );
         }
-        tracing::warn!(
-            "{} v{version}: the broker closed the connection; asking at v{rigid} from now on",
-            api_name(api)
-        );
         // The negotiated record keeps the lowest version used.
-        true
+        version > rigid
     }
 
     /// A broker showed at `version` of `api` (`what` it did) that it reads only up to `max`

@@ -17,11 +17,11 @@ pub const EXIT_DEGRADED: u8 = 4;
 /// `--verify` found records lost, reordered or corrupted (or could not finish reading back).
 pub const EXIT_VERIFY: u8 = 5;
 
-/// The command-line flag for a spec field: `payload_size` → `--payload-size` (each of a list of
-/// fields, `a, b` → `--a, --b`).
 /// Spec fields no flag sets, only a client property (`-X`): said as the property the user gave.
 const PROPERTY_FIELDS: &[(&str, &str)] = &[("enable_idempotence", "enable.idempotence")];
 
+/// The command-line flag for a spec field: `payload_size` → `--payload-size` (each of a list of
+/// fields, `a, b` → `--a, --b`).
 pub fn flag(field: &str) -> String {
     field
         .split(", ")

@@ -34,7 +34,8 @@ pub enum Verdict {
     /// Every sample on both sides the same value (a count of failures at 0 in every run, say):
     /// nothing to resample, nothing changed.
     Identical,
-    /// The baseline's median is 0 and the other side's is not: a change, but no ratio to give it.
+    /// The baseline's median is 0 and the other side's is not, their samples overlapping: no
+    /// ratio to give, and no verdict (samples apart get one, regression or improvement).
     NoRatio,
 }
 
@@ -114,6 +115,14 @@ pub fn median(xs: &mut [f64]) -> f64 {
     }
 }
 
+/// The smallest and the largest of `xs`.
+fn bounds(xs: &[f64]) -> (f64, f64) {
+    xs.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+            (lo.min(*x), hi.max(*x))
+        })
+}
+
 /// Compare one metric's samples.
 pub fn compare(s: &Samples, threshold: f64, seed: u64) -> Comparison {
     let a_median = median(&mut s.a.clone());
@@ -148,7 +157,21 @@ pub fn compare(s: &Samples, threshold: f64, seed: u64) -> Comparison {
         return out;
     }
     if !ratio.is_finite() {
-        out.verdict = Verdict::NoRatio;
+        // Both medians 0: no shift. A baseline of 0 against something else: called only when
+        // the two sides' samples do not overlap (failures at 0 in every run, then in every run).
+        let (a_lo, a_hi) = bounds(&s.a);
+        let (b_lo, b_hi) = bounds(&s.b);
+        out.verdict = if b_median == 0.0 {
+            Verdict::InsideNoise
+        } else if b_lo > a_hi || b_hi < a_lo {
+            let higher = b_lo > a_hi;
+            match (higher, s.better) {
+                (true, Better::Lower) | (false, Better::Higher) => Verdict::Regression,
+                _ => Verdict::Improvement,
+            }
+        } else {
+            Verdict::NoRatio
+        };
         return out;
     }
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -292,6 +315,20 @@ mod tests {
             7,
         );
         assert_eq!(c.verdict, Verdict::NoRatio);
+        // Failures at 0 in every run, then in none: a regression with no ratio to give.
+        let c = compare(
+            &samples(Better::Lower, vec![0.0; 3], vec![3.0, 2.0, 5.0]),
+            0.05,
+            7,
+        );
+        assert_eq!(c.verdict, Verdict::Regression);
+        // Both medians 0, a stray failure on one side: no shift.
+        let c = compare(
+            &samples(Better::Lower, vec![0.0; 3], vec![0.0, 0.0, 4.0]),
+            0.05,
+            7,
+        );
+        assert_eq!(c.verdict, Verdict::InsideNoise);
     }
 
     #[test]

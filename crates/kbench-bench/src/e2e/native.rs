@@ -621,6 +621,13 @@ impl Reach {
         }
     }
 
+    /// A member found this partition's log gone below where it had read (a broker that restarted
+    /// empty) and reads it again from `to`: what was read in the old log says nothing of the new.
+    fn reset(&mut self, partition: i32, to: i64) {
+        self.positions.insert(partition, to);
+        self.skipped.retain(|(p, _)| *p != partition);
+    }
+
     /// A member passed over these holes.
     fn holes(&mut self, gaps: &mut BTreeMap<i32, Gaps>, partitions: impl IntoIterator<Item = i32>) {
         for p in partitions {
@@ -652,25 +659,30 @@ impl Reach {
     }
 }
 
-/// `ranges` moved into the partitions' logs as they are now: a range that starts past its log's
-/// end (the broker lost the log since the group read it: it restarted empty) or before its start
-/// is read from the log's start; what the log no longer holds stays unread by any reader, so lost.
+/// `ranges` moved into the partitions' logs as they are now. A range that starts before its log's
+/// start starts there (what the log no longer holds is read by no one: lost). One that starts past
+/// its log's end: in a log that is another (`new_log`: the topic has another id now, or no id tells
+/// — a broker that restarted empty, unnoticed by the group) from the log's start; in the same log,
+/// cut short (an unclean election), from its end. The group's records read already are not counted
+/// again (the re-read skips what it has seen).
 fn within_logs(
     ranges: Vec<(i32, std::ops::Range<i64>)>,
     starts: &BTreeMap<i32, i64>,
     ends: &BTreeMap<i32, i64>,
+    new_log: bool,
 ) -> Vec<(i32, std::ops::Range<i64>)> {
     ranges
         .into_iter()
-        .map(|(p, r)| {
+        .filter_map(|(p, r)| {
             let (Some(&start), Some(&end)) = (starts.get(&p), ends.get(&p)) else {
-                return (p, r);
+                return Some((p, r));
             };
-            if r.start > end || r.start < start {
-                (p, start..r.end.max(start))
+            let from = if r.start > end {
+                if new_log { start } else { end }
             } else {
-                (p, r)
-            }
+                r.start.max(start)
+            };
+            (from < r.end).then_some((p, from..r.end))
         })
         .collect()
 }
@@ -867,19 +879,28 @@ async fn consume(
         );
         live.set_phase("verifying");
         let ranges = reach.lock().expect("reach lock").ranges(&all, &run_start);
+        let deadline = Instant::now() + spec.drain.max(Duration::from_secs(1));
         // The topic as the broker has it now (a broker that restarted empty gave it a new
-        // id), and where the group read past a log that has since gone, the log as it is now
-        // read from its start.
-        let layout = match first.metadata(&run.layout.name).await {
-            Ok((_, now)) if !now.partitions.is_empty() => now,
-            _ => run.layout.clone(),
-        };
-        let ranges = match (
-            first.earliest_offsets(&layout, &all).await,
-            first.latest_offsets(&layout, &all).await,
-        ) {
-            (Ok(starts), Ok(ends)) => within_logs(ranges, &starts, &ends),
-            _ => ranges,
+        // id), and where the group read past a log's end, the log as it is now (within the
+        // re-read's deadline: what could not be asked is read as the group left it).
+        let now = tokio::time::timeout_at(deadline.into(), async {
+            let layout = match first.metadata(&run.layout.name).await {
+                Ok((_, now)) if !now.partitions.is_empty() => now,
+                _ => run.layout.clone(),
+            };
+            let starts = first.earliest_offsets(&layout, &all).await;
+            let ends = first.latest_offsets(&layout, &all).await;
+            (layout, starts, ends)
+        })
+        .await;
+        let (layout, ranges) = match now {
+            Ok((layout, Ok(starts), Ok(ends))) => {
+                let new_log = layout.topic_id.is_nil() || layout.topic_id != run.layout.topic_id;
+                let ranges = within_logs(ranges, &starts, &ends, new_log);
+                (layout, ranges)
+            }
+            Ok((layout, _, _)) => (layout, ranges),
+            Err(_) => (run.layout.clone(), ranges),
         };
         let reading = Reread {
             cluster: &first,
@@ -887,7 +908,7 @@ async fn consume(
             max_bytes: fetch_bytes(spec),
             run_tag: run.run_tag,
             reply: spec.reply.as_ref().map(|r| &r.correlation),
-            deadline: Instant::now() + spec.drain.max(Duration::from_secs(1)),
+            deadline,
         };
         reading
             .count_late(ranges, &mut BatchDecoder::new(), &seen, &live)
@@ -1302,6 +1323,7 @@ impl NativeConsumer {
                 0,
             );
             self.positions.insert(*p, *to);
+            self.reach.lock().expect("reach lock").reset(*p, *to);
         }
         let behind: Vec<i32> = fetched
             .parts
@@ -1327,8 +1349,10 @@ impl NativeConsumer {
             &self.live,
         )
         .await;
+        let mut reach = self.reach.lock().expect("reach lock");
         for p in &behind {
             self.group.seek(*p, self.positions[p]);
+            reach.reset(*p, self.positions[p]);
         }
         false
     }
@@ -1725,6 +1749,18 @@ impl Reread<'_> {
                         if record.offset < from || record.offset >= end || header.is_control() {
                             return;
                         }
+                        // This run's records the group read already (a range read again from a
+                        // log's start holds them) are neither checked nor counted again.
+                        if let Some((tag, producer, seq, _)) = identify(&record, self.reply)
+                            && tag == self.run_tag
+                        {
+                            if seen.mark(tag, producer, seq) {
+                                return;
+                            }
+                            add(&live.late, 1);
+                            late_producers.push(producer);
+                            late_here += 1;
+                        }
                         if let Some(v) = verify.as_mut() {
                             v.verifier.check(
                                 partition,
@@ -1732,14 +1768,6 @@ impl Reread<'_> {
                                 Stamp::of(&record),
                                 record.value.unwrap_or_default(),
                             );
-                        }
-                        if let Some((tag, producer, seq, _)) = identify(&record, self.reply)
-                            && tag == self.run_tag
-                            && !seen.mark(tag, producer, seq)
-                        {
-                            add(&live.late, 1);
-                            late_producers.push(producer);
-                            late_here += 1;
                         }
                     })
                 };
@@ -1883,23 +1911,47 @@ mod tests {
     }
 
     #[test]
-    fn a_range_past_a_log_that_went_is_read_from_the_log_s_start() {
+    fn a_range_past_a_new_log_is_read_from_its_start_and_past_a_cut_log_from_its_end() {
         let starts = BTreeMap::from([(0, 0), (1, 5), (2, 0)]);
         let ends = BTreeMap::from([(0, 40), (1, 50), (2, 10)]);
-        let ranges = vec![
-            (0, 30..i64::MAX),
-            (1, 2..i64::MAX),
-            (2, 300..i64::MAX),
-            (2, 100..120),
-        ];
+        let ranges = || {
+            vec![
+                (0, 30..i64::MAX),
+                (1, 2..i64::MAX),
+                (2, 300..i64::MAX),
+                (2, 100..120),
+            ]
+        };
         assert_eq!(
-            within_logs(ranges, &starts, &ends),
+            within_logs(ranges(), &starts, &ends, true),
             vec![
                 (0, 30..i64::MAX),
                 (1, 5..i64::MAX),
                 (2, 0..i64::MAX),
                 (2, 0..120)
             ]
+        );
+        assert_eq!(
+            within_logs(ranges(), &starts, &ends, false),
+            vec![
+                (0, 30..i64::MAX),
+                (1, 5..i64::MAX),
+                (2, 10..i64::MAX),
+                (2, 10..120)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_log_found_gone_resets_the_group_s_reach() {
+        let mut reach = Reach::default();
+        reach.note(&BTreeMap::from([(0, 146), (1, 50)]));
+        reach.skipped.push((0, 100..110));
+        reach.reset(0, 0);
+        reach.note(&BTreeMap::from([(0, 28)]));
+        assert_eq!(
+            reach.ranges(&[0, 1], &BTreeMap::new()),
+            vec![(0, 28..i64::MAX), (1, 50..i64::MAX)]
         );
     }
 

@@ -163,44 +163,28 @@ pub fn run(args: CompareArgs) -> CliResult {
     for k in &only_b {
         table.push_str(&format!("\nonly in B: {k}"));
     }
-    let regressions = rows
+    let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
+    let regressions = count(Verdict::Regression);
+    let improvements = count(Verdict::Improvement);
+    let others = [
+        (count(Verdict::Identical), "identical"),
+        (
+            count(Verdict::NoRatio),
+            "changed from a baseline of 0 (no ratio)",
+        ),
+        (
+            count(Verdict::TooFewRepetitions),
+            "with too few repetitions (use --repetitions 3 or more)",
+        ),
+    ];
+    let inside = count(Verdict::InsideNoise);
+    let others: String = others
         .iter()
-        .filter(|r| r.verdict == Verdict::Regression)
-        .count();
-    let improvements = rows
-        .iter()
-        .filter(|r| r.verdict == Verdict::Improvement)
-        .count();
-    let too_few = rows
-        .iter()
-        .filter(|r| r.verdict == Verdict::TooFewRepetitions)
-        .count();
-    let identical = rows
-        .iter()
-        .filter(|r| r.verdict == Verdict::Identical)
-        .count();
-    let no_ratio = rows
-        .iter()
-        .filter(|r| r.verdict == Verdict::NoRatio)
-        .count();
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!(", {n} {what}"))
+        .collect();
     table.push_str(&format!(
-        "\n{regressions} regression(s), {improvements} improvement(s), {} inside noise{}{}{}\n",
-        rows.len() - regressions - improvements - too_few - identical - no_ratio,
-        if identical > 0 {
-            format!(", {identical} identical")
-        } else {
-            String::new()
-        },
-        if no_ratio > 0 {
-            format!(", {no_ratio} changed from a baseline of 0 (no ratio)")
-        } else {
-            String::new()
-        },
-        if too_few > 0 {
-            format!(", {too_few} with too few repetitions (use --repetitions 3 or more)")
-        } else {
-            String::new()
-        }
+        "\n{regressions} regression(s), {improvements} improvement(s), {inside} inside noise{others}\n"
     ));
     print!("{table}");
     if let Some(path) = &args.markdown {
