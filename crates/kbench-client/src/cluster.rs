@@ -33,24 +33,12 @@ pub struct ClusterConfig {
     pub security_protocol: crate::SecurityProtocol,
     /// SASL for every connection (`security.protocol` SASL_PLAINTEXT or SASL_SSL).
     pub sasl: Option<std::sync::Arc<crate::Sasl>>,
-    /// What the clusters connected with this configuration (and its clones) learnt of the
-    /// brokers' versions, shared: see [`LearnedCaps`].
-    pub learned: LearnedCaps,
 }
 
 /// APIs held below a version the brokers announced but could not take (see
-/// [`Cluster::avoid_flexible`]), shared by every cluster connected with one configuration or its
-/// clones: a group's members learn it once (librdkafka's mock closing the connection on a
-/// SyncGroup v4 failed a round for each member that had not learnt it yet, a member that joined
-/// later included). Settings that differ only in what was learnt compare equal.
-#[derive(Debug, Clone, Default)]
-pub struct LearnedCaps(Arc<Mutex<std::collections::BTreeMap<i16, i16>>>);
-
-impl PartialEq for LearnedCaps {
-    fn eq(&self, _: &LearnedCaps) -> bool {
-        true
-    }
-}
+/// [`Cluster::avoid_flexible`]), per cluster.
+#[derive(Debug, Default)]
+struct LearnedCaps(Mutex<std::collections::BTreeMap<i16, i16>>);
 
 impl LearnedCaps {
     fn get(&self, api: ApiKey) -> Option<i16> {
@@ -144,7 +132,7 @@ pub struct Cluster {
     write_stats: Arc<crate::connection::WriteStats>,
     negotiated: Mutex<Negotiated>,
     /// APIs held below a version the brokers announced but could not take (see
-    /// [`Cluster::avoid_flexible`]): the configuration's, shared with its clones' clusters.
+    /// [`Cluster::avoid_flexible`]).
     caps: LearnedCaps,
 }
 
@@ -208,7 +196,7 @@ impl Cluster {
                 reason: format!("no bootstrap server answered: {}", failures.join("; ")),
             });
         };
-        let caps = config.learned.clone();
+        let caps = LearnedCaps::default();
         let cluster = Cluster {
             config,
             bootstrap: Arc::new(bootstrap),
@@ -286,9 +274,7 @@ impl Cluster {
     /// announced (librdkafka's mock cluster does for JoinGroup v6 and SyncGroup v4, which it reads
     /// as rigid): from now on `api` is asked at its last rigid version, as Java's and librdkafka's
     /// readers of such a broker would have to; counted as a protocol anomaly. `false` (nothing
-    /// changed) when the version was not flexible or the API is pinned; `true` also when a clone
-    /// of this cluster's configuration learnt the cap while this request was on its way (a
-    /// group's members that sent SyncGroup v4 at once).
+    /// changed) when the version was not flexible, the API is pinned, or it is capped already.
     pub fn avoid_flexible(&self, api: ApiKey, version: i16) -> bool {
         if !kbench_wire::versions::is_flexible(api, version) || self.config.pins.get(api).is_some()
         {
@@ -297,19 +283,20 @@ impl Cluster {
         let Some(rigid) = kbench_wire::versions::last_rigid_version(api) else {
             return false;
         };
-        if self.cap_at(
+        if !self.cap_at(
             api,
             version,
             rigid,
             "request: the broker closed the connection",
         ) {
-            tracing::warn!(
-                "{} v{version}: the broker closed the connection; asking at v{rigid} from now on",
-                api_name(api)
-            );
+            return false;
         }
+        tracing::warn!(
+            "{} v{version}: the broker closed the connection; asking at v{rigid} from now on",
+            api_name(api)
+        );
         // The negotiated record keeps the lowest version used.
-        version > rigid
+        true
     }
 
     /// A broker showed at `version` of `api` (`what` it did) that it reads only up to `max`

@@ -26,8 +26,7 @@ pub mod security;
 pub mod txn;
 
 pub use cluster::{
-    Cluster, ClusterConfig, LearnedCaps, PartitionLeader, Purpose, TopicLayout,
-    create_topics_request,
+    Cluster, ClusterConfig, PartitionLeader, Purpose, TopicLayout, create_topics_request,
 };
 pub use config::{
     Conflict, ConnectionSettings, ConsumerProperties, ConsumerSettings, OffsetReset,

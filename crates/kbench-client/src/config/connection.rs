@@ -288,7 +288,6 @@ impl ConnectionSettings {
             tls: self.tls.clone(),
             security_protocol: self.security.protocol,
             sasl: self.sasl.clone(),
-            learned: Default::default(),
         }
     }
 }
